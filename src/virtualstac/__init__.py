@@ -1,0 +1,19 @@
+"""virtualstac: archival files as Zarr datasets, without copying a byte, driven by catalogs."""
+
+from virtualstac.manifests import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ManifestStore,
+)
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+__all__ = [
+    "ChunkManifest",
+    "ManifestArray",
+    "ManifestGroup",
+    "ManifestStore",
+    "ObjectStoreRegistry",
+]
+
+__version__ = "0.1.0"

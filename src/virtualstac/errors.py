@@ -1,0 +1,62 @@
+"""Typed exceptions raised by virtualstac.
+
+Every error a user can cause (bad paths, unregistered URLs, incompatible arrays, unreadable
+chunks, unrepresentable data) is one of these, with a message that says what to do. Each class
+also derives from the builtin exception a Python user would expect (``ValueError``, ``KeyError``,
+``PermissionError``, ``OSError``), so generic ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChunkReadError",
+    "IncompatibleArraysError",
+    "InvalidChunkKeyError",
+    "InvalidManifestError",
+    "InvalidPathError",
+    "SourceChangedError",
+    "UnregisteredURLError",
+    "UnsupportedIndexingError",
+    "UnsupportedOperationError",
+    "VirtualStacError",
+]
+
+
+class VirtualStacError(Exception):
+    """Base class of every error virtualstac raises on purpose."""
+
+
+class InvalidPathError(VirtualStacError, ValueError):
+    """A chunk path is not an absolute URL or local path that can be referenced."""
+
+
+class InvalidChunkKeyError(VirtualStacError, ValueError):
+    """A chunk key is malformed or lies outside the chunk grid."""
+
+
+class InvalidManifestError(VirtualStacError, ValueError):
+    """Manifest entries or arrays do not describe a valid chunk grid."""
+
+
+class IncompatibleArraysError(VirtualStacError, ValueError):
+    """Arrays cannot be combined without changing what their bytes mean."""
+
+
+class UnsupportedIndexingError(VirtualStacError, IndexError):
+    """An index would cut through chunks, which references cannot express."""
+
+
+class UnsupportedOperationError(VirtualStacError, NotImplementedError):
+    """An operation would need the values of virtual chunks (for example loading or arithmetic)."""
+
+
+class UnregisteredURLError(VirtualStacError, PermissionError):
+    """A URL lies outside every prefix of the object store registry (the read allow-list)."""
+
+
+class ChunkReadError(VirtualStacError, OSError):
+    """The bytes of a referenced chunk could not be read as referenced."""
+
+
+class SourceChangedError(ChunkReadError):
+    """A source object changed after its references were captured."""

@@ -1,0 +1,381 @@
+"""ManifestArray: one virtual Zarr array, as a duck array xarray can wrap."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualstac.errors import (
+    InvalidManifestError,
+    UnsupportedIndexingError,
+    UnsupportedOperationError,
+)
+from virtualstac.manifests.manifest import ChunkManifest, expand_manifest
+from virtualstac.manifests.metadata import chunk_shape_of, grid_shape, replace_metadata
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["ManifestArray"]
+
+_LOAD_ADVICE = (
+    "ManifestArray holds references to chunks in archival files, not values, so it cannot be "
+    "loaded or computed on. To get values, either open the file with "
+    "loadable_variables=[<name>] so that variable is read into memory, or read the references "
+    "through their store: xr.open_zarr(manifest_store) for a ManifestStore, or write the "
+    "virtual dataset with ds.virtual.to_icechunk(...) / to_kerchunk(...) and open that."
+)
+
+
+class ManifestArray:
+    """Virtualized representation of the chunk data of a single Zarr array.
+
+    It pairs Zarr v3 array metadata (shape, data type, chunk grid, codecs, attributes) with a
+    :class:`ChunkManifest`. It implements enough of the array API for xarray to wrap it and to
+    concatenate, stack, broadcast and index it along chunk boundaries, all without reading data.
+    """
+
+    __slots__ = ("_manifest", "_metadata")
+
+    _metadata: ArrayV3Metadata
+    _manifest: ChunkManifest
+
+    def __init__(
+        self,
+        metadata: ArrayV3Metadata | Mapping[str, Any],
+        chunkmanifest: ChunkManifest | Mapping[str, Any],
+    ) -> None:
+        """Create a ManifestArray from Zarr v3 array metadata and a chunk manifest.
+
+        Parameters
+        ----------
+        metadata
+            ``ArrayV3Metadata``, or its JSON dict (as in ``zarr.json``).
+        chunkmanifest
+            A :class:`ChunkManifest`, or a dict of chunk keys to entries.
+        """
+        if not isinstance(metadata, ArrayV3Metadata):
+            metadata = ArrayV3Metadata.from_dict(dict(metadata))
+        chunks = chunk_shape_of(metadata)
+        expected = grid_shape(metadata.shape, chunks)
+        if not isinstance(chunkmanifest, ChunkManifest):
+            chunkmanifest = ChunkManifest(entries=dict(chunkmanifest), shape=expected)
+        if chunkmanifest.shape_chunk_grid != expected:
+            if expected == () and chunkmanifest.shape_chunk_grid == (1,):
+                # A scalar's single chunk is keyed "0" in Kerchunk and VirtualiZarr manifests.
+                chunkmanifest = chunkmanifest.subset((0,))
+            else:
+                raise InvalidManifestError(
+                    f"manifest chunk grid {chunkmanifest.shape_chunk_grid} does not match array "
+                    f"shape {metadata.shape} with chunks {chunks}: expected grid {expected}"
+                )
+        self._metadata = metadata
+        self._manifest = chunkmanifest
+
+    # -- description ----------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> ArrayV3Metadata:
+        """The Zarr v3 array metadata."""
+        return self._metadata
+
+    @property
+    def manifest(self) -> ChunkManifest:
+        """The chunk manifest."""
+        return self._manifest
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Array shape by number of elements along each dimension."""
+        return tuple(int(s) for s in self._metadata.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._metadata.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy data type of the decoded array."""
+        return np.dtype(self._metadata.data_type.to_native_dtype())
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The chunk shape: number of elements of one chunk along each dimension.
+
+        xarray treats arrays with ``.chunks`` as chunked arrays; virtualstac registers a chunk
+        manager for ManifestArray so that xarray operations keep working and loading fails with
+        an explanation instead of a missing-chunk-manager error.
+        """
+        return chunk_shape_of(self._metadata)
+
+    @property
+    def fill_value(self) -> Any:
+        """The fill value that missing chunks read as."""
+        return self._metadata.fill_value
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the array's values if loaded, in bytes."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def nbytes_virtual(self) -> int:
+        """Memory used by the references of this array, in bytes."""
+        return self._manifest.nbytes
+
+    def __repr__(self) -> str:
+        return f"ManifestArray<shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d ManifestArray")
+        return self.shape[0]
+
+    # -- what cannot be done --------------------------------------------------------------
+
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> Any:
+        """Refuse conversion to numpy: the values are not in memory."""
+        raise UnsupportedOperationError(_LOAD_ADVICE)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """Refuse ufuncs, except ``isnan``, which xarray's equality checks call.
+
+        ``isnan`` answers False everywhere: equality of manifest arrays compares references,
+        and equal references hold equal values whether or not they are NaN.
+        """
+        if ufunc is np.isnan and method == "__call__":
+            return np.zeros(self.shape, dtype=bool)
+        raise UnsupportedOperationError(f"cannot apply {ufunc.__name__}: {_LOAD_ADVICE}")
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """Route numpy functions to :mod:`virtualstac.manifests.array_api`."""
+        from virtualstac.manifests import array_api
+
+        implementation = array_api.HANDLED_FUNCTIONS.get(func)
+        if implementation is None:
+            raise UnsupportedOperationError(
+                f"numpy.{func.__name__} is not supported on ManifestArray; supported: "
+                f"{', '.join(sorted(f.__name__ for f in array_api.HANDLED_FUNCTIONS))}"
+            )
+        if not all(issubclass(t, ManifestArray | np.ndarray) for t in types):
+            return NotImplemented
+        return implementation(*args, **kwargs)
+
+    def astype(self, dtype: npt.DTypeLike, /, *, copy: bool = True) -> ManifestArray:
+        """Return self if ``dtype`` is already the array's dtype; changing it is refused."""
+        if np.dtype(dtype) != self.dtype:
+            raise UnsupportedOperationError(
+                f"cannot cast a ManifestArray from {self.dtype} to {np.dtype(dtype)}: the "
+                "referenced bytes are fixed"
+            )
+        return self
+
+    # -- comparison -----------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> npt.NDArray[np.bool_]:  # type: ignore[override]
+        """Element-wise equality: True where both arrays reference identical chunks.
+
+        Comparing with anything but a ManifestArray gives False everywhere, because the values
+        of a ManifestArray are unknown.
+        """
+        if not isinstance(other, ManifestArray) or other.shape != self.shape:
+            return np.zeros(self.shape, dtype=bool)
+        if self._metadata.to_dict()["codecs"] != other._metadata.to_dict()["codecs"] or (
+            self.dtype != other.dtype or self.chunks != other.chunks
+        ):
+            return np.zeros(self.shape, dtype=bool)
+        chunk_equal = self._manifest.elementwise_eq(other._manifest)
+        for axis, chunk in enumerate(self.chunks):
+            chunk_equal = np.repeat(chunk_equal, chunk, axis=axis)
+        return chunk_equal[tuple(slice(0, s) for s in self.shape)]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- derived arrays -------------------------------------------------------------------
+
+    def rename_paths(self, new: str | Callable[[str], str]) -> ManifestArray:
+        """Return an array whose chunks point at renamed paths (see ChunkManifest.rename_paths).
+
+        Examples
+        --------
+        >>> def local_to_s3(old: str) -> str:
+        ...     return "s3://my-bucket/" + old.rsplit("/", 1)[-1]
+        >>> marr.rename_paths(local_to_s3)  # doctest: +SKIP
+        """
+        return ManifestArray(self._metadata, self._manifest.rename_paths(new))
+
+    def to_virtual_variable(self) -> xr.Variable:
+        """Wrap this array in an ``xarray.Variable`` with its dimension names and attributes."""
+        import xarray as xr
+
+        names = self._metadata.dimension_names
+        if names is None or any(n is None for n in names):
+            raise InvalidManifestError(
+                f"array metadata needs a name for each of its {self.ndim} dimensions to become an "
+                f"xarray variable, got {names!r}"
+            )
+        return xr.Variable(dims=tuple(names), data=self, attrs=dict(self._metadata.attributes))
+
+    def __getitem__(self, key: Any) -> ManifestArray:
+        """Index along chunk boundaries, returning a ManifestArray of the selected chunks.
+
+        Supported: no-ops (``...``, ``slice(None)``), ``None`` (new axes), slices with step 1
+        whose ends fall on chunk boundaries (or the array end), and integers along axes whose
+        chunk size is 1. Anything that would cut through a chunk raises.
+        """
+        indexer = _normalize_key(key, self.ndim)
+        grid_index: list[slice | int] = []
+        new_shape: list[int] = []
+        new_chunks: list[int] = []
+        new_names: list[str | None] = []
+        names = self._metadata.dimension_names or (None,) * self.ndim
+        dim = 0
+        new_axes: list[int] = []
+        for item in indexer:
+            if item is None:
+                new_axes.append(len(new_shape) + len(new_axes))
+                continue
+            chunk = self.chunks[dim]
+            if isinstance(item, int):
+                grid_index.append(self._integer_to_grid(item, dim))
+            else:
+                start, stop = self._slice_bounds(item, dim)
+                grid_index.append(slice(start // chunk, -(-stop // chunk)))
+                new_shape.append(stop - start)
+                new_chunks.append(chunk)
+                new_names.append(names[dim])
+            dim += 1
+        manifest = self._manifest.subset(tuple(grid_index))
+        result = ManifestArray(
+            replace_metadata(
+                self._metadata,
+                shape=tuple(new_shape),
+                chunk_shape=tuple(new_chunks),
+                dimension_names=tuple(new_names) if self._metadata.dimension_names else None,
+            ),
+            manifest,
+        )
+        for axis in new_axes:
+            result = expand_manifest_array(result, axis)
+        return result
+
+    def _slice_bounds(self, item: slice, dim: int) -> tuple[int, int]:
+        size, chunk = self.shape[dim], self.chunks[dim]
+        start, stop, step = item.indices(size)
+        if step != 1:
+            raise UnsupportedIndexingError(
+                f"cannot index a ManifestArray with step {step} on axis {dim}: only step 1 keeps "
+                "whole chunks"
+            )
+        stop = max(stop, start)
+        if start % chunk or (stop % chunk and stop != size):
+            raise UnsupportedIndexingError(
+                f"slice {start}:{stop} on axis {dim} does not fall on chunk boundaries "
+                f"(chunk size {chunk}); a virtual array can only be cut between chunks. Load the "
+                "variable (loadable_variables) or select after opening the written store."
+            )
+        return start, stop
+
+    def _integer_to_grid(self, item: int, dim: int) -> int:
+        size, chunk = self.shape[dim], self.chunks[dim]
+        if not -size <= item < size:
+            raise UnsupportedIndexingError(
+                f"index {item} is out of bounds for axis {dim} with size {size}"
+            )
+        if chunk != 1:
+            raise UnsupportedIndexingError(
+                f"cannot select index {item} on axis {dim}: its chunks hold {chunk} elements; "
+                "use a chunk-aligned slice instead"
+            )
+        if any(_is_array_to_array(c) for c in self._metadata.codecs):
+            raise UnsupportedIndexingError(
+                f"cannot drop axis {dim}: the array-to-array codecs of this array depend on the "
+                "chunk's dimensions"
+            )
+        return item % size
+
+
+def _is_array_to_array(codec: Any) -> bool:
+    from zarr.abc.codec import ArrayArrayCodec
+
+    return isinstance(codec, ArrayArrayCodec)
+
+
+def _normalize_key(key: Any, ndim: int) -> list[Any]:
+    if not isinstance(key, tuple):
+        key = (key,)
+    items: list[Any] = []
+    for item in key:
+        if isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu":
+            item = int(item)
+        elif isinstance(item, np.integer):
+            item = int(item)
+        elif isinstance(item, list | np.ndarray):
+            item = _array_to_slice(np.asarray(item))
+        elif isinstance(item, bool) or not (
+            item is None or item is Ellipsis or isinstance(item, int | slice)
+        ):
+            raise UnsupportedIndexingError(
+                f"cannot index a ManifestArray with {type(item).__name__}; use slices along "
+                "chunk boundaries"
+            )
+        items.append(item)
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise UnsupportedIndexingError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if used > ndim:
+        raise UnsupportedIndexingError(f"too many indices: array is {ndim}-dimensional, got {used}")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at : at + 1] = [slice(None)] * (ndim - used)
+    else:
+        items.extend([slice(None)] * (ndim - used))
+    return items
+
+
+def _array_to_slice(array: np.ndarray[Any, Any]) -> slice:
+    """Accept an integer array only when it is a contiguous ascending range (an orthogonal no-op)."""
+    if array.dtype.kind not in "iu" or array.ndim != 1:
+        raise UnsupportedIndexingError(
+            "cannot index a ManifestArray with boolean or multi-dimensional arrays"
+        )
+    if array.size == 0:
+        return slice(0, 0)
+    start = int(array[0])
+    if start < 0 or not np.array_equal(array, np.arange(start, start + array.size)):
+        raise UnsupportedIndexingError(
+            "cannot index a ManifestArray with an arbitrary integer array; only contiguous "
+            "chunk-aligned ranges are supported"
+        )
+    return slice(start, start + array.size)
+
+
+def expand_manifest_array(array: ManifestArray, axis: int) -> ManifestArray:
+    """Insert an axis of length one (chunk size one) at ``axis``."""
+    names = array.metadata.dimension_names
+    shape = list(array.shape)
+    chunks = list(array.chunks)
+    shape.insert(axis, 1)
+    chunks.insert(axis, 1)
+    new_names = None
+    if names is not None:
+        new_names = list(names)
+        new_names.insert(axis, None)
+    metadata = replace_metadata(
+        array.metadata,
+        shape=tuple(shape),
+        chunk_shape=tuple(chunks),
+        dimension_names=tuple(new_names) if new_names is not None else None,
+    )
+    return ManifestArray(metadata, expand_manifest(array.manifest, axis))

@@ -1,0 +1,148 @@
+"""The subset of the array API that ManifestArray supports, by rewriting references only.
+
+These functions are what ``np.concatenate``, ``np.stack``, ``np.expand_dims`` and
+``np.broadcast_to`` (and so ``xr.concat``, ``xr.combine_*`` and broadcasting in xarray) call on
+ManifestArrays through ``__array_function__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from virtualstac.errors import IncompatibleArraysError
+from virtualstac.manifests.array import ManifestArray, expand_manifest_array
+from virtualstac.manifests.manifest import broadcast_manifest, concatenate_manifests
+from virtualstac.manifests.metadata import check_combinable, grid_shape, replace_metadata
+
+__all__ = ["HANDLED_FUNCTIONS", "broadcast_to", "concatenate", "expand_dims", "stack"]
+
+HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def _implements(
+    numpy_function: Callable[..., Any],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        HANDLED_FUNCTIONS[numpy_function] = func
+        return func
+
+    return register
+
+
+def _as_manifest_arrays(arrays: Sequence[Any], what: str) -> list[ManifestArray]:
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError(f"need at least one array to {what}")
+    for i, array in enumerate(arrays):
+        if not isinstance(array, ManifestArray):
+            raise IncompatibleArraysError(
+                f"cannot {what} a ManifestArray with a {type(array).__name__} (array {i}): "
+                "virtual and in-memory data cannot share one array; load the virtual variable or "
+                "keep the in-memory one separate"
+            )
+    return arrays
+
+
+def _normalize_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
+
+
+@_implements(np.concatenate)
+def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> ManifestArray:
+    """Concatenate ManifestArrays by merging their chunk manifests.
+
+    The arrays must agree in data type, codecs, fill value, chunk shape and CF encoding
+    attributes, and all but the last must end on a chunk boundary along ``axis``.
+    """
+    manifest_arrays = _as_manifest_arrays(arrays, "concatenate")
+    if axis is None:
+        raise IncompatibleArraysError(
+            "cannot concatenate ManifestArrays with axis=None (flattening)"
+        )
+    first = manifest_arrays[0]
+    if any(a.ndim != first.ndim for a in manifest_arrays):
+        raise IncompatibleArraysError(
+            f"cannot concatenate arrays with {sorted({a.ndim for a in manifest_arrays})} dimensions"
+        )
+    axis = _normalize_axis(axis, first.ndim)
+    check_combinable([a.metadata for a in manifest_arrays], what="concatenate")
+    for i, array in enumerate(manifest_arrays):
+        other_dims = [s for d, s in enumerate(array.shape) if d != axis]
+        if other_dims != [s for d, s in enumerate(first.shape) if d != axis]:
+            raise IncompatibleArraysError(
+                f"cannot concatenate along axis {axis}: array 0 has shape {first.shape}, "
+                f"array {i} has shape {array.shape}"
+            )
+    chunk = first.chunks[axis]
+    for i, array in enumerate(manifest_arrays[:-1]):
+        if array.shape[axis] % chunk:
+            raise IncompatibleArraysError(
+                f"cannot concatenate along axis {axis}: array {i} has length {array.shape[axis]}, "
+                f"not a multiple of its chunk size {chunk}, so its last chunk is partial and the "
+                "chunks after it would land at the wrong positions"
+            )
+    new_shape = list(first.shape)
+    new_shape[axis] = sum(a.shape[axis] for a in manifest_arrays)
+    manifest = concatenate_manifests([a.manifest for a in manifest_arrays], axis=axis)
+    return ManifestArray(replace_metadata(first.metadata, shape=tuple(new_shape)), manifest)
+
+
+@_implements(np.stack)
+def stack(arrays: Sequence[ManifestArray], /, *, axis: int = 0) -> ManifestArray:
+    """Stack ManifestArrays along a new axis by merging their chunk manifests."""
+    manifest_arrays = _as_manifest_arrays(arrays, "stack")
+    shapes = {a.shape for a in manifest_arrays}
+    if len(shapes) > 1:
+        raise IncompatibleArraysError(f"cannot stack arrays of different shapes {sorted(shapes)}")
+    axis = _normalize_axis(axis, manifest_arrays[0].ndim + 1)
+    return concatenate([expand_dims(a, axis=axis) for a in manifest_arrays], axis=axis)
+
+
+@_implements(np.expand_dims)
+def expand_dims(x: ManifestArray, /, *, axis: int = 0) -> ManifestArray:
+    """Insert a new axis of size one (with chunk size one) at ``axis``."""
+    return expand_manifest_array(x, _normalize_axis(axis, x.ndim + 1))
+
+
+@_implements(np.broadcast_to)
+def broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> ManifestArray:
+    """Broadcast to ``shape`` by prepending axes and repeating references along size-1 axes.
+
+    Only axes whose chunk size is one can be repeated (each repeat is a whole chunk).
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < x.ndim:
+        raise ValueError(f"cannot broadcast shape {x.shape} to fewer dimensions {shape}")
+    lead = len(shape) - x.ndim
+    chunks = [1] * lead + list(x.chunks)
+    for axis, (old, new) in enumerate(zip(x.shape, shape[lead:], strict=True)):
+        if old == new:
+            continue
+        if old != 1:
+            raise ValueError(f"cannot broadcast shape {x.shape} to {shape}")
+        if x.chunks[axis] != 1:
+            raise IncompatibleArraysError(
+                f"cannot broadcast axis {axis}: its chunk size is {x.chunks[axis]}, not 1"
+            )
+    names = x.metadata.dimension_names
+    metadata = replace_metadata(
+        x.metadata,
+        shape=shape,
+        chunk_shape=tuple(chunks),
+        dimension_names=(None,) * lead + tuple(names) if names is not None else None,
+    )
+    manifest = broadcast_manifest(x.manifest, grid_shape(shape, chunks))
+    return ManifestArray(metadata, manifest)
+
+
+@_implements(np.result_type)
+def result_type(*arrays_and_dtypes: Any) -> np.dtype[Any]:
+    """The numpy result type, using each ManifestArray's dtype."""
+    return np.result_type(
+        *(a.dtype if isinstance(a, ManifestArray) else a for a in arrays_and_dtypes)
+    )

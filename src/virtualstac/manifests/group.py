@@ -1,0 +1,130 @@
+"""ManifestGroup: a virtual Zarr group of manifest arrays and sub-groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from zarr.core.group import GroupMetadata
+
+from virtualstac.manifests.array import ManifestArray
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["ManifestGroup"]
+
+
+class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
+    """Immutable representation of a single virtual Zarr group.
+
+    It maps member names to :class:`ManifestArray` and nested :class:`ManifestGroup` objects,
+    and carries the group's attributes. ``group["a/b"]`` reaches nested members.
+    """
+
+    __slots__ = ("_arrays", "_groups", "_metadata")
+
+    def __init__(
+        self,
+        arrays: Mapping[str, ManifestArray] | None = None,
+        groups: Mapping[str, ManifestGroup] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a group from arrays, sub-groups and group attributes."""
+        self._arrays = dict(arrays or {})
+        self._groups = dict(groups or {})
+        for name, member in [*self._arrays.items(), *self._groups.items()]:
+            if not name or "/" in name:
+                raise ValueError(f"member names must be non-empty and contain no '/', got {name!r}")
+            expected = ManifestArray if name in self._arrays else ManifestGroup
+            if not isinstance(member, expected):
+                raise TypeError(f"member {name!r} must be a {expected.__name__}")
+        clash = set(self._arrays) & set(self._groups)
+        if clash:
+            raise ValueError(f"names used by both an array and a group: {sorted(clash)}")
+        self._metadata = GroupMetadata(attributes=dict(attributes or {}), zarr_format=3)
+
+    @property
+    def arrays(self) -> dict[str, ManifestArray]:
+        """ManifestArrays contained in this group."""
+        return dict(self._arrays)
+
+    @property
+    def groups(self) -> dict[str, ManifestGroup]:
+        """Sub-groups contained in this group."""
+        return dict(self._groups)
+
+    @property
+    def metadata(self) -> GroupMetadata:
+        """Zarr group metadata (attributes)."""
+        return self._metadata
+
+    def __getitem__(self, path: str) -> ManifestArray | ManifestGroup:
+        """Obtain a member, or a nested member by a ``/``-separated path."""
+        head, _, rest = path.strip("/").partition("/")
+        member: ManifestArray | ManifestGroup
+        if head in self._arrays:
+            member = self._arrays[head]
+        elif head in self._groups:
+            member = self._groups[head]
+        else:
+            raise KeyError(path)
+        if not rest:
+            return member
+        if not isinstance(member, ManifestGroup):
+            raise KeyError(path)
+        return member[rest]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._arrays
+        yield from self._groups
+
+    def __len__(self) -> int:
+        return len(self._arrays) + len(self._groups)
+
+    def __repr__(self) -> str:
+        return f"ManifestGroup(arrays={self._arrays!r}, groups={self._groups!r})"
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, ManifestArray | ManifestGroup]]:
+        """Yield ``(path, node)`` for this group and every node below it, parents first."""
+        yield prefix, self
+        for name, array in self._arrays.items():
+            yield f"{prefix}/{name}".lstrip("/"), array
+        for name, group in self._groups.items():
+            yield from group.walk(f"{prefix}/{name}".lstrip("/"))
+
+    def to_virtual_dataset(self) -> xr.Dataset:
+        """Create a virtual ``xarray.Dataset`` of this group's arrays (sub-groups are ignored).
+
+        Every variable wraps a ManifestArray. Dimension coordinates and variables named in a
+        CF ``coordinates`` attribute become coordinates, without indexes (building an index would
+        need the values).
+        """
+        import xarray as xr
+
+        variables = {name: array.to_virtual_variable() for name, array in self._arrays.items()}
+        coord_names = {
+            name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
+        }
+        for var in variables.values():
+            listed = var.attrs.pop("coordinates", None)
+            if isinstance(listed, str):
+                var.encoding["coordinates"] = listed
+                coord_names.update(n for n in listed.split() if n in variables)
+        coords = xr.Coordinates({n: variables[n] for n in coord_names}, indexes={})
+        data_vars = {n: v for n, v in variables.items() if n not in coord_names}
+        return xr.Dataset(data_vars, coords=coords, attrs=dict(self._metadata.attributes))
+
+    def to_virtual_datasets(self) -> dict[str, xr.Dataset]:
+        """Return a virtual dataset for this group and every sub-group, keyed ``/``, ``/a``, ..."""
+        return {
+            "/" + path: node.to_virtual_dataset()
+            for path, node in self.walk()
+            if isinstance(node, ManifestGroup)
+        }
+
+    def to_virtual_datatree(self) -> xr.DataTree:
+        """Create a virtual ``xarray.DataTree`` of this group and all its sub-groups."""
+        import xarray as xr
+
+        return xr.DataTree.from_dict(self.to_virtual_datasets())

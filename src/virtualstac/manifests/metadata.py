@@ -1,0 +1,160 @@
+"""Zarr v3 array metadata for manifest arrays: building it, changing it, comparing it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from zarr.core.dtype import parse_dtype
+from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
+
+from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
+
+__all__ = [
+    "CF_ENCODING_ATTRS",
+    "check_combinable",
+    "create_v3_array_metadata",
+    "grid_shape",
+    "replace_metadata",
+]
+
+#: Attributes that change what the stored numbers mean; arrays that differ in any of them must
+#: not be joined into one array, whose single set of attributes would then be wrong for part of it.
+CF_ENCODING_ATTRS = (
+    "scale_factor",
+    "add_offset",
+    "_FillValue",
+    "missing_value",
+    "_Unsigned",
+    "units",
+    "calendar",
+)
+
+
+def create_v3_array_metadata(
+    *,
+    shape: Sequence[int],
+    data_type: np.dtype[Any] | str,
+    chunk_shape: Sequence[int],
+    fill_value: Any = None,
+    codecs: Iterable[Mapping[str, Any]] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    dimension_names: Iterable[str | None] | None = None,
+    separator: str = "/",
+) -> ArrayV3Metadata:
+    """Build Zarr v3 array metadata with a regular chunk grid.
+
+    ``codecs`` are zarr v3 codec dicts in encode order; without them the chunks are raw
+    little-endian bytes. The dtype's byte order is moved into the ``bytes`` codec, where zarr v3
+    keeps it.
+    """
+    dtype = np.dtype(data_type)
+    codec_list = [dict(c) for c in codecs] if codecs is not None else None
+    if codec_list is None:
+        endian = "big" if dtype.byteorder == ">" else "little"
+        codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
+    if fill_value is None:
+        fill_value = 0 if dtype.kind in "biuf" else None
+    return ArrayV3Metadata.from_dict(
+        {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": tuple(int(s) for s in shape),
+            "data_type": parse_dtype(dtype, zarr_format=3).to_json(zarr_format=3),
+            "chunk_grid": {
+                "name": "regular",
+                "configuration": {"chunk_shape": tuple(int(c) for c in chunk_shape)},
+            },
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
+            "fill_value": _json_fill_value(fill_value),
+            "codecs": tuple(codec_list),
+            "attributes": dict(attributes or {}),
+            "dimension_names": tuple(dimension_names) if dimension_names is not None else None,
+            "storage_transformers": (),
+        }
+    )
+
+
+def _json_fill_value(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def chunk_shape_of(metadata: ArrayV3Metadata) -> tuple[int, ...]:
+    """The chunk shape of a regular chunk grid; other grids are refused."""
+    grid = metadata.chunk_grid
+    if not isinstance(grid, RegularChunkGridMetadata):
+        raise InvalidManifestError(
+            f"only regular chunk grids are supported, got {type(grid).__name__}"
+        )
+    return tuple(int(c) for c in grid.chunk_shape)
+
+
+def grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
+    """Number of chunks along each dimension of an array."""
+    return tuple(math.ceil(s / c) if c else 0 for s, c in zip(shape, chunks, strict=True))
+
+
+def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metadata:
+    """Return a copy of ``metadata`` with fields replaced (``chunk_shape`` sets the grid)."""
+    as_dict = metadata.to_dict()
+    if "chunk_shape" in changes:
+        chunk_shape = tuple(int(c) for c in changes.pop("chunk_shape"))
+        as_dict["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": chunk_shape}}
+    as_dict.update(changes)
+    return ArrayV3Metadata.from_dict(as_dict)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    except TypeError:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "concatenate") -> None:
+    """Raise if the arrays differ in anything that one Zarr array must hold once.
+
+    Compared: data type, codecs, fill value, chunk shape, and the CF encoding attributes in
+    :data:`CF_ENCODING_ATTRS`. The message names the first difference found.
+    """
+    first = metadatas[0]
+    first_codecs = first.to_dict()["codecs"]
+    for i, other in enumerate(metadatas[1:], start=1):
+        if other.data_type != first.data_type:
+            raise IncompatibleArraysError(
+                f"cannot {what}: array 0 has data type {first.data_type.to_json(zarr_format=3)}, "
+                f"array {i} has {other.data_type.to_json(zarr_format=3)}"
+            )
+        other_codecs = other.to_dict()["codecs"]
+        if other_codecs != first_codecs:
+            raise IncompatibleArraysError(
+                f"cannot {what}: array 0 has codecs {list(first_codecs)}, "
+                f"array {i} has {list(other_codecs)}; one Zarr array has one codec chain"
+            )
+        if not _same(first.fill_value, other.fill_value):
+            raise IncompatibleArraysError(
+                f"cannot {what}: array 0 has fill value {first.fill_value!r}, "
+                f"array {i} has {other.fill_value!r}"
+            )
+        if chunk_shape_of(other) != chunk_shape_of(first):
+            raise IncompatibleArraysError(
+                f"cannot {what}: array 0 has chunk shape {chunk_shape_of(first)}, "
+                f"array {i} has {chunk_shape_of(other)}"
+            )
+        for attr in CF_ENCODING_ATTRS:
+            a = first.attributes.get(attr)
+            b = other.attributes.get(attr)
+            if not _same(a, b):
+                raise IncompatibleArraysError(
+                    f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
+                    f"array {i}; joining them would decode part of the data wrongly"
+                )

@@ -1,0 +1,426 @@
+"""ManifestStore: a read-only Zarr store over a ManifestGroup.
+
+Metadata is served from the group; chunk bytes are read from their source objects through the
+object store registry. zarr-python asks for one chunk per ``get`` call, so the store queues the
+requests that arrive in the same event-loop tick, groups them by object, and fetches each
+object's ranges with one ``obstore.get_ranges_async`` call that merges nearby ranges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import obstore
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+from virtualstac.errors import ChunkReadError, UnregisteredURLError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["ManifestStore"]
+
+_METADATA_KEY = "zarr.json"
+DEFAULT_COALESCE = 1024 * 1024
+
+
+@dataclass
+class _Request:
+    start: int
+    end: int
+    future: asyncio.Future[Any]
+    key: str
+
+
+@dataclass
+class _Batcher:
+    """Requests waiting to be fetched, per object URL, on one event loop."""
+
+    pending: dict[str, list[_Request]] = field(default_factory=dict)
+
+
+class ManifestStore(Store):
+    """A read-only Zarr v3 store whose chunks are byte ranges in other objects.
+
+    Parameters
+    ----------
+    group
+        The root group: its arrays and sub-groups become the store's hierarchy.
+    registry
+        Where chunk bytes may be read from. A reference outside every registered prefix raises
+        :class:`~virtualstac.errors.UnregisteredURLError` instead of being fetched. Without a
+        registry, no virtual chunk can be read (inlined and missing chunks still can).
+    coalesce
+        Ranges of one object closer than this many bytes are fetched in one request.
+
+    Examples
+    --------
+    >>> store = ManifestStore(group, registry=ObjectStoreRegistry.for_url(url))  # doctest: +SKIP
+    >>> ds = xr.open_zarr(store)  # doctest: +SKIP
+    """
+
+    supports_writes = False
+    supports_deletes = False
+    supports_partial_writes = False
+    supports_listing = True
+
+    def __init__(
+        self,
+        group: ManifestGroup,
+        *,
+        registry: ObjectStoreRegistry | None = None,
+        coalesce: int = DEFAULT_COALESCE,
+    ) -> None:
+        """Create a store serving ``group``, reading chunk bytes through ``registry``."""
+        super().__init__(read_only=True)
+        if not isinstance(group, ManifestGroup):
+            raise TypeError(f"group must be a ManifestGroup, got {type(group).__name__}")
+        self._group = group
+        self._registry = registry if registry is not None else ObjectStoreRegistry()
+        self._coalesce = int(coalesce)
+        self._setup()
+
+    def _setup(self) -> None:
+        self._nodes: dict[str, ManifestArray | ManifestGroup] = dict(self._group.walk())
+        self._metadata_cache: dict[str, bytes] = {}
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def group(self) -> ManifestGroup:
+        """The root group this store serves."""
+        return self._group
+
+    @property
+    def registry(self) -> ObjectStoreRegistry:
+        """The registry chunk bytes are read through."""
+        return self._registry
+
+    @property
+    def supports_consolidated_metadata(self) -> bool:
+        """False: metadata is served per node, so zarr must not look for consolidated metadata."""
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ManifestStore)
+            and other._group is self._group
+            and other._registry is self._registry
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self._group), id(self._registry)))
+
+    def __repr__(self) -> str:
+        return f"ManifestStore(nodes={len(self._nodes)}, registry={self._registry!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"group": self._group, "registry": self._registry, "coalesce": self._coalesce}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        Store.__init__(self, read_only=True)
+        self._group = state["group"]
+        self._registry = state["registry"]
+        self._coalesce = state["coalesce"]
+        self._setup()
+
+    def with_read_only(self, read_only: bool = False) -> ManifestStore:
+        """Return a read-only copy; a writable one cannot exist."""
+        if not read_only:
+            raise ValueError("ManifestStore is read-only")
+        return ManifestStore(self._group, registry=self._registry, coalesce=self._coalesce)
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def _metadata_bytes(self, node_path: str) -> bytes | None:
+        if node_path not in self._nodes:
+            return None
+        cached = self._metadata_cache.get(node_path)
+        if cached is None:
+            node = self._nodes[node_path]
+            buffers = node.metadata.to_buffer_dict(default_buffer_prototype())
+            cached = buffers[_METADATA_KEY].to_bytes()
+            self._metadata_cache[node_path] = cached
+        return cached
+
+    def _locate_chunk(self, key: str) -> tuple[str, ManifestArray, tuple[int, ...]] | None:
+        """Split a chunk key into array path, array and grid indices; None if it is none."""
+        cut = len(key)
+        while True:
+            cut = key.rfind("/", 0, cut)
+            array_path, chunk_part = (key[:cut], key[cut + 1 :]) if cut >= 0 else ("", key)
+            node = self._nodes.get(array_path)
+            if isinstance(node, ManifestArray):
+                try:
+                    coords = node.metadata.chunk_key_encoding.decode_chunk_key(chunk_part)
+                except (ValueError, TypeError):
+                    return None
+                grid = node.manifest.shape_chunk_grid
+                if len(coords) != len(grid) or any(
+                    not 0 <= c < s for c, s in zip(coords, grid, strict=True)
+                ):
+                    return None
+                if chunk_part != node.metadata.encode_chunk_key(coords):
+                    return None
+                return array_path, node, tuple(int(c) for c in coords)
+            if cut <= 0:
+                return None
+
+    def _split_metadata_key(self, key: str) -> str | None:
+        if key == _METADATA_KEY:
+            return ""
+        if key.endswith("/" + _METADATA_KEY):
+            return key[: -len(_METADATA_KEY) - 1]
+        return None
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def get(
+        self,
+        key: str,
+        prototype: BufferPrototype,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        """Return the value of ``key``: node metadata or chunk bytes; None if absent.
+
+        A chunk whose source object is missing or shorter than referenced raises
+        :class:`~virtualstac.errors.ChunkReadError` rather than reading as fill values.
+        """
+        node_path = self._split_metadata_key(key)
+        if node_path is not None:
+            data = self._metadata_bytes(node_path)
+            if data is None:
+                return None
+            start, end = _clamp(byte_range, len(data))
+            return prototype.buffer.from_bytes(data[start:end])
+        located = self._locate_chunk(key)
+        if located is None:
+            return None
+        _, array, coords = located
+        entry = array.manifest.get_entry(coords)
+        if entry is None:
+            return None
+        if entry["path"] == INLINED_CHUNK_PATH:
+            data = entry["data"]
+            start, end = _clamp(byte_range, len(data))
+            return prototype.buffer.from_bytes(data[start:end])
+        start, end = _clamp(byte_range, entry["length"])
+        chunk = await self._read(entry["path"], entry["offset"] + start, entry["offset"] + end, key)
+        return prototype.buffer.from_bytes(chunk)
+
+    async def _read(self, url: str, start: int, end: int, key: str) -> Any:
+        if start >= end:
+            return b""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _Batcher()
+        queue = batcher.pending.setdefault(url, [])
+        future: asyncio.Future[Any] = loop.create_future()
+        queue.append(_Request(start, end, future, key))
+        if len(queue) == 1:
+            loop.create_task(self._flush(batcher, url))
+        return await future
+
+    async def _flush(self, batcher: _Batcher, url: str) -> None:
+        # Let every task that is ready in this tick queue its request before fetching.
+        await asyncio.sleep(0)
+        requests = batcher.pending.pop(url, [])
+        if not requests:
+            return
+        try:
+            store, path = self._registry.resolve(url)
+            buffers = await obstore.get_ranges_async(
+                store,
+                path,
+                starts=[r.start for r in requests],
+                ends=[r.end for r in requests],
+                coalesce=self._coalesce,
+            )
+        except UnregisteredURLError as err:
+            _fail(requests, err)
+            return
+        except FileNotFoundError as err:
+            _fail(
+                requests,
+                ChunkReadError(
+                    f"chunk {requests[0].key!r} references {url!r}, which does not exist: {err}"
+                ),
+            )
+            return
+        except Exception as err:  # obstore raises its own hierarchy; say which chunk failed
+            _fail(
+                requests,
+                ChunkReadError(
+                    f"reading chunk {requests[0].key!r} from {url!r} failed: "
+                    f"{type(err).__name__}: {err}"
+                ),
+            )
+            return
+        for request, buffer in zip(requests, buffers, strict=True):
+            if request.future.done():
+                continue
+            expected = request.end - request.start
+            if len(buffer) != expected:
+                request.future.set_exception(
+                    ChunkReadError(
+                        f"chunk {request.key!r} references bytes {request.start}-{request.end} of "
+                        f"{url!r}, but only {len(buffer)} of {expected} bytes exist; the file is "
+                        "shorter than when it was referenced"
+                    )
+                )
+            else:
+                request.future.set_result(buffer)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        """Return several values at once; ranges of one object are fetched together."""
+        return list(
+            await asyncio.gather(*(self.get(key, prototype, rng) for key, rng in key_ranges))
+        )
+
+    async def exists(self, key: str) -> bool:
+        """Whether ``key`` is node metadata or a chunk that is not missing."""
+        node_path = self._split_metadata_key(key)
+        if node_path is not None:
+            return node_path in self._nodes
+        located = self._locate_chunk(key)
+        return located is not None and located[1].manifest.get_entry(located[2]) is not None
+
+    async def getsize(self, key: str) -> int:
+        """Size of a value in bytes, without reading it."""
+        node_path = self._split_metadata_key(key)
+        if node_path is not None:
+            data = self._metadata_bytes(node_path)
+            if data is not None:
+                return len(data)
+        else:
+            located = self._locate_chunk(key)
+            if located is not None:
+                entry = located[1].manifest.get_entry(located[2])
+                if entry is not None:
+                    return len(entry["data"]) if "data" in entry else entry["length"]
+        raise FileNotFoundError(key)
+
+    # -- writing is refused ---------------------------------------------------------------
+
+    async def set(self, key: str, value: Buffer) -> None:
+        """Refuse: the store is read-only."""
+        self._check_writable()
+
+    async def delete(self, key: str) -> None:
+        """Refuse: the store is read-only."""
+        self._check_writable()
+
+    # -- listing --------------------------------------------------------------------------
+
+    async def list(self) -> AsyncIterator[str]:
+        """Yield every key: node metadata, then the chunks that are not missing."""
+        for path, node in self._nodes.items():
+            prefix = f"{path}/" if path else ""
+            yield prefix + _METADATA_KEY
+            if isinstance(node, ManifestArray):
+                present = node.manifest.iter_refs()
+                for coords, _ in present:
+                    yield prefix + node.metadata.encode_chunk_key(coords)
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key that starts with ``prefix``."""
+        async for key in self.list():
+            if key.startswith(prefix):
+                yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Yield the names directly below ``prefix`` (no trailing ``/``)."""
+        prefix = prefix.rstrip("/")
+        base = f"{prefix}/" if prefix else ""
+        seen: set[str] = set()
+        async for key in self.list_prefix(base):
+            child = key[len(base) :].split("/", 1)[0]
+            if child and child not in seen:
+                seen.add(child)
+                yield child
+
+    # -- xarray ---------------------------------------------------------------------------
+
+    def to_virtual_dataset(
+        self,
+        group: str = "",
+        loadable_variables: Iterable[str] | None = None,
+        decode_times: bool | None = None,
+    ) -> xr.Dataset:
+        """Create a virtual ``xarray.Dataset`` of one group of this store.
+
+        Parameters
+        ----------
+        group
+            Path of the group; the root by default. Other groups are ignored.
+        loadable_variables
+            Variables to read into memory instead of keeping virtual. ``None`` loads the
+            dimension coordinates (so the dataset gets indexes); ``[]`` loads nothing.
+        decode_times
+            Passed to xarray when decoding the loaded variables.
+        """
+        from virtualstac.manifests.loading import virtual_dataset_from_store
+
+        return virtual_dataset_from_store(self, group, loadable_variables, decode_times)
+
+    def to_virtual_datatree(
+        self,
+        group: str = "",
+        *,
+        loadable_variables: Iterable[str] | None = None,
+        decode_times: bool | None = None,
+    ) -> xr.DataTree:
+        """Create a virtual ``xarray.DataTree`` of a group and all its sub-groups."""
+        import xarray as xr
+
+        root = self._group if not group else self._group[group]
+        if not isinstance(root, ManifestGroup):
+            raise KeyError(f"{group!r} is an array, not a group")
+        datasets = {}
+        for path, node in root.walk():
+            if isinstance(node, ManifestGroup):
+                full = "/".join(p for p in (group.strip("/"), path) if p)
+                datasets["/" + path] = self.to_virtual_dataset(
+                    full, loadable_variables=loadable_variables, decode_times=decode_times
+                )
+        return xr.DataTree.from_dict(datasets)
+
+
+def _fail(requests: list[_Request], error: BaseException) -> None:
+    for request in requests:
+        if not request.future.done():
+            request.future.set_exception(error)
+
+
+def _clamp(byte_range: ByteRequest | None, length: int) -> tuple[int, int]:
+    """Translate a byte request into ``[start, end)`` within a value of ``length`` bytes."""
+    if byte_range is None:
+        return 0, length
+    if isinstance(byte_range, RangeByteRequest):
+        return min(byte_range.start, length), min(byte_range.end, length)
+    if isinstance(byte_range, OffsetByteRequest):
+        return min(byte_range.offset, length), length
+    if isinstance(byte_range, SuffixByteRequest):
+        return max(length - byte_range.suffix, 0), length
+    raise TypeError(f"unexpected byte request {byte_range!r}")

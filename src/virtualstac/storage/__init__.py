@@ -1,0 +1,6 @@
+"""Storage layer: URL handling, the object store registry and the block-cached reader."""
+
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = ["ObjectStoreRegistry", "normalize_url"]
