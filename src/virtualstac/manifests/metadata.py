@@ -158,3 +158,20 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
                     f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
                     f"array {i}; joining them would decode part of the data wrongly"
                 )
+
+
+def cf_fill_value_attribute(value: Any, dtype: np.dtype[Any]) -> Any:
+    """Encode a CF ``_FillValue``/``missing_value`` as xarray's zarr v3 reader expects it.
+
+    For floating-point arrays xarray wants a base64 string of the 8-byte little-endian float64
+    (even for float32 data); integers stay plain integers.
+    """
+    import base64
+
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        as_float = np.asarray(value, dtype="<f8").reshape(())
+        return base64.standard_b64encode(as_float.tobytes()).decode("ascii")
+    if dtype.kind in "iub":
+        return int(np.asarray(value).item())
+    return value
