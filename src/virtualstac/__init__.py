@@ -7,6 +7,7 @@ from virtualstac.manifests import (
     ManifestStore,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray import accessor as _accessor  # noqa: F401 - registers ds.virtual
 
 __all__ = [
     "ChunkManifest",

@@ -1,0 +1,70 @@
+"""The ``.virtual`` accessor on xarray Datasets and DataTrees."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import xarray as xr
+
+from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
+
+__all__ = ["VirtualDatasetAccessor", "VirtualDataTreeAccessor"]
+
+
+@xr.register_dataset_accessor("virtual")
+class VirtualDatasetAccessor:
+    """Operations on virtual datasets: ``ds.virtual.to_store(...)``, ``ds.virtual.nbytes``, ..."""
+
+    def __init__(self, dataset: xr.Dataset) -> None:
+        self._ds = dataset
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the dataset: references of virtual variables plus loaded values."""
+        return sum(
+            var.data.nbytes_virtual if isinstance(var.data, ManifestArray) else var.nbytes
+            for var in self._ds.variables.values()
+        )
+
+    @property
+    def virtual_variables(self) -> list[str]:
+        """Names of the variables that hold references rather than values."""
+        return [str(n) for n, v in self._ds.variables.items() if isinstance(v.data, ManifestArray)]
+
+    def to_group(self) -> ManifestGroup:
+        """Return the dataset as a ManifestGroup (loaded variables become inlined chunks)."""
+        return dataset_to_group(self._ds)
+
+    def to_store(self, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Return a read-only Zarr store of the dataset, reading chunks through ``registry``.
+
+        ``xr.open_zarr(ds.virtual.to_store(registry))`` opens the combined dataset lazily, the
+        way a reader of a published Icechunk or Kerchunk store would see it.
+        """
+        return ManifestStore(self.to_group(), registry=registry)
+
+    def rename_paths(self, new: str | Callable[[str], str]) -> xr.Dataset:
+        """Return a dataset whose virtual variables point at renamed paths."""
+        renamed = self._ds.copy()
+        for name in self.virtual_variables:
+            variable = renamed.variables[name]
+            renamed[name] = variable.copy(data=variable.data.rename_paths(new))
+        return renamed
+
+
+@xr.register_datatree_accessor("virtual")
+class VirtualDataTreeAccessor:
+    """Operations on virtual DataTrees: ``dt.virtual.to_store(...)``."""
+
+    def __init__(self, tree: xr.DataTree) -> None:
+        self._tree = tree
+
+    def to_group(self) -> ManifestGroup:
+        """Return the tree as nested ManifestGroups."""
+        return datatree_to_group(self._tree)
+
+    def to_store(self, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Return a read-only Zarr store of the whole tree."""
+        return ManifestStore(self.to_group(), registry=registry)

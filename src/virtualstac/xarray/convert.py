@@ -1,0 +1,110 @@
+"""Turning a virtual dataset back into a ManifestGroup, so it can be read or written.
+
+A virtual dataset may mix virtual variables (wrapping ManifestArrays) with loaded ones (numpy
+arrays, e.g. coordinates read with ``loadable_variables``). Loaded variables are CF-encoded
+again, as xarray would write them, and carried as inlined chunks, so the group describes the
+whole dataset and reads back identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from virtualstac.errors import UnsupportedOperationError
+from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
+from virtualstac.manifests.metadata import (
+    cf_fill_value_attribute,
+    create_v3_array_metadata,
+    replace_metadata,
+)
+
+__all__ = ["dataset_to_group", "datatree_to_group", "variable_to_array"]
+
+
+def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
+    """Return the ManifestArray behind ``variable``, or one holding its values inlined.
+
+    Virtual variables keep their references; their dimension names and attributes are taken
+    from the variable (xarray may have renamed or combined them). In-memory variables are
+    CF-encoded and stored as one inlined chunk.
+    """
+    data = variable.data
+    if isinstance(data, ManifestArray):
+        attrs = dict(variable.attrs)
+        coordinates = variable.encoding.get("coordinates")
+        if coordinates and "coordinates" not in attrs:
+            attrs["coordinates"] = coordinates
+        metadata = replace_metadata(
+            data.metadata,
+            dimension_names=tuple(str(d) for d in variable.dims),
+            attributes=_json_attrs(attrs),
+        )
+        return ManifestArray(metadata, data.manifest)
+    if not isinstance(data, np.ndarray):
+        raise UnsupportedOperationError(
+            f"variable {name!r} holds a {type(data).__name__}; only virtual (ManifestArray) and "
+            "loaded (numpy) variables can be referenced - call .load() on it first"
+        )
+    encoded = xr.conventions.encode_cf_variable(variable, name=name)
+    values = np.asarray(encoded.values, order="C")
+    if values.dtype.kind in "OUM":
+        raise UnsupportedOperationError(
+            f"variable {name!r} has dtype {values.dtype}, which cannot be stored as raw bytes"
+        )
+    attrs = dict(encoded.attrs)
+    for key in ("_FillValue", "missing_value"):
+        if key in attrs:
+            attrs[key] = cf_fill_value_attribute(attrs[key], values.dtype)
+    little = values.astype(values.dtype.newbyteorder("<"), copy=False)
+    metadata = create_v3_array_metadata(
+        shape=values.shape,
+        data_type=little.dtype,
+        chunk_shape=values.shape if values.ndim else (),
+        attributes=_json_attrs(attrs),
+        dimension_names=[str(d) for d in encoded.dims],
+    )
+    # A scalar's one chunk is keyed like a 1-chunk vector; ManifestArray reshapes the grid.
+    grid = (1,) * max(values.ndim, 1)
+    manifest = ChunkManifest.from_arrays(
+        paths=np.full(grid, "", dtype=np.dtypes.StringDType()),
+        offsets=np.zeros(grid, dtype=np.uint64),
+        lengths=np.full(grid, little.nbytes, dtype=np.uint64),
+        inlined={(0,) * len(grid): little.tobytes()},
+    )
+    return ManifestArray(metadata, manifest)
+
+
+def dataset_to_group(dataset: xr.Dataset) -> ManifestGroup:
+    """Return a ManifestGroup holding every variable of ``dataset`` and its attributes."""
+    # Record which variables are coordinates in CF "coordinates" attributes, as xarray's own
+    # writers do, so reopening the group restores them as coordinates.
+    variables, attributes = xr.conventions.encode_dataset_coordinates(dataset)
+    arrays = {str(name): variable_to_array(name, var) for name, var in variables.items()}
+    return ManifestGroup(arrays=arrays, attributes=_json_attrs(attributes))
+
+
+def datatree_to_group(tree: xr.DataTree) -> ManifestGroup:
+    """Return a ManifestGroup of a DataTree: nodes become nested groups."""
+    groups = {str(name): datatree_to_group(child) for name, child in tree.children.items()}
+    node = dataset_to_group(tree.to_dataset(inherit=False))
+    return ManifestGroup(arrays=node.arrays, groups=groups, attributes=node.metadata.attributes)
+
+
+def _json_attrs(attrs: Mapping[Any, Any]) -> dict[str, Any]:
+    return {str(k): _json_value(v) for k, v in attrs.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return [_json_value(v) for v in value.tolist()] if value.ndim else _json_value(value.item())
+    if isinstance(value, np.generic):
+        return _json_value(value.item())
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return value
