@@ -7,7 +7,7 @@ from virtualstac.manifests import (
     ManifestStore,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray import accessor as _accessor  # noqa: F401 - registers ds.virtual
+from virtualstac.xarray import open_virtual_dataset, open_virtual_mfdataset
 
 __all__ = [
     "ChunkManifest",
@@ -15,6 +15,8 @@ __all__ = [
     "ManifestGroup",
     "ManifestStore",
     "ObjectStoreRegistry",
+    "open_virtual_dataset",
+    "open_virtual_mfdataset",
 ]
 
 __version__ = "0.1.0"

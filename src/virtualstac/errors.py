@@ -15,6 +15,8 @@ __all__ = [
     "InvalidManifestError",
     "InvalidPathError",
     "SourceChangedError",
+    "SourceNotFoundError",
+    "UnknownFormatError",
     "UnregisteredURLError",
     "UnsupportedIndexingError",
     "UnsupportedOperationError",
@@ -52,6 +54,14 @@ class UnsupportedOperationError(VirtualStacError, NotImplementedError):
 
 class UnregisteredURLError(VirtualStacError, PermissionError):
     """A URL lies outside every prefix of the object store registry (the read allow-list)."""
+
+
+class UnknownFormatError(VirtualStacError, ValueError):
+    """A file's format could not be recognised, or no parser handles it."""
+
+
+class SourceNotFoundError(VirtualStacError, FileNotFoundError):
+    """A source file or directory does not exist."""
 
 
 class ChunkReadError(VirtualStacError, OSError):

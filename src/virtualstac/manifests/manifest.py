@@ -223,9 +223,9 @@ class ChunkManifest:
             codes = np.where(zero_length, _MISSING, codes)
             table, codes = _drop_unused(table, codes)
         self._table = tuple(table)
-        self._codes = _frozen(np.ascontiguousarray(codes, dtype=_code_dtype(len(table))))
-        self._offsets = _frozen(np.ascontiguousarray(offsets, dtype=np.uint64))
-        self._lengths = _frozen(np.ascontiguousarray(lengths, dtype=np.uint64))
+        self._codes = _frozen(np.asarray(codes, dtype=_code_dtype(len(table)), order="C"))
+        self._offsets = _frozen(np.asarray(offsets, dtype=np.uint64, order="C"))
+        self._lengths = _frozen(np.asarray(lengths, dtype=np.uint64, order="C"))
         self._inlined = inlined
         self._separator = separator
 

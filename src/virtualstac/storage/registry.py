@@ -129,6 +129,8 @@ class ObjectStoreRegistry:
         UnregisteredURLError
             If ``url`` lies outside every registered prefix.
         """
+        if url.startswith("/"):
+            url = normalize_url(url)
         match = self._match(url)
         if match is None:
             registered = ", ".join(self.prefixes) or "none"

@@ -1,11 +1,14 @@
-"""The xarray layer: the ``.virtual`` accessor and conversions between datasets and groups."""
+"""The xarray layer: opening files as virtual datasets, and the ``.virtual`` accessor."""
 
 from virtualstac.xarray.accessor import VirtualDatasetAccessor, VirtualDataTreeAccessor
 from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
+from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
 
 __all__ = [
     "VirtualDataTreeAccessor",
     "VirtualDatasetAccessor",
     "dataset_to_group",
     "datatree_to_group",
+    "open_virtual_dataset",
+    "open_virtual_mfdataset",
 ]

@@ -1,0 +1,222 @@
+"""Opening files as virtual datasets: ``open_virtual_dataset`` and ``open_virtual_mfdataset``."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob as globlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from typing import Any, Literal
+
+import obstore
+import xarray as xr
+
+from virtualstac.errors import SourceNotFoundError
+from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor
+from virtualstac.parsers.detect import parser_for
+from virtualstac.parsers.protocol import Parser
+from virtualstac.progress import progress as progress_bar
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = ["open_virtual_dataset", "open_virtual_mfdataset"]
+
+
+def open_virtual_dataset(
+    url: str,
+    *,
+    parser: Parser | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    group: str | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+) -> xr.Dataset:
+    """Open one file as a virtual dataset, reading only its metadata and chunk index.
+
+    Parameters
+    ----------
+    url
+        The file: a local path or an ``s3://``, ``gs://``, ``az://``, ``http(s)://`` URL.
+    parser
+        A configured parser; by default the format is detected from the file's magic bytes.
+    registry
+        Where the file and its chunks may be read from; by default, the file's directory (or
+        bucket).
+    group
+        The group to open (HDF5/netCDF4, Zarr, Kerchunk); the root by default.
+    loadable_variables
+        Variables to read into memory. ``None`` loads the dimension coordinates, so the dataset
+        has indexes and combines by coordinates; ``[]`` keeps everything virtual.
+    drop_variables
+        Variables to leave out (also those a parser could not represent).
+    decode_times
+        Decode CF times of the loaded variables (as in ``xr.open_dataset``).
+    """
+    url = normalize_url(url)
+    registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
+    drop = list(drop_variables or [])
+    if parser is None:
+        options: dict[str, Any] = {"drop_variables": drop} if drop else {}
+        parser = parser_for(url, registry, **options)
+    store = parser(url, registry)
+    loadable = None if loadable_variables is None else [
+        name for name in loadable_variables if name not in drop
+    ]
+    dataset = store.to_virtual_dataset(
+        group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
+    )
+    return dataset.drop_vars([name for name in drop if name in dataset.variables])
+
+
+def _virtualize(
+    url: str,
+    parser: Parser | None,
+    registry: ObjectStoreRegistry,
+    group: str | None,
+    loadable_variables: list[str] | None,
+    drop_variables: list[str] | None,
+    decode_times: bool | None,
+) -> xr.Dataset:
+    return open_virtual_dataset(
+        url,
+        parser=parser,
+        registry=registry,
+        group=group,
+        loadable_variables=loadable_variables,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+    )
+
+
+def open_virtual_mfdataset(
+    paths: str | Sequence[str],
+    *,
+    parser: Parser | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    combine: Literal["nested", "by_coords"] = "by_coords",
+    concat_dim: str | Sequence[str] | None = None,
+    parallel: Executor | Literal["dask"] | bool | Any = False,
+    preprocess: Callable[[xr.Dataset], xr.Dataset] | None = None,
+    progress: bool = True,
+    group: str | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+    **combine_kwargs: Any,
+) -> xr.Dataset:
+    """Open many files as one virtual dataset, parsing them in parallel.
+
+    Parameters
+    ----------
+    paths
+        A list of URLs/paths, or one glob pattern (``"s3://bucket/data/*.nc"``, ``"/data/**/*.tif"``).
+    parser, registry, group, loadable_variables, drop_variables, decode_times
+        As in :func:`open_virtual_dataset`; one registry is shared by all files (by default the
+        one for the first file, extended to the directory of every other file).
+    combine
+        ``"by_coords"`` (``xr.combine_by_coords``, needs loaded dimension coordinates) or
+        ``"nested"`` (``xr.combine_nested`` along ``concat_dim``, in the order given).
+    parallel
+        ``False`` (serial), ``True`` or ``"dask"`` (dask.delayed), any
+        ``concurrent.futures.Executor`` (process pools suit HDF5, whose library is not
+        thread-parallel), or a ``dask.distributed.Client``.
+        Workers return virtual datasets: references and loaded coordinates, not data.
+    preprocess
+        Applied to each virtual dataset before combining.
+    progress
+        Print a progress line to stderr while files are parsed.
+    **combine_kwargs
+        Passed to the xarray combine function. Defaults avoid comparing virtual values:
+        ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``.
+    """
+    urls = _expand(paths, registry)
+    if registry is None:
+        registry = ObjectStoreRegistry.for_url(urls[0])
+        for url in urls[1:]:
+            if url not in registry:
+                directory = ObjectStoreRegistry.for_url(url).prefixes[0]
+                registry.register(directory)
+    executor = _executor(parallel)
+    loadable = None if loadable_variables is None else list(loadable_variables)
+    drop = None if drop_variables is None else list(drop_variables)
+    results = executor.map(
+        _virtualize,
+        urls,
+        [parser] * len(urls),
+        [registry] * len(urls),
+        [group] * len(urls),
+        [loadable] * len(urls),
+        [drop] * len(urls),
+        [decode_times] * len(urls),
+    )
+    datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
+    if preprocess is not None:
+        datasets = [preprocess(ds) for ds in datasets]
+    options = {"coords": "minimal", "compat": "override", "combine_attrs": "drop_conflicts"}
+    options.update(combine_kwargs)
+    if combine == "nested":
+        if concat_dim is None:
+            raise ValueError("combine='nested' needs concat_dim")
+        return xr.combine_nested(datasets, concat_dim=concat_dim, **options)
+    if combine == "by_coords":
+        return xr.combine_by_coords(datasets, **options)
+    raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
+
+
+def _executor(parallel: Any) -> Executor:
+    if parallel is False or parallel is None:
+        return SerialExecutor()
+    if parallel is True or parallel == "dask":
+        return DaskDelayedExecutor()
+    if isinstance(parallel, Executor):
+        return parallel
+    if hasattr(parallel, "get_executor"):  # a dask.distributed Client
+        executor: Executor = parallel.get_executor()
+        return executor
+    raise TypeError(
+        f"parallel must be False, True, 'dask', an Executor or a dask.distributed Client, "
+        f"got {parallel!r}"
+    )
+
+
+def _expand(paths: str | Sequence[str], registry: ObjectStoreRegistry | None) -> list[str]:
+    """Expand a glob pattern (local or in an object store) into sorted URLs."""
+    if not isinstance(paths, str):
+        urls = [normalize_url(p) for p in paths]
+        if not urls:
+            raise SourceNotFoundError("no files given")
+        return urls
+    if not any(ch in paths for ch in "*?["):
+        return [normalize_url(paths)]
+    url = normalize_url(paths) if "://" in paths else None
+    if url is None or url.startswith("file://"):
+        local = paths if url is None else paths.removeprefix("file://")
+        found = sorted(globlib.glob(local, recursive=True))
+        urls = [normalize_url(p) for p in found if not p.endswith("/")]
+    else:
+        urls = _glob_object_store(url, registry)
+    if not urls:
+        raise SourceNotFoundError(f"no files match {paths!r}")
+    return urls
+
+
+def _glob_object_store(pattern: str, registry: ObjectStoreRegistry | None) -> list[str]:
+    """List the objects matching ``pattern`` below its literal directory, with one LIST."""
+    scheme, _, rest = pattern.partition("://")
+    bucket, _, key_pattern = rest.partition("/")
+    literal = key_pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+    directory_url = f"{scheme}://{bucket}/" + (literal.rsplit("/", 1)[0] if "/" in literal else "")
+    if registry is None or directory_url not in registry:
+        registry = ObjectStoreRegistry()
+        registry.register(f"{scheme}://{bucket}")
+    store, store_path = registry.resolve(directory_url)
+    # The store is rooted at the registered prefix: URL = that prefix + the listed path.
+    root_url = directory_url[: len(directory_url) - len(store_path)].rstrip("/")
+    found = []
+    for batch in obstore.list(store, prefix=store_path or None):
+        for meta in batch:
+            url = f"{root_url}/{meta['path']}"
+            if fnmatch.fnmatchcase(url, pattern):
+                found.append(url)
+    return sorted(found)

@@ -1,0 +1,98 @@
+"""The .virtual accessor: virtual datasets back to groups and stores, reading identically."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from virtualstac import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualstac.errors import UnsupportedOperationError
+from virtualstac.manifests.metadata import create_v3_array_metadata
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+
+def raw_array(path: Path, values: np.ndarray, chunk: int, dim: str = "x") -> ManifestArray:
+    """A 1-d ManifestArray over raw little-endian values written by numpy."""
+    values.tofile(path)
+    nbytes = chunk * values.itemsize
+    entries = {
+        str(i): {"path": str(path), "offset": i * nbytes, "length": nbytes}
+        for i in range(values.size // chunk)
+    }
+    metadata = create_v3_array_metadata(
+        shape=values.shape,
+        data_type=values.dtype,
+        chunk_shape=(chunk,),
+        dimension_names=[dim],
+        attributes={"units": "m"},
+    )
+    return ManifestArray(metadata, ChunkManifest(entries))
+
+
+@pytest.fixture
+def two_files(tmp_path: Path) -> tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry]:
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
+    datasets = []
+    for i, name in enumerate(["a.bin", "b.bin"]):
+        values = np.arange(12, dtype="<f8") + 100 * i
+        group = ManifestGroup(arrays={"depth": raw_array(tmp_path / name, values, 4)})
+        vds = ManifestStore(group, registry=registry).to_virtual_dataset(loadable_variables=[])
+        datasets.append(vds.assign_coords(x=np.arange(12) + 12 * i))
+    return datasets[0], datasets[1], registry
+
+
+def test_combined_dataset_reads_back(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry]) -> None:
+    first, second, registry = two_files
+    combined = xr.concat([first, second], dim="x")
+    opened = xr.open_zarr(combined.virtual.to_store(registry))
+    np.testing.assert_array_equal(opened["depth"].values, np.r_[np.arange(12), np.arange(12) + 100])
+    np.testing.assert_array_equal(opened["x"].values, np.arange(24))
+    assert opened["depth"].attrs["units"] == "m"
+
+
+def test_non_index_coordinates_stay_coordinates(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
+) -> None:
+    first, _, registry = two_files
+    labelled = first.assign_coords(
+        label=("x", np.arange(12) * 2), reference_time=np.datetime64("2024-01-01T00:00")
+    )
+    opened = xr.open_zarr(labelled.virtual.to_store(registry))
+    assert {"label", "reference_time"} <= set(opened.coords)
+    assert opened["reference_time"].values == np.datetime64("2024-01-01T00:00")
+    np.testing.assert_array_equal(opened["label"].values, np.arange(12) * 2)
+
+
+def test_nbytes_counts_references_and_loaded_values(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
+) -> None:
+    first, _, _ = two_files
+    manifest_bytes = first["depth"].data.nbytes_virtual
+    assert first.virtual.nbytes == manifest_bytes + first["x"].nbytes
+    assert first.virtual.virtual_variables == ["depth"]
+
+
+def test_rename_paths(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry]) -> None:
+    first, _, _ = two_files
+    moved = first.virtual.rename_paths(lambda old: old.replace("file:///", "s3://bucket/"))
+    (path,) = moved["depth"].data.manifest.path_table
+    assert path.startswith("s3://bucket/") and path.endswith("a.bin")
+    assert first["depth"].data.manifest.path_table[0].startswith("file:///")
+
+
+def test_dask_variables_are_refused(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
+) -> None:
+    first, _, registry = two_files
+    with_dask = first.assign(extra=("x", np.arange(12.0))).chunk({"x": 6})[["extra"]]
+    with pytest.raises(UnsupportedOperationError, match=r"'extra'.*load\(\)"):
+        with_dask.virtual.to_store(registry)
+
+
+def test_datatree_round_trip(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry]) -> None:
+    first, second, registry = two_files
+    tree = xr.DataTree.from_dict({"/": first, "/later": second.rename(x="t")})
+    store = tree.virtual.to_store(registry)
+    opened = xr.open_datatree(store, engine="zarr", consolidated=False)
+    np.testing.assert_array_equal(opened["later/depth"].values, np.arange(12) + 100)
