@@ -1,0 +1,159 @@
+"""ZarrParser: an existing Zarr store becomes references to its chunk objects.
+
+Each chunk object is referenced whole (offset 0, its size as length), so the virtual dataset can
+be combined with other virtual datasets and written to Icechunk or Kerchunk like any other. The
+store is listed once (one paginated LIST) to learn every chunk object and its size; chunks that
+were never written stay missing and read as the fill value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import obstore
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualstac.errors import SourceNotFoundError, UnknownFormatError
+from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = ["ZarrParser"]
+
+
+class ZarrParser:
+    """Parse a Zarr v2 or v3 store (a directory or prefix) into a ManifestStore.
+
+    Parameters
+    ----------
+    group
+        Path of the group to use as root; the store's root by default.
+    drop_variables
+        Arrays to leave out.
+    array_name
+        Name for the array of a store whose root is an array rather than a group; by default
+        the store's directory name without a ``.zarr`` suffix.
+    """
+
+    def __init__(
+        self,
+        group: str | None = None,
+        drop_variables: Iterable[str] = (),
+        array_name: str | None = None,
+    ) -> None:
+        self.group = (group or "").strip("/")
+        self.drop_variables = frozenset(drop_variables)
+        self.array_name = array_name
+
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """List the store at ``url`` and reference its chunk objects."""
+        root_url = normalize_url(url).rstrip("/")
+        store, root_path = registry.resolve(root_url)
+        prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
+        sizes = _list_sizes(store, prefix)
+        documents = {
+            key: json.loads(bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes()))
+            for key in sizes
+            if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+        }
+        base_url = "/".join(p for p in (root_url, self.group) if p)
+        root_name = self.array_name or base_url.rsplit("/", 1)[-1].removesuffix(".zarr")
+        if documents.get("zarr.json", {}).get("node_type") == "array":
+            array = _v3_array("", documents["zarr.json"], sizes, base_url)
+            group = ManifestGroup(arrays={root_name: array})
+        elif "zarr.json" in documents:
+            group = self._v3_group("", documents, sizes, base_url)
+        elif ".zgroup" in documents or ".zarray" in documents:
+            from virtualstac.parsers.zarr_v2 import v2_group_from_documents
+
+            group = v2_group_from_documents(
+                documents, sizes, base_url, self.drop_variables, root_name
+            )
+        else:
+            raise SourceNotFoundError(f"no Zarr metadata (zarr.json or .zgroup) at {base_url!r}")
+        return ManifestStore(group, registry=registry)
+
+    def _v3_group(
+        self,
+        path: str,
+        documents: Mapping[str, Any],
+        sizes: Mapping[str, int],
+        base_url: str,
+    ) -> ManifestGroup:
+        here = f"{path}/" if path else ""
+        document = documents[f"{here}zarr.json"]
+        if document.get("node_type") != "group":
+            raise UnknownFormatError(f"{base_url}/{here}zarr.json is not a group")
+        arrays: dict[str, ManifestArray] = {}
+        groups: dict[str, ManifestGroup] = {}
+        for key, child in documents.items():
+            if not key.startswith(here) or key.count("/") != here.count("/") + 1:
+                continue
+            name = key[len(here) :].split("/", 1)[0]
+            if name in self.drop_variables or not key.endswith("/zarr.json"):
+                continue
+            if child.get("node_type") == "array":
+                arrays[name] = _v3_array(f"{here}{name}", child, sizes, base_url)
+            else:
+                groups[name] = self._v3_group(f"{here}{name}", documents, sizes, base_url)
+        return ManifestGroup(arrays=arrays, groups=groups, attributes=document.get("attributes"))
+
+
+def _v3_array(
+    path: str, document: dict[str, Any], sizes: Mapping[str, int], base_url: str
+) -> ManifestArray:
+    metadata = ArrayV3Metadata.from_dict(document)
+    grid = grid_shape(metadata.shape, chunk_shape_of(metadata))
+    here = f"{path}/" if path else ""
+    chunk_keys = {
+        key[len(here) :]: size
+        for key, size in sizes.items()
+        if key.startswith(here) and not key.endswith("zarr.json")
+    }
+    array_url = f"{base_url}/{path}" if path else base_url
+    return ManifestArray(metadata, _manifest(metadata, grid, chunk_keys, array_url))
+
+
+def _manifest(
+    metadata: ArrayV3Metadata,
+    grid: tuple[int, ...],
+    chunk_objects: Mapping[str, int],
+    array_url: str,
+) -> ChunkManifest:
+    """Reference every chunk object of one array whole; unlisted chunks stay missing."""
+    encoding = metadata.chunk_key_encoding
+    table: list[str] = [""]
+    codes = np.zeros(grid, dtype=np.int64)
+    lengths = np.zeros(grid, dtype=np.uint64)
+    for key, size in chunk_objects.items():
+        try:
+            coords = encoding.decode_chunk_key(key)
+        except ValueError:
+            continue
+        if len(coords) != len(grid) or any(not 0 <= c < s for c, s in zip(coords, grid, strict=True)):
+            continue
+        if encoding.encode_chunk_key(coords) != key:
+            continue
+        codes[coords] = len(table)
+        lengths[coords] = size
+        table.append(f"{array_url}/{key}")
+    return ChunkManifest.from_path_table(
+        path_table=table,
+        path_codes=codes,
+        offsets=np.zeros(grid, dtype=np.uint64),
+        lengths=lengths,
+    )
+
+
+def _list_sizes(store: Any, prefix: str) -> dict[str, int]:
+    """Every object below ``prefix`` with its size, keyed by path relative to the prefix."""
+    sizes: dict[str, int] = {}
+    start = len(prefix) + 1 if prefix else 0
+    for batch in obstore.list(store, prefix=prefix or None):
+        for meta in batch:
+            sizes[meta["path"][start:]] = int(meta["size"])
+    return sizes
