@@ -5,14 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import TextIO, TypeVar
+from typing import TextIO
 
 __all__ = ["progress"]
 
-T = TypeVar("T")
 
-
-def progress(
+def progress[T](
     items: Iterable[T],
     *,
     total: int,
@@ -21,7 +19,7 @@ def progress(
     stream: TextIO | None = None,
     min_interval: float = 0.2,
 ) -> Iterator[T]:
-    """Yield ``items`` while printing ``label: done/total (rate/s)`` at most every ``min_interval``."""
+    """Yield ``items``, printing ``label: done/total (rate/s)`` at most every ``min_interval``."""
     out = stream or sys.stderr
     started = last = time.perf_counter()
     done = 0

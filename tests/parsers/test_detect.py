@@ -73,7 +73,7 @@ def test_unknown_bytes_name_the_file(tmp_path: Path, registry: ObjectStoreRegist
 
 def test_empty_file_is_unknown(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
     (tmp_path / "empty.nc").write_bytes(b"")
-    with pytest.raises(UnknownFormatError, match="empty.nc"):
+    with pytest.raises(UnknownFormatError, match=r"empty\.nc"):
         detect_format(str(tmp_path / "empty.nc"), registry)
 
 

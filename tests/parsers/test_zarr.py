@@ -56,12 +56,19 @@ def test_sharded_array_reads_through_byte_ranges(tmp_path: Path) -> None:
     group = zarr.open_group(path, mode="w", zarr_format=3)
     values = np.arange(16 * 16, dtype="i4").reshape(16, 16)
     array = group.create_array(
-        "v", shape=values.shape, chunks=(4, 4), shards=(8, 8), dtype="i4", dimension_names=["y", "x"]
+        "v",
+        shape=values.shape,
+        chunks=(4, 4),
+        shards=(8, 8),
+        dtype="i4",
+        dimension_names=["y", "x"],
     )
     array[:] = values
     store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
     assert store.group["v"].manifest.shape_chunk_grid == (2, 2)
-    np.testing.assert_array_equal(zarr.open_group(store, mode="r")["v"][3:11, 2:13], values[3:11, 2:13])
+    np.testing.assert_array_equal(
+        zarr.open_group(store, mode="r")["v"][3:11, 2:13], values[3:11, 2:13]
+    )
 
 
 def test_open_virtual_dataset_detects_zarr(tmp_path: Path, dataset: xr.Dataset) -> None:

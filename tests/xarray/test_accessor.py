@@ -42,7 +42,9 @@ def two_files(tmp_path: Path) -> tuple[xr.Dataset, xr.Dataset, ObjectStoreRegist
     return datasets[0], datasets[1], registry
 
 
-def test_combined_dataset_reads_back(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry]) -> None:
+def test_combined_dataset_reads_back(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
+) -> None:
     first, second, registry = two_files
     combined = xr.concat([first, second], dim="x")
     opened = xr.open_zarr(combined.virtual.to_store(registry))

@@ -56,7 +56,7 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
     raise SourceNotFoundError(
-        f"{url!r} does not exist (no object there, and no Zarr or Kerchunk parquet metadata below it)"
+        f"{url!r} does not exist (no object there, nor Zarr or Kerchunk parquet metadata below it)"
     )
 
 

@@ -134,7 +134,9 @@ def _manifest(
             coords = encoding.decode_chunk_key(key)
         except ValueError:
             continue
-        if len(coords) != len(grid) or any(not 0 <= c < s for c, s in zip(coords, grid, strict=True)):
+        if len(coords) != len(grid) or any(
+            not 0 <= c < s for c, s in zip(coords, grid, strict=True)
+        ):
             continue
         if encoding.encode_chunk_key(coords) != key:
             continue

@@ -10,10 +10,10 @@ from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
 
-__all__ = ["VirtualDatasetAccessor", "VirtualDataTreeAccessor"]
+__all__ = ["VirtualDataTreeAccessor", "VirtualDatasetAccessor"]
 
 
-@xr.register_dataset_accessor("virtual")
+@xr.register_dataset_accessor("virtual")  # type: ignore[no-untyped-call]
 class VirtualDatasetAccessor:
     """Operations on virtual datasets: ``ds.virtual.to_store(...)``, ``ds.virtual.nbytes``, ..."""
 
@@ -54,7 +54,7 @@ class VirtualDatasetAccessor:
         return renamed
 
 
-@xr.register_datatree_accessor("virtual")
+@xr.register_datatree_accessor("virtual")  # type: ignore[no-untyped-call]
 class VirtualDataTreeAccessor:
     """Operations on virtual DataTrees: ``dt.virtual.to_store(...)``."""
 

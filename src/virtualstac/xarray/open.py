@@ -60,9 +60,11 @@ def open_virtual_dataset(
         options: dict[str, Any] = {"drop_variables": drop} if drop else {}
         parser = parser_for(url, registry, **options)
     store = parser(url, registry)
-    loadable = None if loadable_variables is None else [
-        name for name in loadable_variables if name not in drop
-    ]
+    loadable = (
+        None
+        if loadable_variables is None
+        else [name for name in loadable_variables if name not in drop]
+    )
     dataset = store.to_virtual_dataset(
         group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
     )
@@ -110,7 +112,7 @@ def open_virtual_mfdataset(
     Parameters
     ----------
     paths
-        A list of URLs/paths, or one glob pattern (``"s3://bucket/data/*.nc"``, ``"/data/**/*.tif"``).
+        A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"``.
     parser, registry, group, loadable_variables, drop_variables, decode_times
         As in :func:`open_virtual_dataset`; one registry is shared by all files (by default the
         one for the first file, extended to the directory of every other file).
@@ -153,15 +155,28 @@ def open_virtual_mfdataset(
     datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
     if preprocess is not None:
         datasets = [preprocess(ds) for ds in datasets]
-    options = {"coords": "minimal", "compat": "override", "combine_attrs": "drop_conflicts"}
-    options.update(combine_kwargs)
+    options: dict[str, Any] = {
+        "coords": "minimal",
+        "compat": "override",
+        "combine_attrs": "drop_conflicts",
+        **combine_kwargs,
+    }
     if combine == "nested":
         if concat_dim is None:
             raise ValueError("combine='nested' needs concat_dim")
-        return xr.combine_nested(datasets, concat_dim=concat_dim, **options)
+        nested: xr.Dataset = xr.combine_nested(
+            datasets, concat_dim=list(_as_list(concat_dim)), **options
+        )
+        return nested
     if combine == "by_coords":
-        return xr.combine_by_coords(datasets, **options)
+        combined = xr.combine_by_coords(datasets, **options)
+        assert isinstance(combined, xr.Dataset)
+        return combined
     raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
+
+
+def _as_list(dims: str | Sequence[str]) -> list[str]:
+    return [dims] if isinstance(dims, str) else list(dims)
 
 
 def _executor(parallel: Any) -> Executor:
