@@ -52,14 +52,16 @@ def virtual_dataset_from_store(
         chunks=None,
         decode_times=decode_times,
     )
-    loaded = opened[load].load()
+    # Load each listed variable on its own: selecting them as a dataset would also load every
+    # coordinate that shares their dimensions.
+    loaded = {name: opened.variables[name].load() for name in load}
     coord_names = set(virtual.coords)
     virtual_coords = xr.Coordinates(
         {n: virtual.variables[n] for n in virtual.coords if n not in load}, indexes={}
     )
     data_vars = {
-        n: loaded.variables[n] if n in load else virtual.variables[n] for n in virtual.data_vars
+        n: loaded[n] if n in loaded else virtual.variables[n] for n in map(str, virtual.data_vars)
     }
     dataset = xr.Dataset(data_vars, coords=virtual_coords, attrs=virtual.attrs)
     # Loaded dimension coordinates get pandas indexes here, as in any opened dataset.
-    return dataset.assign_coords({n: loaded.variables[n] for n in load if n in coord_names})
+    return dataset.assign_coords({n: loaded[n] for n in load if n in coord_names})

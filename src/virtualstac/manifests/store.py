@@ -1,9 +1,11 @@
 """ManifestStore: a read-only Zarr store over a ManifestGroup.
 
 Metadata is served from the group; chunk bytes are read from their source objects through the
-object store registry. zarr-python asks for one chunk per ``get`` call, so the store queues the
-requests that arrive in the same event-loop tick, groups them by object, and fetches each
-object's ranges with one ``obstore.get_ranges_async`` call that merges nearby ranges.
+object store registry. zarr-python asks for one chunk per ``get`` call (at most
+``async.concurrency`` at a time, 10 by default), so the store queues the requests that arrive
+within a short window, groups them by object, and fetches each object's ranges with one
+``obstore.get_ranges_async`` call that merges nearby ranges. Raising zarr's ``async.concurrency``
+lets more chunks share a request.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ __all__ = ["ManifestStore"]
 
 _METADATA_KEY = "zarr.json"
 DEFAULT_COALESCE = 1024 * 1024
+DEFAULT_BATCH_WINDOW = 0.001
+# A batch keeps waiting while requests keep arriving, for at most this many windows.
+_MAX_WINDOWS = 8
 
 
 @dataclass
@@ -52,6 +57,8 @@ class _Batcher:
     """Requests waiting to be fetched, per object URL, on one event loop."""
 
     pending: dict[str, list[_Request]] = field(default_factory=dict)
+    # The event loop keeps only weak references to tasks; these keep the flushes alive.
+    flushes: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class ManifestStore(Store):
@@ -67,6 +74,12 @@ class ManifestStore(Store):
         registry, no virtual chunk can be read (inlined and missing chunks still can).
     coalesce
         Ranges of one object closer than this many bytes are fetched in one request.
+    batch_window
+        Seconds a chunk request waits for requests to other chunks, so that they can share a
+        request; the wait is extended (up to 8 windows) while more requests keep arriving.
+        zarr releases the next chunk reads as earlier ones finish decoding, so a window of about
+        a millisecond gathers them; 0 batches only the requests made in the same event-loop
+        tick.
 
     Examples
     --------
@@ -85,14 +98,18 @@ class ManifestStore(Store):
         *,
         registry: ObjectStoreRegistry | None = None,
         coalesce: int = DEFAULT_COALESCE,
+        batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         """Create a store serving ``group``, reading chunk bytes through ``registry``."""
         super().__init__(read_only=True)
         if not isinstance(group, ManifestGroup):
             raise TypeError(f"group must be a ManifestGroup, got {type(group).__name__}")
+        if coalesce < 0 or batch_window < 0:
+            raise ValueError("coalesce and batch_window must not be negative")
         self._group = group
         self._registry = registry if registry is not None else ObjectStoreRegistry()
         self._coalesce = int(coalesce)
+        self._batch_window = float(batch_window)
         self._setup()
 
     def _setup(self) -> None:
@@ -131,20 +148,31 @@ class ManifestStore(Store):
         return f"ManifestStore(nodes={len(self._nodes)}, registry={self._registry!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"group": self._group, "registry": self._registry, "coalesce": self._coalesce}
+        return {
+            "group": self._group,
+            "registry": self._registry,
+            "coalesce": self._coalesce,
+            "batch_window": self._batch_window,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         Store.__init__(self, read_only=True)
         self._group = state["group"]
         self._registry = state["registry"]
         self._coalesce = state["coalesce"]
+        self._batch_window = state["batch_window"]
         self._setup()
 
     def with_read_only(self, read_only: bool = False) -> ManifestStore:
         """Return a read-only copy; a writable one cannot exist."""
         if not read_only:
             raise ValueError("ManifestStore is read-only")
-        return ManifestStore(self._group, registry=self._registry, coalesce=self._coalesce)
+        return ManifestStore(
+            self._group,
+            registry=self._registry,
+            coalesce=self._coalesce,
+            batch_window=self._batch_window,
+        )
 
     # -- keys -----------------------------------------------------------------------------
 
@@ -235,12 +263,21 @@ class ManifestStore(Store):
         future: asyncio.Future[Any] = loop.create_future()
         queue.append(_Request(start, end, future, key))
         if len(queue) == 1:
-            loop.create_task(self._flush(batcher, url))
+            task = loop.create_task(self._flush(batcher, url))
+            batcher.flushes.add(task)
+            task.add_done_callback(batcher.flushes.discard)
         return await future
 
     async def _flush(self, batcher: _Batcher, url: str) -> None:
-        # Let every task that is ready in this tick queue its request before fetching.
+        # Let every task that is ready in this tick queue its request, then wait a moment for
+        # the reads zarr starts as earlier chunks finish decoding.
         await asyncio.sleep(0)
+        queue = batcher.pending[url]
+        for _ in range(_MAX_WINDOWS if self._batch_window else 0):
+            queued = len(queue)
+            await asyncio.sleep(self._batch_window)
+            if len(queue) == queued:
+                break
         requests = batcher.pending.pop(url, [])
         if not requests:
             return
@@ -265,11 +302,14 @@ class ManifestStore(Store):
             )
             return
         except Exception as err:  # obstore raises its own hierarchy; say which chunk failed
+            # obstore messages continue with a multi-line Rust debug dump; keep the summary.
+            summary = str(err).splitlines()[0] if str(err) else ""
             _fail(
                 requests,
                 ChunkReadError(
-                    f"reading chunk {requests[0].key!r} from {url!r} failed: "
-                    f"{type(err).__name__}: {err}"
+                    f"reading chunk {requests[0].key!r} from {url!r} failed "
+                    f"({type(err).__name__}: {summary}); if the object was truncated or replaced "
+                    "since it was referenced, re-create the references"
                 ),
             )
             return

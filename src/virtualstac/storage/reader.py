@@ -9,10 +9,12 @@ the start of the file, where headers live, on open. A COG header then costs one 
 from __future__ import annotations
 
 import io
+import itertools
 from collections import OrderedDict
 from typing import Any
 
 import obstore
+from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
@@ -95,6 +97,10 @@ class BlockCachedReader(io.RawIOBase):
             meta = obstore.head(self._store, self._path)
         except FileNotFoundError as err:
             raise ChunkReadError(f"{self.name!r} does not exist") from err
+        except BaseError as err:
+            raise ChunkReadError(
+                f"could not look up the size of {self.name!r}: {_first_line(err)}"
+            ) from err
         return int(meta["size"])
 
     def _ensure(self, start: int, end: int) -> None:
@@ -110,6 +116,11 @@ class BlockCachedReader(io.RawIOBase):
                 )
             except FileNotFoundError as err:
                 raise ChunkReadError(f"{self.name!r} does not exist") from err
+            except BaseError as err:
+                raise ChunkReadError(
+                    f"could not read bytes {starts[0]}-{ends[-1]} of {self.name!r}; it may be "
+                    f"shorter than its reported size {self._size}: {_first_line(err)}"
+                ) from err
             self.requests += _count_runs(missing)
             for block, s, e, buffer in zip(missing, starts, ends, buffers, strict=True):
                 data = bytes(buffer)
@@ -183,6 +194,11 @@ class BlockCachedReader(io.RawIOBase):
         return len(data)
 
 
+def _first_line(error: BaseException) -> str:
+    """The first line of an obstore error (the rest is a Rust debug dump)."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
 def _count_runs(blocks: list[int]) -> int:
     """Number of contiguous runs in a sorted list of block numbers (one request each)."""
-    return 1 + sum(1 for a, b in zip(blocks, blocks[1:], strict=False) if b != a + 1)
+    return 1 + sum(1 for a, b in itertools.pairwise(blocks) if b != a + 1)

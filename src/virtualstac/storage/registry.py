@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import obstore
@@ -17,6 +17,9 @@ from obstore.store import HTTPStore, LocalStore, ObjectStore, from_url
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
 from virtualstac.storage.urls import file_url_to_path, normalize_url
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig
 
 __all__ = ["ObjectStoreRegistry"]
 
@@ -149,7 +152,7 @@ class ObjectStoreRegistry:
         return store, rest
 
     def head(self, url: str) -> dict[str, Any]:
-        """Return the object metadata (``size``, ``last_modified``, ``e_tag``, ``version``) of ``url``."""
+        """Return the metadata of ``url``: ``size``, ``last_modified``, ``e_tag``, ``version``."""
         store, path = self.resolve(url)
         return dict(obstore.head(store, path))
 
@@ -159,6 +162,9 @@ class ObjectStoreRegistry:
                 url = normalize_url(url)
             except InvalidPathError:
                 return None
+        elif ".." in unquote(urlsplit(url).path).split("/"):
+            # "prefix/../elsewhere" textually starts with the prefix but names another object.
+            return None
         for prefix in self.prefixes:
             if url == prefix or url.startswith(prefix if prefix.endswith("/") else prefix + "/"):
                 return prefix, self._stores[prefix]
@@ -179,7 +185,8 @@ def _build_store(prefix: str, options: dict[str, Any]) -> ObjectStore:
             raise TypeError(f"local stores take no options, got {sorted(options)}")
         return LocalStore()
     if scheme in ("http", "https"):
-        client_options = dict(options.pop("client_options", {}) or {})
+        options.pop("anonymous", None)  # HTTP requests are never signed
+        client_options = cast("ClientConfig", dict(options.pop("client_options", None) or {}))
         if scheme == "http":
             client_options.setdefault("allow_http", True)
         return HTTPStore.from_url(prefix, client_options=client_options, **options)

@@ -48,7 +48,7 @@ def normalize_url(path: str, *, root: str | None = None) -> str:
             )
         if scheme == "file":
             return _normalize_file_url(path)
-        return path
+        return scheme + path[len(scheme) :]
     if path.startswith("/"):
         return _local_path_to_url(path)
     if root is None:

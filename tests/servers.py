@@ -1,0 +1,226 @@
+"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3.
+
+Both behave like the object storage virtualstac reads in production: nginx answers ``Range``
+requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's threaded
+server speaks the S3 REST protocol. ``tests/conftest.py`` starts one of each per test session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+__all__ = ["NGINX_MISSING_REASON", "HTTPServer", "LogEntry", "S3Server", "nginx_binary"]
+
+NGINX_MISSING_REASON = "nginx not installed (.ci/run installs nginx-light)"
+
+_NGINX_CONFIG = """\
+{user}
+worker_processes 1;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    log_format ranges '$request_method\t$uri\t$http_range\t$status\t$body_bytes_sent';
+    access_log {prefix}/access.log ranges;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    default_type application/octet-stream;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    """Path of the nginx executable, or None when nginx is not installed."""
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> bool:
+    """Wait until ``port`` accepts connections (True) or ``process`` exits (False)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    process.kill()
+    raise RuntimeError(f"nginx did not start listening on port {port} within 10 s")
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One request from the nginx access log."""
+
+    method: str
+    path: str
+    range: str
+    status: int
+    bytes_sent: int
+
+
+@dataclass
+class HTTPServer:
+    """nginx serving the files below ``root`` at ``url`` with byte-range support.
+
+    Put files anywhere below ``root`` (use :meth:`directory` for a fresh sub-directory per test,
+    since the server is shared by the session); :meth:`url_for` gives their URL, and
+    :meth:`requests` lists the requests nginx answered for them, from its access log.
+    """
+
+    url: str
+    root: Path
+    access_log: Path
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, workdir: Path) -> HTTPServer:
+        """Start nginx serving ``workdir / "www"`` on a free loopback port."""
+        binary = nginx_binary()
+        if binary is None:
+            raise RuntimeError(NGINX_MISSING_REASON)
+        root = workdir / "www"
+        root.mkdir(parents=True, exist_ok=True)
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (workdir / "tmp" / sub).mkdir(parents=True, exist_ok=True)
+        config = workdir / "nginx.conf"
+        # As root, nginx workers would run as "nobody", which cannot read pytest's private
+        # temporary directories; keep them as root instead.
+        user = "user root root;" if os.geteuid() == 0 else ""
+        errors = ""
+        for _ in range(5):
+            port = _free_port()
+            config.write_text(_NGINX_CONFIG.format(user=user, prefix=workdir, port=port, root=root))
+            process = subprocess.Popen(
+                [binary, "-p", str(workdir), "-c", str(config), "-g", "daemon off;"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            if _wait_for_port(port, process):
+                return cls(f"http://127.0.0.1:{port}", root, workdir / "access.log", process)
+            # Most likely another process took the port between probing and binding it.
+            errors = process.communicate()[1].decode(errors="replace")
+        raise RuntimeError(f"nginx failed to start: {errors}")
+
+    def stop(self) -> None:
+        """Stop nginx and wait for it to exit."""
+        self.process.terminate()
+        self.process.communicate(timeout=10)
+
+    def directory(self, name: str = "case") -> Path:
+        """Create and return a new, uniquely named directory below the served root."""
+        path = self.root / f"{name}-{uuid.uuid4().hex[:8]}"
+        path.mkdir()
+        return path
+
+    def url_for(self, path: Path) -> str:
+        """The URL at which the file ``path`` (below :attr:`root`) is served."""
+        return f"{self.url}/{path.relative_to(self.root).as_posix()}"
+
+    def requests(self, path: Path | None = None, method: str | None = "GET") -> list[LogEntry]:
+        """Requests answered so far (for the file ``path`` only, if given), oldest first.
+
+        ``method`` filters by HTTP method (GET by default; None keeps all).
+        """
+        wanted = None if path is None else "/" + path.relative_to(self.root).as_posix()
+        entries = []
+        for line in self.access_log.read_text().splitlines():
+            verb, uri, byte_range, status, sent = line.split("\t")
+            entry = LogEntry(verb, uri, byte_range, int(status), int(sent))
+            if (wanted is None or entry.path == wanted) and (method is None or verb == method):
+                entries.append(entry)
+        return entries
+
+
+@dataclass
+class S3Server:
+    """moto's S3 server on a loopback port, with helpers to create buckets and upload files.
+
+    Clients authenticate with the access key and secret ``"testing"`` in region ``us-east-1``;
+    :attr:`store_options` holds exactly what ``ObjectStoreRegistry.register`` (and obstore's
+    ``S3Store``) need to reach the server.
+    """
+
+    endpoint: str
+    server: ThreadedMotoServer = field(repr=False)
+    region: str = "us-east-1"
+    access_key_id: str = "testing"
+    secret_access_key: str = "testing"
+
+    @classmethod
+    def start(cls) -> S3Server:
+        """Start moto's threaded S3 server on a free loopback port."""
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        return cls(f"http://{host}:{port}", server)
+
+    def stop(self) -> None:
+        """Stop the server."""
+        self.server.stop()
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``registry.register("s3://bucket", **store_options)``."""
+        return {
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "access_key_id": self.access_key_id,
+            "secret_access_key": self.secret_access_key,
+            "client_options": {"allow_http": True},
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (independent of the code under test)."""
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+        )
+
+    def create_bucket(self, prefix: str = "bucket") -> str:
+        """Create a new bucket with a unique name starting with ``prefix``; return its name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def upload(self, bucket: str, key: str, source: Path | bytes, *, public: bool = False) -> str:
+        """Upload a local file or bytes as ``s3://bucket/key``; return that URL.
+
+        ``public=True`` makes the object readable without credentials (ACL ``public-read``).
+        """
+        body = source.read_bytes() if isinstance(source, Path) else source
+        acl = "public-read" if public else "private"
+        self.client().put_object(Bucket=bucket, Key=key, Body=body, ACL=acl)
+        return f"s3://{bucket}/{key}"

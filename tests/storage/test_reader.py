@@ -1,0 +1,248 @@
+"""BlockCachedReader lets h5py and tifffile parse headers with few, block-aligned requests."""
+
+import io
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import tifffile
+from obstore.store import LocalStore
+
+from servers import HTTPServer
+from virtualstac import ObjectStoreRegistry
+from virtualstac.errors import ChunkReadError
+from virtualstac.storage.reader import BlockCachedReader
+
+Publish = Callable[[Path], str]
+
+
+@pytest.fixture(params=["file", "http"])
+def publish(request: pytest.FixtureRequest, tmp_path: Path) -> Publish:
+    """Return a function that makes a local file readable as a file:// or an http:// URL."""
+    if request.param == "file":
+        return lambda path: path.as_uri()
+    server: HTTPServer = request.getfixturevalue("http_server")
+    directory = server.directory("reader")
+
+    def publish_over_http(path: Path) -> str:
+        served = directory / path.name
+        shutil.move(path, served)
+        return server.url_for(served)
+
+    return publish_over_http
+
+
+def open_reader(url: str, **options: int) -> BlockCachedReader:
+    """Open ``url`` through a registry that allows its directory."""
+    return BlockCachedReader.from_url(url, ObjectStoreRegistry.for_url(url), **options)
+
+
+def write_hdf5(path: Path) -> dict[str, np.ndarray]:
+    """Three gzip+shuffle datasets of incompressible data: 2.7 MB, 768 chunks."""
+    rng = np.random.default_rng(42)
+    arrays = {name: rng.random((512, 512), dtype="f4") for name in ("a", "b", "c")}
+    with h5py.File(path, "w") as f:
+        for name, values in arrays.items():
+            f.create_dataset(name, data=values, chunks=(32, 32), compression="gzip", shuffle=True)
+    return arrays
+
+
+# -- parsers reading through it -----------------------------------------------------------------
+
+
+def test_h5py_indexes_every_chunk_with_a_handful_of_requests(
+    tmp_path: Path, publish: Publish
+) -> None:
+    path = tmp_path / "three.h5"
+    write_hdf5(path)
+    size = path.stat().st_size
+    url = publish(path)
+
+    reader = open_reader(url)
+    with h5py.File(reader, "r") as f:
+        chunks = []
+        for name in ("a", "b", "c"):
+            f[name].id.chunk_iter(chunks.append)
+
+    assert len(chunks) == 3 * 256
+    # One HEAD for the size, one GET for the first 64 KiB, then one GET per B-tree node block.
+    assert reader.requests <= 20
+    assert reader.bytes_fetched < size / 2
+
+
+def test_the_request_count_matches_what_nginx_served(http_server: HTTPServer) -> None:
+    directory = http_server.directory("count")
+    write_hdf5(directory / "three.h5")
+
+    reader = open_reader(http_server.url_for(directory / "three.h5"))
+    with h5py.File(reader, "r") as f:
+        f["c"].id.chunk_iter(lambda info: None)
+
+    served = http_server.requests(directory / "three.h5", method=None)
+    assert reader.requests == len(served)
+    assert [e.method for e in served] == ["HEAD"] + ["GET"] * (len(served) - 1)
+    assert served[1].range == "bytes=0-65535"
+    assert sum(e.bytes_sent for e in served) == reader.bytes_fetched
+
+
+def test_h5py_reads_correct_values_through_it(tmp_path: Path, publish: Publish) -> None:
+    path = tmp_path / "three.h5"
+    arrays = write_hdf5(path)
+    url = publish(path)
+
+    with h5py.File(open_reader(url, block_size=4096, prefetch=16384), "r") as f:
+        np.testing.assert_array_equal(f["b"][100:300, 7:400], arrays["b"][100:300, 7:400])
+
+
+def test_tifffile_parses_a_tiled_tiff_header_in_one_get(tmp_path: Path, publish: Publish) -> None:
+    path = tmp_path / "tiled.tif"
+    image = np.arange(512 * 512, dtype="<u2").reshape(512, 512)
+    tifffile.imwrite(path, image, tile=(64, 64), compression="zlib")
+    url = publish(path)
+
+    reader = open_reader(url)
+    with tifffile.TiffFile(reader) as tif:
+        page = tif.pages.first
+        offsets, counts = page.dataoffsets, page.databytecounts
+        assert reader.requests == 2  # the HEAD and the 64 KiB prefetch
+        np.testing.assert_array_equal(page.asarray(), image)
+
+    assert len(offsets) == len(counts) == 64
+
+
+def test_a_known_size_saves_the_head_request(tmp_path: Path, publish: Publish) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    url = publish(path)
+    store, key = ObjectStoreRegistry.for_url(url).resolve(url)
+
+    reader = BlockCachedReader(store, key, size=256 * 64, prefetch=0)
+
+    assert reader.requests == 0
+    assert reader.read(4) == bytes([0, 1, 2, 3])
+    assert reader.requests == 1
+
+
+# -- file semantics -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def counting(tmp_path: Path) -> BlockCachedReader:
+    """A reader over 10,000 known bytes with 1 KiB blocks and no prefetch."""
+    (tmp_path / "data.bin").write_bytes(bytes(i % 251 for i in range(10_000)))
+    return open_reader((tmp_path / "data.bin").as_uri(), block_size=1024, prefetch=0)
+
+
+def test_reads_seek_and_tell_like_a_file(counting: BlockCachedReader) -> None:
+    expected = bytes(i % 251 for i in range(10_000))
+
+    assert counting.size == 10_000
+    assert counting.seek(1000) == 1000
+    assert counting.read(50) == expected[1000:1050]
+    assert counting.tell() == 1050
+    assert counting.seek(-10, io.SEEK_CUR) == 1040
+    assert counting.seek(-16, io.SEEK_END) == 9984
+    assert counting.read() == expected[-16:]
+    assert counting.read(10) == b""
+    counting.seek(0)
+    assert counting.readall() == expected
+
+
+def test_readinto_fills_a_buffer(counting: BlockCachedReader) -> None:
+    buffer = bytearray(8)
+    counting.seek(9996)
+
+    assert counting.readinto(buffer) == 4
+    assert bytes(buffer[:4]) == bytes(i % 251 for i in range(9996, 10_000))
+
+
+def test_cached_blocks_are_not_fetched_again(counting: BlockCachedReader) -> None:
+    counting.read_range(0, 3000)  # blocks 0-2 in one request
+    counting.read_range(500, 2500)
+    counting.read_range(2000, 5000)  # only blocks 3-4 are new
+
+    assert counting.requests == 2 + 1  # the HEAD, then two GETs
+    assert counting.bytes_fetched == 5 * 1024
+
+
+def test_missing_blocks_in_separate_runs_cost_one_request_each(
+    counting: BlockCachedReader,
+) -> None:
+    counting.read_range(1024, 2048)
+    counting.read_range(3072, 4096)
+    before = counting.requests
+
+    counting.read_range(0, 5000)  # blocks 0, 2 and 4 are missing: three runs
+
+    assert counting.requests - before == 3
+
+
+def test_least_recently_used_blocks_are_dropped(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(bytes(10_000))
+    reader = open_reader(
+        (tmp_path / "data.bin").as_uri(), block_size=1024, prefetch=0, max_blocks=2
+    )
+    reader.read_range(0, 10)
+    reader.read_range(1024, 1034)
+    reader.read_range(2048, 2058)  # evicts block 0
+    before = reader.requests
+
+    reader.read_range(1024, 1034)
+    assert reader.requests == before
+    reader.read_range(0, 10)
+    assert reader.requests == before + 1
+
+
+def test_invalid_seeks_and_block_sizes_are_refused(counting: BlockCachedReader) -> None:
+    with pytest.raises(ValueError, match="negative seek position"):
+        counting.seek(-1)
+    with pytest.raises(ValueError, match="invalid whence 7"):
+        counting.seek(0, 7)
+    with pytest.raises(ValueError, match="block_size must be positive"):
+        BlockCachedReader(LocalStore(), "x", size=1, block_size=0)
+
+
+def test_it_is_a_readable_seekable_raw_stream(counting: BlockCachedReader) -> None:
+    assert counting.readable() and counting.seekable()
+    assert not counting.writable()
+    assert isinstance(counting, io.RawIOBase)
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def test_a_missing_object_raises_chunk_read_error(tmp_path: Path, publish: Publish) -> None:
+    (tmp_path / "present.bin").write_bytes(b"x")
+    url = publish(tmp_path / "present.bin").replace("present.bin", "absent.bin")
+
+    with pytest.raises(ChunkReadError, match=r"absent\.bin' does not exist"):
+        open_reader(url)
+
+
+def test_an_object_shorter_than_its_stated_size_raises_chunk_read_error(
+    tmp_path: Path, publish: Publish
+) -> None:
+    (tmp_path / "short.bin").write_bytes(b"x" * 1000)
+    url = publish(tmp_path / "short.bin")
+    store, key = ObjectStoreRegistry.for_url(url).resolve(url)
+
+    reader = BlockCachedReader(store, key, size=5000, block_size=512, prefetch=0, name=url)
+
+    assert reader.read(10) == b"x" * 10
+    reader.seek(4000)
+    with pytest.raises(ChunkReadError, match=r"shorter than its reported size 5000"):
+        reader.read(10)
+
+
+def test_a_block_cut_short_by_the_end_of_the_object_raises_chunk_read_error(
+    tmp_path: Path, publish: Publish
+) -> None:
+    (tmp_path / "short.bin").write_bytes(b"x" * 1000)
+    url = publish(tmp_path / "short.bin")
+    store, key = ObjectStoreRegistry.for_url(url).resolve(url)
+
+    with pytest.raises(ChunkReadError, match=r"shorter than its reported size 4096"):
+        BlockCachedReader(store, key, size=4096, name=url)

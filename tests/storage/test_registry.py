@@ -1,0 +1,273 @@
+"""The object store registry decides which URLs may be read, and through which store."""
+
+import pickle
+from pathlib import Path
+
+import obstore
+import pytest
+from obstore.exceptions import PermissionDeniedError
+from obstore.store import HTTPStore, LocalStore, S3Store
+
+from servers import HTTPServer, S3Server
+from virtualstac import ObjectStoreRegistry
+from virtualstac.errors import InvalidPathError, UnregisteredURLError
+
+
+def read(registry: ObjectStoreRegistry, url: str) -> bytes:
+    """Read a whole object through the store the registry picks for it."""
+    store, path = registry.resolve(url)
+    return bytes(obstore.get(store, path).bytes())
+
+
+# -- matching -----------------------------------------------------------------------------------
+
+
+def test_the_longest_matching_prefix_wins() -> None:
+    registry = ObjectStoreRegistry()
+    bucket = registry.register("s3://bucket", region="us-east-1", skip_signature=True)
+    data = registry.register("s3://bucket/data", region="us-east-1", skip_signature=True)
+
+    assert registry.resolve("s3://bucket/data/t2m.nc") == (data, "t2m.nc")
+    assert registry.resolve("s3://bucket/other/t2m.nc") == (bucket, "other/t2m.nc")
+    assert registry.prefixes == ("s3://bucket/data", "s3://bucket")
+
+
+def test_prefixes_match_whole_path_segments_only() -> None:
+    registry = ObjectStoreRegistry()
+    registry.register("s3://bucket/data/", region="us-east-1", skip_signature=True)
+
+    assert "s3://bucket/data/x.nc" in registry
+    assert "s3://bucket/data" in registry
+    assert "s3://bucket/database/x.nc" not in registry
+    assert "s3://bucket2/data/x.nc" not in registry
+    with pytest.raises(UnregisteredURLError, match=r"'s3://bucket/database/x\.nc' is not allowed"):
+        registry.resolve("s3://bucket/database/x.nc")
+
+
+def test_parent_segments_cannot_escape_a_prefix() -> None:
+    registry = ObjectStoreRegistry()
+    registry.register("https://example.org/public/")
+    registry.register("file:///srv/public/")
+
+    for url in (
+        "https://example.org/public/../private/key.pem",
+        "https://example.org/public/%2E%2E/private/key.pem",
+        "file:///srv/public/../private/key.pem",
+        "file:///srv/public/%2e%2e/private/key.pem",
+    ):
+        assert url not in registry
+        with pytest.raises(UnregisteredURLError, match="outside every registered prefix"):
+            registry.resolve(url)
+
+
+def test_unregistered_urls_are_refused_with_the_registered_prefixes_listed() -> None:
+    registry = ObjectStoreRegistry()
+    registry.register("s3://era5-pds", region="us-east-1", skip_signature=True)
+    registry.register("https://example.org/data/")
+
+    message = (
+        r"reading 's3://other-bucket/x.nc' is not allowed: it lies outside every registered "
+        r"prefix \(registered: https://example.org/data, s3://era5-pds\)\. "
+        r"Allow it with registry.register\(prefix\)"
+    )
+    with pytest.raises(UnregisteredURLError, match=message):
+        registry.resolve("s3://other-bucket/x.nc")
+
+
+def test_an_empty_registry_allows_nothing() -> None:
+    with pytest.raises(UnregisteredURLError, match=r"\(registered: none\)"):
+        ObjectStoreRegistry().resolve("file:///etc/passwd")
+
+
+def test_unregistered_url_error_is_a_permission_error() -> None:
+    with pytest.raises(PermissionError):
+        ObjectStoreRegistry().resolve("s3://bucket/x")
+
+
+def test_prefixes_must_name_a_bucket_or_host() -> None:
+    registry = ObjectStoreRegistry()
+    with pytest.raises(InvalidPathError, match="prefix 's3://' must name a bucket or host"):
+        registry.register("s3://")
+    with pytest.raises(InvalidPathError, match="must name a bucket or host"):
+        registry.register("https:///data")
+
+
+def test_relative_prefixes_are_refused() -> None:
+    with pytest.raises(InvalidPathError, match="relative chunk path 'data' is ambiguous"):
+        ObjectStoreRegistry().register("data")
+
+
+def test_store_options_are_only_for_built_stores() -> None:
+    registry = ObjectStoreRegistry()
+    with pytest.raises(TypeError, match="only used when no store is given"):
+        registry.register("s3://bucket", S3Store("bucket", region="us-east-1"), region="eu-west-1")
+    with pytest.raises(TypeError, match=r"local stores take no options, got \['region'\]"):
+        registry.register("file:///data/", region="eu-west-1")
+
+
+def test_a_registry_is_a_read_only_view_of_its_prefixes() -> None:
+    registry = ObjectStoreRegistry({"file:///data/": LocalStore(), "file:///scratch": LocalStore()})
+
+    assert len(registry) == 2
+    assert list(registry) == ["file:///scratch", "file:///data"]
+    assert 42 not in registry
+    assert repr(registry) == "ObjectStoreRegistry(['file:///scratch', 'file:///data'])"
+
+
+# -- local files --------------------------------------------------------------------------------
+
+
+def test_local_files_resolve_to_their_absolute_path(tmp_path: Path) -> None:
+    source = tmp_path / "my data" / "values #1.bin"
+    source.parent.mkdir()
+    source.write_bytes(b"0123456789")
+    registry = ObjectStoreRegistry()
+    store = registry.register(str(source.parent) + "/")
+
+    assert isinstance(store, LocalStore)
+    assert registry.resolve(source.as_uri()) == (store, str(source).lstrip("/"))
+    assert registry.resolve(str(source)) == (store, str(source).lstrip("/"))
+    assert read(registry, source.as_uri()) == b"0123456789"
+
+
+def test_for_url_allows_the_directory_of_a_local_file(tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(b"a")
+    (tmp_path / "b.bin").write_bytes(b"b")
+
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
+
+    assert registry.prefixes == (tmp_path.as_uri(),)
+    assert read(registry, (tmp_path / "b.bin").as_uri()) == b"b"
+    assert str(tmp_path.parent / "elsewhere.bin") not in registry
+
+
+def test_head_reports_size_and_modification_time(tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(b"x" * 1234)
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
+
+    meta = registry.head(str(tmp_path / "a.bin"))
+
+    assert meta["size"] == 1234
+    assert meta["last_modified"].timestamp() == pytest.approx(
+        (tmp_path / "a.bin").stat().st_mtime, abs=1
+    )
+
+
+def test_head_of_a_missing_file_raises_file_not_found(tmp_path: Path) -> None:
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
+    with pytest.raises(FileNotFoundError):
+        registry.head(str(tmp_path / "a.bin"))
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+
+
+def test_http_urls_resolve_below_their_prefix(http_server: HTTPServer) -> None:
+    directory = http_server.directory("registry")
+    (directory / "a b.bin").write_bytes(b"hello over http")
+    registry = ObjectStoreRegistry()
+    store = registry.register(http_server.url_for(directory) + "/")
+    url = http_server.url_for(directory) + "/a%20b.bin"
+
+    assert isinstance(store, HTTPStore)
+    assert registry.resolve(url) == (store, "a b.bin")
+    assert read(registry, url) == b"hello over http"
+    assert registry.head(url)["size"] == len(b"hello over http")
+    assert [e.range for e in http_server.requests(directory / "a b.bin")] == ["-"]
+
+
+def test_http_stores_accept_the_anonymous_option_and_ignore_it(http_server: HTTPServer) -> None:
+    directory = http_server.directory("anonymous")
+    (directory / "a.bin").write_bytes(b"public")
+
+    registry = ObjectStoreRegistry.for_url(http_server.url_for(directory / "a.bin"), anonymous=True)
+
+    assert read(registry, http_server.url_for(directory / "a.bin")) == b"public"
+
+
+def test_for_url_allows_the_directory_of_an_http_url(http_server: HTTPServer) -> None:
+    directory = http_server.directory("for-url")
+    (directory / "a.bin").write_bytes(b"a")
+    sibling = http_server.directory("sibling")
+    (sibling / "b.bin").write_bytes(b"b")
+
+    registry = ObjectStoreRegistry.for_url(http_server.url_for(directory / "a.bin"))
+
+    assert registry.prefixes == (http_server.url_for(directory),)
+    assert read(registry, http_server.url_for(directory / "a.bin")) == b"a"
+    with pytest.raises(UnregisteredURLError, match="outside every registered prefix"):
+        read(registry, http_server.url_for(sibling / "b.bin"))
+
+
+# -- S3 -----------------------------------------------------------------------------------------
+
+
+def test_s3_urls_resolve_to_keys_of_a_store_built_with_endpoint_and_credentials(
+    s3_server: S3Server,
+) -> None:
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, "data/era5/t2m.bin", b"temperatures")
+    registry = ObjectStoreRegistry()
+    store = registry.register(f"s3://{bucket}", **s3_server.store_options)
+
+    assert isinstance(store, S3Store)
+    assert registry.resolve(url) == (store, "data/era5/t2m.bin")
+    assert read(registry, url) == b"temperatures"
+    assert registry.head(url)["size"] == len(b"temperatures")
+
+
+def test_an_s3_prefix_with_a_path_roots_its_store_there(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, "data/era5/t2m.bin", b"temperatures")
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}/data/", **s3_server.store_options)
+
+    assert registry.resolve(url)[1] == "era5/t2m.bin"
+    assert read(registry, url) == b"temperatures"
+
+
+def test_for_url_allows_the_bucket_of_an_s3_url(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, "a/b/c.bin", b"abc")
+
+    registry = ObjectStoreRegistry.for_url(url, **s3_server.store_options)
+
+    assert registry.prefixes == (f"s3://{bucket}",)
+    assert read(registry, url) == b"abc"
+
+
+def test_anonymous_access_skips_request_signing(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    public = s3_server.upload(bucket, "public.bin", b"open data", public=True)
+    private = s3_server.upload(bucket, "private.bin", b"secret")
+    registry = ObjectStoreRegistry()
+    store = registry.register(
+        f"s3://{bucket}",
+        endpoint=s3_server.endpoint,
+        region=s3_server.region,
+        anonymous=True,
+        client_options={"allow_http": True},
+    )
+
+    assert store.config["skip_signature"] == "true"
+    assert read(registry, public) == b"open data"
+    with pytest.raises(PermissionDeniedError):
+        read(registry, private)
+
+
+def test_a_registry_survives_pickling(s3_server: S3Server, tmp_path: Path) -> None:
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, "x.bin", b"pickled")
+    (tmp_path / "local.bin").write_bytes(b"local")
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    registry.register(str(tmp_path) + "/")
+
+    copy = pickle.loads(pickle.dumps(registry))
+
+    assert copy.prefixes == registry.prefixes
+    assert read(copy, url) == b"pickled"
+    assert read(copy, str(tmp_path / "local.bin")) == b"local"
+    copy.register("s3://another-bucket", region="us-east-1", skip_signature=True)
+    assert "s3://another-bucket/x" in copy
+    assert "s3://another-bucket/x" not in registry
