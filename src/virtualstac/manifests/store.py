@@ -77,6 +77,7 @@ class ManifestStore(Store):
     batch_window
         Seconds a chunk request waits for requests to other chunks, so that they can share a
         request; the wait is extended (up to 8 windows) while more requests keep arriving.
+        By default 1 ms for remote objects and 0 for local files.
         zarr releases the next chunk reads as earlier ones finish decoding, so a window of about
         a millisecond gathers them; 0 batches only the requests made in the same event-loop
         tick.
@@ -98,18 +99,18 @@ class ManifestStore(Store):
         *,
         registry: ObjectStoreRegistry | None = None,
         coalesce: int = DEFAULT_COALESCE,
-        batch_window: float = DEFAULT_BATCH_WINDOW,
+        batch_window: float | None = None,
     ) -> None:
         """Create a store serving ``group``, reading chunk bytes through ``registry``."""
         super().__init__(read_only=True)
         if not isinstance(group, ManifestGroup):
             raise TypeError(f"group must be a ManifestGroup, got {type(group).__name__}")
-        if coalesce < 0 or batch_window < 0:
+        if coalesce < 0 or (batch_window is not None and batch_window < 0):
             raise ValueError("coalesce and batch_window must not be negative")
         self._group = group
         self._registry = registry if registry is not None else ObjectStoreRegistry()
         self._coalesce = int(coalesce)
-        self._batch_window = float(batch_window)
+        self._batch_window = batch_window
         self._setup()
 
     def _setup(self) -> None:
@@ -268,14 +269,22 @@ class ManifestStore(Store):
             task.add_done_callback(batcher.flushes.discard)
         return await future
 
+    def _window_for(self, url: str) -> float:
+        if self._batch_window is not None:
+            return self._batch_window
+        # A local read takes microseconds, so waiting to batch would only add latency; a remote
+        # request takes milliseconds, so gathering more ranges into it pays.
+        return 0.0 if url.startswith("file://") else DEFAULT_BATCH_WINDOW
+
     async def _flush(self, batcher: _Batcher, url: str) -> None:
         # Let every task that is ready in this tick queue its request, then wait a moment for
         # the reads zarr starts as earlier chunks finish decoding.
         await asyncio.sleep(0)
         queue = batcher.pending[url]
-        for _ in range(_MAX_WINDOWS if self._batch_window else 0):
+        window = self._window_for(url)
+        for _ in range(_MAX_WINDOWS if window else 0):
             queued = len(queue)
-            await asyncio.sleep(self._batch_window)
+            await asyncio.sleep(window)
             if len(queue) == queued:
                 break
         requests = batcher.pending.pop(url, [])
