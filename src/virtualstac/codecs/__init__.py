@@ -1,0 +1,69 @@
+"""Zarr v3 codecs for chunks referenced inside TIFF files.
+
+Importing this package registers every codec with zarr; they are also advertised under the
+``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
+importing virtualstac.
+
+=========================  ======================  ======================================
+name                       kind                    TIFF
+=========================  ======================  ======================================
+``imagecodecs_lzw``        bytes -> bytes          compression 5 (LZW)
+``imagecodecs_packbits``   bytes -> bytes          compression 32773 (PackBits)
+``imagecodecs_zstd``       bytes -> bytes          compression 50000 (Zstandard)
+``imagecodecs_jpeg``       bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
+``imagecodecs_lerc``       bytes -> bytes (image)  compression 34887 (LERC)
+``imagecodecs_webp``       bytes -> bytes (image)  compression 50001 (WebP)
+``virtualstac.pad``        bytes -> bytes          short last strip, padded to a whole chunk
+``imagecodecs_delta``      array -> array          predictor 2 (horizontal differencing)
+``imagecodecs_floatpred``  array -> array          predictor 3 (floating point)
+=========================  ======================  ======================================
+
+Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships.
+"""
+
+from __future__ import annotations
+
+from zarr.registry import register_codec
+
+from virtualstac.codecs._bytes import (
+    JPEGCodec,
+    LERCCodec,
+    LZWCodec,
+    PackBitsCodec,
+    PadCodec,
+    WebPCodec,
+    ZstdCodec,
+)
+from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
+
+__all__ = [
+    "CODECS",
+    "FloatPredictorCodec",
+    "HorizontalPredictorCodec",
+    "JPEGCodec",
+    "LERCCodec",
+    "LZWCodec",
+    "PackBitsCodec",
+    "PadCodec",
+    "WebPCodec",
+    "ZstdCodec",
+]
+
+#: Every codec of this package, by its zarr v3 name.
+CODECS = {
+    codec.codec_name: codec
+    for codec in (
+        LZWCodec,
+        PackBitsCodec,
+        ZstdCodec,
+        JPEGCodec,
+        LERCCodec,
+        WebPCodec,
+        PadCodec,
+        HorizontalPredictorCodec,
+        FloatPredictorCodec,
+    )
+}
+
+for _name, _codec in CODECS.items():
+    register_codec(_name, _codec)

@@ -1,0 +1,209 @@
+"""Bytes-to-bytes zarr v3 codecs backed by imagecodecs, for chunks referenced inside TIFF files.
+
+Each codec is named and configured exactly like its imagecodecs numcodecs twin (codec id and
+``get_config()`` without ``"id"``), so a zarr v3 codec entry converts to a zarr v2 / Kerchunk
+compressor by adding ``"id": name``, and stores written with these names can be read by other
+packages that implement the same ``imagecodecs_*`` names.
+
+Image codecs (JPEG, LERC, WebP) decode to an image array; its bytes in native order are the
+codec's output, so the ``bytes`` codec in front of them must use the machine's byte order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import imagecodecs.numcodecs as icn
+import numpy as np
+from zarr.abc.codec import BytesBytesCodec
+from zarr.core.common import JSON, parse_named_configuration
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = [
+    "JPEGCodec",
+    "LERCCodec",
+    "LZWCodec",
+    "PackBitsCodec",
+    "PadCodec",
+    "WebPCodec",
+    "ZstdCodec",
+]
+
+
+def _as_bytes(result: Any) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """Flatten a decoder's output (bytes or an image array) to a uint8 array without copying."""
+    if isinstance(result, bytes | bytearray | memoryview):
+        return np.frombuffer(result, dtype=np.uint8)
+    return np.ascontiguousarray(result).reshape(-1).view(np.uint8)
+
+
+@dataclass(frozen=True)
+class _ImagecodecsBytesCodec(BytesBytesCodec):
+    """A bytes-to-bytes codec that delegates to an ``imagecodecs.numcodecs`` codec class."""
+
+    codec_name: ClassVar[str]
+    numcodecs_class: ClassVar[type[Any]]
+    is_fixed_size = False
+
+    configuration: dict[str, JSON]
+
+    def __init__(self, **configuration: JSON) -> None:
+        object.__setattr__(self, "configuration", dict(configuration))
+        # Build the codec now so a bad configuration fails when metadata is read, not per chunk.
+        _ = self._codec
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        """Create the codec from its zarr v3 JSON form."""
+        _, configuration = parse_named_configuration(
+            data, cls.codec_name, require_configuration=False
+        )
+        return cls(**(configuration or {}))
+
+    def to_dict(self) -> dict[str, JSON]:
+        """The codec's zarr v3 JSON form."""
+        return {"name": self.codec_name, "configuration": dict(self.configuration)}
+
+    def __hash__(self) -> int:
+        return hash((self.codec_name, repr(sorted(self.configuration.items()))))
+
+    @cached_property
+    def _codec(self) -> Any:
+        return self.numcodecs_class.from_config(dict(self.configuration))
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        decoded = self._codec.decode(chunk_bytes.as_numpy_array())
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(decoded))
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+
+    def _encode_input(self, data: np.ndarray[Any, Any], chunk_spec: ArraySpec) -> Any:
+        """What the numcodecs encoder takes: the raw bytes (image codecs override this)."""
+        return data
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        data = self._encode_input(chunk_bytes.as_numpy_array(), chunk_spec)
+        encoded = self._codec.encode(data)
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(encoded))
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        """Unknown in advance: the codecs compress."""
+        raise NotImplementedError
+
+
+class _ImageCodec(_ImagecodecsBytesCodec):
+    """An image codec: it encodes an image shaped like the (stored) chunk, not a byte string."""
+
+    def _encode_input(self, data: np.ndarray[Any, Any], chunk_spec: ArraySpec) -> Any:
+        dtype = np.dtype(chunk_spec.dtype.to_native_dtype())
+        return data.view(dtype).reshape(chunk_spec.shape)
+
+
+class LZWCodec(_ImagecodecsBytesCodec):
+    """TIFF LZW (compression 5): ``imagecodecs_lzw``, no configuration."""
+
+    codec_name = "imagecodecs_lzw"
+    numcodecs_class = icn.Lzw
+
+
+class PackBitsCodec(_ImagecodecsBytesCodec):
+    """TIFF PackBits (compression 32773): ``imagecodecs_packbits``, no configuration."""
+
+    codec_name = "imagecodecs_packbits"
+    numcodecs_class = icn.Packbits
+
+
+class ZstdCodec(_ImagecodecsBytesCodec):
+    """Zstandard (TIFF compression 50000): ``imagecodecs_zstd {level}``.
+
+    Unlike ``numcodecs.zstd`` it decodes frames whose header does not record the content size.
+    """
+
+    codec_name = "imagecodecs_zstd"
+    numcodecs_class = icn.Zstd
+
+
+class JPEGCodec(_ImageCodec):
+    """JPEG (TIFF compression 7): ``imagecodecs_jpeg``.
+
+    Configuration as imagecodecs: ``tables`` (base64 of the TIFF JPEGTables tag, for the
+    abbreviated streams TIFF tiles hold), ``colorspace_jpeg`` and ``colorspace_data`` (the
+    colour space of the stream and of the output, e.g. ``"YCbCr"`` streams decoded to ``"RGB"``).
+    """
+
+    codec_name = "imagecodecs_jpeg"
+    numcodecs_class = icn.Jpeg
+
+
+class LERCCodec(_ImageCodec):
+    """LERC (TIFF compression 34887): ``imagecodecs_lerc``; masked pixels decode as stored."""
+
+    codec_name = "imagecodecs_lerc"
+    numcodecs_class = icn.Lerc
+
+
+class WebPCodec(_ImageCodec):
+    """WebP (TIFF compression 50001): ``imagecodecs_webp``."""
+
+    codec_name = "imagecodecs_webp"
+    numcodecs_class = icn.Webp
+
+
+@dataclass(frozen=True)
+class PadCodec(BytesBytesCodec):
+    """Zero-pad short chunks to ``size`` bytes on decode: ``virtualstac.pad {size}``.
+
+    A TIFF whose strip height does not divide the image height stores its last strip with
+    only the remaining rows. Padding that strip to a whole chunk keeps the chunk grid regular;
+    the padded rows lie outside the array and are never seen. Encoding passes bytes through.
+    """
+
+    is_fixed_size = False
+    codec_name: ClassVar[str] = "virtualstac.pad"
+
+    size: int
+
+    def __init__(self, *, size: int) -> None:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"virtualstac.pad needs a non-negative integer size, got {size!r}")
+        object.__setattr__(self, "size", size)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        """Create the codec from its zarr v3 JSON form."""
+        _, configuration = parse_named_configuration(data, cls.codec_name)
+        return cls(**configuration)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, JSON]:
+        """The codec's zarr v3 JSON form."""
+        return {"name": self.codec_name, "configuration": {"size": self.size}}
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        data = chunk_bytes.as_numpy_array()
+        if len(data) == self.size:
+            return chunk_bytes
+        if len(data) > self.size:
+            raise ValueError(
+                f"virtualstac.pad: a chunk decoded to {len(data)} bytes, more than its size "
+                f"{self.size}; the references or codecs do not match the data"
+            )
+        padded = np.zeros(self.size, dtype=np.uint8)
+        padded[: len(data)] = data
+        return chunk_spec.prototype.buffer.from_array_like(padded)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return chunk_bytes
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        """Encoding does not change the size."""
+        return input_byte_length

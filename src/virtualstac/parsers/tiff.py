@@ -1,0 +1,496 @@
+"""TIFF / GeoTIFF / COG parser: tiles or strips become chunk references, headers are all we read.
+
+Layout of the output
+--------------------
+The root group holds the image of one IFD (the first by default), every reduced-resolution
+IFD that follows it (and its SubIFDs) becomes a sub-group ``overview_1``, ``overview_2``, ...
+(largest first). Each group holds, like ``rioxarray.open_rasterio(...).to_dataset("band_data")``:
+
+``band_data (band, y, x)``
+    The pixels: one chunk per tile or strip. Band-interleaved (planar) files have band chunks
+    of 1. Pixel-interleaved (chunky) files store all samples of a pixel together, so a chunk
+    holds every band; a ``transpose`` codec (zarr v3 spec) turns the stored ``(y, x, band)``
+    tile into the ``(band, y, x)`` chunk. With ``band_layout="native"`` chunky files are exposed
+    as ``(y, x, band)`` without the transpose, which zarr v2 / Kerchunk can also express.
+``band (band)``, ``x (x)``, ``y (y)``
+    Band numbers from 1 and pixel-centre coordinates (as rioxarray computes them), inlined.
+    x and y exist only for georeferenced, unrotated rasters.
+``spatial_ref ()``
+    The CF grid mapping (``crs_wkt``, ``spatial_ref``, ``GeoTransform`` and the CF projection
+    parameters), inlined; ``band_data`` names it in ``grid_mapping`` and ``coordinates``.
+
+The GDAL nodata value becomes the zarr ``fill_value`` and the CF ``_FillValue``; tiles that
+were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks
+and read as the fill value, as GDAL reads them. Internal masks are not exposed.
+
+Codecs
+------
+Encode order: ``transpose`` (chunky, band-first only), the predictor (``imagecodecs_delta`` /
+``imagecodecs_floatpred``), ``bytes`` (the file's byte order, or the machine's after an image
+codec), ``virtualstac.pad`` (only for a short last strip), then the decompressor:
+``numcodecs.zlib`` (deflate), ``numcodecs.lzma``, or one of :mod:`virtualstac.codecs`
+(LZW, PackBits, Zstandard, JPEG with its JPEGTables and colour space, LERC plus its optional
+deflate/zstd layer, WebP).
+
+Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
+and the reason: packed (non byte-aligned) samples, bit-reversed fill order, subsampled YCbCr
+without JPEG, old-style JPEG, 12-bit JPEG, unknown compressions and predictors, volumes.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import IO, Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
+import tifffile
+
+from virtualstac.codecs import (
+    FloatPredictorCodec,
+    HorizontalPredictorCodec,
+    JPEGCodec,
+    LERCCodec,
+    LZWCodec,
+    PackBitsCodec,
+    PadCodec,
+    WebPCodec,
+    ZstdCodec,
+)
+from virtualstac.errors import UnknownFormatError, VirtualStacError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.manifest import ChunkManifest
+from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.tiff_geo import GeoReference, georeference
+from virtualstac.storage.reader import BlockCachedReader
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+__all__ = ["TIFFParser", "UnsupportedTIFFError"]
+
+#: Bytes read from the start of the file on open: a COG keeps every IFD there, so a typical
+#: COG header costs one request (GDAL's /vsicurl/ reads the same 64 KiB first).
+DEFAULT_PREFETCH = 64 * 1024
+DEFAULT_BLOCK_SIZE = 64 * 1024
+
+BandLayout = Literal["band_first", "native"]
+
+_JSON = dict[str, Any]
+
+_FILETYPE_REDUCED = 1
+_FILETYPE_MASK = 4
+_PLANAR_SEPARATE = 2
+_PHOTOMETRIC_RGB = 2
+_PHOTOMETRIC_YCBCR = 6
+_NATIVE_ENDIAN = sys.byteorder
+
+_COMPRESSION_NAMES = {
+    6: "old-style JPEG",
+    34712: "JPEG 2000",
+    50002: "JPEG XL",
+    52546: "JPEG XL",
+    3: "CCITT G3",
+    4: "CCITT G4",
+    2: "CCITT RLE",
+}
+
+
+class UnsupportedTIFFError(VirtualStacError, ValueError):
+    """A TIFF's pixels cannot be expressed as references to its chunks with zarr codecs."""
+
+
+class TIFFParser:
+    """Parse a TIFF, GeoTIFF or Cloud-Optimized GeoTIFF into a :class:`ManifestStore`.
+
+    Parameters
+    ----------
+    ifd
+        Index of the top-level IFD whose image becomes the root group.
+    overviews
+        Add the reduced-resolution IFDs after it (and its SubIFDs) as ``overview_<n>`` groups.
+    band_layout
+        ``"band_first"``: ``band_data`` is ``(band, y, x)`` for every file. ``"native"``:
+        pixel-interleaved files keep their stored ``(y, x, band)`` order (no transpose codec).
+    variable
+        Name of the pixel variable.
+    prefetch, block_size
+        Header reads: bytes fetched on open, and the granularity of later reads.
+
+    Examples
+    --------
+    >>> store = TIFFParser()("s3://bucket/scene.tif", registry)  # doctest: +SKIP
+    >>> xr.open_zarr(store)["band_data"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        ifd: int = 0,
+        overviews: bool = True,
+        band_layout: BandLayout = "band_first",
+        variable: str = "band_data",
+        prefetch: int = DEFAULT_PREFETCH,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+    ) -> None:
+        if band_layout not in ("band_first", "native"):
+            raise ValueError(f"band_layout must be 'band_first' or 'native', got {band_layout!r}")
+        if variable in ("band", "x", "y", "spatial_ref") or not variable or "/" in variable:
+            raise ValueError(f"variable name {variable!r} is reserved or invalid")
+        self.ifd = int(ifd)
+        self.overviews = bool(overviews)
+        self.band_layout: BandLayout = band_layout
+        self.variable = variable
+        self.prefetch = int(prefetch)
+        self.block_size = int(block_size)
+
+    def __repr__(self) -> str:
+        return (
+            f"TIFFParser(ifd={self.ifd}, overviews={self.overviews}, "
+            f"band_layout={self.band_layout!r}, variable={self.variable!r})"
+        )
+
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """Read the TIFF headers at ``url`` through ``registry`` and return its virtual store."""
+        reader = BlockCachedReader.from_url(
+            url, registry, block_size=self.block_size, prefetch=self.prefetch
+        )
+        with reader:
+            try:
+                tif = tifffile.TiffFile(cast(IO[bytes], reader))
+            except tifffile.TiffFileError as err:
+                raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
+            with tif:
+                group = self._parse(tif, url)
+        return ManifestStore(group, registry=registry)
+
+    def _parse(self, tif: tifffile.TiffFile, url: str) -> ManifestGroup:
+        if not 0 <= self.ifd < len(tif.pages):
+            raise UnsupportedTIFFError(
+                f"{url}: IFD {self.ifd} does not exist; the file has {len(tif.pages)} IFDs"
+            )
+        main = tif.pages[self.ifd]
+        if not isinstance(main, tifffile.TiffPage):
+            raise UnsupportedTIFFError(f"{url}: IFD {self.ifd} could not be read as a page")
+        geo = georeference(main.geotiff_tags)
+        crs_attributes = geo.crs_attributes() if geo is not None else {}
+        root = _ImageBuilder(main, tif.byteorder, url, self).build(geo, crs_attributes)
+        if not self.overviews:
+            return root
+        groups: dict[str, ManifestGroup] = {}
+        for n, page in enumerate(_overview_pages(tif, main), start=1):
+            page_geo = (
+                geo.scaled(main.imagewidth, main.imagelength, page.imagewidth, page.imagelength)
+                if geo is not None
+                else None
+            )
+            builder = _ImageBuilder(
+                page, tif.byteorder, url, self, fallback_nodata=_gdal_nodata(main)
+            )
+            groups[f"overview_{n}"] = builder.build(page_geo, crs_attributes)
+        return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
+
+
+def _overview_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tifffile.TiffPage]:
+    """Reduced-resolution images of ``main``: the IFDs after it (up to the next full image) and
+    its SubIFDs; masks and images of another type are skipped. Largest first."""
+    candidates: list[Any] = []
+    for index in range(main.index + 1 if isinstance(main.index, int) else 1, len(tif.pages)):
+        page = tif.pages[index]
+        if not isinstance(page, tifffile.TiffPage):
+            break
+        if page.subfiletype & _FILETYPE_MASK:
+            continue
+        if not page.subfiletype & _FILETYPE_REDUCED:
+            break
+        candidates.append(page)
+    candidates.extend(main.pages or ())
+    overviews = [
+        page
+        for page in candidates
+        if isinstance(page, tifffile.TiffPage)
+        and page.subfiletype & _FILETYPE_REDUCED
+        and not page.subfiletype & _FILETYPE_MASK
+        and page.samplesperpixel == main.samplesperpixel
+        and page.dtype == main.dtype
+        and page.imagewidth < main.imagewidth
+    ]
+    return sorted(overviews, key=lambda page: -page.imagewidth)
+
+
+class _ImageBuilder:
+    """Turns one TIFF page into a group of ``band_data`` and its coordinates."""
+
+    def __init__(
+        self,
+        page: tifffile.TiffPage,
+        byteorder: str,
+        url: str,
+        parser: TIFFParser,
+        *,
+        fallback_nodata: str | None = None,
+    ) -> None:
+        self.page = page
+        self.byteorder = byteorder
+        self.url = url
+        self.parser = parser
+        own = _gdal_nodata(page)
+        self.nodata = own if own is not None else fallback_nodata
+
+    def fail(self, reason: str) -> UnsupportedTIFFError:
+        return UnsupportedTIFFError(f"{self.url} (IFD {self.page.index}): {reason}")
+
+    # -- pixel variable -------------------------------------------------------------------
+
+    def build(self, geo: GeoReference | None, crs_attributes: dict[str, Any]) -> ManifestGroup:
+        """The group of this page: pixels, band numbers, and georeferencing if any."""
+        page = self.page
+        samples = int(page.samplesperpixel)
+        arrays: dict[str, ManifestArray] = {}
+        attributes: dict[str, Any] = {}
+        if geo is not None:
+            attributes["grid_mapping"] = "spatial_ref"
+            attributes["coordinates"] = "spatial_ref"
+            raster_type = (page.geotiff_tags or {}).get("GTRasterTypeGeoKey", 1)
+            attributes["AREA_OR_POINT"] = "Point" if int(raster_type) == 2 else "Area"
+            spatial_ref = {**crs_attributes, "GeoTransform": geo.geotransform_text}
+            arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), spatial_ref)
+            if geo.is_rectilinear:
+                x_attrs, y_attrs = geo.coordinate_attributes()
+                arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
+                arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
+        arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})
+        arrays[self.parser.variable] = self._pixels(attributes)
+        return ManifestGroup(arrays=arrays)
+
+    def _pixels(self, attributes: dict[str, Any]) -> ManifestArray:
+        page = self.page
+        dtype = self._dtype()
+        height, width = int(page.imagelength), int(page.imagewidth)
+        samples = int(page.samplesperpixel)
+        planar = page.planarconfig == _PLANAR_SEPARATE or samples == 1
+        if page.is_tiled:
+            chunk_h, chunk_w = int(page.tilelength), int(page.tilewidth)
+        else:
+            chunk_h, chunk_w = min(int(page.rowsperstrip), height), width
+        grid_y, grid_x = math.ceil(height / chunk_h), math.ceil(width / chunk_w)
+        planes = samples if planar else 1
+        chunk_samples = 1 if planar else samples
+        stored_shape = (chunk_h, chunk_w, chunk_samples) if not planar else (1, chunk_h, chunk_w)
+
+        codecs: list[_JSON] = []
+        if planar:
+            shape, chunks = (samples, height, width), (1, chunk_h, chunk_w)
+            dims, grid = ("band", "y", "x"), (planes, grid_y, grid_x)
+            x_axis = -1
+        elif self.parser.band_layout == "native":
+            shape, chunks = (height, width, samples), (chunk_h, chunk_w, samples)
+            dims, grid = ("y", "x", "band"), (grid_y, grid_x, 1)
+            x_axis = -2
+        else:
+            shape, chunks = (samples, height, width), (samples, chunk_h, chunk_w)
+            dims, grid = ("band", "y", "x"), (1, grid_y, grid_x)
+            x_axis = -2
+            codecs.append({"name": "transpose", "configuration": {"order": [1, 2, 0]}})
+
+        compressors, image_codec = self._compressors()
+        codecs.extend(self._predictor(dtype, stored_shape, x_axis))
+        endian = _NATIVE_ENDIAN if image_codec else ("little" if self.byteorder == "<" else "big")
+        codecs.append({"name": "bytes", "configuration": {"endian": endian}})
+        if not page.is_tiled and height % chunk_h:
+            # The last strip holds only the remaining rows; pad it to a whole chunk.
+            size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
+            codecs.append(PadCodec(size=size).to_dict())
+        codecs.extend(compressors)
+
+        fill_value = self._fill_value(dtype)
+        if fill_value is not None:
+            attributes["_FillValue"] = cf_fill_value_attribute(fill_value, dtype)
+        metadata = create_v3_array_metadata(
+            shape=shape,
+            data_type=dtype,
+            chunk_shape=chunks,
+            fill_value=fill_value,
+            codecs=codecs,
+            attributes=attributes,
+            dimension_names=dims,
+        )
+        return ManifestArray(metadata, self._manifest(grid))
+
+    def _dtype(self) -> np.dtype[Any]:
+        page = self.page
+        if page.imagedepth > 1 or page.tiledepth > 1:
+            raise self.fail("volumetric (ImageDepth > 1) images are not supported")
+        dtype = page.dtype
+        bits = page.bitspersample
+        if dtype is None or dtype.kind not in "biufc" or bits != dtype.itemsize * 8:
+            raise self.fail(
+                f"{bits}-bit samples are packed, not byte-aligned, so no chunk can reference them"
+            )
+        if page.fillorder != 1:
+            raise self.fail("bit-reversed fill order (FillOrder 2) is not supported")
+        if (
+            page.photometric == _PHOTOMETRIC_YCBCR
+            and page.compression != 7
+            and tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1)
+        ):
+            raise self.fail("subsampled YCbCr pixels without JPEG compression are not supported")
+        return np.dtype(dtype).newbyteorder("=")
+
+    def _compressors(self) -> tuple[list[_JSON], bool]:
+        """The bytes-to-bytes codecs (encode order), and whether the first decodes an image."""
+        page = self.page
+        compression = int(page.compression)
+        if compression == 1:
+            return [], False
+        if compression in (8, 32946):
+            return [{"name": "numcodecs.zlib", "configuration": {"level": 6}}], False
+        if compression == 34925:
+            return [{"name": "numcodecs.lzma", "configuration": {}}], False
+        if compression == 5:
+            return [LZWCodec().to_dict()], False
+        if compression == 32773:
+            return [PackBitsCodec().to_dict()], False
+        if compression == 50000:
+            return [ZstdCodec().to_dict()], False
+        if compression == 7:
+            return [self._jpeg()], True
+        if compression == 34887:
+            return self._lerc(), True
+        if compression == 50001:
+            return [WebPCodec().to_dict()], True
+        name = _COMPRESSION_NAMES.get(compression) or _compression_name(compression)
+        raise self.fail(f"compression {compression} ({name}) has no zarr codec here")
+
+    def _jpeg(self) -> _JSON:
+        page = self.page
+        if page.bitspersample != 8:
+            raise self.fail(f"{page.bitspersample}-bit JPEG is not supported, only 8-bit")
+        config: dict[str, Any] = {}
+        if page.jpegtables:
+            # The codec config is JSON: tables travel as base64, as imagecodecs' own config does.
+            config["tables"] = base64.b64encode(page.jpegtables).decode("ascii")
+        # The colour spaces tifffile's jpeg_decode_colorspace picks (libtiff streams have no
+        # JFIF marker): YCbCr streams decode to RGB, RGB streams are declared RGB, and each
+        # plane of a band-interleaved file decodes as grayscale.
+        if page.planarconfig == _PLANAR_SEPARATE:
+            config["colorspace_data"] = "GRAYSCALE"
+        elif not page.extrasamples:
+            if page.photometric == _PHOTOMETRIC_YCBCR:
+                config["colorspace_data"] = "RGB"
+            elif page.photometric == _PHOTOMETRIC_RGB:
+                config["colorspace_jpeg"] = "RGB"
+                config["colorspace_data"] = "RGB"
+        return JPEGCodec(**config).to_dict()
+
+    def _lerc(self) -> list[_JSON]:
+        page = self.page
+        codecs: list[_JSON] = [LERCCodec().to_dict()]
+        tag = page.tags.get(50674)  # LercParameters: (version, additional compression)
+        extra = int(tag.value[1]) if tag is not None and len(tag.value) > 1 else 0
+        if extra == 1:
+            codecs.append({"name": "numcodecs.zlib", "configuration": {"level": 6}})
+        elif extra == 2:
+            codecs.append(ZstdCodec().to_dict())
+        elif extra != 0:
+            raise self.fail(f"LERC with additional compression {extra} is not supported")
+        return codecs
+
+    def _predictor(
+        self, dtype: np.dtype[Any], stored_shape: tuple[int, ...], x_axis: int
+    ) -> list[_JSON]:
+        predictor = int(self.page.predictor)
+        if predictor == 1:
+            return []
+        file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
+        if predictor == 2:
+            codec: HorizontalPredictorCodec | FloatPredictorCodec = HorizontalPredictorCodec(
+                axis=x_axis, shape=stored_shape, dtype=file_dtype
+            )
+        elif predictor == 3:
+            if dtype.kind != "f":
+                raise self.fail(f"floating-point predictor on {dtype} samples is not supported")
+            codec = FloatPredictorCodec(axis=x_axis, shape=stored_shape, dtype=file_dtype)
+        else:
+            raise self.fail(f"predictor {predictor} is not supported (only 1, 2 and 3)")
+        return [codec.to_dict()]
+
+    def _fill_value(self, dtype: np.dtype[Any]) -> int | float | None:
+        if self.nodata is None:
+            return None
+        try:
+            nodata = float(self.nodata)
+        except ValueError:
+            nodata = None
+        if nodata is not None and dtype.kind not in "iu":
+            return nodata
+        if nodata is not None and nodata.is_integer():
+            info = np.iinfo(dtype)
+            if info.min <= nodata <= info.max:
+                return int(nodata)
+        warnings.warn(
+            f"{self.url}: nodata {self.nodata} does not fit {dtype}; it is ignored",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+        return None
+
+    # -- chunk references -----------------------------------------------------------------
+
+    def _manifest(self, grid: tuple[int, ...]) -> ChunkManifest:
+        page = self.page
+        offsets = np.asarray(page.dataoffsets, dtype=np.uint64)
+        lengths = np.asarray(page.databytecounts, dtype=np.uint64)
+        expected = math.prod(grid)
+        if offsets.size != expected or lengths.size != expected:
+            raise self.fail(
+                f"the file lists {offsets.size} offsets and {lengths.size} byte counts for "
+                f"{expected} tiles or strips"
+            )
+        # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK); a
+        # zero length makes it a missing chunk.
+        lengths = np.where(offsets == 0, np.uint64(0), lengths)
+        return ChunkManifest.from_path_table(
+            path_table=[self.url],
+            path_codes=np.zeros(grid, dtype=np.uint8),
+            offsets=offsets.reshape(grid),
+            lengths=lengths.reshape(grid),
+        )
+
+
+def _gdal_nodata(page: tifffile.TiffPage) -> str | None:
+    """The GDAL_NODATA tag's text (tifffile's ``page.nodata`` turns misfits into 0)."""
+    tag = page.tags.get(42113)
+    if tag is None:
+        return None
+    return str(tag.value).strip().rstrip("\x00").strip() or None
+
+
+def _inlined(
+    values: npt.NDArray[Any], dims: Sequence[str], attributes: dict[str, Any]
+) -> ManifestArray:
+    """A small array held in the manifest itself, as one little-endian chunk."""
+    values = np.asarray(values, dtype=values.dtype.newbyteorder("<"), order="C")
+    metadata = create_v3_array_metadata(
+        shape=values.shape,
+        data_type=values.dtype,
+        chunk_shape=values.shape,
+        attributes=attributes,
+        dimension_names=dims,
+    )
+    data = values.tobytes()
+    key = ".".join("0" * len(values.shape)) or "0"
+    entries = {key: {"path": "", "offset": 0, "length": len(data), "data": data}}
+    grid = (1,) * values.ndim
+    return ManifestArray(metadata, ChunkManifest(entries, shape=grid))
+
+
+def _compression_name(code: int) -> str:
+    try:
+        return str(tifffile.COMPRESSION(code).name)
+    except ValueError:
+        return "unknown"

@@ -1,0 +1,139 @@
+"""GeoTIFF georeferencing: the affine transform and CRS of a TIFF page, the CF way.
+
+The transform follows GDAL: from ModelTiepoint + ModelPixelScale or from ModelTransformation,
+shifted by half a pixel for ``PixelIsPoint`` rasters (GDAL's default, which rasterio reports),
+and scaled for overviews. Coordinates are pixel centres, computed as rioxarray does. The CRS
+comes from the EPSG code in the GeoKeys; its WKT and CF grid-mapping attributes come from pyproj.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyproj
+
+__all__ = ["GeoReference", "georeference"]
+
+# GeoKey values meaning "user-defined": the CRS is spelt out in other keys, not as an EPSG code.
+_USER_DEFINED = 32767
+_PROJECTED = 1
+_GEOGRAPHIC = 2
+_PIXEL_IS_POINT = 2
+
+
+@dataclass(frozen=True)
+class GeoReference:
+    """Affine transform (GDAL order ``c, a, b, f, d, e``) and CRS of one raster."""
+
+    geotransform: tuple[float, float, float, float, float, float]
+    crs: pyproj.CRS | None
+
+    @property
+    def is_rectilinear(self) -> bool:
+        """True when x depends only on the column and y only on the row (no rotation)."""
+        return self.geotransform[2] == 0 and self.geotransform[4] == 0
+
+    def scaled(self, width: int, height: int, new_width: int, new_height: int) -> GeoReference:
+        """The georeference of an overview of ``new_width`` x ``new_height`` pixels (as GDAL)."""
+        c, a, b, f, d, e = self.geotransform
+        sx, sy = width / new_width, height / new_height
+        return GeoReference((c, a * sx, b * sy, f, d * sx, e * sy), self.crs)
+
+    def x_coords(self, width: int) -> npt.NDArray[np.float64]:
+        """x of the pixel centres of the first row, as rioxarray computes them."""
+        c, a, b, _, _, _ = self.geotransform
+        return np.asarray((np.arange(width) + 0.5) * a + 0.5 * b + c, dtype=np.float64)
+
+    def y_coords(self, height: int) -> npt.NDArray[np.float64]:
+        """y of the pixel centres of the first column, as rioxarray computes them."""
+        _, _, _, f, d, e = self.geotransform
+        return np.asarray(0.5 * d + (np.arange(height) + 0.5) * e + f, dtype=np.float64)
+
+    @property
+    def geotransform_text(self) -> str:
+        """The transform as GDAL and rioxarray write the ``GeoTransform`` attribute."""
+        return " ".join(repr(float(v)) for v in self.geotransform)
+
+    def crs_attributes(self) -> dict[str, Any]:
+        """CF grid-mapping attributes of the CRS (``crs_wkt``, ``spatial_ref``, parameters).
+
+        Overviews share them, so the parser computes them once per file.
+        """
+        if self.crs is None:
+            return {}
+        with warnings.catch_warnings():
+            # to_cf warns that WKT1 export may lose information; the WKT2 it includes doesn't.
+            warnings.simplefilter("ignore", UserWarning)
+            attributes: dict[str, Any] = dict(self.crs.to_cf())
+        attributes["spatial_ref"] = attributes["crs_wkt"]
+        return attributes
+
+    def coordinate_attributes(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """CF attributes of the x and y coordinates (from the CRS's axes when known)."""
+        if self.crs is None:
+            return {"axis": "X"}, {"axis": "Y"}
+        x_attrs: dict[str, Any] = {}
+        y_attrs: dict[str, Any] = {}
+        for axis in self.crs.cs_to_cf():
+            if axis.get("axis") == "X":
+                x_attrs = dict(axis)
+            elif axis.get("axis") == "Y":
+                y_attrs = dict(axis)
+        return x_attrs or {"axis": "X"}, y_attrs or {"axis": "Y"}
+
+
+def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
+    """The georeference described by a page's GeoTIFF tags (tifffile ``page.geotiff_tags``).
+
+    Returns None when the tags give no affine transform (no GeoTIFF tags, or ground control
+    points only).
+    """
+    if not geotiff_tags:
+        return None
+    geotransform = _geotransform(geotiff_tags)
+    if geotransform is None:
+        return None
+    if int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT:
+        c, a, b, f, d, e = geotransform
+        geotransform = (c - 0.5 * a - 0.5 * b, a, b, f - 0.5 * d - 0.5 * e, d, e)
+    return GeoReference(geotransform, _crs(geotiff_tags))
+
+
+def _geotransform(
+    tags: Mapping[str, Any],
+) -> tuple[float, float, float, float, float, float] | None:
+    matrix = tags.get("ModelTransformation")
+    if matrix is not None:
+        m = np.asarray(matrix, dtype=np.float64).reshape(-1)
+        return (m[3], m[0], m[1], m[7], m[4], m[5])
+    tiepoints = tags.get("ModelTiepoint")
+    scale = tags.get("ModelPixelScale")
+    if tiepoints is None or scale is None or len(tiepoints) != 6:
+        # Several tiepoints are ground control points: they need warping, not an affine grid.
+        return None
+    i, j, _, x, y, _ = (float(v) for v in tiepoints)
+    sx, sy = float(scale[0]), float(scale[1])
+    return (x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy)
+
+
+def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
+    model = int(tags.get("GTModelTypeGeoKey", 0))
+    key = {_PROJECTED: "ProjectedCSTypeGeoKey", _GEOGRAPHIC: "GeographicTypeGeoKey"}.get(model)
+    code = tags.get(key) if key is not None else None
+    if key is None and not any(name.endswith("GeoKey") for name in tags):
+        return None  # a transform without any CRS keys: nothing to warn about
+    if code is None or int(code) == _USER_DEFINED:
+        citation = tags.get("GTCitationGeoKey") or tags.get("GeogCitationGeoKey")
+        warnings.warn(
+            f"the GeoTIFF CRS is not an EPSG code (model type {model}, citation {citation!r}); "
+            "spatial_ref gets the transform but no crs_wkt",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return pyproj.CRS.from_epsg(int(code))

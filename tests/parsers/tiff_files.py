@@ -1,0 +1,216 @@
+"""Builders of a TIFF test corpus: GDAL (through rasterio) and tifffile files in a directory.
+
+``GDAL_CASES`` maps a case name to the keyword arguments of :func:`write_gdal`; every case is
+a valid raster that the TIFF parser must reproduce exactly as rasterio reads it (lossy codecs
+included: the same libjpeg/libwebp decode the same bytes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rasterio
+import tifffile
+from rasterio.enums import Resampling
+from rasterio.transform import from_origin
+
+UTM = "EPSG:32633"
+UTM_TRANSFORM = from_origin(500000.0, 4000000.0, 10.0, 10.0)
+
+
+def pixels(count: int, height: int, width: int, dtype: str, seed: int = 0) -> np.ndarray:
+    """Smooth gradients plus noise: compressible, and realistic for the lossy codecs."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    bands = []
+    for band in range(count):
+        wave = np.sin(x / (7.0 + band)) + np.cos(y / (5.0 + band))
+        bands.append(wave + 0.2 * rng.standard_normal((height, width)))
+    values = np.stack(bands)
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        return (values * 100.0).astype(kind)
+    info = np.iinfo(kind)
+    span = min(float(info.max) - float(info.min), 60000.0)
+    low = max(float(info.min), -30000.0) if info.min < 0 else 0.0
+    scaled = (values - values.min()) / (values.max() - values.min()) * span + low
+    return np.clip(np.round(scaled), info.min, info.max).astype(kind)
+
+
+def write_gdal(
+    path: Path,
+    *,
+    driver: str = "GTiff",
+    width: int = 300,
+    height: int = 200,
+    count: int = 1,
+    dtype: str = "uint16",
+    crs: str | None = UTM,
+    transform: Any = UTM_TRANSFORM,
+    nodata: float | None = None,
+    overviews: tuple[int, ...] = (),
+    window: tuple[int, int, int, int] | None = None,
+    tags: dict[str, str] | None = None,
+    data: np.ndarray | None = None,
+    **options: Any,
+) -> Path:
+    """Write a raster with GDAL; ``window=(row, col, h, w)`` writes only that block (sparse)."""
+    values = pixels(count, height, width, dtype) if data is None else data
+    profile: dict[str, Any] = {
+        "driver": driver,
+        "width": width,
+        "height": height,
+        "count": count,
+        "dtype": dtype,
+        "nodata": nodata,
+        **options,
+    }
+    if crs is not None:
+        profile.update(crs=crs, transform=transform)
+    with rasterio.open(path, "w", **profile) as dst:
+        if window is None:
+            dst.write(values)
+        else:
+            row, col, h, w = window
+            block = values[:, row : row + h, col : col + w]
+            dst.write(block, window=rasterio.windows.Window(col, row, w, h))
+        if tags:
+            dst.update_tags(**tags)
+        if overviews and driver == "GTiff":
+            dst.build_overviews(list(overviews), Resampling.nearest)
+    return path
+
+
+#: name -> write_gdal keyword arguments.
+GDAL_CASES: dict[str, dict[str, Any]] = {
+    "cog_deflate_pred2_rgb_u16": dict(
+        driver="COG", count=3, compress="DEFLATE", predictor=2, blocksize=128, overview_count=2
+    ),
+    "cog_lzw_u8": dict(driver="COG", dtype="uint8", compress="LZW", blocksize=64),
+    "cog_zstd_pred3_f32_nan": dict(
+        driver="COG",
+        dtype="float32",
+        nodata=float("nan"),
+        compress="ZSTD",
+        predictor=3,
+        blocksize=64,
+        overview_count=2,
+    ),
+    "cog_jpeg_ycbcr": dict(driver="COG", count=3, dtype="uint8", compress="JPEG", blocksize=64),
+    "cog_webp_rgb": dict(driver="COG", count=3, dtype="uint8", compress="WEBP", blocksize=64),
+    "cog_webp_rgba_lossless": dict(
+        driver="COG", count=4, dtype="uint8", compress="WEBP", blocksize=64, quality=100
+    ),
+    "cog_lerc_f32": dict(driver="COG", dtype="float32", compress="LERC", blocksize=64),
+    "cog_lerc_zstd_f32": dict(driver="COG", dtype="float32", compress="LERC_ZSTD", blocksize=64),
+    "cog_lerc_deflate_rgb_u16": dict(driver="COG", count=3, compress="LERC_DEFLATE", blocksize=64),
+    "gtiff_jpeg_rgb": dict(
+        count=3, dtype="uint8", compress="JPEG", tiled=True, blockxsize=64, blockysize=64
+    ),
+    "gtiff_jpeg_gray_strips": dict(dtype="uint8", compress="JPEG", blockysize=16),
+    "gtiff_jpeg_band_interleave": dict(
+        count=3,
+        dtype="uint8",
+        compress="JPEG",
+        interleave="band",
+        tiled=True,
+        blockxsize=64,
+        blockysize=64,
+    ),
+    "gtiff_packbits_strips_i16": dict(dtype="int16", compress="PACKBITS", blockysize=8),
+    "gtiff_none_short_strip_rgb": dict(count=3, dtype="uint8", blockysize=7),
+    "gtiff_lzw_short_strip_pred2": dict(count=2, compress="LZW", predictor=2, blockysize=9),
+    "gtiff_deflate_band_interleave_nodata": dict(
+        count=3,
+        dtype="int16",
+        nodata=-9999,
+        compress="DEFLATE",
+        interleave="band",
+        tiled=True,
+        blockxsize=64,
+        blockysize=32,
+        overviews=(2, 4),
+    ),
+    "gtiff_lzma_f64": dict(
+        dtype="float64", compress="LZMA", tiled=True, blockxsize=32, blockysize=32
+    ),
+    "bigtiff_zstd_tiled_i32": dict(
+        dtype="int32",
+        compress="ZSTD",
+        bigtiff="YES",
+        tiled=True,
+        blockxsize=64,
+        blockysize=64,
+        overviews=(2,),
+    ),
+    "big_endian_pred2_u16": dict(
+        count=2,
+        compress="DEFLATE",
+        predictor=2,
+        endianness="BIG",
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+    ),
+    "big_endian_pred3_f32": dict(
+        dtype="float32", compress="LZW", predictor=3, endianness="BIG", blockysize=5
+    ),
+    "pred3_f64_chunky": dict(
+        count=2,
+        dtype="float64",
+        compress="DEFLATE",
+        predictor=3,
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+    ),
+    "sparse_nodata": dict(
+        dtype="uint8",
+        nodata=255,
+        sparse_ok="TRUE",
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+        compress="DEFLATE",
+        window=(32, 64, 64, 96),
+    ),
+    "sparse_no_nodata_strips": dict(
+        dtype="uint16", sparse_ok="TRUE", blockysize=16, window=(48, 0, 32, 300)
+    ),
+    "geographic_int8": dict(
+        dtype="int8",
+        crs="EPSG:4326",
+        transform=from_origin(10.0, 50.0, 0.01, 0.01),
+        compress="DEFLATE",
+    ),
+    "pixel_is_point": dict(dtype="uint32", tags={"AREA_OR_POINT": "Point"}, compress="LZW"),
+    "not_georeferenced": dict(dtype="uint8", crs=None, compress="DEFLATE"),
+}
+
+
+def write_tifffile_pyramid(path: Path) -> Path:
+    """A tiled float32 image with two SubIFD levels and the floating-point predictor."""
+    data = pixels(1, 128, 160, "float32")[0]
+    with tifffile.TiffWriter(path) as tif:
+        options = dict(tile=(32, 32), compression="zlib", predictor=3)
+        tif.write(data, subifds=2, **options)
+        tif.write(data[::2, ::2], subfiletype=1, **options)
+        tif.write(data[::4, ::4], subfiletype=1, **options)
+    return path
+
+
+def write_tifffile_big_endian_rgb(path: Path) -> Path:
+    """Big-endian, pixel-interleaved uint16 RGB in strips, horizontal predictor and zstd."""
+    data = np.moveaxis(pixels(3, 50, 70, "uint16"), 0, -1)
+    tifffile.imwrite(
+        path,
+        data,
+        byteorder=">",
+        photometric="rgb",
+        rowsperstrip=16,
+        compression="zstd",
+        predictor=2,
+    )
+    return path
