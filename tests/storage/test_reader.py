@@ -68,7 +68,7 @@ def test_h5py_indexes_every_chunk_with_a_handful_of_requests(
             f[name].id.chunk_iter(chunks.append)
 
     assert len(chunks) == 3 * 256
-    # One HEAD for the size, one GET for the first 64 KiB, then one GET per B-tree node block.
+    # One GET for the size and the first 64 KiB, then one GET per B-tree node block.
     assert reader.requests <= 20
     assert reader.bytes_fetched < size / 2
 
@@ -83,8 +83,8 @@ def test_the_request_count_matches_what_nginx_served(http_server: HTTPServer) ->
 
     served = http_server.requests(directory / "three.h5", method=None)
     assert reader.requests == len(served)
-    assert [e.method for e in served] == ["HEAD"] + ["GET"] * (len(served) - 1)
-    assert served[1].range == "bytes=0-65535"
+    assert [e.method for e in served] == ["GET"] * len(served)
+    assert served[0].range == "bytes=0-65535"
     assert sum(e.bytes_sent for e in served) == reader.bytes_fetched
 
 
@@ -107,7 +107,7 @@ def test_tifffile_parses_a_tiled_tiff_header_in_one_get(tmp_path: Path, publish:
     with tifffile.TiffFile(reader) as tif:
         page = tif.pages.first
         offsets, counts = page.dataoffsets, page.databytecounts
-        assert reader.requests == 2  # the HEAD and the 64 KiB prefetch
+        assert reader.requests == 1  # the 64 KiB prefetch also tells the size
         np.testing.assert_array_equal(page.asarray(), image)
 
     assert len(offsets) == len(counts) == 64
@@ -246,3 +246,19 @@ def test_a_block_cut_short_by_the_end_of_the_object_raises_chunk_read_error(
 
     with pytest.raises(ChunkReadError, match=r"shorter than its reported size 4096"):
         BlockCachedReader(store, key, size=4096, name=url)
+
+
+def test_an_empty_object_opens_with_size_zero(tmp_path: Path) -> None:
+    (tmp_path / "empty.bin").write_bytes(b"")
+    reader = open_reader((tmp_path / "empty.bin").as_uri())
+    assert reader.size == 0
+    assert reader.read() == b""
+
+
+def test_object_metadata_is_captured_on_open(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(b"x" * 100)
+    reader = open_reader((tmp_path / "data.bin").as_uri())
+    assert reader.requests == 1
+    assert reader.meta is not None
+    assert reader.meta["size"] == 100
+    assert reader.meta["last_modified"].tzinfo is not None

@@ -49,6 +49,9 @@ class BlockCachedReader(io.RawIOBase):
         Number of requests sent (the HEAD included).
     bytes_fetched
         Number of bytes received.
+    meta
+        The object's metadata (``size``, ``last_modified``, ``e_tag``, ``version``) as the store
+        reported it when the reader opened, or None if the size was given.
     """
 
     def __init__(
@@ -74,11 +77,35 @@ class BlockCachedReader(io.RawIOBase):
         self._position = 0
         self.requests = 0
         self.bytes_fetched = 0
+        self.meta: dict[str, Any] | None = None
+        if size is None and prefetch > 0:
+            self._open_with_prefetch(-(-prefetch // block_size) * block_size)
+            return
         if size is None:
             size = self._head_size()
         self._size = int(size)
         if prefetch > 0 and self._size:
             self._ensure(0, min(prefetch, self._size))
+
+    def _open_with_prefetch(self, prefetch: int) -> None:
+        """Learn the size and read the first blocks with one ranged GET (no HEAD)."""
+        self.requests += 1
+        try:
+            result = obstore.get(self._store, self._path, options={"range": (0, prefetch)})
+            data = bytes(result.bytes())
+        except FileNotFoundError as err:
+            raise ChunkReadError(f"{self.name!r} does not exist") from err
+        except BaseError:
+            # Object stores refuse any range of an empty object; learn that from a HEAD.
+            self._size = self._head_size()
+            if self._size:
+                raise
+            return
+        self.meta = dict(result.meta)
+        self._size = int(self.meta["size"])
+        self.bytes_fetched += len(data)
+        for block, start in enumerate(range(0, len(data), self._block_size)):
+            self._blocks[block] = data[start : start + self._block_size]
 
     @classmethod
     def from_url(cls, url: str, registry: ObjectStoreRegistry, **options: Any) -> BlockCachedReader:
@@ -94,14 +121,16 @@ class BlockCachedReader(io.RawIOBase):
     def _head_size(self) -> int:
         self.requests += 1
         try:
-            meta = obstore.head(self._store, self._path)
+            meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
         except FileNotFoundError as err:
             raise ChunkReadError(f"{self.name!r} does not exist") from err
         except BaseError as err:
             raise ChunkReadError(
                 f"could not look up the size of {self.name!r}: {_first_line(err)}"
             ) from err
-        return int(meta["size"])
+        self.meta = meta
+        size: int = meta["size"]
+        return size
 
     def _ensure(self, start: int, end: int) -> None:
         """Make sure the blocks covering ``[start, end)`` are cached, in one request."""
