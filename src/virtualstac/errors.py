@@ -14,6 +14,7 @@ __all__ = [
     "InvalidChunkKeyError",
     "InvalidManifestError",
     "InvalidPathError",
+    "NotVirtualizableError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -50,6 +51,13 @@ class UnsupportedIndexingError(VirtualStacError, IndexError):
 
 class UnsupportedOperationError(VirtualStacError, NotImplementedError):
     """An operation would need the values of virtual chunks (for example loading or arithmetic)."""
+
+
+class NotVirtualizableError(VirtualStacError, ValueError):
+    """A variable's bytes cannot be referenced as Zarr chunks, or its metadata represented.
+
+    The message names the file, the variable and the reason; ``drop_variables=`` skips it.
+    """
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

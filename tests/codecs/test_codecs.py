@@ -58,6 +58,8 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "imagecodecs_lerc",
         "imagecodecs_webp",
         "virtualstac.pad",
+        "imagecodecs_lzf",
+        "imagecodecs_lz4h5",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -213,3 +215,12 @@ def test_pad_size_is_validated(size: Any) -> None:
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:
     with pytest.raises(TypeError):
         ZstdCodec(levels=3)
+
+
+def test_codecs_are_advertised_as_entry_points() -> None:
+    """A process that never imports virtualstac still finds the codecs through zarr."""
+    from importlib.metadata import entry_points
+
+    advertised = {ep.name: ep.value for ep in entry_points(group="zarr.codecs")}
+    for name, cls in codecs.CODECS.items():
+        assert advertised[name] == f"virtualstac.codecs:{cls.__name__}"

@@ -1,4 +1,4 @@
-"""Zarr v3 codecs for chunks referenced inside TIFF files.
+"""Zarr v3 codecs for chunks referenced inside TIFF and HDF5 files.
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
@@ -14,6 +14,8 @@ name                       kind                    TIFF
 ``imagecodecs_lerc``       bytes -> bytes (image)  compression 34887 (LERC)
 ``imagecodecs_webp``       bytes -> bytes (image)  compression 50001 (WebP)
 ``virtualstac.pad``        bytes -> bytes          short last strip, padded to a whole chunk
+``imagecodecs_lzf``        bytes -> bytes          HDF5 LZF filter (32000)
+``imagecodecs_lz4h5``      bytes -> bytes          HDF5 LZ4 filter (32004)
 ``imagecodecs_delta``      array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``  array -> array          predictor 3 (floating point)
 =========================  ======================  ======================================
@@ -28,6 +30,8 @@ from zarr.registry import register_codec
 from virtualstac.codecs._bytes import (
     JPEGCodec,
     LERCCodec,
+    LZ4H5Codec,
+    LZFCodec,
     LZWCodec,
     PackBitsCodec,
     PadCodec,
@@ -42,6 +46,8 @@ __all__ = [
     "HorizontalPredictorCodec",
     "JPEGCodec",
     "LERCCodec",
+    "LZ4H5Codec",
+    "LZFCodec",
     "LZWCodec",
     "PackBitsCodec",
     "PadCodec",
@@ -60,6 +66,8 @@ CODECS = {
         LERCCodec,
         WebPCodec,
         PadCodec,
+        LZFCodec,
+        LZ4H5Codec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )

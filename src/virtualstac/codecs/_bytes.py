@@ -12,10 +12,12 @@ codec's output, so the ``bytes`` codec in front of them must use the machine's b
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+import imagecodecs
 import imagecodecs.numcodecs as icn
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "JPEGCodec",
     "LERCCodec",
+    "LZ4H5Codec",
+    "LZFCodec",
     "LZWCodec",
     "PackBitsCodec",
     "PadCodec",
@@ -157,6 +161,36 @@ class WebPCodec(_ImageCodec):
 
     codec_name = "imagecodecs_webp"
     numcodecs_class = icn.Webp
+
+
+# Bytes an HDF5 pipeline may add before LZF compresses: a fletcher32 checksum is 4.
+_CHECKSUM_ROOM = 64
+
+
+class LZFCodec(_ImagecodecsBytesCodec):
+    """The HDF5 LZF filter (h5py's ``compression="lzf"``): ``imagecodecs_lzf``, no header."""
+
+    codec_name = "imagecodecs_lzf"
+    numcodecs_class = icn.Lzf
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        # Raw LZF does not record its decoded size and imagecodecs' guess can fall short. The
+        # chunk's size bounds it, plus room for checksums filters applied before LZF appended.
+        itemsize = chunk_spec.dtype.to_native_dtype().itemsize
+        bound = math.prod(chunk_spec.shape) * itemsize + _CHECKSUM_ROOM
+        decoded = imagecodecs.lzf_decode(
+            chunk_bytes.as_numpy_array(),
+            header=bool(self.configuration.get("header", True)),
+            out=bound,
+        )
+        return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, dtype=np.uint8))
+
+
+class LZ4H5Codec(_ImagecodecsBytesCodec):
+    """The HDF5 LZ4 filter (id 32004) with its block framing: ``imagecodecs_lz4h5``."""
+
+    codec_name = "imagecodecs_lz4h5"
+    numcodecs_class = icn.Lz4h5
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """Parsers: one module per format, each ``parser(url, registry) -> ManifestStore``."""
 
+from virtualstac.parsers.hdf import HDFParser
 from virtualstac.parsers.protocol import Parser
+from virtualstac.parsers.tiff import TIFFParser
+from virtualstac.parsers.zarr import ZarrParser
 
-__all__ = ["Parser"]
+__all__ = ["HDFParser", "Parser", "TIFFParser", "ZarrParser"]

@@ -61,7 +61,7 @@ from virtualstac.codecs import (
     WebPCodec,
     ZstdCodec,
 )
-from virtualstac.errors import UnknownFormatError, VirtualStacError
+from virtualstac.errors import NotVirtualizableError, UnknownFormatError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -100,7 +100,7 @@ _COMPRESSION_NAMES = {
 }
 
 
-class UnsupportedTIFFError(VirtualStacError, ValueError):
+class UnsupportedTIFFError(NotVirtualizableError):
     """A TIFF's pixels cannot be expressed as references to its chunks with zarr codecs."""
 
 

@@ -1,0 +1,125 @@
+"""HDF5 filter pipelines as zarr v3 codec chains.
+
+An HDF5 dataset's filter pipeline is listed in the order the filters run when writing, which
+is the order of a zarr v3 ``codecs`` list after its ``bytes`` codec. Each filter maps to a codec
+whose decoder reads the filter's output unchanged:
+
+==========================  =====================  =========================================
+HDF5 filter (id)            zarr v3 codec          note
+==========================  =====================  =========================================
+deflate (1)                 ``numcodecs.zlib``     HDF5 deflate is a zlib stream, not gzip
+shuffle (2)                 ``numcodecs.shuffle``  bytes -> bytes, element size from the filter
+fletcher32 (3)              ``numcodecs.fletcher32``
+bzip2 (307)                 ``numcodecs.bz2``
+lzf (32000)                 ``imagecodecs_lzf``    raw LZF, no header (defined here)
+blosc (32001)               ``numcodecs.blosc``    the blosc frame describes itself
+lz4 (32004)                 ``imagecodecs_lz4h5``  the HDF5 LZ4 block framing (defined here)
+zstd (32015)                ``numcodecs.zstd``
+==========================  =====================  =========================================
+
+szip (4), nbit (5) and scaleoffset (6) change the bits of the values in ways no zarr codec
+undoes, so datasets using them, or any other filter, cannot be referenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from virtualstac.codecs import LZ4H5Codec, LZFCodec
+
+__all__ = ["UnsupportedFilterError", "codecs_for_filters"]
+
+_DEFLATE = 1
+_SHUFFLE = 2
+_FLETCHER32 = 3
+_SZIP = 4
+_NBIT = 5
+_SCALEOFFSET = 6
+_BZIP2 = 307
+_LZF = 32000
+_BLOSC = 32001
+_LZ4 = 32004
+_ZSTD = 32015
+
+_NAMES = {
+    _DEFLATE: "deflate",
+    _SHUFFLE: "shuffle",
+    _FLETCHER32: "fletcher32",
+    _SZIP: "szip",
+    _NBIT: "nbit",
+    _SCALEOFFSET: "scaleoffset",
+    _BZIP2: "bzip2",
+    _LZF: "lzf",
+    _BLOSC: "blosc",
+    _LZ4: "lz4",
+    _ZSTD: "zstd",
+}
+
+# Compressor codes of the HDF5 blosc filter (hdf5-blosc ``blosc_filter.h``).
+_BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+
+
+class UnsupportedFilterError(ValueError):
+    """An HDF5 filter has no zarr codec that decodes its output; ``filter_id`` names it.
+
+    The parser turns it into a ``NotVirtualizableError`` naming the file and the variable.
+    """
+
+    def __init__(self, filter_id: int, name: str, reason: str) -> None:
+        super().__init__(f"filter {filter_id} ({name}) {reason}")
+        self.filter_id = filter_id
+        self.name = name
+        self.reason = reason
+
+
+def _numcodecs(name: str, **configuration: Any) -> dict[str, Any]:
+    return {"name": f"numcodecs.{name}", "configuration": configuration}
+
+
+def _first(values: Sequence[int], default: int) -> int:
+    return int(values[0]) if len(values) else default
+
+
+def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dict[str, Any]:
+    """The zarr v3 codec (JSON form) that decodes the output of one HDF5 filter.
+
+    ``cd_values`` are the filter's client data as stored in the file (after ``set_local``).
+    Raises :class:`UnsupportedFilterError` when no codec reads the filter's output.
+    """
+    name = _NAMES.get(filter_id, name)
+    if filter_id == _DEFLATE:
+        return _numcodecs("zlib", level=_first(cd_values, 6))
+    if filter_id == _SHUFFLE:
+        return _numcodecs("shuffle", elementsize=_first(cd_values, 1))
+    if filter_id == _FLETCHER32:
+        return _numcodecs("fletcher32")
+    if filter_id == _BZIP2:
+        return _numcodecs("bz2", level=_first(cd_values, 9))
+    if filter_id == _LZF:
+        return {"name": LZFCodec.codec_name, "configuration": {"header": False}}
+    if filter_id == _LZ4:
+        return {"name": LZ4H5Codec.codec_name, "configuration": {}}
+    if filter_id == _ZSTD:
+        return _numcodecs("zstd", level=_first(cd_values, 3))
+    if filter_id == _BLOSC:
+        # cd_values: revision, blosc version, type size, chunk bytes, clevel, shuffle, compressor.
+        # Decoding reads all of these from the blosc frame header; they only describe the data.
+        values = list(cd_values) + [0] * (7 - len(cd_values))
+        return _numcodecs(
+            "blosc",
+            cname=_BLOSC_CNAMES.get(int(values[6]), "blosclz"),
+            clevel=int(values[4]) or 5,
+            shuffle=int(values[5]),
+            blocksize=0,
+        )
+    if filter_id in (_SZIP, _NBIT, _SCALEOFFSET):
+        raise UnsupportedFilterError(
+            filter_id, name, "rewrites the bits of the values and no zarr codec decodes it"
+        )
+    raise UnsupportedFilterError(filter_id, name, "has no zarr codec")
+
+
+def codecs_for_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> list[dict[str, Any]]:
+    """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``."""
+    return [codec_for_filter(fid, values, name) for fid, values, name in filters]

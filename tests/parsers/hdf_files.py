@@ -1,0 +1,356 @@
+"""HDF5 and netCDF4 test files, written by the real libraries (netCDF4-python and h5py).
+
+netCDF4 is imported only inside the functions that use it: importing it points
+``HDF5_PLUGIN_PATH`` at filter plugins built for its own HDF5 library, which h5py then loads
+(see :func:`write_hdf5_filters`).
+
+Each ``write_*`` function writes one file at the path it is given and returns that path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+
+def write_netcdf_everything(path: Path) -> Path:
+    """A netCDF4 file exercising most of what netCDF4-python can write.
+
+    Groups (nested, with dimensions inherited from the parent), an unlimited dimension, zlib +
+    shuffle + fletcher32, packed integers (scale_factor/add_offset/_FillValue), partly written
+    variables (unallocated chunks), times with units and calendar, variable-length and
+    character strings, a scalar, big-endian data, contiguous storage, unsigned and 64-bit
+    types, ``missing_value``, a 2-D coordinate variable and a variable named like a dimension
+    it is not the coordinate of.
+    """
+    import netCDF4
+
+    rng = np.random.default_rng(0)
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.title = "everything"
+        nc.history = "written by the virtualstac tests"
+        nc.version = np.int32(3)
+        nc.valid = np.array([1.5, 2.5])
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 30)
+        nc.createDimension("lon", 40)
+        nc.createDimension("nchar", 6)
+        nc.createDimension("station", 4)
+        nc.createDimension("node", 3)
+
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "hours since 2000-01-01 00:00:00"
+        time.calendar = "noleap"
+        time.standard_name = "time"
+        time[:] = np.arange(10) * 6.0
+        lat = nc.createVariable("lat", "f4", ("lat",))
+        lat.units = "degrees_north"
+        lat[:] = np.linspace(-60, 60, 30)
+        lon = nc.createVariable("lon", "f4", ("lon",), contiguous=True)
+        lon[:] = np.linspace(0, 351, 40)
+
+        temp = nc.createVariable(
+            "temp",
+            "i2",
+            ("time", "lat", "lon"),
+            zlib=True,
+            complevel=5,
+            shuffle=True,
+            fletcher32=True,
+            chunksizes=(1, 16, 16),
+            fill_value=np.int16(-32767),
+        )
+        temp.scale_factor = np.float32(0.01)
+        temp.add_offset = np.float32(273.15)
+        temp.units = "K"
+        temp.long_name = "air temperature"
+        values = np.ma.masked_array(rng.normal(15, 10, (10, 30, 40)))
+        values[0, :5, :5] = np.ma.masked
+        temp[:] = values
+
+        # Written only partly: the chunks of the rest are never allocated.
+        precip = nc.createVariable(
+            "precip",
+            "f4",
+            ("time", "lat", "lon"),
+            zlib=True,
+            chunksizes=(2, 10, 10),
+            fill_value=np.float32(np.nan),
+        )
+        precip.units = "mm"
+        precip[:4, :10, :] = rng.random((4, 10, 40)).astype("f4")
+
+        big = nc.createVariable("big", ">f8", ("lat", "lon"), endian="big", zlib=True)
+        big[:] = rng.random((30, 40))
+        counts = nc.createVariable("counts", "u2", ("lat", "lon"), chunksizes=(7, 9))
+        counts.missing_value = np.uint16(65535)
+        counts[:] = rng.integers(0, 1000, (30, 40)).astype("u2")
+        quality = nc.createVariable("quality", "i2", ("station",))
+        quality.missing_value = np.array([-1, -2], dtype="i2")
+        quality[:] = [1, -1, -2, 4]
+        ratio = nc.createVariable("ratio", "f4", ("station",))
+        ratio.missing_value = np.float32(np.nan)
+        ratio.valid_range = np.array([0, np.inf], dtype="f4")
+        ratio[:] = [0.5, np.nan, 2.0, 1.0]
+        ids = nc.createVariable("ids", "i8", ("station",))
+        ids[:] = [1, 2**40, -(2**50), 7]
+        flags = nc.createVariable("flags", "u1", ("station",))
+        flags[:] = [0, 1, 254, 255]
+        signed = nc.createVariable("signed", "i1", ("station",))
+        signed._Unsigned = "true"
+        signed[:] = np.array([-1, 0, 5, -128], dtype="i1")
+        huge = nc.createVariable("huge", "u8", ("station",))
+        huge[:] = np.array([0, 2**63 + 5, 1, 2**64 - 1], dtype="u8")
+
+        names = nc.createVariable("station_name", str, ("station",))
+        names.long_name = "station name"
+        names[:] = np.array(["Zürich", "Oslo", "", "a longer station name"], dtype=object)
+        codes = nc.createVariable("station_code", "S1", ("station", "nchar"))
+        codes[:] = netCDF4.stringtochar(np.array(["ABC", "DEFGHI", "J", ""], dtype="S6"))
+        scalar = nc.createVariable("crs", "i4", ())
+        scalar.grid_mapping_name = "latitude_longitude"
+        scalar[...] = 0
+        level = nc.createVariable("level", "f4", ())
+        level.units = "m"
+        level[...] = 2.0
+
+        # A 2-D coordinate variable, and a variable named like a dimension it does not follow.
+        node = nc.createVariable("node", "f4", ("node", "station"))
+        node[:] = np.arange(12, dtype="f4").reshape(3, 4)
+        nc.createVariable("empty_series", "f4", ("time", "station"), fill_value=np.float32(-1))
+
+        sub = nc.createGroup("forecast")
+        sub.model = "gfs"
+        sub.createDimension("step", 5)
+        step = sub.createVariable("step", "i4", ("step",))
+        step.units = "hours"
+        step[:] = np.arange(5) * 3
+        field = sub.createVariable(
+            "field", "f4", ("step", "lat", "lon"), zlib=True, shuffle=False, chunksizes=(1, 30, 40)
+        )
+        field.coordinates = "lat lon"
+        field[:] = rng.random((5, 30, 40)).astype("f4")
+        deeper = sub.createGroup("members")
+        deeper.createDimension("member", 3)
+        spread = deeper.createVariable("spread", "f8", ("member", "step"))
+        spread[:] = rng.random((3, 5))
+    return path
+
+
+def write_netcdf_unlimited_empty(path: Path) -> Path:
+    """A netCDF4 file with an unlimited dimension that has no records yet."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("x", 3)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 1970-01-01"
+        nc.createVariable("v", "f4", ("time", "x"), fill_value=np.float32(-9))
+        x = nc.createVariable("x", "i4", ("x",))
+        x[:] = [1, 2, 3]
+    return path
+
+
+def write_netcdf_benchmark(path: Path, *, times: int = 48) -> Path:
+    """Five variables and a few hundred zlib chunks: the request and timing figure file."""
+    import netCDF4
+
+    rng = np.random.default_rng(1)
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 90)
+        nc.createDimension("lon", 180)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 2000-01-01"
+        time[:] = np.arange(times)
+        nc.createVariable("lat", "f4", ("lat",))[:] = np.linspace(-89, 89, 90)
+        nc.createVariable("lon", "f4", ("lon",))[:] = np.linspace(-179, 179, 180)
+        for name in ("t2m", "u10", "v10"):
+            var = nc.createVariable(
+                name, "f4", ("time", "lat", "lon"), zlib=True, shuffle=True, chunksizes=(1, 90, 90)
+            )
+            var[:] = rng.random((times, 90, 180)).astype("f4")
+    return path
+
+
+def write_hdf5_plain(path: Path) -> Path:
+    """A plain HDF5 file (h5py): the layouts, types and dimension scales netCDF4 does not write."""
+    rng = np.random.default_rng(2)
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "plain"
+        f.attrs["numbers"] = np.arange(3, dtype="i4")
+        f.attrs["one"] = np.array([7.5])
+        f.attrs["bytes"] = np.bytes_(b"caf\xc3\xa9")
+        f.attrs["words"] = np.array([b"a", b"bc"])
+        f.attrs["vlen_words"] = np.array(["x", "yz"], dtype=h5py.string_dtype())
+        f.attrs["empty"] = h5py.Empty("f4")
+        f.attrs["flag"] = np.bool_(True)
+        f["contiguous"] = rng.random((20, 30))
+        f.create_dataset("chunked", data=rng.random((50, 70)).astype("f4"), chunks=(16, 32))
+        f.create_dataset(
+            "big_gzip",
+            data=np.arange(3000, dtype=">i4").reshape(30, 100),
+            chunks=(8, 25),
+            compression="gzip",
+            compression_opts=9,
+            shuffle=True,
+        )
+        f.create_dataset("big_contiguous", data=np.linspace(0, 1, 100).astype(">f8"))
+        f.create_dataset("big_uint16", data=np.arange(200, dtype=">u2"), chunks=(64,))
+        f.create_dataset(
+            "fletcher",
+            data=rng.random(1000).astype(">f4"),
+            chunks=(300,),
+            fletcher32=True,
+            shuffle=True,
+            compression="gzip",
+        )
+        sparse = f.create_dataset(
+            "sparse", shape=(100, 100), dtype="i2", chunks=(10, 10), fillvalue=-5
+        )
+        sparse[15:25, 40:60] = 3
+        f.create_dataset("never_written", shape=(40, 40), dtype="f8", fillvalue=2.5)
+        f.create_dataset("never_written_chunked", shape=(40, 40), dtype="f4", chunks=(10, 10))
+        compact_space = h5py.h5s.create_simple((6,))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        compact = h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_I32BE, compact_space, dcpl=dcpl)
+        compact.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(6, dtype=">i4") * 11)
+        f["scalar"] = np.float64(3.25)
+        f["bools"] = np.array([True, False, True])
+        f["complex"] = (np.arange(4) + 1j * np.arange(4)).astype("c8")
+        enum = h5py.enum_dtype({"low": 0, "high": 9}, basetype="u1")
+        f.create_dataset("enum", data=np.array([0, 9, 9, 0], dtype="u1"), dtype=enum)
+        f["fixed_strings"] = np.array([b"alpha", b"be", b""], dtype="S5")
+        f.create_dataset(
+            "vlen_strings", data=["one", "twenty-two", "é"], dtype=h5py.string_dtype("utf-8")
+        )
+        f.create_dataset("ascii_strings", data=[b"ab", b"c"], dtype=h5py.string_dtype("ascii"))
+        f.create_dataset("zero_length", shape=(0, 4), dtype="f4", maxshape=(None, 4), chunks=True)
+
+        x = f.create_dataset("x", data=np.arange(30, dtype="f8"))
+        x.make_scale("x")
+        y = f.create_dataset("y", data=np.arange(100, dtype="f8"))
+        y.make_scale("y")
+        f["big_gzip"].dims[0].attach_scale(x)
+        f["big_gzip"].dims[1].attach_scale(y)
+        f["big_gzip"].attrs["units"] = "counts"
+        f["chunked"].attrs["see_also"] = f["contiguous"].ref
+
+        g = f.create_group("sub")
+        g.attrs["level"] = 1
+        g.create_dataset("inner", data=rng.integers(0, 100, (12, 30)), chunks=(5, 30))
+        g["inner"].dims[1].attach_scale(x)
+        deeper = g.create_group("deeper")
+        deeper["values"] = np.arange(5, dtype="u8")
+        f["link_to_chunked"] = h5py.SoftLink("/chunked")
+        # A dataset whose dimension scale lives in another branch of the file.
+        elsewhere = f.create_group("elsewhere")
+        elsewhere.create_dataset("along_y", data=np.arange(100, dtype="i2"))
+        elsewhere["along_y"].dims[0].attach_scale(y)
+    return path
+
+
+FILTER_DATA = np.arange(20000, dtype="<f4").reshape(100, 200) % 97
+
+
+def write_hdf5_filters(path: Path) -> Path:
+    """Chunked datasets through each compression filter with a zarr codec (hdf5plugin ones too).
+
+    Every dataset holds :data:`FILTER_DATA` (``big_zstd`` as big-endian float64). Call it in an
+    interpreter that has not imported netCDF4 and whose ``HDF5_PLUGIN_PATH`` is unset: h5py
+    would otherwise load netCDF4's blosc plugin, built for another HDF5, which cannot write.
+    """
+    import hdf5plugin
+
+    data = FILTER_DATA
+    with h5py.File(path, "w") as f:
+        f.create_dataset("lzf", data=data, chunks=(25, 50), compression="lzf")
+        f.create_dataset("lzf_shuffle", data=data, chunks=(25, 50), compression="lzf", shuffle=True)
+        f.create_dataset("blosc", data=data, chunks=(25, 50), **hdf5plugin.Blosc(cname="lz4"))
+        f.create_dataset(
+            "blosc_zstd",
+            data=data,
+            chunks=(25, 50),
+            **hdf5plugin.Blosc(cname="zstd", clevel=7, shuffle=hdf5plugin.Blosc.BITSHUFFLE),
+        )
+        f.create_dataset("zstd", data=data, chunks=(25, 50), **hdf5plugin.Zstd(clevel=9))
+        f.create_dataset("lz4", data=data, chunks=(25, 50), **hdf5plugin.LZ4())
+        f.create_dataset("bzip2", data=data, chunks=(25, 50), **hdf5plugin.BZip2())
+        f.create_dataset(
+            "big_zstd", data=data.astype(">f8"), chunks=(30, 70), **hdf5plugin.Zstd(clevel=1)
+        )
+    return path
+
+
+def write_hdf5_filter_mask(path: Path) -> Path:
+    """A gzip dataset with one chunk written raw (filter mask 1) and a clean one."""
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("masked", shape=(20,), dtype="i4", chunks=(10,), compression="gzip")
+        ds[:10] = np.arange(10)
+        ds.id.write_direct_chunk((10,), np.arange(10, 20, dtype="i4").tobytes(), filter_mask=1)
+        f.create_dataset("clean", data=np.arange(20, dtype="i4"), chunks=(10,), compression="gzip")
+    return path
+
+
+def write_hdf5_unsupported(path: Path) -> Path:
+    """One dataset per thing that cannot be referenced, next to one that can."""
+    data = np.arange(400, dtype="i4").reshape(20, 20)
+    with h5py.File(path, "w") as f:
+        f["fine"] = np.arange(10)
+        f.create_dataset("szip", data=data.astype("f4"), chunks=(10, 10), compression="szip")
+        f.create_dataset("scaleoffset", data=data, chunks=(10, 10), scaleoffset=0)
+        # HDF5 2 refuses types whose precision is narrower than their size unless file
+        # integrity checks are relaxed; the filter is in the pipeline either way.
+        nbit_type = h5py.h5t.STD_I32LE
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((10, 10))
+        dcpl.set_filter(h5py.h5z.FILTER_NBIT)
+        nbit = h5py.h5d.create(
+            f.id, b"nbit", nbit_type, h5py.h5s.create_simple((20, 20)), dcpl=dcpl
+        )
+        nbit.write(h5py.h5s.ALL, h5py.h5s.ALL, data % 1000)
+        f.create_dataset(
+            "vlen_ints", data=[np.arange(3), np.arange(5)], dtype=h5py.vlen_dtype("i4")
+        )
+        refs = f.create_dataset("refs", shape=(2,), dtype=h5py.ref_dtype)
+        refs[0] = f["fine"].ref
+        regions = f.create_dataset("regions", shape=(1,), dtype=h5py.regionref_dtype)
+        regions[0] = f["fine"].regionref[2:5]
+        f["compound"] = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i4"), ("b", "f8")])
+        array_type = h5py.h5t.array_create(h5py.h5t.IEEE_F32LE, (2,))
+        h5py.h5d.create(f.id, b"array_type", array_type, h5py.h5s.create_simple((3,)))
+        f.create_dataset(
+            "external", shape=(10,), dtype="i4", external=[(str(path) + ".raw", 0, 40)]
+        )
+        layout = h5py.VirtualLayout(shape=(10,), dtype="i8")
+        layout[:] = h5py.VirtualSource(f["fine"])
+        f.create_virtual_dataset("virtual", layout)
+        f["external_link"] = h5py.ExternalLink("other.h5", "/data")
+        f["dangling"] = h5py.SoftLink("/nowhere")
+        f["region_attr"] = np.arange(3)
+        f["region_attr"].attrs["region"] = f["fine"].regionref[1:2]
+    return path
+
+
+def write_netcdf_fill_off(path: Path, *, edge_chunk: bool) -> Path:
+    """A netCDF4 file written with fill off whose variable ``short`` has 4 of 10 records.
+
+    With ``edge_chunk`` its chunks hold 3 records, so the second stored chunk reaches past
+    the 4 records; otherwise they hold 2.
+    """
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.set_fill_off()
+        nc.createDimension("t", None)
+        nc.createDimension("x", 2)
+        chunk = 3 if edge_chunk else 2
+        short = nc.createVariable("short", "f4", ("t", "x"), chunksizes=(chunk, 2), zlib=True)
+        long = nc.createVariable("long", "i2", ("t", "x"), chunksizes=(5, 2))
+        long[:10] = 1
+        short[:4] = 7
+    return path

@@ -1,0 +1,462 @@
+"""HDFParser against files written by netCDF4-python and h5py, read back through xarray."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf_files
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from zarr.errors import UnstableSpecificationWarning
+
+from servers import HTTPServer
+from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.hdf import HDFParser
+from virtualstac.parsers.protocol import Parser
+from virtualstac.storage.reader import BlockCachedReader
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+pytestmark = [
+    # Fixed-length byte strings are zarr's unstable null_terminated_bytes data type.
+    pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning"),
+    # The file has a variable with two missing values, which xarray warns about on any backend.
+    pytest.mark.filterwarnings("ignore:variable 'quality' has multiple fill values"),
+]
+
+
+def parse(path: Path, **options: Any) -> ManifestStore:
+    return HDFParser(**options)(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+def open_virtual(store: ManifestStore, group: str | None = None) -> xr.Dataset:
+    return xr.open_zarr(store, group=group, consolidated=False, chunks=None)
+
+
+def assert_same_as_netcdf4(path: Path, store: ManifestStore, group: str | None = None) -> None:
+    """Every variable, decoded by xarray, equals what the netCDF4 library returns."""
+    ours = open_virtual(store, group)
+    with xr.open_dataset(path, engine="netcdf4", group=group) as reference:
+        assert set(ours.variables) == set(reference.variables)
+        assert set(ours.coords) == set(reference.coords)
+        assert dict(ours.sizes) == dict(reference.sizes)
+        for name, expected in reference.variables.items():
+            actual = ours.variables[name]
+            assert actual.dims == expected.dims, name
+            if "scale_factor" in expected.encoding or "add_offset" in expected.encoding:
+                # Zarr attributes are JSON, so a float32 scale_factor decodes to float64 values
+                # where netCDF4 gives float32: equal to float32 precision.
+                tolerance = 4 * np.finfo(expected.dtype).eps * np.nanmax(np.abs(expected.values))
+                np.testing.assert_allclose(actual.values, expected.values, rtol=0, atol=tolerance)
+            elif expected.dtype.kind == "U":
+                np.testing.assert_array_equal(
+                    actual.values.astype(object), expected.values.astype(object)
+                )
+            else:
+                assert actual.dtype == expected.dtype, name
+                np.testing.assert_array_equal(actual.values, expected.values, strict=True)
+            for key, value in expected.attrs.items():
+                np.testing.assert_equal(actual.attrs[key], value)
+        for key, value in reference.attrs.items():
+            np.testing.assert_equal(ours.attrs[key], value)
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hdf_files.write_netcdf_everything(tmp_path_factory.mktemp("nc") / "everything.nc")
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hdf_files.write_hdf5_plain(tmp_path_factory.mktemp("h5") / "plain.h5")
+
+
+@pytest.fixture(scope="module")
+def unsupported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hdf_files.write_hdf5_unsupported(tmp_path_factory.mktemp("h5") / "unsupported.h5")
+
+
+# -- netCDF4 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 512, 10**6])
+def test_netcdf4_file_reads_like_netcdf4(everything: Path, inline_threshold: int) -> None:
+    store = parse(everything, inline_threshold=inline_threshold)
+    assert isinstance(HDFParser(), Parser)
+    assert_same_as_netcdf4(everything, store)
+    assert_same_as_netcdf4(everything, store, group="forecast")
+    assert_same_as_netcdf4(everything, store, group="forecast/members")
+
+
+def test_netcdf4_metadata(everything: Path) -> None:
+    group = parse(everything, inline_threshold=0).group
+    temp = group["temp"].metadata.to_dict()
+    assert temp["codecs"] == (
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "numcodecs.fletcher32", "configuration": {}},
+        {"name": "numcodecs.shuffle", "configuration": {"elementsize": 2}},
+        {"name": "numcodecs.zlib", "configuration": {"level": 5}},
+    )
+    assert temp["chunk_grid"]["configuration"]["chunk_shape"] == (1, 16, 16)
+    assert temp["fill_value"] == -32767
+    assert temp["dimension_names"] == ("time", "lat", "lon")
+    assert temp["attributes"]["_FillValue"] == -32767
+    assert set(temp["attributes"]) == {
+        "_FillValue",
+        "scale_factor",
+        "add_offset",
+        "units",
+        "long_name",
+    }
+    big = group["big"].metadata.to_dict()
+    assert big["codecs"][0] == {"name": "bytes", "configuration": {"endian": "big"}}
+    precip = group["precip"].metadata.to_dict()
+    # NaN fill: zarr's JSON form, and the base64 float64 xarray decodes _FillValue from.
+    assert precip["fill_value"] == "NaN"
+    assert precip["attributes"]["_FillValue"] == "AAAAAAAA+H8="
+    # Only 4 of 10 records are written: the array still spans the unlimited dimension.
+    assert precip["shape"] == (10, 30, 40)
+    assert group["precip"].manifest.shape_chunk_grid == (5, 3, 4)
+    assert len(group["precip"].manifest) == 2 * 1 * 4
+    assert group["lon"].manifest.shape_chunk_grid == (1,)
+    # Dimensions without coordinate variables are dropped; the non-coordinate "node" is kept.
+    assert "nchar" not in group and "station" not in group
+    assert group["node"].metadata.dimension_names == ("node", "station")
+    assert group["forecast"]["field"].metadata.dimension_names == ("step", "lat", "lon")
+    assert group["forecast/members/spread"].metadata.dimension_names == ("member", "step")
+    assert "_NCProperties" not in group.metadata.attributes
+    assert group.metadata.attributes["title"] == "everything"
+    assert group.metadata.attributes["valid"] == [1.5, 2.5]
+    for _, node in group.walk():
+        for name in node.metadata.attributes:
+            assert name not in {"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "CLASS"}
+
+
+def test_netcdf4_inlined_and_referenced_chunks(everything: Path) -> None:
+    group = parse(everything).group  # default threshold: small arrays are inlined
+    assert group["lat"].manifest.get_entry((0,))["path"] == "__inlined__"
+    assert group["crs"].manifest.get_entry(())["path"] == "__inlined__"
+    entry = group["temp"].manifest.get_entry((0, 0, 0))
+    assert entry["path"] == everything.as_uri()
+    with h5py.File(everything) as f:
+        info = f["temp"].id.get_chunk_info_by_coord((0, 0, 0))
+    assert (entry["offset"], entry["length"]) == (info.byte_offset, info.size)
+    strings = group["station_name"]
+    assert strings.manifest.get_entry((0,))["path"] == "__inlined__"
+    assert strings.metadata.to_dict()["codecs"] == ({"name": "vlen-utf8", "configuration": {}},)
+
+
+def test_netcdf4_unlimited_dimension_without_records(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_unlimited_empty(tmp_path / "empty.nc")
+    store = parse(path, inline_threshold=0)
+    assert store.group["v"].metadata.shape == (0, 3)
+    assert_same_as_netcdf4(path, store)
+
+
+def test_netcdf4_fill_off_reads_records_past_the_extent_as_fill(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_fill_off(tmp_path / "nofill.nc", edge_chunk=False)
+    store = parse(path, inline_threshold=0)
+    assert store.group["short"].metadata.fill_value == np.float32(9.969209968386869e36)
+    assert_same_as_netcdf4(path, store)
+
+
+def test_netcdf4_fill_off_edge_chunk_past_the_extent_raises(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_fill_off(tmp_path / "nofill.nc", edge_chunk=True)
+    with pytest.raises(NotVirtualizableError, match=r"'short' was written with fill off"):
+        parse(path, inline_threshold=0)
+    # Read at parse time instead, the values are those netCDF4 returns.
+    assert_same_as_netcdf4(path, parse(path, inline_threshold=1000))
+
+
+def test_virtual_dataset_with_loaded_variables(everything: Path) -> None:
+    store = parse(everything, inline_threshold=0)
+    vds = store.to_virtual_dataset(loadable_variables=["time", "lat", "temp"])
+    with xr.open_dataset(everything, engine="netcdf4") as reference:
+        xr.testing.assert_equal(vds["time"], reference["time"])
+        np.testing.assert_allclose(vds["temp"].values, reference["temp"].values, atol=1e-4)
+    assert type(vds["precip"].data).__name__ == "ManifestArray"
+
+
+def test_group_option_selects_a_sub_group(everything: Path) -> None:
+    store = parse(everything, group="/forecast")
+    assert set(store.group.arrays) == {"step", "field"}
+    assert set(store.group.groups) == {"members"}
+    # Dimensions defined in the parent stay named.
+    assert store.group["field"].metadata.dimension_names == ("step", "lat", "lon")
+    ours = open_virtual(store)
+    with xr.open_dataset(everything, engine="netcdf4", group="forecast") as reference:
+        np.testing.assert_array_equal(ours["field"].values, reference["field"].values)
+
+
+def test_drop_variables_by_name_and_path(everything: Path) -> None:
+    group = parse(everything, drop_variables=["precip", "forecast/members/spread"]).group
+    assert "precip" not in group
+    assert "spread" not in group["forecast/members"]
+    assert "temp" in group
+
+
+def test_metadata_costs_few_requests(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_benchmark(tmp_path / "bench.nc")
+    registry = ObjectStoreRegistry.for_url(str(path))
+    reader = BlockCachedReader.from_url(str(path), registry)
+    group = HDFParser().parse_file(str(path), reader)
+    assert sum(len(a.manifest) for _, a in group.walk() if not hasattr(a, "arrays")) >= 288
+    # One HEAD plus the block reads of headers and chunk indexes, not one per chunk.
+    assert reader.requests <= 8
+
+
+def test_over_http_metadata_costs_few_requests(tmp_path: Path, http_server: HTTPServer) -> None:
+    directory = http_server.directory("hdf")
+    path = hdf_files.write_netcdf_benchmark(directory / "bench.nc")
+    url = http_server.url_for(path)
+    registry = ObjectStoreRegistry()
+    registry.register(url.rsplit("/", 1)[0] + "/")
+    store = HDFParser()(url, registry)
+    parse_requests = http_server.requests(path, method=None)
+    assert len(parse_requests) <= 12
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        ours = open_virtual(store)
+        np.testing.assert_array_equal(ours["t2m"].values, reference["t2m"].values)
+        np.testing.assert_array_equal(ours["time"].values, reference["time"].values)
+
+
+def test_references_agree_with_virtualizarr(tmp_path: Path) -> None:
+    virtualizarr = pytest.importorskip("virtualizarr.parsers")
+    obspec_registry = pytest.importorskip("obspec_utils.registry")
+    from obstore.store import LocalStore
+
+    path = hdf_files.write_netcdf_benchmark(tmp_path / "bench.nc", times=6)
+    theirs = virtualizarr.HDFParser()(
+        path.as_uri(), obspec_registry.ObjectStoreRegistry({"file://": LocalStore()})
+    )
+    ours = parse(path, inline_threshold=0)
+    for name in ("t2m", "u10", "v10", "lat", "lon"):
+        expected = theirs._group.arrays[name].manifest
+        actual = ours.group[name].manifest
+        assert actual.shape_chunk_grid == expected.shape_chunk_grid
+        for index in np.ndindex(actual.shape_chunk_grid):
+            key = ".".join(map(str, index))
+            mine, peer = actual.get_entry(index), expected.dict()[key]
+            assert (mine["offset"], mine["length"]) == (peer["offset"], peer["length"]), name
+
+
+# -- plain HDF5 ---------------------------------------------------------------------------
+
+
+def test_plain_hdf5_values_match_h5py(plain: Path) -> None:
+    store = parse(plain, inline_threshold=0)
+    root = zarr.open_group(store, mode="r")
+    with h5py.File(plain) as f:
+        for path, node in store.group.walk():
+            if hasattr(node, "arrays"):
+                continue
+            expected = f[path][()]
+            actual = root[path][...]
+            if h5py.check_vlen_dtype(f[path].dtype) in (str, bytes):
+                expected = np.asarray(f[path].asstr()[()], dtype=object)
+                np.testing.assert_array_equal(actual.astype(object), expected)
+            else:
+                assert actual.dtype == expected.dtype.newbyteorder("="), path
+                np.testing.assert_array_equal(actual, expected, strict=False)
+        ours = open_virtual(store)
+        np.testing.assert_array_equal(ours["sparse"].values, f["sparse"][()])
+        np.testing.assert_array_equal(ours["big_gzip"].values, f["big_gzip"][()])
+        np.testing.assert_array_equal(open_virtual(store, "sub")["inner"], f["sub/inner"][()])
+
+
+def test_plain_hdf5_metadata(plain: Path) -> None:
+    group = parse(plain, inline_threshold=0).group
+    big = group["big_gzip"].metadata.to_dict()
+    assert big["data_type"] == "int32"
+    assert big["codecs"] == (
+        {"name": "bytes", "configuration": {"endian": "big"}},
+        {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+        {"name": "numcodecs.zlib", "configuration": {"level": 9}},
+    )
+    assert big["dimension_names"] == ("x", "y")
+    assert big["attributes"] == {"units": "counts"}
+    assert group["x"].metadata.attributes == {}  # CLASS / NAME / REFERENCE_LIST dropped
+    # Axes without dimension scales share phony names by length within a group.
+    contiguous = group["contiguous"].metadata.dimension_names
+    assert all(n.startswith("phony_dim_") for n in contiguous)
+    assert (
+        group["never_written"].metadata.dimension_names
+        == group["never_written_chunked"].metadata.dimension_names
+    )
+    sparse = group["sparse"].metadata.dimension_names
+    assert sparse[0] != sparse[1]
+    assert group["sub/inner"].metadata.dimension_names[1] == "x"
+    assert group["sparse"].metadata.fill_value == -5
+    assert len(group["sparse"].manifest) == 4  # the other 96 chunks were never allocated
+    assert len(group["never_written"].manifest) == 0
+    assert len(group["never_written_chunked"].manifest) == 0
+    assert group["never_written"].metadata.fill_value == 2.5
+    compact = group["compact"]
+    assert compact.manifest.get_entry((0,))["path"] == "__inlined__"
+    assert compact.metadata.to_dict()["codecs"][0] == {
+        "name": "bytes",
+        "configuration": {"endian": "little"},
+    }
+    assert group["chunked"].metadata.attributes == {"see_also": "/contiguous"}
+    assert group["link_to_chunked"].manifest.get_entry((0, 0)) == group[
+        "chunked"
+    ].manifest.get_entry((0, 0))
+    assert group.metadata.attributes == {
+        "title": "plain",
+        "numbers": [0, 1, 2],
+        "one": 7.5,
+        "bytes": "café",
+        "words": ["a", "bc"],
+        "vlen_words": ["x", "yz"],
+        "empty": [],
+        "flag": True,
+    }
+    assert group["sub"].metadata.attributes == {"level": 1}
+
+
+def test_dimension_scale_outside_the_parsed_group(plain: Path) -> None:
+    store = parse(plain, group="elsewhere")
+    assert store.group["along_y"].metadata.dimension_names == ("y",)
+    np.testing.assert_array_equal(open_virtual(store)["along_y"].values, np.arange(100))
+
+
+def test_group_containing_itself_raises(tmp_path: Path) -> None:
+    path = tmp_path / "cycle.h5"
+    with h5py.File(path, "w") as f:
+        f.create_group("a/b")
+        f["a/b/back"] = f["a"]  # a second hard link: a -> b -> back == a
+    with pytest.raises(NotVirtualizableError, match=r"'a/b/back' is a group that contains itself"):
+        parse(path)
+
+
+def test_filters_decode_through_zarr(tmp_path: Path) -> None:
+    pytest.importorskip("hdf5plugin")
+    path = tmp_path / "filters.h5"
+    # A fresh interpreter: once netCDF4 is imported, h5py loads netCDF4's filter plugins.
+    script = (
+        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import hdf_files; "
+        "hdf_files.write_hdf5_filters(pathlib.Path(sys.argv[2]))"
+    )
+    # netCDF4 points HDF5_PLUGIN_PATH at its own plugins, built for its own HDF5 library.
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"}
+    subprocess.run(
+        [sys.executable, "-c", script, str(Path(hdf_files.__file__).parent), str(path)],
+        check=True,
+        env=env,
+    )
+    store = parse(path, inline_threshold=0)
+    root = zarr.open_group(store, mode="r")
+    names = {
+        c["name"] for _, a in store.group.arrays.items() for c in a.metadata.to_dict()["codecs"]
+    }
+    assert {
+        "imagecodecs_lzf",
+        "imagecodecs_lz4h5",
+        "numcodecs.blosc",
+        "numcodecs.zstd",
+        "numcodecs.bz2",
+    } <= names
+    for name in store.group.arrays:
+        expected = hdf_files.FILTER_DATA.astype(">f8" if name == "big_zstd" else "<f4")
+        np.testing.assert_array_equal(root[name][...], expected, err_msg=name)
+    # Asked to inline, datasets h5py cannot decode here (their plugin may not be loaded) are
+    # referenced instead; either way the values are right.
+    inlined = zarr.open_group(parse(path, inline_threshold=10**9), mode="r")
+    for name in store.group.arrays:
+        expected = hdf_files.FILTER_DATA.astype(">f8" if name == "big_zstd" else "<f4")
+        np.testing.assert_array_equal(inlined[name][...], expected, err_msg=name)
+
+
+# -- what cannot be virtualized -----------------------------------------------------------
+
+_UNSUPPORTED = {
+    "szip": r"filter 4 \(szip\)",
+    "scaleoffset": r"filter 6 \(scaleoffset\)",
+    "nbit": r"filter 5 \(nbit\)",
+    "vlen_ints": "variable-length type",
+    "refs": "HDF5 references",
+    "regions": "HDF5 references",
+    "compound": "compound type",
+    "array_type": "HDF5 array type",
+    "external": "external raw files",
+    "virtual": "virtual dataset",
+    "external_link": "external link to '/data' in 'other.h5'",
+    "dangling": "soft link to '/nowhere', which does not exist",
+    "region_attr": "attribute 'region', an HDF5 region reference",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNSUPPORTED))
+def test_unrepresentable_dataset_raises(unsupported: Path, name: str) -> None:
+    others = [n for n in _UNSUPPORTED if n != name]
+    with pytest.raises(NotVirtualizableError, match=_UNSUPPORTED[name]) as info:
+        parse(unsupported, drop_variables=others, inline_threshold=0)
+    message = str(info.value)
+    assert str(unsupported) in message
+    assert f"variable {name!r}" in message
+    assert f"drop_variables=[{name!r}]" in message
+
+
+def test_dropping_every_unrepresentable_dataset_parses(unsupported: Path) -> None:
+    store = parse(unsupported, drop_variables=list(_UNSUPPORTED))
+    assert set(store.group.arrays) == {"fine"}
+    np.testing.assert_array_equal(open_virtual(store)["fine"].values, np.arange(10))
+
+
+def test_chunk_with_skipped_filter_raises(tmp_path: Path) -> None:
+    path = hdf_files.write_hdf5_filter_mask(tmp_path / "mask.h5")
+    with pytest.raises(NotVirtualizableError, match=r"'masked' has chunks .* filter mask 1"):
+        parse(path, inline_threshold=0)
+    store = parse(path, drop_variables=["masked"], inline_threshold=0)
+    np.testing.assert_array_equal(open_virtual(store)["clean"].values, np.arange(20))
+
+
+def test_small_datasets_are_read_not_referenced(tmp_path: Path) -> None:
+    # Inlining reads the values with h5py, so even a masked chunk is represented correctly.
+    path = hdf_files.write_hdf5_filter_mask(tmp_path / "mask.h5")
+    store = parse(path, inline_threshold=1000)
+    np.testing.assert_array_equal(open_virtual(store)["masked"].values, np.arange(20))
+
+
+def test_not_an_hdf5_file(tmp_path: Path) -> None:
+    path = tmp_path / "text.h5"
+    path.write_bytes(b"not hdf5 at all" * 100)
+    with pytest.raises(UnknownFormatError, match=r"text\.h5.*not a readable HDF5 file"):
+        parse(path)
+
+
+def test_missing_group(everything: Path) -> None:
+    with pytest.raises(SourceNotFoundError, match="no group 'nope'"):
+        parse(everything, group="nope")
+    with pytest.raises(UnknownFormatError, match="'temp' is a Dataset, not a group"):
+        parse(everything, group="temp")
+
+
+def test_invalid_options() -> None:
+    with pytest.raises(ValueError, match="inline_threshold"):
+        HDFParser(inline_threshold=-1)
+    assert HDFParser(drop_variables="a").drop_variables == frozenset({"a"})
+
+
+def test_truncated_file_raises(tmp_path: Path) -> None:
+    path = tmp_path / "truncated.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("data", data=np.arange(10000, dtype="f8"), chunks=(1000,))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 4000])
+    with pytest.raises((UnknownFormatError, NotVirtualizableError), match="truncated"):
+        parse(path, inline_threshold=0)
+
+
+def test_no_unstable_warning_for_numbers(everything: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnstableSpecificationWarning)
+        parse(everything, drop_variables=["station_code"])
