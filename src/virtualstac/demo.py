@@ -58,7 +58,11 @@ def write_sample_archive(directory: Path, days: int = 4) -> list[Path]:
             temperature.units = "K"
             temperature.scale_factor = 0.01
             temperature.add_offset = 273.15
-            values = 15 * np.cos(np.deg2rad(lat))[None, :, None] + rng.normal(0, 2, (24, 90, 180))
+            values = (
+                273.15
+                + 25 * np.cos(np.deg2rad(lat))[None, :, None]
+                + rng.normal(0, 2, (24, 90, 180))
+            )
             temperature[:] = values
         paths.append(path)
     return paths
