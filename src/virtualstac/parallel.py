@@ -18,8 +18,8 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-def _completed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-    future: Future[T] = Future()
+def _completed[R](fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
+    future: Future[R] = Future()
     try:
         future.set_result(fn(*args, **kwargs))
     except BaseException as err:  # the future carries the error to the caller, as pools do
@@ -55,9 +55,9 @@ class DaskDelayedExecutor(Executor):
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Compute one delayed call and return a completed future."""
-        import dask
+        from dask.delayed import delayed
 
-        return _completed(lambda: dask.delayed(fn)(*args, **kwargs).compute())
+        return _completed(lambda: delayed(fn)(*args, **kwargs).compute())
 
     def map(
         self,
@@ -68,10 +68,11 @@ class DaskDelayedExecutor(Executor):
         buffersize: int | None = None,
     ) -> Iterator[T]:
         """Build one delayed call per item and compute them together."""
-        import dask
+        from dask.base import compute
+        from dask.delayed import delayed
 
-        tasks = [dask.delayed(fn)(*items) for items in zip(*iterables, strict=False)]
-        return iter(dask.compute(*tasks))
+        tasks = [delayed(fn)(*items) for items in zip(*iterables, strict=False)]
+        return iter(compute(*tasks))  # type: ignore[no-untyped-call]
 
 
 class LithopsEagerFunctionExecutor(Executor):

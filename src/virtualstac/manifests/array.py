@@ -15,8 +15,13 @@ from virtualstac.errors import (
     UnsupportedIndexingError,
     UnsupportedOperationError,
 )
-from virtualstac.manifests.manifest import ChunkManifest, expand_manifest
-from virtualstac.manifests.metadata import chunk_shape_of, grid_shape, replace_metadata
+from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest, expand_manifest
+from virtualstac.manifests.metadata import (
+    chunk_shape_of,
+    grid_shape,
+    replace_metadata,
+    same_value,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -29,6 +34,13 @@ _LOAD_ADVICE = (
     "loadable_variables=[<name>] so that variable is read into memory, or read the references "
     "through their store: xr.open_zarr(manifest_store) for a ManifestStore, or write the "
     "virtual dataset with ds.virtual.to_icechunk(...) / to_kerchunk(...) and open that."
+)
+
+#: xarray's combining functions compare variables by loading them, or with numpy functions
+#: ManifestArray cannot support; these keywords make them combine without comparing values.
+_COMBINE_ADVICE = (
+    "xr.concat, xr.merge and xr.combine_* do this to compare variables unless told not to: pass "
+    "coords='minimal', compat='override' to combine virtual datasets."
 )
 
 
@@ -146,7 +158,7 @@ class ManifestArray:
 
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> Any:
         """Refuse conversion to numpy: the values are not in memory."""
-        raise UnsupportedOperationError(_LOAD_ADVICE)
+        raise UnsupportedOperationError(f"{_LOAD_ADVICE} {_COMBINE_ADVICE}")
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """Refuse ufuncs, except ``isnan``, which xarray's equality checks call.
@@ -166,7 +178,8 @@ class ManifestArray:
         if implementation is None:
             raise UnsupportedOperationError(
                 f"numpy.{func.__name__} is not supported on ManifestArray; supported: "
-                f"{', '.join(sorted(f.__name__ for f in array_api.HANDLED_FUNCTIONS))}"
+                f"{', '.join(sorted(f.__name__ for f in array_api.HANDLED_FUNCTIONS))}. "
+                f"{_COMBINE_ADVICE}"
             )
         if not all(issubclass(t, ManifestArray | np.ndarray) for t in types):
             return NotImplemented
@@ -187,7 +200,7 @@ class ManifestArray:
         """Element-wise equality: True where both arrays reference identical chunks.
 
         Comparing with anything but a ManifestArray gives False everywhere, because the values
-        of a ManifestArray are unknown.
+        of a ManifestArray are unknown. Missing chunks are equal only if the fill values are.
         """
         if not isinstance(other, ManifestArray) or other.shape != self.shape:
             return np.zeros(self.shape, dtype=bool)
@@ -196,6 +209,8 @@ class ManifestArray:
         ):
             return np.zeros(self.shape, dtype=bool)
         chunk_equal = self._manifest.elementwise_eq(other._manifest)
+        if not same_value(self.fill_value, other.fill_value):
+            chunk_equal &= self._manifest.paths != MISSING_CHUNK_PATH
         for axis, chunk in enumerate(self.chunks):
             chunk_equal = np.repeat(chunk_equal, chunk, axis=axis)
         return chunk_equal[tuple(slice(0, s) for s in self.shape)]
@@ -345,7 +360,7 @@ def _normalize_key(key: Any, ndim: int) -> list[Any]:
 
 
 def _array_to_slice(array: np.ndarray[Any, Any]) -> slice:
-    """Accept an integer array only when it is a contiguous ascending range (an orthogonal no-op)."""
+    """Accept an integer array only if it is a contiguous ascending range, i.e. a slice."""
     if array.dtype.kind not in "iu" or array.ndim != 1:
         raise UnsupportedIndexingError(
             "cannot index a ManifestArray with boolean or multi-dimensional arrays"

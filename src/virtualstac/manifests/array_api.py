@@ -8,7 +8,7 @@ ManifestArrays through ``__array_function__``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,12 +21,31 @@ __all__ = ["HANDLED_FUNCTIONS", "broadcast_to", "concatenate", "expand_dims", "s
 
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def _implements(
-    numpy_function: Callable[..., Any],
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        HANDLED_FUNCTIONS[numpy_function] = func
+
+def _implements(numpy_function: Callable[..., Any], *positional: str) -> Callable[[F], F]:
+    """Register ``func`` as the implementation of ``numpy_function`` for ManifestArrays.
+
+    ``positional`` names the parameters after the first that numpy lets callers pass by
+    position (``np.concatenate(arrays, 0)``, ``np.expand_dims(a, 0)``) but that the array API
+    signatures here take by keyword only.
+    """
+
+    def register(func: F) -> F:
+        def call_from_numpy(first: Any, *args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(positional):
+                raise TypeError(
+                    f"{numpy_function.__name__}() on ManifestArrays takes at most "
+                    f"{len(positional) + 1} positional arguments, got {len(args) + 1}"
+                )
+            for name, value in zip(positional, args, strict=False):
+                if name in kwargs:
+                    raise TypeError(f"{numpy_function.__name__}() got {name!r} twice")
+                kwargs[name] = value
+            return func(first, **kwargs)
+
+        HANDLED_FUNCTIONS[numpy_function] = call_from_numpy if positional else func
         return func
 
     return register
@@ -52,7 +71,7 @@ def _normalize_axis(axis: int, ndim: int) -> int:
     return axis % ndim
 
 
-@_implements(np.concatenate)
+@_implements(np.concatenate, "axis")
 def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> ManifestArray:
     """Concatenate ManifestArrays by merging their chunk manifests.
 
@@ -92,7 +111,7 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
     return ManifestArray(replace_metadata(first.metadata, shape=tuple(new_shape)), manifest)
 
 
-@_implements(np.stack)
+@_implements(np.stack, "axis")
 def stack(arrays: Sequence[ManifestArray], /, *, axis: int = 0) -> ManifestArray:
     """Stack ManifestArrays along a new axis by merging their chunk manifests."""
     manifest_arrays = _as_manifest_arrays(arrays, "stack")
@@ -103,13 +122,13 @@ def stack(arrays: Sequence[ManifestArray], /, *, axis: int = 0) -> ManifestArray
     return concatenate([expand_dims(a, axis=axis) for a in manifest_arrays], axis=axis)
 
 
-@_implements(np.expand_dims)
+@_implements(np.expand_dims, "axis")
 def expand_dims(x: ManifestArray, /, *, axis: int = 0) -> ManifestArray:
     """Insert a new axis of size one (with chunk size one) at ``axis``."""
     return expand_manifest_array(x, _normalize_axis(axis, x.ndim + 1))
 
 
-@_implements(np.broadcast_to)
+@_implements(np.broadcast_to, "shape")
 def broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> ManifestArray:
     """Broadcast to ``shape`` by prepending axes and repeating references along size-1 axes.
 

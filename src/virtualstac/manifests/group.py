@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.core.group import GroupMetadata
 
+from virtualstac.errors import InvalidManifestError
 from virtualstac.manifests.array import ManifestArray
 
 if TYPE_CHECKING:
@@ -33,15 +34,24 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         """Create a group from arrays, sub-groups and group attributes."""
         self._arrays = dict(arrays or {})
         self._groups = dict(groups or {})
-        for name, member in [*self._arrays.items(), *self._groups.items()]:
-            if not name or "/" in name:
-                raise ValueError(f"member names must be non-empty and contain no '/', got {name!r}")
-            expected = ManifestArray if name in self._arrays else ManifestGroup
-            if not isinstance(member, expected):
-                raise TypeError(f"member {name!r} must be a {expected.__name__}")
         clash = set(self._arrays) & set(self._groups)
         if clash:
-            raise ValueError(f"names used by both an array and a group: {sorted(clash)}")
+            raise InvalidManifestError(f"names used by both an array and a group: {sorted(clash)}")
+        members: list[tuple[Mapping[str, object], type]] = [
+            (self._arrays, ManifestArray),
+            (self._groups, ManifestGroup),
+        ]
+        for named, expected in members:
+            for name, member in named.items():
+                if not isinstance(name, str) or not name or "/" in name:
+                    raise InvalidManifestError(
+                        f"member names must be non-empty strings without '/', got {name!r}"
+                    )
+                if not isinstance(member, expected):
+                    raise TypeError(
+                        f"member {name!r} must be a {expected.__name__}, "
+                        f"got {type(member).__name__}"
+                    )
         self._metadata = GroupMetadata(attributes=dict(attributes or {}), zarr_format=3)
 
     @property
@@ -61,19 +71,17 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
 
     def __getitem__(self, path: str) -> ManifestArray | ManifestGroup:
         """Obtain a member, or a nested member by a ``/``-separated path."""
-        head, _, rest = path.strip("/").partition("/")
-        member: ManifestArray | ManifestGroup
-        if head in self._arrays:
-            member = self._arrays[head]
-        elif head in self._groups:
-            member = self._groups[head]
-        else:
-            raise KeyError(path)
-        if not rest:
-            return member
-        if not isinstance(member, ManifestGroup):
-            raise KeyError(path)
-        return member[rest]
+        node: ManifestArray | ManifestGroup = self
+        for name in path.strip("/").split("/"):
+            if not isinstance(node, ManifestGroup):
+                raise KeyError(path)
+            if name in node._arrays:
+                node = node._arrays[name]
+            elif name in node._groups:
+                node = node._groups[name]
+            else:
+                raise KeyError(path)
+        return node
 
     def __iter__(self) -> Iterator[str]:
         yield from self._arrays

@@ -175,9 +175,11 @@ class ChunkManifest:
                 )
             codes[i] = _INLINED
             inlined[tuple(int(x) for x in indices[i])] = bytes(data)
-        for i in np.flatnonzero(codes == _INLINED):
-            if tuple(int(x) for x in indices[i]) not in inlined:
-                raise InvalidManifestError(f"chunk {keys[i]!r} is marked inlined but has no data")
+        for position in np.flatnonzero(codes == _INLINED).tolist():
+            if tuple(int(x) for x in indices[position]) not in inlined:
+                raise InvalidManifestError(
+                    f"chunk {keys[position]!r} is marked inlined but has no data"
+                )
 
         size = int(np.prod(grid, dtype=np.int64))
         full_codes = np.zeros(size, dtype=np.int64)
@@ -308,16 +310,19 @@ class ChunkManifest:
         inlined_bytes: dict[tuple[int, ...], bytes] = {}
         for index, data in (inlined or {}).items():
             index = tuple(int(i) for i in index)
-            if len(index) != paths.ndim or any(not 0 <= i < s for i, s in zip(index, paths.shape)):
+            if len(index) != paths.ndim or any(
+                not 0 <= i < s for i, s in zip(index, paths.shape, strict=True)
+            ):
                 raise InvalidChunkKeyError(f"inlined chunk {index} lies outside grid {paths.shape}")
             if codes[index] not in (_MISSING, _INLINED):
                 raise InvalidManifestError(
-                    f"chunk {index} has both inlined data and the path {flat_paths[0]!r}"
+                    f"chunk {index} has both inlined data and the path {str(paths[index])!r}"
                 )
             codes[index] = _INLINED
             inlined_bytes[index] = bytes(data)
-        for index in zip(*np.nonzero(codes == _INLINED), strict=True):
-            if tuple(int(i) for i in index) not in inlined_bytes:
+        for found in zip(*np.nonzero(codes == _INLINED), strict=True):
+            index = tuple(int(i) for i in found)
+            if index not in inlined_bytes:
                 raise InvalidManifestError(f"chunk {index} is marked inlined but has no data")
         return cls._from_parts(
             list(table_index),
@@ -348,6 +353,8 @@ class ChunkManifest:
         ``""`` marks missing chunks.
         """
         codes_in = np.asarray(path_codes)
+        if codes_in.dtype.kind not in "iu":
+            raise InvalidManifestError(f"path_codes must be integers, got dtype {codes_in.dtype}")
         if codes_in.size and (codes_in.min() < 0 or codes_in.max() >= len(path_table)):
             raise InvalidManifestError("path_codes must index into path_table")
         table = [MISSING_CHUNK_PATH, INLINED_CHUNK_PATH]
@@ -399,7 +406,7 @@ class ChunkManifest:
     def paths(self) -> np.ndarray[Any, np.dtypes.StringDType]:
         """Path of every chunk as a string array shaped like the grid (a new array)."""
         table = np.asarray(self._table, dtype=np.dtypes.StringDType())
-        return table[self._codes]
+        return cast(np.ndarray[Any, np.dtypes.StringDType], table[self._codes])
 
     @property
     def offsets(self) -> npt.NDArray[np.uint64]:
@@ -574,7 +581,9 @@ class ChunkManifest:
         if self._inlined:
             old_to_new = {
                 tuple(int(i) for i in np.unravel_index(int(p), self.shape_chunk_grid)): new
-                for new, p in zip(np.ndindex(positions.shape), positions.ravel().tolist())
+                for new, p in zip(
+                    np.ndindex(positions.shape), positions.ravel().tolist(), strict=True
+                )
             }
             inlined = {old_to_new[k]: v for k, v in self._inlined.items() if k in old_to_new}
         return ChunkManifest._from_parts(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from zarr.core.dtype import parse_dtype
@@ -14,10 +14,13 @@ from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
 
 __all__ = [
     "CF_ENCODING_ATTRS",
+    "cf_fill_value_attribute",
     "check_combinable",
+    "chunk_shape_of",
     "create_v3_array_metadata",
     "grid_shape",
     "replace_metadata",
+    "same_value",
 ]
 
 #: Attributes that change what the stored numbers mean; arrays that differ in any of them must
@@ -48,44 +51,47 @@ def create_v3_array_metadata(
 
     ``codecs`` are zarr v3 codec dicts in encode order; without them the chunks are raw
     little-endian bytes. The dtype's byte order is moved into the ``bytes`` codec, where zarr v3
-    keeps it.
+    keeps it. ``fill_value`` defaults to zarr's default for the data type (zero for numbers); it
+    is converted to the data type and stored in zarr's JSON form (``"NaN"``, base64 bytes).
+
+    Raises
+    ------
+    InvalidManifestError
+        If ``fill_value`` cannot be represented in the data type.
     """
     dtype = np.dtype(data_type)
     codec_list = [dict(c) for c in codecs] if codecs is not None else None
     if codec_list is None:
         endian = "big" if dtype.byteorder == ">" else "little"
         codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
-    if fill_value is None:
-        fill_value = 0 if dtype.kind in "biuf" else None
-    return ArrayV3Metadata.from_dict(
-        {
-            "zarr_format": 3,
-            "node_type": "array",
-            "shape": tuple(int(s) for s in shape),
-            "data_type": parse_dtype(dtype, zarr_format=3).to_json(zarr_format=3),
-            "chunk_grid": {
-                "name": "regular",
-                "configuration": {"chunk_shape": tuple(int(c) for c in chunk_shape)},
-            },
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
-            "fill_value": _json_fill_value(fill_value),
-            "codecs": tuple(codec_list),
-            "attributes": dict(attributes or {}),
-            "dimension_names": tuple(dimension_names) if dimension_names is not None else None,
-            "storage_transformers": (),
-        }
-    )
-
-
-def _json_fill_value(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-    return value
+    zarr_dtype = parse_dtype(dtype, zarr_format=3)
+    try:
+        fill = (
+            zarr_dtype.default_scalar()
+            if fill_value is None
+            else zarr_dtype.cast_scalar(fill_value)
+        )
+    except (TypeError, ValueError, OverflowError) as err:
+        raise InvalidManifestError(
+            f"fill value {fill_value!r} cannot be stored in an array of {dtype}: {err}"
+        ) from err
+    as_json: dict[str, Any] = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": tuple(int(s) for s in shape),
+        "data_type": zarr_dtype.to_json(zarr_format=3),
+        "chunk_grid": {
+            "name": "regular",
+            "configuration": {"chunk_shape": tuple(int(c) for c in chunk_shape)},
+        },
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
+        "fill_value": zarr_dtype.to_json_scalar(fill, zarr_format=3),
+        "codecs": tuple(codec_list),
+        "attributes": dict(attributes or {}),
+        "dimension_names": tuple(dimension_names) if dimension_names is not None else None,
+        "storage_transformers": (),
+    }
+    return ArrayV3Metadata.from_dict(as_json)
 
 
 def chunk_shape_of(metadata: ArrayV3Metadata) -> tuple[int, ...]:
@@ -113,7 +119,8 @@ def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metada
     return ArrayV3Metadata.from_dict(as_dict)
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two fill values or attribute values are equal, counting NaN equal to NaN."""
     try:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
     except TypeError:
@@ -127,20 +134,20 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
     :data:`CF_ENCODING_ATTRS`. The message names the first difference found.
     """
     first = metadatas[0]
-    first_codecs = first.to_dict()["codecs"]
+    first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
     for i, other in enumerate(metadatas[1:], start=1):
         if other.data_type != first.data_type:
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has data type {first.data_type.to_json(zarr_format=3)}, "
                 f"array {i} has {other.data_type.to_json(zarr_format=3)}"
             )
-        other_codecs = other.to_dict()["codecs"]
+        other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
         if other_codecs != first_codecs:
             raise IncompatibleArraysError(
-                f"cannot {what}: array 0 has codecs {list(first_codecs)}, "
-                f"array {i} has {list(other_codecs)}; one Zarr array has one codec chain"
+                f"cannot {what}: array 0 has codecs {first_codecs}, "
+                f"array {i} has {other_codecs}; one Zarr array has one codec chain"
             )
-        if not _same(first.fill_value, other.fill_value):
+        if not same_value(first.fill_value, other.fill_value):
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has fill value {first.fill_value!r}, "
                 f"array {i} has {other.fill_value!r}"
@@ -153,7 +160,7 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
         for attr in CF_ENCODING_ATTRS:
             a = first.attributes.get(attr)
             b = other.attributes.get(attr)
-            if not _same(a, b):
+            if not same_value(a, b):
                 raise IncompatibleArraysError(
                     f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
                     f"array {i}; joining them would decode part of the data wrongly"

@@ -1,0 +1,195 @@
+"""Zarr v3 array metadata for manifest arrays: building, replacing, comparing, CF fill values."""
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualstac import ChunkManifest, ManifestArray
+from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
+from virtualstac.manifests.metadata import (
+    CF_ENCODING_ATTRS,
+    cf_fill_value_attribute,
+    check_combinable,
+    chunk_shape_of,
+    create_v3_array_metadata,
+    grid_shape,
+    replace_metadata,
+)
+
+ReadVirtual = Callable[[Mapping[str, ManifestArray]], xr.Dataset]
+
+
+def metadata(**changes: object) -> ArrayV3Metadata:
+    arguments: dict[str, object] = {
+        "shape": (4, 6),
+        "data_type": "<f4",
+        "chunk_shape": (2, 3),
+        "dimension_names": ["y", "x"],
+    }
+    arguments.update(changes)
+    return create_v3_array_metadata(**arguments)  # type: ignore[arg-type]
+
+
+# -- building ----------------------------------------------------------------------------------
+
+
+def test_defaults_are_raw_little_endian_chunks_filled_with_zero() -> None:
+    as_json = metadata().to_dict()
+
+    assert as_json["shape"] == (4, 6)
+    assert as_json["data_type"] == "float32"
+    assert as_json["chunk_grid"] == {"name": "regular", "configuration": {"chunk_shape": (2, 3)}}
+    assert as_json["codecs"] == ({"name": "bytes", "configuration": {"endian": "little"}},)
+    assert as_json["fill_value"] == 0.0
+    assert as_json["dimension_names"] == ("y", "x")
+    assert as_json["chunk_key_encoding"]["configuration"] == {"separator": "/"}
+
+
+def test_a_big_endian_dtype_becomes_a_big_endian_bytes_codec() -> None:
+    as_json = metadata(data_type=">i2").to_dict()
+
+    assert as_json["data_type"] == "int16"
+    assert as_json["codecs"] == ({"name": "bytes", "configuration": {"endian": "big"}},)
+
+
+def test_big_endian_raw_bytes_read_back(tmp_path: Path, read_virtual: ReadVirtual) -> None:
+    values = np.arange(-6, 6, dtype=">i2")
+    values.tofile(tmp_path / "big.bin")
+    manifest = ChunkManifest(
+        {
+            "0": {"path": str(tmp_path / "big.bin"), "offset": 0, "length": 12},
+            "1": {"path": str(tmp_path / "big.bin"), "offset": 12, "length": 12},
+        }
+    )
+    marr = ManifestArray(
+        create_v3_array_metadata(
+            shape=(12,), data_type=">i2", chunk_shape=(6,), dimension_names=["x"]
+        ),
+        manifest,
+    )
+
+    np.testing.assert_array_equal(read_virtual({"v": marr})["v"].values, values)
+
+
+# zarr warns that fixed-length bytes have no Zarr v3 specification yet; that is expected here.
+@pytest.mark.filterwarnings("ignore:The data type .* does not have a Zarr V3 specification")
+@pytest.mark.parametrize(
+    ("data_type", "fill_value", "stored"),
+    [
+        ("<f4", float("nan"), "NaN"),
+        ("<f8", -np.inf, "-Infinity"),
+        ("<f4", np.float32(-9.0), -9.0),
+        ("<i2", np.int16(-1), -1),
+        ("|b1", True, True),
+        ("S3", b"ab", "YWI="),
+        ("S3", None, ""),
+    ],
+)
+def test_fill_values_are_stored_as_zarr_json(
+    data_type: str, fill_value: object, stored: object
+) -> None:
+    as_json = metadata(data_type=data_type, fill_value=fill_value).to_dict()
+
+    assert as_json["fill_value"] == stored
+
+
+def test_a_fill_value_that_does_not_fit_the_dtype_is_refused() -> None:
+    with pytest.raises(InvalidManifestError, match=r"fill value 70000 cannot be stored .* int16"):
+        metadata(data_type="<i2", fill_value=70000)
+
+
+def test_codecs_and_attributes_are_kept() -> None:
+    codecs = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+        {"name": "numcodecs.zlib", "configuration": {"level": 4}},
+    ]
+
+    built = metadata(codecs=codecs, attributes={"units": "K"})
+
+    assert [c["name"] for c in built.to_dict()["codecs"]] == [c["name"] for c in codecs]
+    assert built.attributes == {"units": "K"}
+
+
+def test_grid_shape_counts_partial_chunks() -> None:
+    assert grid_shape((10, 4, 0), (3, 4, 5)) == (4, 1, 0)
+    assert grid_shape((), ()) == ()
+
+
+def test_only_regular_chunk_grids_are_supported() -> None:
+    assert chunk_shape_of(metadata()) == (2, 3)
+
+
+def test_replace_metadata_changes_only_what_it_is_told() -> None:
+    original = metadata(attributes={"units": "K"})
+
+    replaced = replace_metadata(original, shape=(8, 6), chunk_shape=(4, 3))
+
+    assert replaced.shape == (8, 6)
+    assert chunk_shape_of(replaced) == (4, 3)
+    assert replaced.attributes == {"units": "K"}
+    assert original.shape == (4, 6)
+
+
+# -- comparing ---------------------------------------------------------------------------------
+
+
+def test_check_combinable_accepts_arrays_that_differ_only_in_shape_and_names() -> None:
+    check_combinable([metadata(), metadata(shape=(8, 6), dimension_names=["t", "x"])])
+
+
+@pytest.mark.parametrize("attribute", CF_ENCODING_ATTRS)
+def test_every_cf_encoding_attribute_must_agree(attribute: str) -> None:
+    with pytest.raises(IncompatibleArraysError, match=f"attribute '{attribute}' is 1 in array 0"):
+        check_combinable(
+            [
+                metadata(attributes={attribute: 1}),
+                metadata(attributes={attribute: 1}),
+                metadata(attributes={attribute: 2}),
+            ],
+            what="stack",
+        )
+
+
+def test_the_message_names_the_operation_and_the_array() -> None:
+    with pytest.raises(IncompatibleArraysError, match=r"cannot stack: .* array 2 has float64"):
+        check_combinable([metadata(), metadata(), metadata(data_type="<f8")], what="stack")
+
+
+def test_nan_fill_values_are_equal() -> None:
+    check_combinable([metadata(fill_value=np.nan), metadata(fill_value=float("nan"))])
+
+
+def test_other_attributes_may_differ() -> None:
+    check_combinable([metadata(attributes={"history": "a"}), metadata(attributes={"history": "b"})])
+
+
+# -- CF fill values ----------------------------------------------------------------------------
+
+
+def test_cf_fill_value_encoding_follows_xarray() -> None:
+    assert cf_fill_value_attribute(-9.0, np.dtype("float32")) == "AAAAAAAAIsA="
+    assert cf_fill_value_attribute(np.nan, np.dtype("float64")) == "AAAAAAAA+H8="
+    assert cf_fill_value_attribute(np.int16(-1), np.dtype("int16")) == -1
+    assert cf_fill_value_attribute(b"x", np.dtype("S1")) == b"x"
+
+
+def test_xarray_masks_the_cf_fill_value_of_a_real_file(
+    write_hdf5: Callable[..., Path],
+    hdf5_array: Callable[..., ManifestArray],
+    read_virtual: ReadVirtual,
+) -> None:
+    values = np.array([[1.5, -9.0, 3.0], [-9.0, 5.0, 6.5]], dtype="<f4")
+    path = write_hdf5("masked.h5", values, chunks=(1, 3), fillvalue=-9.0)
+    attributes = {"_FillValue": cf_fill_value_attribute(-9.0, values.dtype)}
+
+    ds = read_virtual({"v": hdf5_array(path, dims=["y", "x"], attributes=attributes)})
+
+    with h5py.File(path, "r") as f:
+        expected = np.where(f["data"][()] == -9.0, np.nan, f["data"][()])
+    np.testing.assert_array_equal(ds["v"].values, expected)
