@@ -146,6 +146,22 @@ class HTTPServer:
         """The URL at which the file ``path`` (below :attr:`root`) is served."""
         return f"{self.url}/{path.relative_to(self.root).as_posix()}"
 
+    def _settled_log(self) -> str:
+        """The access log once nginx has stopped appending to it.
+
+        nginx logs a request after sending the response, so a client can finish before the
+        line is written; wait until the log has not grown for a few milliseconds.
+        """
+        text = self.access_log.read_text()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            again = self.access_log.read_text()
+            if again == text:
+                break
+            text = again
+        return text
+
     def requests(self, path: Path | None = None, method: str | None = "GET") -> list[LogEntry]:
         """Requests answered so far (for the file ``path`` only, if given), oldest first.
 
@@ -153,7 +169,7 @@ class HTTPServer:
         """
         wanted = None if path is None else "/" + path.relative_to(self.root).as_posix()
         entries = []
-        for line in self.access_log.read_text().splitlines():
+        for line in self._settled_log().splitlines():
             verb, uri, byte_range, status, sent = line.split("\t")
             entry = LogEntry(verb, uri, byte_range, int(status), int(sent))
             if (wanted is None or entry.path == wanted) and (method is None or verb == method):

@@ -310,7 +310,12 @@ class ManifestStore(Store):
                 ),
             )
             return
-        except Exception as err:  # obstore raises its own hierarchy; say which chunk failed
+        except BaseException as err:
+            # obstore raises its own hierarchy, and a Rust panic (e.g. on a file truncated under
+            # a merged range) arrives as a BaseException; every waiting read must still fail.
+            if isinstance(err, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                _fail(requests, ChunkReadError(f"reading {url!r} was interrupted"))
+                raise
             # obstore messages continue with a multi-line Rust debug dump; keep the summary.
             summary = str(err).splitlines()[0] if str(err) else ""
             _fail(
