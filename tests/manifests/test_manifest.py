@@ -473,3 +473,58 @@ def test_renamed_paths_are_validated() -> None:
         manifest.rename_paths(lambda old: old.rsplit("/", 1)[-1])
     with pytest.raises(TypeError, match="new must be a string or a callable"):
         manifest.rename_paths(42)  # type: ignore[arg-type]
+
+
+class TestSourceStamps:
+    """Each referenced object's version travels with its references."""
+
+    def stamped(self, path: str, second: int) -> ChunkManifest:
+        from datetime import UTC, datetime
+
+        from virtualstac.manifests.sources import SourceStamp
+
+        manifest = ChunkManifest({"0": {"path": path, "offset": 0, "length": 8}})
+        stamp = SourceStamp(datetime(2024, 1, 1, 0, 0, second, 250_000, tzinfo=UTC), '"e"', 8)
+        return manifest.with_source_stamps({path: stamp, "s3://bucket/unreferenced": stamp})
+
+    def test_stamps_are_kept_for_referenced_paths_only(self) -> None:
+        manifest = self.stamped("s3://bucket/a.nc", 1)
+        assert list(manifest.source_stamps) == ["s3://bucket/a.nc"]
+
+    def test_checksum_rounds_up_to_a_whole_second(self) -> None:
+        stamp = self.stamped("s3://bucket/a.nc", 1).source_stamps["s3://bucket/a.nc"]
+        assert stamp.last_modified_ceiling().isoformat() == "2024-01-01T00:00:02+00:00"
+
+    def test_concatenation_merges_stamps(self) -> None:
+        from virtualstac.manifests.manifest import concatenate_manifests
+
+        joined = concatenate_manifests(
+            [self.stamped("s3://bucket/a.nc", 1), self.stamped("s3://bucket/b.nc", 2)], axis=0
+        )
+        assert set(joined.source_stamps) == {"s3://bucket/a.nc", "s3://bucket/b.nc"}
+
+    def test_one_file_in_two_versions_is_refused(self) -> None:
+        from virtualstac.errors import IncompatibleArraysError
+        from virtualstac.manifests.manifest import concatenate_manifests
+
+        with pytest.raises(IncompatibleArraysError, match="two versions"):
+            concatenate_manifests(
+                [self.stamped("s3://bucket/a.nc", 1), self.stamped("s3://bucket/a.nc", 2)], axis=0
+            )
+
+    def test_stamps_survive_pickling_and_are_dropped_by_renaming(self) -> None:
+        import pickle
+
+        manifest = self.stamped("s3://bucket/a.nc", 1)
+        assert pickle.loads(pickle.dumps(manifest)).source_stamps == manifest.source_stamps
+        assert manifest.rename_paths("s3://other/a.nc").source_stamps == {}
+
+    def test_path_codes_index_the_path_table(self) -> None:
+        manifest = ChunkManifest.from_arrays(
+            paths=np.asarray(["s3://b/x", "", "s3://b/y", ""], dtype=np.dtypes.StringDType()),
+            offsets=np.zeros(4, np.uint64),
+            lengths=np.full(4, 4, np.uint64),
+            inlined={(3,): b"abcd"},
+        )
+        assert manifest.path_table == ("s3://b/x", "s3://b/y")
+        assert manifest.path_codes.tolist() == [0, -2, 1, -1]

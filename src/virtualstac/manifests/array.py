@@ -22,6 +22,7 @@ from virtualstac.manifests.metadata import (
     replace_metadata,
     same_value,
 )
+from virtualstac.manifests.sources import SourceStamp
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -229,6 +230,10 @@ class ManifestArray:
         >>> marr.rename_paths(local_to_s3)  # doctest: +SKIP
         """
         return ManifestArray(self._metadata, self._manifest.rename_paths(new))
+
+    def with_source_stamps(self, stamps: Mapping[str, SourceStamp]) -> ManifestArray:
+        """Return an array whose manifest also records the versions of its source objects."""
+        return ManifestArray(self._metadata, self._manifest.with_source_stamps(stamps))
 
     def to_virtual_variable(self) -> xr.Variable:
         """Wrap this array in an ``xarray.Variable`` with its dimension names and attributes."""

@@ -9,6 +9,7 @@ from zarr.core.group import GroupMetadata
 
 from virtualstac.errors import InvalidManifestError
 from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.sources import SourceStamp
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -100,6 +101,14 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
             yield f"{prefix}/{name}".lstrip("/"), array
         for name, group in self._groups.items():
             yield from group.walk(f"{prefix}/{name}".lstrip("/"))
+
+    def with_source_stamps(self, stamps: Mapping[str, SourceStamp]) -> ManifestGroup:
+        """Return a group whose arrays, at every depth, record the versions of their sources."""
+        return ManifestGroup(
+            arrays={n: a.with_source_stamps(stamps) for n, a in self._arrays.items()},
+            groups={n: g.with_source_stamps(stamps) for n, g in self._groups.items()},
+            attributes=self._metadata.attributes,
+        )
 
     def to_virtual_dataset(self) -> xr.Dataset:
         """Create a virtual ``xarray.Dataset`` of this group's arrays (sub-groups are ignored).

@@ -24,7 +24,8 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 import numpy as np
 import numpy.typing as npt
 
-from virtualstac.errors import InvalidChunkKeyError, InvalidManifestError
+from virtualstac.errors import IncompatibleArraysError, InvalidChunkKeyError, InvalidManifestError
+from virtualstac.manifests.sources import SourceStamp
 from virtualstac.storage.urls import normalize_url
 
 __all__ = [
@@ -99,7 +100,7 @@ class ChunkManifest:
     validated when built, so a manifest always describes a valid grid of chunks.
     """
 
-    __slots__ = ("_codes", "_inlined", "_lengths", "_offsets", "_separator", "_table")
+    __slots__ = ("_codes", "_inlined", "_lengths", "_offsets", "_separator", "_stamps", "_table")
 
     _table: tuple[str, ...]
     _codes: np.ndarray[Any, Any]
@@ -211,9 +212,11 @@ class ChunkManifest:
         *,
         validate_paths: bool,
         root: str | None,
+        stamps: Mapping[str, SourceStamp] | None = None,
     ) -> None:
         if validate_paths:
             table, codes = _normalize_table(table, codes, root)
+            stamps = {normalize_url(k, root=root): v for k, v in (stamps or {}).items()}
         for i, path in enumerate(table[2:], start=2):
             if not path or path == INLINED_CHUNK_PATH:
                 raise InvalidManifestError(f"path table entry {i} is a reserved path {path!r}")
@@ -230,6 +233,8 @@ class ChunkManifest:
         self._lengths = _frozen(np.asarray(lengths, dtype=np.uint64, order="C"))
         self._inlined = inlined
         self._separator = separator
+        referenced = set(self._table[2:])
+        self._stamps = {k: v for k, v in (stamps or {}).items() if k in referenced}
 
     @classmethod
     def _from_parts(
@@ -243,6 +248,7 @@ class ChunkManifest:
         *,
         validate_paths: bool = False,
         root: str | None = None,
+        stamps: Mapping[str, SourceStamp] | None = None,
     ) -> ChunkManifest:
         """Build from a path table whose codes 0 and 1 are missing and inlined."""
         if not (codes.shape == offsets.shape == lengths.shape):
@@ -261,6 +267,7 @@ class ChunkManifest:
             separator,
             validate_paths=validate_paths,
             root=root,
+            stamps=stamps,
         )
         return self
 
@@ -424,6 +431,28 @@ class ChunkManifest:
         return self._table[2:]
 
     @property
+    def path_codes(self) -> npt.NDArray[np.int64]:
+        """Per chunk, its index into :attr:`path_table`; -1 if inlined, -2 if missing."""
+        return self._codes.astype(np.int64) - 2
+
+    @property
+    def source_stamps(self) -> Mapping[str, SourceStamp]:
+        """The version of each referenced object when it was parsed, where known."""
+        return dict(self._stamps)
+
+    def with_source_stamps(self, stamps: Mapping[str, SourceStamp]) -> ChunkManifest:
+        """Return a manifest that also records ``stamps`` (unreferenced paths are ignored)."""
+        return ChunkManifest._from_parts(
+            self._table,
+            self._codes,
+            self._offsets,
+            self._lengths,
+            self._inlined,
+            self._separator,
+            stamps={**self._stamps, **stamps},
+        )
+
+    @property
     def inlined(self) -> Mapping[tuple[int, ...], bytes]:
         """Bytes of the inlined chunks, by grid index."""
         return dict(self._inlined)
@@ -548,6 +577,7 @@ class ChunkManifest:
 
         ``new`` is either one path used for every virtual chunk, or a function from old path to
         new path. Only the path table is rewritten, so this is cheap for any number of chunks.
+        Source stamps are dropped: renamed paths name other objects, whose versions are unknown.
 
         Examples
         --------
@@ -593,11 +623,12 @@ class ChunkManifest:
             self._lengths[index],
             inlined,
             self._separator,
+            stamps=self._stamps,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
-            ChunkManifest._from_parts,
+            _rebuild,
             (
                 self._table,
                 np.asarray(self._codes),
@@ -605,8 +636,24 @@ class ChunkManifest:
                 np.asarray(self._lengths),
                 self._inlined,
                 self._separator,
+                self._stamps,
             ),
         )
+
+
+def _rebuild(
+    table: Sequence[str],
+    codes: np.ndarray[Any, Any],
+    offsets: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.uint64],
+    inlined: dict[tuple[int, ...], bytes],
+    separator: ChunkKeySeparator,
+    stamps: Mapping[str, SourceStamp],
+) -> ChunkManifest:
+    """Unpickle a manifest (pickle passes positional arguments only)."""
+    return ChunkManifest._from_parts(
+        table, codes, offsets, lengths, inlined, separator, stamps=stamps
+    )
 
 
 def concatenate_manifests(manifests: Sequence[ChunkManifest], axis: int) -> ChunkManifest:
@@ -629,7 +676,20 @@ def concatenate_manifests(manifests: Sequence[ChunkManifest], axis: int) -> Chun
         np.concatenate([m._lengths for m in manifests], axis=axis),
         inlined,
         manifests[0]._separator,
+        stamps=_merge_stamps(manifests),
     )
+
+
+def _merge_stamps(manifests: Sequence[ChunkManifest]) -> dict[str, SourceStamp]:
+    merged: dict[str, SourceStamp] = {}
+    for m in manifests:
+        for path, stamp in m._stamps.items():
+            if merged.setdefault(path, stamp) != stamp:
+                raise IncompatibleArraysError(
+                    f"{path!r} was referenced in two versions ({merged[path]} and {stamp}); it "
+                    "changed between parses, so its references cannot be trusted together"
+                )
+    return merged
 
 
 def expand_manifest(manifest: ChunkManifest, axis: int) -> ChunkManifest:
@@ -642,6 +702,7 @@ def expand_manifest(manifest: ChunkManifest, axis: int) -> ChunkManifest:
         np.expand_dims(manifest._lengths, axis),
         inlined,
         manifest._separator,
+        stamps=manifest._stamps,
     )
 
 
@@ -665,6 +726,7 @@ def broadcast_manifest(manifest: ChunkManifest, grid_shape: tuple[int, ...]) -> 
         np.array(np.broadcast_to(manifest._lengths, grid_shape)),
         inlined,
         manifest._separator,
+        stamps=manifest._stamps,
     )
 
 

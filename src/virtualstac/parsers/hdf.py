@@ -35,6 +35,7 @@ from virtualstac.manifests.metadata import (
     create_v3_array_metadata,
     grid_shape,
 )
+from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.hdf_filters import UnsupportedFilterError, codecs_for_filters
 from virtualstac.storage.reader import BlockCachedReader
@@ -123,7 +124,10 @@ class HDFParser:
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url``, reading it through ``registry``."""
         reader = BlockCachedReader.from_url(url, registry)
-        return ManifestStore(self.parse_file(url, reader), registry=registry)
+        group = self.parse_file(url, reader)
+        if reader.meta is not None:
+            group = group.with_source_stamps({url: SourceStamp.from_meta(reader.meta)})
+        return ManifestStore(group, registry=registry)
 
     def parse_file(self, url: str, file: IO[bytes] | BlockCachedReader) -> ManifestGroup:
         """Build the group of the HDF5 file ``url``, whose bytes ``file`` reads.

@@ -66,6 +66,7 @@ from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
+from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.tiff_geo import GeoReference, georeference
 from virtualstac.storage.reader import BlockCachedReader
@@ -166,6 +167,8 @@ class TIFFParser:
                 raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
             with tif:
                 group = self._parse(tif, url)
+        if reader.meta is not None:
+            group = group.with_source_stamps({url: SourceStamp.from_meta(reader.meta)})
         return ManifestStore(group, registry=registry)
 
     def _parse(self, tif: tifffile.TiffFile, url: str) -> ManifestGroup:
