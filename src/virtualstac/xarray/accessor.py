@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
 
 import xarray as xr
 
@@ -44,6 +46,65 @@ class VirtualDatasetAccessor:
         way a reader of a published Icechunk or Kerchunk store would see it.
         """
         return ManifestStore(self.to_group(), registry=registry)
+
+    def to_icechunk(
+        self,
+        store: Any,
+        *,
+        group: str | None = None,
+        append_dim: str | None = None,
+        validate_containers: bool = True,
+        commit: str | None = None,
+    ) -> str | None:
+        """Write the dataset's references (and loaded variables) to an Icechunk session's store.
+
+        Parameters
+        ----------
+        store
+            ``session.store`` of a writable Icechunk session.
+        group
+            Group path to write at.
+        append_dim
+            Append along this dimension to the arrays already in the repository.
+        validate_containers
+            Refuse references outside the repository's virtual chunk containers.
+        commit
+            If given, commit the session with this message and metadata recording what was
+            written (sources, references, bytes) and return the snapshot id.
+        """
+        from virtualstac.writers.icechunk import write_icechunk
+
+        summary = write_icechunk(
+            self.to_group(),
+            store,
+            path=group,
+            append_dim=append_dim,
+            validate_containers=validate_containers,
+        )
+        if commit is None:
+            return None
+        snapshot: str = store.session.commit(commit, metadata=summary.as_metadata())
+        return snapshot
+
+    def to_kerchunk(
+        self,
+        path: str | Path | None = None,
+        *,
+        format: Literal["dict", "json", "parquet"] = "dict",
+        record_size: int = 100_000,
+        root: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Write the dataset as Kerchunk references (see ``virtualstac.writers.kerchunk``).
+
+        ``format="dict"`` returns version-1 references; ``"json"`` writes them to ``path``;
+        ``"parquet"`` writes fsspec's parquet layout into the directory ``path``. With ``root``,
+        reference paths are written relative to it through a ``{{root}}`` template.
+        """
+        from virtualstac.writers.kerchunk import write_kerchunk
+
+        return write_kerchunk(
+            self.to_group(), path, format=format, record_size=record_size, root=root
+        )
 
     def rename_paths(self, new: str | Callable[[str], str]) -> xr.Dataset:
         """Return a dataset whose virtual variables point at renamed paths."""

@@ -1,0 +1,195 @@
+"""Writing a ManifestGroup as Kerchunk references: a dict, version-1 JSON, or parquet.
+
+Reference paths can be written relative to a root directory or URL: they then start with the
+``{{root}}`` template, which the ``templates`` section maps to the root, so the references move
+with their data and any reader (fsspec, our parser) resolves them back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from virtualstac.errors import InvalidPathError
+from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.storage.urls import normalize_url
+from virtualstac.writers.zarr_v2 import v2_metadata
+
+__all__ = ["kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
+
+KerchunkFormat = Literal["dict", "json", "parquet"]
+
+# Offsets and sizes are never null; fastparquet reads integer columns as floats unless the
+# schema says so and the statistics (null counts) are written.
+_PARQUET_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("raw", pa.binary()),
+    ]
+)
+ROOT_TEMPLATE = "root"
+
+
+def _walk_arrays(group: ManifestGroup, prefix: str = "") -> Iterator[tuple[str, ManifestArray]]:
+    for path, node in group.walk(prefix):
+        if isinstance(node, ManifestArray):
+            yield path, node
+
+
+def kerchunk_metadata(group: ManifestGroup) -> dict[str, dict[str, Any]]:
+    """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store."""
+    documents: dict[str, dict[str, Any]] = {}
+    for path, node in group.walk():
+        key = f"{path}/" if path else ""
+        if isinstance(node, ManifestGroup):
+            documents[f"{key}.zgroup"] = {"zarr_format": 2}
+            documents[f"{key}.zattrs"] = dict(node.metadata.attributes)
+        else:
+            zarray, zattrs = v2_metadata(path, node.metadata)
+            documents[f"{key}.zarray"] = zarray
+            documents[f"{key}.zattrs"] = zattrs
+    return documents
+
+
+def _relative_paths(table: tuple[str, ...], root: str | None) -> list[str]:
+    if root is None:
+        return list(table)
+    prefix = root.rstrip("/") + "/"
+    relative = []
+    for path in table:
+        if not path.startswith(prefix):
+            raise InvalidPathError(f"reference {path!r} does not lie below root {root!r}")
+        relative.append("{{" + ROOT_TEMPLATE + "}}/" + path[len(prefix) :])
+    return relative
+
+
+def _array_keys(path: str, array: ManifestArray, positions: np.ndarray[Any, Any]) -> list[str]:
+    keys = array.manifest.chunk_keys(positions)
+    if array.manifest.separator != ".":
+        keys = [k.replace("/", ".") for k in keys]
+    return [f"{path}/{k}" for k in keys]
+
+
+def kerchunk_refs(group: ManifestGroup, *, root: str | None = None) -> dict[str, Any]:
+    """Return version-1 Kerchunk references ``{"version": 1, "refs": {...}}`` for a group tree.
+
+    Inlined chunks are written as ``base64:`` strings; missing chunks are left out.
+    """
+    refs: dict[str, Any] = {
+        key: json.dumps(doc, allow_nan=False) for key, doc in kerchunk_metadata(group).items()
+    }
+    root_url = normalize_url(root) if root is not None else None
+    for path, array in _walk_arrays(group):
+        manifest = array.manifest
+        table = ["", "", *_relative_paths(manifest.path_table, root_url)]
+        codes = manifest.path_codes.ravel()
+        virtual = np.flatnonzero(codes >= 0)
+        keys = _array_keys(path, array, virtual)
+        paths = np.asarray(table, dtype=object)[codes[virtual] + 2].tolist()
+        offsets = manifest.offsets.ravel()[virtual].tolist()
+        lengths = manifest.lengths.ravel()[virtual].tolist()
+        refs.update(
+            {k: [p, o, n] for k, p, o, n in zip(keys, paths, offsets, lengths, strict=True)}
+        )
+        for index, data in manifest.inlined.items():
+            key = ".".join(map(str, index)) if index else "0"
+            refs[f"{path}/{key}"] = "base64:" + base64.standard_b64encode(data).decode("ascii")
+    result: dict[str, Any] = {"version": 1, "refs": refs}
+    if root_url is not None:
+        result["templates"] = {ROOT_TEMPLATE: root_url.rstrip("/")}
+    return result
+
+
+def _write_parquet(
+    group: ManifestGroup, directory: Path, record_size: int, root: str | None
+) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    metadata = kerchunk_metadata(group)
+    (directory / ".zmetadata").write_text(
+        json.dumps({"metadata": metadata, "record_size": record_size}, allow_nan=False)
+    )
+    root_url = normalize_url(root) if root is not None else None
+    for path, array in _walk_arrays(group):
+        manifest = array.manifest
+        codes = manifest.path_codes.ravel()
+        total = max(codes.size, 1)
+        dictionary = pa.array(_relative_paths(manifest.path_table, root_url), type=pa.string())
+        raw = np.full(codes.size, None, dtype=object)
+        for index, data in manifest.inlined.items():
+            raw[np.ravel_multi_index(index, manifest.shape_chunk_grid) if index else 0] = data
+        offsets = manifest.offsets.ravel().astype(np.int64)
+        lengths = manifest.lengths.ravel().astype(np.int64)
+        (directory / path).mkdir(parents=True, exist_ok=True)
+        for record, start in enumerate(range(0, total, record_size)):
+            stop = min(start + record_size, codes.size)
+            pad = record_size - (stop - start)
+            part_codes = np.concatenate([codes[start:stop], np.full(pad, -1, dtype=codes.dtype)])
+            valid = part_codes >= 0
+            indices = pa.array(np.where(valid, part_codes, 0).astype(np.int32), mask=~valid)
+            table = pa.Table.from_arrays(
+                [
+                    pa.DictionaryArray.from_arrays(indices, dictionary),
+                    pa.array(np.concatenate([offsets[start:stop], np.zeros(pad, np.int64)])),
+                    pa.array(np.concatenate([lengths[start:stop], np.zeros(pad, np.int64)])),
+                    pa.array([*raw[start:stop].tolist(), *([None] * pad)], type=pa.binary()),
+                ],
+                schema=_PARQUET_SCHEMA,
+            )
+            pq.write_table(
+                table,
+                directory / path / f"refs.{record}.parq",
+                compression="zstd",
+            )
+
+
+def write_kerchunk(
+    group: ManifestGroup,
+    path: str | Path | None = None,
+    *,
+    format: KerchunkFormat = "dict",
+    record_size: int = 100_000,
+    root: str | None = None,
+) -> dict[str, Any] | None:
+    """Write a group tree as Kerchunk references.
+
+    Parameters
+    ----------
+    group
+        The arrays and groups to write.
+    path
+        Output file (``"json"``) or directory (``"parquet"``); not used for ``"dict"``.
+    format
+        ``"dict"`` returns the references; ``"json"`` writes version-1 JSON; ``"parquet"`` writes
+        the layout fsspec's ``LazyReferenceMapper`` reads (``.zmetadata`` + ``refs.N.parq``).
+    record_size
+        References per parquet file.
+    root
+        Write reference paths relative to this directory or URL, through a ``{{root}}``
+        template; every referenced path must lie below it.
+
+    Returns
+    -------
+    The references for ``"dict"``; None otherwise.
+    """
+    if format == "dict":
+        return kerchunk_refs(group, root=root)
+    if path is None:
+        raise ValueError(f"format={format!r} needs a path to write to")
+    if format == "json":
+        Path(path).write_text(json.dumps(kerchunk_refs(group, root=root), allow_nan=False))
+        return None
+    if format == "parquet":
+        if record_size <= 0:
+            raise ValueError("record_size must be positive")
+        _write_parquet(group, Path(path), record_size, root)
+        return None
+    raise ValueError(f"format must be 'dict', 'json' or 'parquet', got {format!r}")

@@ -1,0 +1,130 @@
+"""Zarr v2 metadata for Kerchunk output, translated from a ManifestArray's Zarr v3 metadata.
+
+Kerchunk references describe Zarr v2 stores, so each array's v3 codec chain is folded back into
+v2's ``filters`` + ``compressor``, the byte order moves into the dtype, and CF fill values move
+into ``fill_value`` (which zarr v2 readers, xarray included, use as the mask value).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+
+import numpy as np
+from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualstac.errors import UnsupportedOperationError
+from virtualstac.manifests.metadata import chunk_shape_of
+
+__all__ = ["v2_metadata"]
+
+_FILL_ATTRIBUTES = ("_FillValue", "missing_value")
+
+
+def v2_metadata(name: str, metadata: ArrayV3Metadata) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the ``.zarray`` and ``.zattrs`` documents of one array."""
+    codecs: list[dict[str, Any]] = [codec.to_dict() for codec in metadata.codecs]
+    dtype = np.dtype(metadata.data_type.to_native_dtype())
+    filters: list[dict[str, Any]] = []
+    last_is_compressor = False
+    order = "C"
+    serializer_seen = False
+    for codec_json, codec in zip(codecs, metadata.codecs, strict=True):
+        codec_name = str(codec_json["name"])
+        configuration = dict(codec_json.get("configuration") or {})
+        if codec_name == "bytes":
+            endian = configuration.get("endian")
+            if dtype.itemsize > 1 and endian is not None:
+                dtype = dtype.newbyteorder("<" if endian == "little" else ">")
+            serializer_seen = True
+        elif codec_name == "transpose":
+            if list(configuration["order"]) != list(range(metadata.ndim))[::-1]:
+                raise UnsupportedOperationError(
+                    f"array {name!r}: a transpose codec other than full reversal (Fortran order) "
+                    "has no Zarr v2 equivalent"
+                )
+            order = "F" if metadata.ndim > 1 else "C"
+        elif isinstance(codec, ArrayArrayCodec | BytesBytesCodec):
+            if isinstance(codec, ArrayArrayCodec) and serializer_seen:
+                raise UnsupportedOperationError(f"array {name!r}: codec order has no v2 form")
+            filters.append(_numcodecs_config(name, codec_name, configuration))
+            last_is_compressor = isinstance(codec, BytesBytesCodec)
+        else:
+            raise UnsupportedOperationError(
+                f"array {name!r}: codec {codec_name!r} (e.g. sharding) has no Zarr v2 equivalent"
+            )
+    compressor = filters.pop() if last_is_compressor else None
+    attributes = dict(metadata.attributes)
+    fill_value = _fill_value_json(metadata.fill_value, dtype)
+    for key in _FILL_ATTRIBUTES:
+        if key in attributes:
+            attributes[key] = _decode_cf_fill(attributes[key], dtype)
+    if "_FillValue" in attributes:
+        # zarr v2 readers take the mask from fill_value; keeping both would make xarray refuse.
+        fill_value = _fill_value_json(attributes.pop("_FillValue"), dtype)
+    zarray = {
+        "zarr_format": 2,
+        "shape": list(metadata.shape),
+        "chunks": list(chunk_shape_of(metadata)) if metadata.ndim else [],
+        "dtype": dtype.str,
+        "fill_value": fill_value,
+        "order": order,
+        "filters": filters or None,
+        "compressor": compressor,
+        "dimension_separator": ".",
+    }
+    names = metadata.dimension_names
+    if names is not None:
+        attributes["_ARRAY_DIMENSIONS"] = list(names)
+    return zarray, attributes
+
+
+def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> dict[str, Any]:
+    if name.startswith("numcodecs."):
+        return {"id": name.removeprefix("numcodecs."), **configuration}
+    if name.startswith("imagecodecs_"):
+        return {"id": name, **configuration}
+    if name in ("gzip", "zstd"):
+        return {"id": name, **configuration}
+    if name == "blosc":
+        shuffles = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+        shuffle = shuffles[configuration.get("shuffle", "shuffle")]
+        return {
+            "id": "blosc",
+            "cname": configuration.get("cname", "zstd"),
+            "clevel": configuration.get("clevel", 5),
+            "shuffle": shuffle,
+            "blocksize": configuration.get("blocksize", 0),
+        }
+    raise UnsupportedOperationError(f"array {array!r}: codec {name!r} has no numcodecs id")
+
+
+def _decode_cf_fill(value: Any, dtype: np.dtype[Any]) -> Any:
+    """CF fill attributes of float arrays are base64 float64 in our v3 metadata; unpack them."""
+    if isinstance(value, str) and dtype.kind in "fc":
+        return float(np.frombuffer(base64.standard_b64decode(value), dtype="<f8")[0])
+    return value
+
+
+def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dtype.kind in "fc":
+        number = float(value) if not isinstance(value, complex) else value
+        if isinstance(number, float):
+            if math.isnan(number):
+                return "NaN"
+            if math.isinf(number):
+                return "Infinity" if number > 0 else "-Infinity"
+        return number
+    if dtype.kind in "SV" and isinstance(value, bytes):
+        return base64.standard_b64encode(value).decode("ascii")
+    if dtype.kind == "b":
+        return bool(value)
+    if dtype.kind in "iu":
+        return int(value)
+    return value

@@ -1,0 +1,168 @@
+"""Icechunk output: round trips, change detection, appends, containers, and clean failures."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import icechunk
+import numpy as np
+import pytest
+import xarray as xr
+
+from virtualstac import open_virtual_dataset
+from virtualstac.errors import IncompatibleArraysError
+from virtualstac.writers import (
+    IcechunkWriteError,
+    authorize_containers,
+    ensure_containers,
+    required_containers,
+)
+
+
+def create_repository(path: Path, dataset: xr.Dataset) -> icechunk.Repository:
+    """A repository that declares exactly the containers ``dataset`` needs."""
+    containers = required_containers(dataset.virtual.to_group())
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    return icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config=config,
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+
+
+def open_published(path: Path) -> xr.Dataset:
+    """Open a repository as a reader does: authorize the containers its config declares."""
+    storage = icechunk.local_filesystem_storage(str(path))
+    config = icechunk.Repository.fetch_config(storage)
+    assert config is not None
+    credentials = {
+        prefix: icechunk.credentials.LocalFileSystemAccess
+        for prefix in config.virtual_chunk_containers
+    }
+    repository = icechunk.Repository.open(
+        storage, authorize_virtual_chunk_access=icechunk.containers_credentials(credentials)
+    )
+    return xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
+
+
+def test_round_trip_and_commit_metadata(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    repository = create_repository(tmp_path / "repo", virtual)
+    session = repository.writable_session("main")
+    snapshot = virtual.virtual.to_icechunk(session.store, commit="two days of t2m")
+    xr.testing.assert_identical(open_published(tmp_path / "repo").load(), direct)
+    info = next(iter(repository.ancestry(snapshot_id=snapshot)))
+    assert info.message == "two days of t2m"
+    assert info.metadata["virtualstac.sources"] == 2
+    assert info.metadata["virtualstac.references"] == 32
+
+
+def test_only_the_needed_prefix_is_declared(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    repository = create_repository(tmp_path / "repo", virtual)
+    declared = list(repository.config.virtual_chunk_containers)
+    assert declared == [archive[0].parent.as_uri() + "/"]
+
+
+def test_reading_a_changed_source_fails(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="first")
+    later = archive[0].stat().st_mtime + 5
+    os.utime(archive[0], (later, later))
+    with pytest.raises(icechunk.IcechunkError, match="has changed"):
+        open_published(tmp_path / "repo")["t2m"].load()
+
+
+def test_append_along_time(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    first, second = (open_virtual_dataset(str(path)) for path in archive)
+    repository = create_repository(tmp_path / "repo", virtual)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 1")
+    second.virtual.to_icechunk(
+        repository.writable_session("main").store, append_dim="time", commit="day 2"
+    )
+    xr.testing.assert_identical(open_published(tmp_path / "repo").load(), direct)
+
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match="already references"):
+        second.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+
+
+def test_appending_different_packing_is_refused(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    first, second = (open_virtual_dataset(str(path)) for path in archive)
+    second["t2m"].attrs["scale_factor"] = 0.02
+    repository = create_repository(tmp_path / "repo", virtual)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 1")
+    with pytest.raises(IncompatibleArraysError, match="scale_factor"):
+        second.virtual.to_icechunk(repository.writable_session("main").store, append_dim="time")
+
+
+def test_a_failed_write_leaves_the_session_untouched(tmp_path: Path, virtual: xr.Dataset) -> None:
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "bare"))
+    repository = icechunk.Repository.create(storage)
+    session = repository.writable_session("main")
+    with pytest.raises(IcechunkWriteError, match="no virtual chunk container"):
+        virtual.virtual.to_icechunk(session.store)
+    assert not session.has_uncommitted_changes
+
+
+def test_published_store_opens_without_virtualstac(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    """icechunk and zarr alone read the references: no virtualstac code is imported."""
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="publish")
+    script = f"""
+import sys, icechunk, zarr
+storage = icechunk.local_filesystem_storage({str(tmp_path / "repo")!r})
+prefixes = icechunk.Repository.fetch_config(storage).virtual_chunk_containers
+access = {{p: icechunk.credentials.LocalFileSystemAccess for p in prefixes}}
+credentials = icechunk.containers_credentials(access)
+repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=credentials)
+packed = zarr.open_group(repo.readonly_session("main").store, mode="r")["t2m"][:]
+assert "virtualstac" not in sys.modules, "virtualstac was imported"
+sys.stdout.buffer.write(packed.tobytes())
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    packed = np.frombuffer(result.stdout, dtype="<i2").reshape(48, 90, 180)
+    import netCDF4
+
+    for day, path in enumerate(archive):
+        with netCDF4.Dataset(path) as nc:
+            nc.set_auto_maskandscale(False)
+            np.testing.assert_array_equal(packed[24 * day : 24 * (day + 1)], nc["t2m"][:])
+
+
+def test_containers_are_the_narrowest_per_bucket() -> None:
+    urls = [
+        "s3://bucket-a/data/2024/01/a.nc",
+        "s3://bucket-a/data/2024/02/b.nc",
+        "s3://bucket-b/x/c.nc",
+        "https://example.com/files/d.tif",
+    ]
+    prefixes = [spec.prefix for spec in required_containers(urls)]
+    assert prefixes == [
+        "https://example.com/files/",
+        "s3://bucket-a/data/2024/",
+        "s3://bucket-b/x/",
+    ]
+
+
+def test_loaded_variables_are_written_as_native_chunks(tmp_path: Path, virtual: xr.Dataset) -> None:
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="c")
+    session = repository.readonly_session("main")
+    assert str(session.chunk_type("/time", [0])).lower().endswith(("inline", "native"))
+    assert str(session.chunk_type("/t2m", [0, 0, 0])).lower().endswith("virtual")
+    np.testing.assert_array_equal(
+        open_published(tmp_path / "repo")["time"].values, virtual["time"].values
+    )

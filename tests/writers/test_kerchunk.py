@@ -1,0 +1,89 @@
+"""Kerchunk output read back by fsspec's reference file system and by our own parsers."""
+
+import json
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import xarray as xr
+
+from virtualstac.errors import InvalidPathError
+
+
+def open_references(references: object, **options: object) -> xr.Dataset:
+    """Open references the way a user of fsspec and xarray does, without virtualstac."""
+    fs = fsspec.filesystem("reference", fo=references, remote_protocol="file", **options)
+    return xr.open_dataset(fs.get_mapper(), engine="zarr", consolidated=False)
+
+
+def test_dict_references_read_like_the_source(virtual: xr.Dataset, direct: xr.Dataset) -> None:
+    references = virtual.virtual.to_kerchunk()
+    assert references["version"] == 1
+    assert references["refs"]["t2m/0.0.0"][0].startswith("file:///")
+    xr.testing.assert_identical(open_references(references).load(), direct)
+
+
+def test_json_with_paths_relative_to_a_root(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    output = tmp_path / "refs.json"
+    virtual.virtual.to_kerchunk(output, format="json", root=str(tmp_path))
+    written = json.loads(output.read_text())
+    assert written["templates"] == {"root": tmp_path.as_uri()}
+    assert written["refs"]["t2m/0.0.0"][0] == "{{root}}/archive/temperature_2024-01-01.nc"
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_a_root_that_does_not_contain_the_sources_is_refused(
+    tmp_path: Path, virtual: xr.Dataset
+) -> None:
+    with pytest.raises(InvalidPathError, match="does not lie below root"):
+        virtual.virtual.to_kerchunk(format="dict", root=str(tmp_path / "elsewhere"))
+
+
+def test_parquet_layout_is_what_fsspec_reads(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(output, format="parquet", record_size=7)
+    metadata = json.loads((output / ".zmetadata").read_text())
+    assert metadata["record_size"] == 7
+    assert metadata["metadata"]["t2m/.zarray"]["chunks"] == [6, 45, 90]
+    grid = 8 * 2 * 2
+    parts = sorted((output / "t2m").glob("refs.*.parq"))
+    assert len(parts) == -(-grid // 7)
+    assert all(pq.read_metadata(p).num_rows == 7 for p in parts)
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_inlined_values_are_base64(virtual: xr.Dataset) -> None:
+    references = virtual.virtual.to_kerchunk()["refs"]
+    assert references["time/0"].startswith("base64:")
+    zarray = json.loads(references["t2m/.zarray"])
+    assert zarray["dtype"] == "<i2"
+    assert zarray["fill_value"] == -32767
+    assert zarray["compressor"]["id"] == "zlib"
+    assert [f["id"] for f in zarray["filters"]] == ["shuffle"]
+    zattrs = json.loads(references["t2m/.zattrs"])
+    assert zattrs["_ARRAY_DIMENSIONS"] == ["time", "lat", "lon"]
+    assert zattrs["scale_factor"] == pytest.approx(0.01)
+
+
+def test_float_fill_values_become_zarr_v2_fill_values(tmp_path: Path) -> None:
+    import netCDF4
+
+    from virtualstac import open_virtual_dataset
+
+    path = tmp_path / "nan.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 6)
+        var = nc.createVariable("v", "f4", ("x",), fill_value=np.float32(-9.0), zlib=True)
+        var[:4] = [1, 2, 3, 4]
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    zarray = json.loads(references["refs"]["v/.zarray"])
+    assert zarray["fill_value"] == -9.0
+    assert "_FillValue" not in json.loads(references["refs"]["v/.zattrs"])
+    opened = open_references(references)
+    np.testing.assert_array_equal(opened["v"].values, [1, 2, 3, 4, np.nan, np.nan])
