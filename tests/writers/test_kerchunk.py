@@ -1,6 +1,7 @@
 """Kerchunk output read back by fsspec's reference file system and by our own parsers."""
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import fsspec
@@ -87,3 +88,18 @@ def test_float_fill_values_become_zarr_v2_fill_values(tmp_path: Path) -> None:
     assert "_FillValue" not in json.loads(references["refs"]["v/.zattrs"])
     opened = open_references(references)
     np.testing.assert_array_equal(opened["v"].values, [1, 2, 3, 4, np.nan, np.nan])
+
+
+def test_source_versions_are_recorded(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    references = virtual.virtual.to_kerchunk(root=str(tmp_path))
+    sources = references["virtualstac"]["sources"]
+    key = "{{root}}/archive/" + archive[0].name
+    assert sources[key]["size"] == archive[0].stat().st_size
+    recorded = datetime.fromisoformat(sources[key]["last_modified"]).timestamp()
+    assert recorded == pytest.approx(archive[0].stat().st_mtime, abs=1e-3)
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(output, format="parquet")
+    zmetadata = json.loads((output / ".zmetadata").read_text())
+    assert set(zmetadata["virtualstac"]["sources"]) == {p.as_uri() for p in archive}

@@ -22,7 +22,7 @@ from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.zarr_v2 import v2_metadata
 
-__all__ = ["kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
+__all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
 
 KerchunkFormat = Literal["dict", "json", "parquet"]
 
@@ -37,6 +37,8 @@ _PARQUET_SCHEMA = pa.schema(
     ]
 )
 ROOT_TEMPLATE = "root"
+#: Top-level key of virtualstac's own metadata in Kerchunk references (ignored by fsspec).
+SOURCES_KEY = "virtualstac"
 
 
 def _walk_arrays(group: ManifestGroup, prefix: str = "") -> Iterator[tuple[str, ManifestArray]]:
@@ -106,7 +108,25 @@ def kerchunk_refs(group: ManifestGroup, *, root: str | None = None) -> dict[str,
     result: dict[str, Any] = {"version": 1, "refs": refs}
     if root_url is not None:
         result["templates"] = {ROOT_TEMPLATE: root_url.rstrip("/")}
+    sources = _source_stamps(group, root_url)
+    if sources:
+        result[SOURCES_KEY] = {"sources": sources}
     return result
+
+
+def _source_stamps(group: ManifestGroup, root: str | None) -> dict[str, Any]:
+    """The version of each referenced object, keyed by the path as the references write it.
+
+    Kerchunk has no change detection of its own; readers that know this key (our parsers)
+    compare it with the objects before trusting the references.
+    """
+    stamps: dict[str, Any] = {}
+    for _, array in _walk_arrays(group):
+        recorded = array.manifest.source_stamps
+        paths = list(recorded)
+        for written, url in zip(_relative_paths(tuple(paths), root), paths, strict=True):
+            stamps[written] = recorded[url].to_json()
+    return stamps
 
 
 def _write_parquet(
@@ -114,10 +134,12 @@ def _write_parquet(
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     metadata = kerchunk_metadata(group)
-    (directory / ".zmetadata").write_text(
-        json.dumps({"metadata": metadata, "record_size": record_size}, allow_nan=False)
-    )
     root_url = normalize_url(root) if root is not None else None
+    document: dict[str, Any] = {"metadata": metadata, "record_size": record_size}
+    sources = _source_stamps(group, root_url)
+    if sources:
+        document[SOURCES_KEY] = {"sources": sources}
+    (directory / ".zmetadata").write_text(json.dumps(document, allow_nan=False))
     for path, array in _walk_arrays(group):
         manifest = array.manifest
         codes = manifest.path_codes.ravel()
