@@ -57,13 +57,19 @@ def v2_metadata(name: str, metadata: ArrayV3Metadata) -> tuple[dict[str, Any], d
             )
     compressor = filters.pop() if last_is_compressor else None
     attributes = dict(metadata.attributes)
-    fill_value = _fill_value_json(metadata.fill_value, dtype)
     for key in _FILL_ATTRIBUTES:
         if key in attributes:
             attributes[key] = _decode_cf_fill(attributes[key], dtype)
+    # zarr v2 readers (xarray included) mask by fill_value, where v3 readers mask by the CF
+    # _FillValue only. So fill_value carries _FillValue when there is one; otherwise a zero
+    # fill value is left out (null: missing chunks still read as zeros, nothing is masked),
+    # and any other fill value is kept so that missing chunks keep reading as it.
     if "_FillValue" in attributes:
-        # zarr v2 readers take the mask from fill_value; keeping both would make xarray refuse.
         fill_value = _fill_value_json(attributes.pop("_FillValue"), dtype)
+    elif _is_zero(metadata.fill_value):
+        fill_value = None
+    else:
+        fill_value = _fill_value_json(metadata.fill_value, dtype)
     zarray = {
         "zarr_format": 2,
         "shape": list(metadata.shape),
@@ -99,6 +105,13 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
             "blocksize": configuration.get("blocksize", 0),
         }
     raise UnsupportedOperationError(f"array {array!r}: codec {name!r} has no numcodecs id")
+
+
+def _is_zero(value: Any) -> bool:
+    try:
+        return bool(np.all(np.asarray(value) == 0))
+    except (TypeError, ValueError):
+        return False
 
 
 def _decode_cf_fill(value: Any, dtype: np.dtype[Any]) -> Any:
