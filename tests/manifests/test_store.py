@@ -566,7 +566,7 @@ def test_a_truncated_file_over_http_raises_chunk_read_error(
     with open(directory / "cut.h5", "r+b") as f:
         f.truncate(last_chunk.byte_offset + 10)  # cut through the middle of chunk 3/3/3
 
-    message = r"chunk 'temperature/c/3/3/3' references .*cut\.h5', but only 10 of \d+ bytes exist"
+    message = r"chunk 'temperature/c/3/3/3' from .*cut\.h5' failed: .* only 10 of \d+ bytes exist"
     with pytest.raises(ChunkReadError, match=message):
         get(store, "temperature/c/3/3/3")
 

@@ -334,9 +334,9 @@ class ManifestStore(Store):
             if len(buffer) != expected:
                 request.future.set_exception(
                     ChunkReadError(
-                        f"chunk {request.key!r} references bytes {request.start}-{request.end} of "
-                        f"{url!r}, but only {len(buffer)} of {expected} bytes exist; the file is "
-                        "shorter than when it was referenced"
+                        f"reading chunk {request.key!r} from {url!r} failed: it references bytes "
+                        f"{request.start}-{request.end}, but only {len(buffer)} of {expected} "
+                        "bytes exist; the file is shorter than when it was referenced"
                     )
                 )
             else:
