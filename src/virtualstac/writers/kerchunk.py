@@ -196,7 +196,8 @@ def write_kerchunk(
         References per parquet file.
     root
         Write reference paths relative to this directory or URL, through a ``{{root}}``
-        template; every referenced path must lie below it.
+        template; every referenced path must lie below it. Not for parquet, which has no
+        templates.
 
     Returns
     -------
@@ -212,6 +213,9 @@ def write_kerchunk(
     if format == "parquet":
         if record_size <= 0:
             raise ValueError("record_size must be positive")
+        if root is not None:
+            # Parquet reference sets have no templates section to map {{root}} back.
+            raise ValueError("root= is only supported for format='dict' or 'json'")
         _write_parquet(group, Path(path), record_size, root)
         return None
     raise ValueError(f"format must be 'dict', 'json' or 'parquet', got {format!r}")

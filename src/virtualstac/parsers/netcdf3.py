@@ -1,0 +1,493 @@
+"""netCDF3 files (CDF-1 classic, CDF-2 64-bit offset, CDF-5 64-bit data) as virtual Zarr groups.
+
+The header is decoded in pure Python (``struct``) from the first bytes of the file, read through
+a block-cached reader: a header of a few hundred bytes costs one request. netCDF3 data are
+uncompressed big-endian values at offsets the header gives, so every variable becomes a Zarr
+array with the single codec ``bytes{endian: big}``:
+
+- a fixed-size variable is one C-ordered block, referenced as one chunk, or as equal slices
+  along its leading axes when it is larger than ``max_chunk_bytes``;
+- a record variable has one slab per record, interleaved with the slabs of the other record
+  variables, so it is referenced one record per chunk; a file's only record variable has no
+  padding between its records, so its records are one block like a fixed-size variable;
+- a header whose record count is ``0xFFFFFFFF`` (streaming) gets its record count from the
+  file size.
+
+Small variables (``inline_threshold``) are read at parse time and inlined; their bytes usually
+came with the header. Attributes keep their netCDF meaning, with ``_FillValue`` encoded as
+xarray's Zarr reader expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default
+fill for the type (netCDF3 files hold every value, so no chunk is ever missing).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.manifest import INLINED_CHUNK_PATH, ChunkManifest
+from virtualstac.manifests.metadata import (
+    cf_fill_value_attribute,
+    create_v3_array_metadata,
+    grid_shape,
+)
+from virtualstac.manifests.sources import SourceStamp
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.storage.reader import BlockCachedReader
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = [
+    "DEFAULT_INLINE_THRESHOLD",
+    "DEFAULT_MAX_CHUNK_BYTES",
+    "NetCDF3FormatError",
+    "NetCDF3Parser",
+]
+
+#: Variables holding at most this many bytes are read at parse time and stored inlined.
+DEFAULT_INLINE_THRESHOLD = 512
+#: Contiguous blocks larger than this are referenced as several chunks (equal slices).
+DEFAULT_MAX_CHUNK_BYTES = 16 * 1024 * 1024
+
+_MAGIC = b"CDF"
+_TAG_DIMENSION = 0x0A
+_TAG_VARIABLE = 0x0B
+_TAG_ATTRIBUTE = 0x0C
+_HEADER_READ = 64 * 1024
+
+
+@dataclass(frozen=True)
+class _NCType:
+    """A netCDF external type: its numpy data type and netCDF's default fill value."""
+
+    dtype: np.dtype[Any]
+    default_fill: Any
+
+
+# netcdf.h NC_BYTE .. NC_UINT64 and their NC_FILL_* values; types 7-11 exist only in CDF-5.
+_NC_TYPES: dict[int, _NCType] = {
+    1: _NCType(np.dtype("i1"), -127),
+    2: _NCType(np.dtype("S1"), b"\x00"),
+    3: _NCType(np.dtype(">i2"), -32767),
+    4: _NCType(np.dtype(">i4"), -2147483647),
+    5: _NCType(np.dtype(">f4"), 9.9692099683868690e36),
+    6: _NCType(np.dtype(">f8"), 9.9692099683868690e36),
+    7: _NCType(np.dtype("u1"), 255),
+    8: _NCType(np.dtype(">u2"), 65535),
+    9: _NCType(np.dtype(">u4"), 4294967295),
+    10: _NCType(np.dtype(">i8"), -9223372036854775806),
+    11: _NCType(np.dtype(">u8"), 18446744073709551614),
+}
+_CLASSIC_TYPES = frozenset(range(1, 7))
+
+
+class NetCDF3FormatError(UnknownFormatError):
+    """A netCDF3 header is malformed or truncated (the file is not netCDF3, or is damaged)."""
+
+
+@dataclass
+class _Variable:
+    name: str
+    dimids: tuple[int, ...]
+    attributes: dict[str, np.ndarray[Any, Any]]
+    nc_type: _NCType
+    begin: int
+
+
+@dataclass
+class _Header:
+    version: int
+    numrecs: int | None  # None: streaming, count the records from the file size
+    dimensions: list[tuple[str, int]]  # length 0 marks the record dimension
+    attributes: dict[str, np.ndarray[Any, Any]]
+    variables: list[_Variable] = field(default_factory=list)
+
+
+class NetCDF3Parser:
+    """Parse a netCDF3 file (CDF-1, CDF-2 or CDF-5) into a :class:`ManifestStore`.
+
+    Parameters
+    ----------
+    drop_variables
+        Variables to leave out.
+    inline_threshold
+        Variables of at most this many bytes are read and stored inlined (0 inlines nothing),
+        so small coordinates cost no request when read.
+    max_chunk_bytes
+        Contiguous data larger than this is referenced as several chunks: equal slices along
+        its leading axes, each as large as fits (a whole variable or record slab is never cut
+        unevenly, because a regular chunk grid has no partial chunks in the file).
+
+    Examples
+    --------
+    >>> store = NetCDF3Parser()(url, ObjectStoreRegistry.for_url(url))  # doctest: +SKIP
+    >>> ds = xr.open_zarr(store)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        drop_variables: Iterable[str] = (),
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    ) -> None:
+        """Configure the parser (see the class docstring)."""
+        if isinstance(drop_variables, str):
+            drop_variables = [drop_variables]
+        if inline_threshold < 0:
+            raise ValueError("inline_threshold must not be negative")
+        if max_chunk_bytes <= 0:
+            raise ValueError("max_chunk_bytes must be positive")
+        self.drop_variables = frozenset(drop_variables)
+        self.inline_threshold = int(inline_threshold)
+        self.max_chunk_bytes = int(max_chunk_bytes)
+
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """Parse the file at ``url``, reading it through ``registry``."""
+        reader = BlockCachedReader.from_url(url, registry)
+        group = self.parse_file(url, reader)
+        if reader.meta is not None:
+            # Record the file's version, so reads fail if it changes (e.g. records appended).
+            stamp = SourceStamp.from_meta(reader.meta)
+            group = group.with_source_stamps({normalize_url(url): stamp})
+        return ManifestStore(group, registry=registry)
+
+    def parse_file(self, url: str, reader: BlockCachedReader) -> ManifestGroup:
+        """Build the group of the netCDF3 file ``url``, whose bytes ``reader`` reads."""
+        header = _HeaderDecoder(url, reader).header()
+        return _GroupBuilder(normalize_url(url), reader, header, self).group()
+
+
+class _HeaderDecoder:
+    """Decodes the header (netcdf-c ``docs/file_format_specifications.md``) from a reader."""
+
+    def __init__(self, url: str, reader: BlockCachedReader) -> None:
+        self.url = url
+        self.reader = reader
+        self.buffer = reader.read_range(0, min(reader.size, _HEADER_READ))
+        self.position = 0
+        self.version = 1
+
+    def need(self, count: int) -> None:
+        """Make sure ``count`` bytes from the current position are in the buffer."""
+        end = self.position + count
+        if end <= len(self.buffer):
+            return
+        if end > self.reader.size:
+            raise NetCDF3FormatError(
+                f"{self.url!r}: the netCDF3 header is truncated (it needs byte {end}, "
+                f"the file has {self.reader.size})"
+            )
+        # Headers with thousands of variables: grow geometrically, one request each time.
+        grown = min(self.reader.size, max(end, 2 * len(self.buffer)))
+        self.buffer += self.reader.read_range(len(self.buffer), grown)
+
+    def unpack(self, fmt: str) -> tuple[Any, ...]:
+        size = struct.calcsize(fmt)
+        self.need(size)
+        values = struct.unpack_from(fmt, self.buffer, self.position)
+        self.position += size
+        return values
+
+    def int32(self) -> int:
+        return int(self.unpack(">i")[0])
+
+    def non_neg(self) -> int:
+        """A count or length: 32-bit, or 64-bit in CDF-5."""
+        return int(self.unpack(">Q" if self.version == 5 else ">I")[0])
+
+    def offset(self) -> int:
+        """A file offset (``begin``): 32-bit in CDF-1, 64-bit in CDF-2 and CDF-5."""
+        return int(self.unpack(">I" if self.version == 1 else ">Q")[0])
+
+    def padded(self, count: int) -> bytes:
+        """``count`` bytes followed by padding to a multiple of 4."""
+        total = count + (-count % 4)
+        self.need(total)
+        data = self.buffer[self.position : self.position + count]
+        self.position += total
+        return data
+
+    def name(self) -> str:
+        raw = self.padded(self.non_neg())
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise NetCDF3FormatError(f"{self.url!r}: a name in the header is not UTF-8") from err
+
+    def list_count(self, tag: int, what: str) -> int:
+        """The element count of a list that is either ABSENT or starts with ``tag``."""
+        found = self.int32()
+        count = self.non_neg()
+        if found == 0 and count == 0:
+            return 0
+        if found != tag:
+            raise NetCDF3FormatError(
+                f"{self.url!r}: expected the {what} list (tag {tag:#x}) in the header, "
+                f"found tag {found:#x}"
+            )
+        return count
+
+    def nc_type(self, where: str) -> _NCType:
+        code = self.int32()
+        if code not in _NC_TYPES or (self.version != 5 and code not in _CLASSIC_TYPES):
+            raise NetCDF3FormatError(
+                f"{self.url!r}: {where} has type code {code}, which is not a netCDF3 type "
+                f"of format CDF-{self.version}"
+            )
+        return _NC_TYPES[code]
+
+    def attributes(self, where: str) -> dict[str, np.ndarray[Any, Any]]:
+        attributes: dict[str, np.ndarray[Any, Any]] = {}
+        for _ in range(self.list_count(_TAG_ATTRIBUTE, "attribute")):
+            name = self.name()
+            nc_type = self.nc_type(f"attribute {name!r} of {where}")
+            count = self.non_neg()
+            raw = self.padded(count * nc_type.dtype.itemsize)
+            attributes[name] = np.frombuffer(raw, dtype=nc_type.dtype)
+        return attributes
+
+    def header(self) -> _Header:
+        magic = self.padded(4)
+        if magic[:3] != _MAGIC or magic[3] not in (1, 2, 5):
+            raise NetCDF3FormatError(
+                f"{self.url!r} is not a netCDF3 file: it starts with {magic!r}, "
+                "not CDF\\x01, CDF\\x02 or CDF\\x05"
+            )
+        self.version = magic[3]
+        numrecs: int | None = int(self.unpack(">Q" if self.version == 5 else ">I")[0])
+        if numrecs == (0xFFFFFFFFFFFFFFFF if self.version == 5 else 0xFFFFFFFF):
+            numrecs = None
+        dimensions = [
+            (self.name(), self.non_neg()) for _ in range(self.list_count(_TAG_DIMENSION, "dim"))
+        ]
+        header = _Header(self.version, numrecs, dimensions, self.attributes("the file"))
+        for _ in range(self.list_count(_TAG_VARIABLE, "variable")):
+            name = self.name()
+            ndims = self.non_neg()
+            dimids = tuple(self.non_neg() for _ in range(ndims))
+            for position, dimid in enumerate(dimids):
+                if dimid >= len(dimensions):
+                    raise NetCDF3FormatError(
+                        f"{self.url!r}: variable {name!r} uses dimension id {dimid}, "
+                        f"but the file defines {len(dimensions)} dimensions"
+                    )
+                if position and dimensions[dimid][1] == 0:
+                    raise NetCDF3FormatError(
+                        f"{self.url!r}: variable {name!r} uses the record dimension "
+                        f"{dimensions[dimid][0]!r} other than as its first dimension"
+                    )
+            attributes = self.attributes(f"variable {name!r}")
+            nc_type = self.nc_type(f"variable {name!r}")
+            self.non_neg()  # vsize: capped at 2**32-1 for large variables, so it is recomputed
+            header.variables.append(_Variable(name, dimids, attributes, nc_type, self.offset()))
+        return header
+
+
+class _GroupBuilder:
+    """Turns a decoded header into a group of manifest arrays."""
+
+    def __init__(
+        self, url: str, reader: BlockCachedReader, header: _Header, options: NetCDF3Parser
+    ) -> None:
+        self.url = url
+        self.reader = reader
+        self.header = header
+        self.options = options
+        self.record_variables = [v for v in header.variables if self.is_record(v)]
+        self.recsize = self.record_size()
+        self.numrecs = self.record_count()
+
+    def is_record(self, variable: _Variable) -> bool:
+        return bool(variable.dimids) and self.header.dimensions[variable.dimids[0]][1] == 0
+
+    def slab_bytes(self, variable: _Variable) -> int:
+        """Bytes of one record of a record variable, or of a whole fixed-size variable."""
+        dims = variable.dimids[1:] if self.is_record(variable) else variable.dimids
+        return (
+            math.prod(self.header.dimensions[d][1] for d in dims) * variable.nc_type.dtype.itemsize
+        )
+
+    def record_size(self) -> int:
+        """Bytes between the starts of consecutive records (netcdf-c ``NC_computeshapes``)."""
+        if len(self.record_variables) == 1:
+            # The only record variable is not padded, so its records are contiguous.
+            return self.slab_bytes(self.record_variables[0])
+        return sum(n + (-n % 4) for n in map(self.slab_bytes, self.record_variables))
+
+    def record_count(self) -> int:
+        if not self.record_variables:
+            return 0
+        if self.header.numrecs is not None:
+            return self.header.numrecs
+        if self.recsize == 0:
+            return 0
+        start = min(v.begin for v in self.record_variables)
+        return max(0, self.reader.size - start) // self.recsize
+
+    def group(self) -> ManifestGroup:
+        arrays = {
+            variable.name: self.array(variable)
+            for variable in self.header.variables
+            if variable.name not in self.options.drop_variables
+        }
+        return ManifestGroup(arrays=arrays, attributes=_attributes(self.header.attributes))
+
+    def fail(self, variable: _Variable, reason: str) -> NotVirtualizableError:
+        return NotVirtualizableError(
+            f"{self.url}: variable {variable.name!r} {reason}. "
+            f"Pass drop_variables=[{variable.name!r}] to skip it."
+        )
+
+    def array(self, variable: _Variable) -> ManifestArray:
+        dtype = variable.nc_type.dtype
+        lengths = [self.header.dimensions[d][1] for d in variable.dimids]
+        is_record = self.is_record(variable)
+        if is_record:
+            lengths[0] = self.numrecs
+        shape = tuple(lengths)
+        # Records and the single block of a fixed-size variable: (start offset, C-ordered shape).
+        if is_record and len(self.record_variables) > 1:
+            block_shape = shape[1:]
+            starts = variable.begin + self.recsize * np.arange(self.numrecs, dtype=np.uint64)
+            lead: tuple[int, ...] = (1,)
+        else:
+            block_shape = shape
+            starts = np.array([variable.begin], dtype=np.uint64)
+            lead = ()
+        block_bytes = math.prod(block_shape) * dtype.itemsize
+        end = int(starts[-1]) + block_bytes if starts.size else 0
+        if math.prod(shape) and end > self.reader.size:
+            raise self.fail(
+                variable,
+                f"references bytes up to {end}, but the file has {self.reader.size} bytes; "
+                "it is truncated",
+            )
+        attributes = _attributes(variable.attributes)
+        fill_value = variable.nc_type.default_fill
+        if "_FillValue" in variable.attributes:
+            fill_value = self.fill_value(variable)
+            if dtype.kind in "iuf":
+                attributes["_FillValue"] = cf_fill_value_attribute(fill_value, dtype)
+            else:
+                # xarray's Zarr reader has no _FillValue rule for characters; the Zarr
+                # fill value still holds it.
+                del attributes["_FillValue"]
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes and nbytes <= self.options.inline_threshold:
+            chunks = tuple(max(1, s) for s in shape)
+            manifest = self.inlined(starts, block_bytes, chunks)
+        else:
+            chunks = (
+                *lead,
+                *_block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes),
+            )
+            manifest = self.referenced(starts, block_shape, chunks[len(lead) :], dtype, shape)
+        chunks = tuple(max(1, c) for c in chunks)
+        try:
+            metadata = create_v3_array_metadata(
+                shape=shape,
+                data_type=dtype,
+                chunk_shape=chunks,
+                fill_value=fill_value,
+                codecs=[{"name": "bytes", "configuration": {"endian": "big"}}],
+                attributes=attributes,
+                dimension_names=[self.header.dimensions[d][0] for d in variable.dimids],
+            )
+        except VirtualStacError as err:
+            raise self.fail(variable, f"has metadata Zarr cannot hold: {err}") from err
+        return ManifestArray(metadata, manifest)
+
+    def fill_value(self, variable: _Variable) -> Any:
+        """The variable's ``_FillValue`` as a Python scalar of its type."""
+        values = variable.attributes["_FillValue"]
+        dtype = variable.nc_type.dtype
+        if values.size != 1 or (values.dtype.kind == "S") != (dtype.kind == "S"):
+            raise self.fail(
+                variable,
+                f"has a _FillValue of {values.size} values of type {values.dtype}; "
+                f"it must be one value of the variable's type {dtype}",
+            )
+        if dtype.kind == "S":
+            return values.tobytes()
+        return values.astype(dtype)[0].item()
+
+    def inlined(
+        self, starts: np.ndarray[Any, Any], block_bytes: int, chunks: tuple[int, ...]
+    ) -> ChunkManifest:
+        data = b"".join(
+            self.reader.read_range(int(start), int(start) + block_bytes) for start in starts
+        )
+        key = ".".join("0" for _ in chunks) or "0"  # a scalar's single chunk is "0" too
+        entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": len(data), "data": data}
+        return ChunkManifest({key: entry}, shape=(1,) * len(chunks))
+
+    def referenced(
+        self,
+        starts: np.ndarray[Any, Any],
+        block_shape: tuple[int, ...],
+        block_chunks: tuple[int, ...],
+        dtype: np.dtype[Any],
+        shape: tuple[int, ...],
+    ) -> ChunkManifest:
+        """References to ``block_chunks``-shaped pieces of each C-ordered block at ``starts``."""
+        block_grid = grid_shape(block_shape, tuple(max(1, c) for c in block_chunks))
+        chunk_bytes = math.prod(block_chunks) * dtype.itemsize
+        within = np.arange(math.prod(block_grid), dtype=np.uint64) * np.uint64(chunk_bytes)
+        offsets = (starts[:, None] + within[None, :]).reshape(
+            (*starts.shape, *block_grid) if len(shape) > len(block_shape) else block_grid
+        )
+        grid = offsets.shape
+        return ChunkManifest.from_path_table(
+            path_table=[self.url],
+            path_codes=np.zeros(grid, dtype=np.uint8),
+            offsets=offsets,
+            lengths=np.full(grid, chunk_bytes, dtype=np.uint64),
+            validate_paths=False,
+        )
+
+
+def _block_chunks(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int, ...]:
+    """The largest chunk shape of at most ``limit`` bytes that tiles a C-ordered block.
+
+    Only shapes ``(1, ..., 1, k, full, ..., full)`` with ``k`` dividing its axis keep every chunk
+    a contiguous byte range of the same length.
+    """
+    for axis in range(len(shape)):
+        inner = math.prod(shape[axis + 1 :]) * itemsize
+        if inner * shape[axis] <= limit:
+            return (*(1,) * axis, *shape[axis:])
+        fitting = max(1, limit // inner) if inner else shape[axis]
+        divisor = max(d for d in _divisors(shape[axis]) if d <= fitting)
+        if divisor > 1 or inner <= limit:
+            return (*(1,) * axis, divisor, *shape[axis + 1 :])
+    return tuple(shape)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _attributes(raw: dict[str, np.ndarray[Any, Any]]) -> dict[str, Any]:
+    return {name: _attribute_value(values) for name, values in raw.items()}
+
+
+def _attribute_value(values: np.ndarray[Any, Any]) -> Any:
+    """An attribute as netCDF4-python returns it, in JSON form.
+
+    Text loses its NUL bytes and is decoded as UTF-8 (invalid bytes replaced), one value
+    becomes a scalar, several a list.
+    """
+    if values.dtype.kind == "S":
+        return values.tobytes().decode("utf-8", "replace").replace("\x00", "")
+    native = values.astype(values.dtype.newbyteorder("="))
+    if native.size == 1:
+        return native[0].item()
+    return native.tolist()

@@ -1,0 +1,460 @@
+"""Zarr v2 hierarchies (``.zgroup``, ``.zarray``, ``.zattrs``) as Zarr v3 manifest groups.
+
+Kerchunk references describe Zarr v2 stores, and ZarrParser meets v2 stores on disk; both turn
+v2 metadata into the v3 metadata manifest arrays carry:
+
+- the dtype's byte order moves into the ``bytes`` codec; ``order: "F"`` becomes a ``transpose``
+  codec; ``filters`` and ``compressor`` become numcodecs codecs, array-to-array filters before
+  the serializer and byte filters after it; ``|O`` with a ``vlen-utf8`` filter becomes a string
+  array with the ``vlen-utf8`` serializer;
+- ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
+  because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
+  as xarray's v3 reader decodes it, so values decode the same through either;
+- ``_ARRAY_DIMENSIONS`` becomes the dimension names.
+
+Chunk references are the caller's business: it passes a function that builds each array's
+manifest. Groups without ``.zgroup`` but with members below them are created implicitly.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
+from zarr.core.metadata.v3 import ArrayV3Metadata
+from zarr.registry import get_codec_class
+
+# Registers the imagecodecs_* codecs (TIFF compressions) that tifffile's references name.
+import virtualstac.codecs  # noqa: F401
+from virtualstac.errors import InvalidManifestError, VirtualStacError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.manifest import ChunkManifest
+from virtualstac.manifests.metadata import chunk_shape_of, create_v3_array_metadata, grid_shape
+from virtualstac.storage.urls import join_url
+
+__all__ = [
+    "V2MetadataError",
+    "V2Node",
+    "build_v2_group",
+    "parse_chunk_keys",
+    "v2_group_from_documents",
+    "v3_metadata_from_v2",
+]
+
+_METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
+# v2 object codecs with a v3 serializer; the others (pickle, json2, msgpack2, vlen-array) store
+# Python objects no Zarr v3 data type describes.
+_VLEN_SERIALIZERS = {"vlen-utf8": "vlen-utf8"}
+
+
+class V2MetadataError(VirtualStacError, ValueError):
+    """Zarr v2 metadata is malformed, or has no Zarr v3 equivalent."""
+
+
+@dataclass
+class V2Node:
+    """One array of a v2 hierarchy: its path, v3 metadata and chunk key separator."""
+
+    path: str
+    metadata: ArrayV3Metadata
+    separator: str
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The chunk grid shape."""
+        return grid_shape(self.metadata.shape, chunk_shape_of(self.metadata))
+
+
+@dataclass
+class _Tree:
+    arrays: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> .zarray
+    groups: set[str] = field(default_factory=set)
+
+
+# -- metadata ------------------------------------------------------------------------------
+
+
+def v3_metadata_from_v2(
+    zarray: Mapping[str, Any], zattrs: Mapping[str, Any] | None, *, where: str
+) -> tuple[ArrayV3Metadata, str]:
+    """Translate one array's ``.zarray`` and ``.zattrs``; return v3 metadata and separator.
+
+    ``where`` names the array in error messages (source and path).
+    """
+    try:
+        shape = tuple(int(s) for s in zarray["shape"])
+        chunks = tuple(int(c) for c in zarray["chunks"])
+        dtype_json = zarray["dtype"]
+    except (KeyError, TypeError, ValueError) as err:
+        raise V2MetadataError(f"{where}: .zarray lacks a valid shape, chunks or dtype") from err
+    if len(shape) != len(chunks) or any(c <= 0 for c in chunks) or any(s < 0 for s in shape):
+        raise V2MetadataError(f"{where}: chunks {list(chunks)} do not fit shape {list(shape)}")
+    if not isinstance(dtype_json, str):
+        raise V2MetadataError(
+            f"{where}: structured dtype {dtype_json!r} has no Zarr v3 equivalent here"
+        )
+    try:
+        dtype = np.dtype(dtype_json)
+    except TypeError as err:
+        raise V2MetadataError(f"{where}: unknown dtype {dtype_json!r}") from err
+    separator = zarray.get("dimension_separator") or "."
+    if separator not in (".", "/"):
+        raise V2MetadataError(f"{where}: dimension_separator must be '.' or '/'")
+    order = zarray.get("order", "C")
+    if order not in ("C", "F"):
+        raise V2MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    attributes = dict(zattrs or {})
+    dims = attributes.pop("_ARRAY_DIMENSIONS", None)
+    if dims is not None and (
+        not isinstance(dims, list)
+        or len(dims) != len(shape)
+        or not all(isinstance(d, str) for d in dims)
+    ):
+        raise V2MetadataError(
+            f"{where}: _ARRAY_DIMENSIONS {dims!r} must list one name per axis of {list(shape)}"
+        )
+    filters = list(zarray.get("filters") or [])
+    compressor = zarray.get("compressor")
+    codecs, data_type = _codecs(filters, compressor, dtype, order, len(shape), where)
+    fill_value = _fill_value(zarray.get("fill_value"), data_type, where)
+    if fill_value is not None:
+        # xarray masks a v2 array by its fill value (as if it were _FillValue); a v3 array
+        # only by a _FillValue attribute.
+        attributes["_FillValue"] = fill_value
+    if "_FillValue" in attributes:
+        encoded = _cf_fill_attribute(attributes["_FillValue"], data_type, where)
+        if encoded is None:
+            del attributes["_FillValue"]
+        else:
+            attributes["_FillValue"] = encoded
+    try:
+        metadata = create_v3_array_metadata(
+            shape=shape,
+            data_type=data_type,
+            chunk_shape=chunks,
+            fill_value=fill_value,
+            codecs=codecs,
+            attributes=attributes,
+            dimension_names=dims,
+        )
+    except (InvalidManifestError, TypeError, ValueError) as err:
+        raise V2MetadataError(f"{where}: metadata has no Zarr v3 equivalent: {err}") from err
+    return metadata, separator
+
+
+def _codecs(
+    filters: list[Any],
+    compressor: Any,
+    dtype: np.dtype[Any],
+    order: str,
+    ndim: int,
+    where: str,
+) -> tuple[list[dict[str, Any]], np.dtype[Any]]:
+    """v3 codecs of a v2 filter chain + compressor, and the array's (native) data type."""
+    before: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] = []
+    if order == "F" and ndim > 1:
+        before.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
+    serializer: dict[str, Any] | None = None
+    data_type = dtype
+    if dtype.kind == "O":
+        first = filters.pop(0) if filters else None
+        name = first.get("id") if isinstance(first, dict) else None
+        if name not in _VLEN_SERIALIZERS:
+            raise V2MetadataError(
+                f"{where}: object dtype with object codec {name!r}; only vlen-utf8 strings have "
+                "a Zarr v3 equivalent (the others store Python objects)"
+            )
+        serializer = {"name": _VLEN_SERIALIZERS[name]}
+        data_type = np.dtype(np.dtypes.StringDType())
+    else:
+        endian = "big" if dtype.byteorder == ">" else "little"
+        serializer = {"name": "bytes", "configuration": {"endian": endian}}
+    for config in [*filters, *([compressor] if compressor else [])]:
+        codec, kind = _v3_codec(config, where)
+        if kind is ArrayArrayCodec:
+            if after:
+                raise V2MetadataError(
+                    f"{where}: array filter {config.get('id')!r} follows a byte filter; "
+                    "a Zarr v3 codec chain cannot go back from bytes to an array"
+                )
+            before.append(codec)
+        else:
+            after.append(codec)
+    return [*before, serializer, *after], data_type
+
+
+def _v3_codec(config: Any, where: str) -> tuple[dict[str, Any], type]:
+    """A numcodecs config ``{"id": ..., ...}`` as a v3 codec and its kind."""
+    if not isinstance(config, dict) or not isinstance(config.get("id"), str):
+        raise V2MetadataError(f"{where}: codec {config!r} is not a numcodecs config with an id")
+    codec_id = config["id"]
+    configuration = {k: v for k, v in config.items() if k != "id"}
+    for name in (f"numcodecs.{codec_id}", codec_id):
+        try:
+            codec_class = get_codec_class(name)
+        except (KeyError, ValueError):  # zarr raises UnknownCodecError, a ValueError
+            continue
+        for kind in (ArrayArrayCodec, BytesBytesCodec):
+            if issubclass(codec_class, kind):
+                return {"name": name, "configuration": configuration}, kind
+    raise V2MetadataError(
+        f"{where}: codec {codec_id!r} has no registered Zarr v3 equivalent (numcodecs.<id> or <id>)"
+    )
+
+
+def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
+    """The v2 JSON fill value as a Python scalar of ``dtype`` (None stays None)."""
+    if value is None:
+        return None
+    try:
+        if dtype.kind == "f":
+            return _float(value)
+        if dtype.kind == "c":
+            real, imag = value
+            return complex(_float(real), _float(imag))
+        if dtype.kind in "SV":
+            return base64.standard_b64decode(value)
+        if dtype.kind == "b":
+            return bool(value)
+        if dtype.kind in "iu":
+            number = float(value) if not isinstance(value, int) else value
+            if number != int(number):
+                raise ValueError(f"{value!r} is not an integer")
+            return int(number)
+        if dtype.kind in "mM":
+            return int(value)
+        return value
+    except (TypeError, ValueError) as err:
+        raise V2MetadataError(f"{where}: fill_value {value!r} is not a {dtype} value") from err
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, str):
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if value not in special:
+            raise ValueError(f"{value!r} is not a number")
+        return special[value]
+    return float(value)
+
+
+def _cf_fill_attribute(value: Any, dtype: np.dtype[Any], where: str) -> Any:
+    """``_FillValue`` as xarray's Zarr v3 reader decodes it for ``dtype`` (None: no rule)."""
+    try:
+        if dtype.kind == "f":
+            return base64.standard_b64encode(struct.pack("<d", _float(value))).decode("ascii")
+        if dtype.kind == "c":
+            number = complex(value)
+            return [
+                base64.standard_b64encode(struct.pack("<d", part)).decode("ascii")
+                for part in (number.real, number.imag)
+            ]
+        if dtype.kind in "iu":
+            return int(value)
+        if dtype.kind == "b":
+            return bool(value)
+        if dtype.kind == "S":
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            return base64.standard_b64encode(raw).decode("ascii")
+        if dtype.kind in "UT":
+            return str(value)
+    except (TypeError, ValueError) as err:
+        raise V2MetadataError(f"{where}: _FillValue {value!r} is not a {dtype} value") from err
+    # Dates, durations and raw bytes: xarray has no _FillValue rule for them in Zarr.
+    return None
+
+
+# -- chunk keys ----------------------------------------------------------------------------
+
+
+def parse_chunk_keys(
+    keys: Sequence[str] | np.ndarray[Any, Any], separator: str, grid: tuple[int, ...]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """Parse chunk keys (``"i.j.k"``) into flat C-order grid positions, vectorised.
+
+    Returns a mask of the keys that name a chunk of ``grid`` exactly as zarr would spell it
+    (no signs, no leading zeros, inside the grid) and the flat positions of those keys. Other
+    keys are never read by zarr, so callers skip them.
+    """
+    array = np.asarray(keys, dtype=np.dtypes.StringDType())
+    if not grid:
+        valid = array == "0"
+        return valid, np.zeros(int(valid.sum()), dtype=np.int64)
+    valid = np.ones(array.shape, dtype=bool)
+    indices = []
+    # partition has no loop for a StringDType array with a Python str separator.
+    sep = np.asarray(separator, dtype=np.dtypes.StringDType())
+    rest = array
+    for axis, size in enumerate(grid):
+        if axis < len(grid) - 1:
+            part, found, rest = np.strings.partition(rest, sep)
+            valid &= found == separator
+        else:
+            part = rest
+        valid &= np.strings.isdigit(part) & ((part == "0") | ~np.strings.startswith(part, "0"))
+        # Digits of up to 18 characters fit int64; longer ones are outside any grid.
+        valid &= np.strings.str_len(part) <= 18
+        number = np.where(valid, part, "0").astype(np.int64)
+        valid &= number < size
+        indices.append(number)
+    positions = np.ravel_multi_index(tuple(i[valid] for i in indices), grid)
+    return valid, np.asarray(positions, dtype=np.int64)
+
+
+# -- hierarchy -----------------------------------------------------------------------------
+
+
+def _tree(documents: Mapping[str, Any]) -> _Tree:
+    tree = _Tree()
+    for key, document in documents.items():
+        parent, _, name = key.rpartition("/")
+        if name == ".zarray":
+            if not isinstance(document, dict):
+                raise V2MetadataError(f"{key} is not a JSON object")
+            tree.arrays[parent] = document
+        elif name == ".zgroup":
+            tree.groups.add(parent)
+    # Groups holding members but no .zgroup of their own (zarr v2 requires one, some writers
+    # leave it out): create them, as fsspec and zarr would list their members.
+    for path in [*tree.arrays, *tree.groups]:
+        while path:
+            path = path.rpartition("/")[0]
+            tree.groups.add(path)
+    return tree
+
+
+def build_v2_group(
+    documents: Mapping[str, Any],
+    manifest_for: Callable[[V2Node], ChunkManifest],
+    *,
+    source: str,
+    drop_variables: Iterable[str] = (),
+    root_array_name: str = "data",
+) -> ManifestGroup:
+    """Build the group of a v2 hierarchy from its metadata documents.
+
+    Parameters
+    ----------
+    documents
+        Parsed metadata documents keyed by store key (``".zgroup"``, ``"a/.zarray"``,
+        ``"a/.zattrs"``, ...).
+    manifest_for
+        Builds the chunk manifest of one array.
+    source
+        The store or reference file, for error messages.
+    drop_variables
+        Arrays and groups to leave out, by name or by path.
+    root_array_name
+        The name of the array when the root itself is an array (a ``.zarray`` at the root);
+        it becomes the only member of the root group.
+    """
+    drop = frozenset(v.strip("/") for v in drop_variables)
+    tree = _tree(documents)
+
+    def attributes(path: str) -> dict[str, Any]:
+        value = documents.get(f"{path}/.zattrs" if path else ".zattrs") or {}
+        if not isinstance(value, dict):
+            raise V2MetadataError(f"{source}: {path or '/'} .zattrs is not a JSON object")
+        return value
+
+    def array(path: str) -> ManifestArray:
+        where = f"{source}: array {path or root_array_name!r}"
+        metadata, separator = v3_metadata_from_v2(tree.arrays[path], attributes(path), where=where)
+        node = V2Node(path, metadata, separator)
+        return ManifestArray(metadata, manifest_for(node))
+
+    if "" in tree.arrays:
+        if not root_array_name or "/" in root_array_name:
+            raise V2MetadataError(f"root_array_name {root_array_name!r} must be a plain name")
+        return ManifestGroup(arrays={root_array_name: array("")})
+
+    def group(path: str) -> ManifestGroup:
+        here = f"{path}/" if path else ""
+        arrays: dict[str, ManifestArray] = {}
+        groups: dict[str, ManifestGroup] = {}
+        for child in sorted(tree.arrays):
+            name = child[len(here) :]
+            if child.startswith(here) and "/" not in name and not _dropped(child, name, drop):
+                arrays[name] = array(child)
+        for child in sorted(tree.groups):
+            name = child[len(here) :]
+            if (
+                child
+                and child.startswith(here)
+                and "/" not in name
+                and not _dropped(child, name, drop)
+            ):
+                groups[name] = group(child)
+        return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes(path))
+
+    return group("")
+
+
+def _dropped(path: str, name: str, drop: frozenset[str]) -> bool:
+    return path in drop or name in drop
+
+
+# -- ZarrParser's v2 stores ----------------------------------------------------------------
+
+
+def v2_group_from_documents(
+    documents: Mapping[str, Any],
+    sizes: Mapping[str, int],
+    base_url: str,
+    drop_variables: Iterable[str],
+    root_name: str,
+) -> ManifestGroup:
+    """The group of a v2 store whose chunk objects are referenced whole.
+
+    ``documents`` are the parsed metadata objects and ``sizes`` the size of every object, both
+    keyed by path relative to the store root at ``base_url``. Chunks without an object stay
+    missing and read as the fill value.
+    """
+    keys = np.asarray(
+        [k for k in sizes if k.rpartition("/")[2] not in _METADATA_NAMES],
+        dtype=np.dtypes.StringDType(),
+    )
+    object_sizes = np.fromiter(
+        (sizes[str(k)] for k in keys.tolist()), dtype=np.uint64, count=keys.size
+    )
+
+    def manifest_for(node: V2Node) -> ChunkManifest:
+        grid = node.grid
+        if node.path:
+            mine = np.strings.startswith(keys, node.path + "/")
+            chunk_keys = np.strings.slice(keys[mine], len(node.path) + 1, None)
+            lengths_of = object_sizes[mine]
+        else:
+            chunk_keys, lengths_of = keys, object_sizes
+        valid, positions = parse_chunk_keys(chunk_keys, node.separator, grid)
+        array_url = join_url(base_url, node.path) if node.path else base_url.rstrip("/")
+        size = math.prod(grid)
+        codes = np.zeros(size, dtype=np.int64)
+        lengths = np.zeros(size, dtype=np.uint64)
+        codes[positions] = np.arange(1, positions.size + 1)
+        lengths[positions] = lengths_of[valid]
+        # Chunk keys are digits and separators, which need no quoting in any URL.
+        table = ["", *(f"{array_url}/{k}" for k in cast(list[str], chunk_keys[valid].tolist()))]
+        return ChunkManifest.from_path_table(
+            path_table=table,
+            path_codes=codes.reshape(grid),
+            offsets=np.zeros(grid, dtype=np.uint64),
+            lengths=lengths.reshape(grid),
+            validate_paths=False,
+        )
+
+    return build_v2_group(
+        documents,
+        manifest_for,
+        source=base_url,
+        drop_variables=drop_variables,
+        root_array_name=root_name,
+    )

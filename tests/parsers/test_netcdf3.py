@@ -1,0 +1,369 @@
+"""NetCDF3Parser against files written by netCDF4-python and scipy, read back through xarray."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import netCDF4
+import numpy as np
+import pytest
+import scipy.io
+import xarray as xr
+
+from servers import HTTPServer
+from virtualstac.errors import NotVirtualizableError, UnregisteredURLError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.netcdf3 import NetCDF3FormatError, NetCDF3Parser
+from virtualstac.parsers.protocol import Parser
+from virtualstac.storage.reader import BlockCachedReader
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+pytestmark = [
+    # Character variables are zarr's unstable null_terminated_bytes data type.
+    pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning"),
+]
+
+FORMATS = ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"]
+
+
+def parse(path: Path, **options: Any) -> ManifestStore:
+    return NetCDF3Parser(**options)(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+def assert_same_as_netcdf4(path: Path, store: ManifestStore, reference: Path | None = None) -> None:
+    """Every variable, decoded by xarray, equals what the netCDF4 library returns."""
+    ours = xr.open_zarr(store, consolidated=False, chunks=None)
+    with xr.open_dataset(reference or path, engine="netcdf4") as expected_ds:
+        assert set(ours.variables) == set(expected_ds.variables)
+        assert set(ours.coords) == set(expected_ds.coords)
+        assert dict(ours.sizes) == dict(expected_ds.sizes)
+        for name, expected in expected_ds.variables.items():
+            actual = ours.variables[name]
+            assert actual.dims == expected.dims, name
+            if "scale_factor" in expected.encoding or "add_offset" in expected.encoding:
+                # Zarr attributes are JSON, so a float32 scale_factor decodes to float64 values
+                # where netCDF4 gives float32: equal to float32 precision (of the intermediate
+                # values too, which include add_offset).
+                scale = np.nanmax(np.abs(expected.values)) + abs(
+                    expected.encoding.get("add_offset", 0)
+                )
+                tolerance = 4 * np.finfo(expected.dtype).eps * scale
+                np.testing.assert_allclose(actual.values, expected.values, rtol=0, atol=tolerance)
+            else:
+                assert actual.dtype == expected.dtype, name
+                np.testing.assert_array_equal(actual.values, expected.values, strict=True)
+            for key, value in expected.attrs.items():
+                np.testing.assert_equal(actual.attrs[key], value)
+        for key, value in expected_ds.attrs.items():
+            np.testing.assert_equal(ours.attrs[key], value)
+    # The stored numbers too, without CF decoding.
+    raw = xr.open_zarr(store, consolidated=False, chunks=None, decode_cf=False)
+    with xr.open_dataset(reference or path, engine="netcdf4", decode_cf=False) as expected_raw:
+        for name, expected in expected_raw.variables.items():
+            np.testing.assert_array_equal(raw[name].values, expected.values, strict=True)
+
+
+def write_everything(path: Path, fmt: str) -> Path:
+    """A file with every type the format allows, record and fixed variables, chars, scalars."""
+    rng = np.random.default_rng(1)
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("lat", 6)
+        ds.createDimension("lon", 10)
+        ds.createDimension("strlen", 7)
+        ds.title = "everything"
+        ds.history = "written by netCDF4-python"
+        ds.version = np.int32(3)
+        ds.valid = np.array([1.5, 2.5])
+        ds.flags = np.array([1, 2, 4], dtype="i1")
+        time = ds.createVariable("time", "f8", ("time",))
+        time.units = "hours since 2000-01-01 00:00"
+        time.calendar = "standard"
+        time[:] = np.arange(5) * 6.0
+        lat = ds.createVariable("lat", "f4", ("lat",))
+        lat.units = "degrees_north"
+        lat[:] = np.linspace(-50, 50, 6)
+        lon = ds.createVariable("lon", "f8", ("lon",))
+        lon[:] = np.linspace(0, 360, 10, endpoint=False)
+        temp = ds.createVariable("temp", "i2", ("time", "lat", "lon"), fill_value=-999)
+        temp.scale_factor = np.float32(0.01)
+        temp.add_offset = np.float32(273.15)
+        temp.units = "K"
+        temp.valid_range = np.array([-5000, 5000], dtype="i2")
+        temp[:] = rng.normal(0, 10, (5, 6, 10))
+        temp[2, 0, 0] = np.ma.masked
+        precip = ds.createVariable("precip", "f4", ("time", "lat", "lon"), fill_value=np.nan)
+        values = rng.random((5, 6, 10)).astype("f4")
+        values[1, 2, 3] = np.nan
+        precip[:] = values
+        counts = ds.createVariable("counts", "i4", ("lat", "lon"))
+        counts.missing_value = np.int32(-1)
+        counts[:] = rng.integers(-1, 100, (6, 10))
+        ds.createVariable("level", "f8", ())[...] = 850.0
+        byte = ds.createVariable("quality", "i1", ("lat",))
+        byte._Unsigned = "true"
+        byte.set_auto_maskandscale(False)
+        byte[:] = np.array([0, 1, -1, -128, 127, 5], dtype="i1")
+        names = ds.createVariable("station", "S1", ("lat", "strlen"))
+        names[:] = netCDF4.stringtochar(
+            np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta7ch"], dtype="S7")
+        )
+        encoded = ds.createVariable("city", "S1", ("lat", "strlen"))
+        encoded._Encoding = "utf-8"
+        # With _Encoding, netCDF4-python encodes strings to UTF-8 characters itself.
+        encoded[:] = np.array(["Zürich", "Oslo", "Köln", "", "Nîmes", "Rome"], dtype="U7")
+        label = ds.createVariable("label", "S1", ("time", "strlen"))
+        label[:] = netCDF4.stringtochar(np.array([f"rec{i}" for i in range(5)], dtype="S7"))
+        if fmt == "NETCDF3_64BIT_DATA":
+            for dtype in ("u1", "u2", "u4", "i8", "u8"):
+                variable = ds.createVariable(f"v_{dtype}", dtype, ("time", "lon"))
+                info = np.iinfo(dtype)
+                variable[:] = np.linspace(info.min, info.max // 2, 50).astype(dtype).reshape(5, 10)
+            ds.createVariable("filled_u8", "u8", ("lat",), fill_value=np.uint64(7))[:3] = 1
+            ds.big_int = np.int64(2**40)
+    return path
+
+
+@pytest.fixture(scope="module", params=FORMATS)
+def everything(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    fmt = request.param
+    return write_everything(tmp_path_factory.mktemp("nc3") / f"{fmt}.nc", fmt)
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 512, 10**6])
+def test_netcdf4_python_files_read_like_netcdf4(everything: Path, inline_threshold: int) -> None:
+    store = parse(everything, inline_threshold=inline_threshold)
+    assert isinstance(NetCDF3Parser(), Parser)
+    assert_same_as_netcdf4(everything, store)
+
+
+def test_metadata_and_references(everything: Path) -> None:
+    group = parse(everything, inline_threshold=0).group
+    with netCDF4.Dataset(everything) as ds:
+        slabs = [
+            ds[n].dtype.itemsize * int(np.prod(ds[n].shape[1:]))
+            for n in ds.variables
+            if ds[n].dimensions[:1] == ("time",)
+        ]
+    recsize = sum(-(-slab // 4) * 4 for slab in slabs)
+    temp = group["temp"]
+    assert temp.metadata.to_dict()["codecs"] == (
+        {"name": "bytes", "configuration": {"endian": "big"}},
+    )
+    assert temp.chunks == (1, 6, 10) and temp.manifest.shape_chunk_grid == (5, 1, 1)
+    assert temp.metadata.dimension_names == ("time", "lat", "lon")
+    assert temp.metadata.fill_value == -999
+    assert temp.metadata.attributes["_FillValue"] == -999
+    offsets = temp.manifest.offsets.reshape(-1)
+    assert np.diff(offsets).tolist() == [recsize] * 4
+    assert set(temp.manifest.lengths.reshape(-1).tolist()) == {6 * 10 * 2}
+    assert temp.manifest.path_table == (everything.as_uri(),)
+    # The file's version when parsed, for writers to check reads against.
+    assert temp.manifest.source_stamps[everything.as_uri()].size == everything.stat().st_size
+    # NaN fill: zarr's JSON form, and the base64 float64 xarray decodes _FillValue from.
+    precip = group["precip"].metadata.to_dict()
+    assert precip["fill_value"] == "NaN"
+    assert precip["attributes"]["_FillValue"] == "AAAAAAAA+H8="
+    # Without _FillValue the Zarr fill value is netCDF's default fill (never used: no chunk
+    # of a netCDF3 file is missing), and no _FillValue attribute makes xarray mask it.
+    counts = group["counts"]
+    assert counts.metadata.fill_value == -2147483647
+    assert "_FillValue" not in counts.metadata.attributes
+    assert counts.manifest.shape_chunk_grid == (1, 1) and len(counts.manifest) == 1
+    assert group["level"].shape == () and group["station"].dtype == np.dtype("S1")
+    assert group.metadata.attributes["title"] == "everything"
+    assert group.metadata.attributes["valid"] == [1.5, 2.5]
+    assert group.metadata.attributes["flags"] == [1, 2, 4]
+
+
+def test_small_variables_are_inlined(everything: Path) -> None:
+    group = parse(everything).group
+    for name in ("time", "lat", "lon", "level", "station", "label"):
+        entry = group[name].manifest.get_entry((0,) * group[name].ndim)
+        assert entry is not None and entry["path"] == "__inlined__", name
+    assert group["temp"].manifest.get_entry((0, 0, 0))["path"] == everything.as_uri()
+
+
+def test_header_costs_one_request(everything: Path) -> None:
+    registry = ObjectStoreRegistry.for_url(str(everything))
+    reader = BlockCachedReader.from_url(everything.as_uri(), registry)
+    NetCDF3Parser().parse_file(str(everything), reader)
+    assert reader.requests == 1
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("record_variables", [1, 3])
+def test_scipy_files(tmp_path: Path, version: int, record_variables: int) -> None:
+    path = tmp_path / f"scipy{version}.nc"
+    with scipy.io.netcdf_file(path, "w", version=version) as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        f.createDimension("y", 2)
+        f.comment = "scipy"
+        f.createVariable("grid", "f8", ("y", "x"))[:] = np.arange(6.0).reshape(2, 3)
+        # short(time, 3): 6 bytes a record, padded to 8 only when other record variables exist.
+        short = f.createVariable("short", "i2", ("time", "x"))
+        short[:] = np.arange(21, dtype="i2").reshape(7, 3)
+        short.units = "m"
+        if record_variables > 1:
+            f.createVariable("time", "i4", ("time",))[:] = np.arange(7)
+            f.createVariable("tiny", "b", ("time",))[:] = np.arange(7, dtype="i1")
+    for threshold in (0, 512):
+        store = parse(path, inline_threshold=threshold)
+        assert_same_as_netcdf4(path, store)
+    short_manifest = parse(path, inline_threshold=0).group["short"].manifest
+    if record_variables == 1:
+        # Records of a lone record variable are contiguous: one chunk for all of them.
+        assert short_manifest.shape_chunk_grid == (1, 1)
+        assert int(short_manifest.lengths[0, 0]) == 7 * 6
+    else:
+        assert short_manifest.shape_chunk_grid == (7, 1)
+
+
+def test_large_blocks_are_split_into_contiguous_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "split.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("y", 12)
+        ds.createDimension("x", 7)
+        ds.createVariable("fixed", "f4", ("y", "x"))[:] = np.arange(84.0).reshape(12, 7)
+        ds.createVariable("lone", "i4", ("time", "x"))[:] = np.arange(70).reshape(10, 7)
+        ds.createVariable("prime", "f8", ("x",))[:] = np.arange(7.0)
+    store = parse(path, inline_threshold=0, max_chunk_bytes=100)
+    group = store.group
+    # 12 rows of 28 bytes: 3 rows (the largest divisor of 12 that fits) a chunk.
+    assert group["fixed"].chunks == (3, 7)
+    # 10 records of 28 bytes, contiguous: 2 records a chunk.
+    assert group["lone"].chunks == (2, 7)
+    assert group["lone"].manifest.lengths.reshape(-1).tolist() == [56] * 5
+    # 7 values of 8 bytes: 7 is prime and 56 fits.
+    assert group["prime"].chunks == (7,)
+    assert parse(path, inline_threshold=0, max_chunk_bytes=20).group["prime"].chunks == (1,)
+    # A 28-byte row does not fit, and 7 has no divisor between 1 and 5.
+    assert parse(path, inline_threshold=0, max_chunk_bytes=20).group["fixed"].chunks == (1, 1)
+    assert_same_as_netcdf4(path, store)
+    assert_same_as_netcdf4(path, parse(path, inline_threshold=0, max_chunk_bytes=4))
+
+
+def test_record_dimension_without_records(tmp_path: Path) -> None:
+    path = tmp_path / "norecords.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 3)
+        ds.createVariable("a", "f4", ("time", "x"))
+        ds.createVariable("b", "i2", ("time",))
+        ds.createVariable("x", "i4", ("x",))[:] = [1, 2, 3]
+    store = parse(path, inline_threshold=0)
+    assert store.group["a"].shape == (0, 3)
+    assert store.group["a"].manifest.shape_chunk_grid == (0, 1)
+    assert_same_as_netcdf4(path, store)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_streaming_record_count_comes_from_the_file_size(tmp_path: Path, fmt: str) -> None:
+    original = write_everything(tmp_path / "original.nc", fmt)
+    streaming = tmp_path / "streaming.nc"
+    shutil.copy(original, streaming)
+    with streaming.open("r+b") as f:
+        f.seek(4)
+        f.write(b"\xff" * (8 if fmt == "NETCDF3_64BIT_DATA" else 4))
+    store = parse(streaming, inline_threshold=0)
+    assert store.group["temp"].shape == (5, 6, 10)
+    assert_same_as_netcdf4(streaming, store, reference=original)
+
+
+def test_header_larger_than_the_first_read(tmp_path: Path) -> None:
+    path = tmp_path / "wide.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:
+        ds.createDimension("x", 2)
+        for i in range(300):
+            variable = ds.createVariable(f"variable_{i:03d}", "i4", ("x",))
+            variable.long_name = f"variable number {i} " + "x" * 300
+            variable[:] = [i, -i]
+    registry = ObjectStoreRegistry.for_url(str(path))
+    reader = BlockCachedReader.from_url(path.as_uri(), registry)
+    group = NetCDF3Parser().parse_file(str(path), reader)
+    assert len(group.arrays) == 300
+    assert reader.requests == 2  # the first 64 KiB, then the rest of the ~100 KB header
+    assert_same_as_netcdf4(path, parse(path))
+
+
+def test_drop_variables(everything: Path) -> None:
+    group = parse(everything, drop_variables=["temp", "station"]).group
+    assert "temp" not in group and "station" not in group and "precip" in group
+    assert "lat" not in parse(everything, drop_variables="lat").group
+
+
+def test_over_http_the_header_is_one_request(http_server: HTTPServer, tmp_path: Path) -> None:
+    path = write_everything(http_server.directory() / "remote.nc", "NETCDF3_CLASSIC")
+    url = http_server.url_for(path)
+    registry = ObjectStoreRegistry.for_url(url)
+    store = NetCDF3Parser()(url, registry)
+    assert len(http_server.requests(path)) == 1
+    assert_same_as_netcdf4(path, store)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_not_a_netcdf3_file(tmp_path: Path) -> None:
+    path = tmp_path / "fake.nc"
+    path.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    with pytest.raises(NetCDF3FormatError, match=r"fake\.nc' is not a netCDF3 file"):
+        parse(path)
+
+
+def test_truncated_header(tmp_path: Path) -> None:
+    path = write_everything(tmp_path / "full.nc", "NETCDF3_CLASSIC")
+    cut = tmp_path / "cut.nc"
+    cut.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(NetCDF3FormatError, match=r"cut\.nc'.*header is truncated"):
+        parse(cut)
+
+
+def test_truncated_data_names_the_variable(tmp_path: Path) -> None:
+    path = tmp_path / "data.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 1000)
+        ds.createVariable("big", "f8", ("x",))[:] = np.arange(1000.0)
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(NotVirtualizableError, match=r"data\.nc: variable 'big'.*truncated"):
+        parse(path)
+
+
+def test_bad_type_code_and_list_tag(tmp_path: Path) -> None:
+    path = tmp_path / "types.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2)
+        ds.createVariable("v", "i4", ("x",))[:] = [1, 2]
+    data = bytearray(path.read_bytes())
+    # The variable's type (NC_INT = 4) follows its name, dimension ids and absent attributes.
+    at = data.index(b"v\x00\x00\x00") + 4 + 4 + 4 + 8
+    assert struct.unpack(">i", data[at : at + 4]) == (4,)
+    data[at : at + 4] = struct.pack(">i", 10)  # NC_INT64, which only CDF-5 has
+    bad_type = tmp_path / "bad_type.nc"
+    bad_type.write_bytes(bytes(data))
+    with pytest.raises(NetCDF3FormatError, match=r"variable 'v' has type code 10.*CDF-1"):
+        parse(bad_type)
+    data = bytearray(path.read_bytes())
+    data[8:12] = struct.pack(">i", 0x0B)  # a variable tag where the dimension list starts
+    bad_tag = tmp_path / "bad_tag.nc"
+    bad_tag.write_bytes(bytes(data))
+    with pytest.raises(NetCDF3FormatError, match=r"expected the dim list"):
+        parse(bad_tag)
+
+
+def test_invalid_options() -> None:
+    with pytest.raises(ValueError, match="inline_threshold"):
+        NetCDF3Parser(inline_threshold=-1)
+    with pytest.raises(ValueError, match="max_chunk_bytes"):
+        NetCDF3Parser(max_chunk_bytes=0)
+
+
+def test_unregistered_url(everything: Path, tmp_path: Path) -> None:
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "elsewhere" / "x.nc"))
+    with pytest.raises(UnregisteredURLError, match="not allowed"):
+        NetCDF3Parser()(str(everything), registry)
