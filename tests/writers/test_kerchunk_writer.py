@@ -1,6 +1,7 @@
 """Kerchunk output read back by fsspec's reference file system and by our own parsers."""
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import xarray as xr
 
 from virtualstac.errors import InvalidPathError
+from virtualstac.storage.registry import ObjectStoreRegistry
 
 
 def open_references(references: object, **options: object) -> xr.Dataset:
@@ -103,3 +105,38 @@ def test_source_versions_are_recorded(
     virtual.virtual.to_kerchunk(output, format="parquet")
     zmetadata = json.loads((output / ".zmetadata").read_text())
     assert set(zmetadata["virtualstac"]["sources"]) == {p.as_uri() for p in archive}
+
+
+def test_our_parsers_read_our_references(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    from virtualstac import open_virtual_dataset
+
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json", root=str(tmp_path))
+    virtual.virtual.to_kerchunk(tmp_path / "refs.parq", format="parquet")
+    for references in ("refs.json", "refs.parq"):
+        reopened = open_virtual_dataset(str(tmp_path / references), loadable_variables=[])
+        assert set(reopened["t2m"].data.manifest.source_stamps) == set(
+            virtual["t2m"].data.manifest.source_stamps
+        )
+        # The references' directory holds the archive, so its registry may read the sources.
+        store = reopened.virtual.to_store(ObjectStoreRegistry.for_url(str(tmp_path / "x")))
+        xr.testing.assert_identical(xr.open_zarr(store).load(), direct)
+
+
+def test_a_changed_source_is_detected_when_reading_references(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    from virtualstac import open_virtual_dataset
+    from virtualstac.errors import SourceChangedError
+    from virtualstac.parsers import KerchunkJSONParser
+
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json", root=str(tmp_path))
+    later = archive[1].stat().st_mtime + 10
+    os.utime(archive[1], (later, later))
+    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-02\.nc.*last modified"):
+        open_virtual_dataset(str(tmp_path / "refs.json"))
+    trusted = open_virtual_dataset(
+        str(tmp_path / "refs.json"), parser=KerchunkJSONParser(verify_sources=False)
+    )
+    assert trusted.sizes["time"] == 48

@@ -51,6 +51,7 @@ from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
@@ -84,7 +85,9 @@ class _Options:
         drop_variables: Iterable[str],
         root_array_name: str | None,
         remote_protocol: str | None,
+        verify_sources: bool,
     ) -> None:
+        self.verify_sources = verify_sources
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
         self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
@@ -114,6 +117,10 @@ class KerchunkJSONParser:
     remote_protocol
         Protocol of URLs written without one (``"s3"`` turns ``bucket/key`` into
         ``s3://bucket/key``); without it they are paths relative to the reference file.
+    verify_sources
+        When the references record their sources' versions (virtualstac writes them), check
+        every source with a HEAD request and raise
+        :class:`~virtualstac.errors.SourceChangedError` if one changed.
 
     Examples
     --------
@@ -126,9 +133,10 @@ class KerchunkJSONParser:
         drop_variables: Iterable[str] = (),
         root_array_name: str | None = None,
         remote_protocol: str | None = None,
+        verify_sources: bool = True,
     ) -> None:
         """Configure the parser (see the class docstring)."""
-        self._options = _Options(drop_variables, root_array_name, remote_protocol)
+        self._options = _Options(drop_variables, root_array_name, remote_protocol, verify_sources)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Read the reference file at ``url`` through ``registry`` and build its store."""
@@ -185,13 +193,14 @@ class KerchunkJSONParser:
                 grid.set_generated(*_select(generated, node))
             return grid.manifest()
 
-        return build_v2_group(
+        group = build_v2_group(
             documents,
             manifest_for,
             source=url,
             drop_variables=self._options.drop_variables,
             root_array_name=self._options.array_name_for(url),
         )
+        return _with_sources(group, references, resolver, registry, url, self._options)
 
 
 class KerchunkParquetParser:
@@ -204,7 +213,7 @@ class KerchunkParquetParser:
 
     Parameters
     ----------
-    drop_variables, root_array_name, remote_protocol
+    drop_variables, root_array_name, remote_protocol, verify_sources
         As for :class:`KerchunkJSONParser`.
     """
 
@@ -213,9 +222,10 @@ class KerchunkParquetParser:
         drop_variables: Iterable[str] = (),
         root_array_name: str | None = None,
         remote_protocol: str | None = None,
+        verify_sources: bool = True,
     ) -> None:
         """Configure the parser (see the class docstring)."""
-        self._options = _Options(drop_variables, root_array_name, remote_protocol)
+        self._options = _Options(drop_variables, root_array_name, remote_protocol, verify_sources)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Read the reference set at ``url`` (its directory) through ``registry``."""
@@ -244,19 +254,33 @@ class KerchunkParquetParser:
                 grid.set_parquet_rows(number * record_size, table)
             return grid.manifest()
 
-        return ManifestStore(
-            build_v2_group(
-                documents,
-                manifest_for,
-                source=root,
-                drop_variables=self._options.drop_variables,
-                root_array_name=self._options.array_name_for(root),
-            ),
-            registry=registry,
+        group = build_v2_group(
+            documents,
+            manifest_for,
+            source=root,
+            drop_variables=self._options.drop_variables,
+            root_array_name=self._options.array_name_for(root),
         )
+        group = _with_sources(group, content, resolver, registry, root, self._options)
+        return ManifestStore(group, registry=registry)
 
 
 # -- reading -------------------------------------------------------------------------------
+
+
+def _with_sources(
+    group: ManifestGroup,
+    document: Mapping[str, Any],
+    resolver: _Resolver,
+    registry: ObjectStoreRegistry,
+    source: str,
+    options: _Options,
+) -> ManifestGroup:
+    """Verify (unless told not to) and attach the source versions the references record."""
+    stamps = recorded_sources(document, lambda path: resolver.resolve(path, lambda: "sources"))
+    if options.verify_sources:
+        verify_sources(stamps, registry, source)
+    return group.with_source_stamps(stamps) if stamps else group
 
 
 def _read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
