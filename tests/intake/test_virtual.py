@@ -1,0 +1,67 @@
+"""The `virtual` Intake driver, used the way catalog users do: a YAML file and to_dask()."""
+
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+import intake
+from virtualstac.demo import write_sample_archive
+from virtualstac.intake import VirtualSource
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    write_sample_archive(tmp_path / "data", days=2)
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        """
+sources:
+  temperature:
+    description: two days of hourly 2 m temperature
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+  first_day:
+    driver: virtual
+    parameters:
+      day:
+        description: day of January 2024
+        type: str
+        default: "01"
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/temperature_2024-01-{{ day }}.nc"
+"""
+    )
+    return path
+
+
+def test_the_driver_is_registered() -> None:
+    assert intake.registry["virtual"] is VirtualSource
+
+
+def test_to_dask_is_lazy_and_matches_netcdf4(catalog: Path) -> None:
+    entry = intake.open_catalog(str(catalog)).temperature
+    dataset = entry.to_dask()
+    assert dataset["t2m"].chunks == ((6, 6, 6, 6, 6, 6, 6, 6), (45, 45), (90, 90))
+    files = sorted((catalog.parent / "data").glob("*.nc"))
+    with xr.open_mfdataset(files, engine="netcdf4") as direct:
+        xr.testing.assert_identical(dataset.load(), direct.load())
+
+
+def test_discover_describes_without_reading_data(catalog: Path) -> None:
+    entry = intake.open_catalog(str(catalog)).temperature
+    described = entry.discover()
+    assert described["metadata"]["dims"] == {"time": 48, "lat": 90, "lon": 180}
+    assert described["metadata"]["data_vars"] == {"t2m": ["time", "lat", "lon"]}
+
+
+def test_read_loads_values(catalog: Path) -> None:
+    dataset = intake.open_catalog(str(catalog)).temperature.read()
+    assert dataset["t2m"].chunks is None
+    assert float(dataset["t2m"].mean()) == pytest.approx(288.98, abs=0.5)
+
+
+def test_user_parameters_choose_the_file(catalog: Path) -> None:
+    second = intake.open_catalog(str(catalog)).first_day(day="02").to_dask()
+    assert str(second["time"].values[0]).startswith("2024-01-02")
