@@ -1,0 +1,57 @@
+"""``xr.open_dataset(..., engine="virtualstac")`` reads every format like its reference reader."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import scipy.io
+import xarray as xr
+
+from virtualstac.demo import write_sample_archive
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
+from tiff_files import write_gdal
+
+
+def test_netcdf4_matches_the_netcdf4_engine(tmp_path: Path) -> None:
+    (path,) = write_sample_archive(tmp_path, days=1)
+    opened = xr.open_dataset(path, engine="virtualstac")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(opened.load(), direct.load())
+
+
+def test_chunks_follow_the_file(tmp_path: Path) -> None:
+    (path,) = write_sample_archive(tmp_path, days=1)
+    opened = xr.open_dataset(path, engine="virtualstac", chunks={})
+    assert opened["t2m"].chunks == ((6, 6, 6, 6), (45, 45), (90, 90))
+
+
+def test_netcdf3_and_undecoded_values(tmp_path: Path) -> None:
+    path = tmp_path / "classic.nc"
+    with scipy.io.netcdf_file(path, "w") as f:
+        f.createDimension("x", 4)
+        var = f.createVariable("v", "i2", ("x",))
+        var[:] = [1, 2, 3, -99]
+        var.scale_factor = 0.5
+        var._FillValue = np.int16(-99)
+    raw = xr.open_dataset(path, engine="virtualstac", mask_and_scale=False)
+    np.testing.assert_array_equal(raw["v"].values, [1, 2, 3, -99])
+    decoded = xr.open_dataset(path, engine="virtualstac")
+    np.testing.assert_array_equal(decoded["v"].values, [0.5, 1.0, 1.5, np.nan])
+
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+def test_cog_matches_rasterio(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "a.tif", driver="COG", compress="DEFLATE", count=2)
+    opened = xr.open_dataset(path, engine="virtualstac")
+    with rasterio.open(path) as src:
+        np.testing.assert_array_equal(opened["band_data"].values, src.read())
+
+
+def test_the_engine_is_never_guessed(tmp_path: Path) -> None:
+    from virtualstac.xarray.backend import VirtualstacBackendEntrypoint
+
+    (path,) = write_sample_archive(tmp_path, days=1)
+    assert not VirtualstacBackendEntrypoint().guess_can_open(path)
