@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -15,34 +16,17 @@ from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
 __all__ = ["VirtualDataTreeAccessor", "VirtualDatasetAccessor"]
 
 
-@xr.register_dataset_accessor("virtual")  # type: ignore[no-untyped-call]
-class VirtualDatasetAccessor:
-    """Operations on virtual datasets: ``ds.virtual.to_store(...)``, ``ds.virtual.nbytes``, ..."""
+class _VirtualAccessor(ABC):
+    """What dataset and datatree accessors share: everything goes through ``to_group()``."""
 
-    def __init__(self, dataset: xr.Dataset) -> None:
-        self._ds = dataset
-
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the dataset: references of virtual variables plus loaded values."""
-        return sum(
-            var.data.nbytes_virtual if isinstance(var.data, ManifestArray) else var.nbytes
-            for var in self._ds.variables.values()
-        )
-
-    @property
-    def virtual_variables(self) -> list[str]:
-        """Names of the variables that hold references rather than values."""
-        return [str(n) for n, v in self._ds.variables.items() if isinstance(v.data, ManifestArray)]
-
+    @abstractmethod
     def to_group(self) -> ManifestGroup:
-        """Return the dataset as a ManifestGroup (loaded variables become inlined chunks)."""
-        return dataset_to_group(self._ds)
+        """The data as a ManifestGroup (loaded variables become inlined chunks)."""
 
     def to_store(self, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
-        """Return a read-only Zarr store of the dataset, reading chunks through ``registry``.
+        """Return a read-only Zarr store of the data, reading chunks through ``registry``.
 
-        ``xr.open_zarr(ds.virtual.to_store(registry))`` opens the combined dataset lazily, the
+        ``xr.open_zarr(ds.virtual.to_store(registry))`` opens a combined dataset lazily, the
         way a reader of a published Icechunk or Kerchunk store would see it.
         """
         return ManifestStore(self.to_group(), registry=registry)
@@ -56,7 +40,7 @@ class VirtualDatasetAccessor:
         validate_containers: bool = True,
         commit: str | None = None,
     ) -> str | None:
-        """Write the dataset's references (and loaded variables) to an Icechunk session's store.
+        """Write the references (and loaded variables) to an Icechunk session's store.
 
         Parameters
         ----------
@@ -94,7 +78,7 @@ class VirtualDatasetAccessor:
         record_size: int = 100_000,
         root: str | None = None,
     ) -> dict[str, Any] | None:
-        """Write the dataset as Kerchunk references (see ``virtualstac.writers.kerchunk``).
+        """Write Kerchunk references (see ``virtualstac.writers.kerchunk``); groups nest.
 
         ``format="dict"`` returns version-1 references; ``"json"`` writes them to ``path``;
         ``"parquet"`` writes fsspec's parquet layout into the directory ``path``. With ``root``,
@@ -106,6 +90,31 @@ class VirtualDatasetAccessor:
             self.to_group(), path, format=format, record_size=record_size, root=root
         )
 
+
+@xr.register_dataset_accessor("virtual")  # type: ignore[no-untyped-call]
+class VirtualDatasetAccessor(_VirtualAccessor):
+    """Operations on virtual datasets: ``ds.virtual.to_store(...)``, ``ds.virtual.nbytes``, ..."""
+
+    def __init__(self, dataset: xr.Dataset) -> None:
+        self._ds = dataset
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the dataset: references of virtual variables plus loaded values."""
+        return sum(
+            var.data.nbytes_virtual if isinstance(var.data, ManifestArray) else var.nbytes
+            for var in self._ds.variables.values()
+        )
+
+    @property
+    def virtual_variables(self) -> list[str]:
+        """Names of the variables that hold references rather than values."""
+        return [str(n) for n, v in self._ds.variables.items() if isinstance(v.data, ManifestArray)]
+
+    def to_group(self) -> ManifestGroup:
+        """Return the dataset as a ManifestGroup (loaded variables become inlined chunks)."""
+        return dataset_to_group(self._ds)
+
     def rename_paths(self, new: str | Callable[[str], str]) -> xr.Dataset:
         """Return a dataset whose virtual variables point at renamed paths."""
         renamed = self._ds.copy()
@@ -116,8 +125,8 @@ class VirtualDatasetAccessor:
 
 
 @xr.register_datatree_accessor("virtual")  # type: ignore[no-untyped-call]
-class VirtualDataTreeAccessor:
-    """Operations on virtual DataTrees: ``dt.virtual.to_store(...)``."""
+class VirtualDataTreeAccessor(_VirtualAccessor):
+    """Operations on virtual DataTrees: ``dt.virtual.to_icechunk(...)``, ``to_kerchunk``, ..."""
 
     def __init__(self, tree: xr.DataTree) -> None:
         self._tree = tree
@@ -125,7 +134,3 @@ class VirtualDataTreeAccessor:
     def to_group(self) -> ManifestGroup:
         """Return the tree as nested ManifestGroups."""
         return datatree_to_group(self._tree)
-
-    def to_store(self, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
-        """Return a read-only Zarr store of the whole tree."""
-        return ManifestStore(self.to_group(), registry=registry)
