@@ -1,0 +1,49 @@
+"""STAC front end: the ``virtual:`` extension and opening Items and Collections as datasets.
+
+>>> from virtualstac.stac import open_stac  # doctest: +SKIP
+>>> ds = open_stac(item)  # all its COG/netCDF/HDF5/Zarr source assets  # doctest: +SKIP
+"""
+
+from virtualstac.stac.extension import (
+    SCHEMA_URI,
+    VIRTUAL_EXTENSION_HOOKS,
+    AssetVirtualExtension,
+    CollectionVirtualExtension,
+    ItemAssetsVirtualExtension,
+    ItemVirtualExtension,
+    SummariesVirtualExtension,
+    VirtualExtension,
+    VirtualExtensionHooks,
+    load_schema,
+    register_schema,
+)
+from virtualstac.stac.open import (
+    MEDIA_TYPE_PARSERS,
+    AssetNotFoundError,
+    Grid,
+    MixedGridsError,
+    UnsupportedAssetError,
+    open_asset,
+    open_stac,
+)
+
+__all__ = [
+    "MEDIA_TYPE_PARSERS",
+    "SCHEMA_URI",
+    "VIRTUAL_EXTENSION_HOOKS",
+    "AssetNotFoundError",
+    "AssetVirtualExtension",
+    "CollectionVirtualExtension",
+    "Grid",
+    "ItemAssetsVirtualExtension",
+    "ItemVirtualExtension",
+    "MixedGridsError",
+    "SummariesVirtualExtension",
+    "UnsupportedAssetError",
+    "VirtualExtension",
+    "VirtualExtensionHooks",
+    "load_schema",
+    "open_asset",
+    "open_stac",
+    "register_schema",
+]

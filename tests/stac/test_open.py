@@ -1,0 +1,343 @@
+"""Opening STAC Items, Collections and Item lists over GDAL COGs and netCDF4 files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pystac
+import pytest
+import rasterio
+import xarray as xr
+
+from virtualstac import ObjectStoreRegistry
+from virtualstac.errors import IncompatibleArraysError, InvalidPathError, UnregisteredURLError
+from virtualstac.stac import (
+    AssetNotFoundError,
+    Grid,
+    MixedGridsError,
+    UnsupportedAssetError,
+    VirtualExtension,
+    open_stac,
+)
+
+if TYPE_CHECKING:
+    from conftest import Scenes
+
+COG = "image/tiff; application=geotiff; profile=cloud-optimized"
+MakeItem = Callable[..., pystac.Item]
+ReadBand = Callable[[Path], np.ndarray]
+WriteBand = Callable[..., Path]
+
+pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+
+
+def read(dataset: xr.Dataset, root: Path) -> xr.Dataset:
+    """Read a virtual dataset through its references, allowing reads below ``root``."""
+    registry = ObjectStoreRegistry.for_url(f"{root}/")
+    return xr.open_zarr(dataset.virtual.to_store(registry), consolidated=False)
+
+
+def coordinates(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel-centre x and y, as rasterio computes them."""
+    with rasterio.open(path) as src:
+        rows, cols = np.arange(src.height), np.arange(src.width)
+        x = np.array([src.xy(0, c)[0] for c in cols])
+        y = np.array([src.xy(r, 0)[1] for r in rows])
+    return x, y
+
+
+def test_item_bands_become_variables_named_by_asset_key(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    item = scenes.items[1]  # S2_0; its assets' hrefs are relative to its self href
+    virtual = open_stac(item, ["B02", "B03"])
+    assert set(virtual.data_vars) == {"B02", "B03"}
+    assert virtual["B02"].dims == ("y", "x")
+    assert "band" not in virtual.dims
+    opened = read(virtual, tmp_path)
+    for key in ("B02", "B03"):
+        np.testing.assert_array_equal(opened[key].values, read_band(scenes.files[item.id][key]))
+    x, y = coordinates(scenes.files[item.id]["B02"])
+    np.testing.assert_allclose(opened["x"].values, x)
+    np.testing.assert_allclose(opened["y"].values, y)
+    assert "32633" in opened["spatial_ref"].attrs["crs_wkt"]
+
+
+def test_bands_on_two_grids_are_refused_naming_the_assets(scenes: Scenes) -> None:
+    with pytest.raises(MixedGridsError, match=r"2 different grids \(shape \(200, 300\) vs") as err:
+        open_stac(scenes.items[0])
+    text = str(err.value)
+    assert "B02, B03: EPSG:32633, 200 rows x 300 columns, 10 x 10 pixels" in text
+    assert "B05: EPSG:32633, 100 rows x 150 columns, 20 x 20 pixels" in text
+    assert "cannot resample" in text
+
+
+def test_group_by_grid_returns_one_dataset_per_grid(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    item = scenes.items[0]
+    groups = open_stac(item, group_by="grid")
+    by_resolution = {grid.resolution: dataset for grid, dataset in groups.items() if grid}
+    assert set(by_resolution) == {(10.0, 10.0), (20.0, 20.0)}
+    assert set(by_resolution[(10.0, 10.0)].data_vars) == {"B02", "B03"}
+    twenty = read(by_resolution[(20.0, 20.0)], tmp_path)
+    np.testing.assert_array_equal(twenty["B05"].values, read_band(scenes.files[item.id]["B05"]))
+    grid = next(g for g in groups if g is not None and g.resolution == (20.0, 20.0))
+    assert grid == Grid("EPSG:32633", (100, 150), (500000.0, 20.0, 0.0, 4000000.0, 0.0, -20.0))
+
+
+def test_items_become_a_time_cube_sorted_by_datetime(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    cube = open_stac(scenes.items, ["B02", "B05"], group_by="grid")
+    assert len(cube) == 2
+    ten = next(ds for grid, ds in cube.items() if grid and grid.resolution == (10.0, 10.0))
+    opened = read(ten, tmp_path)
+    assert [str(t)[:10] for t in opened["time"].values] == [
+        "2024-05-01",
+        "2024-05-02",
+        "2024-05-03",
+    ]
+    for index, item_id in enumerate(["S2_0", "S2_1", "S2_2"]):
+        expected = read_band(scenes.files[item_id]["B02"])
+        np.testing.assert_array_equal(opened["B02"].isel(time=index).values, expected)
+
+
+def test_collection_item_collection_and_list_give_the_same_cube(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    extent = pystac.Extent(
+        pystac.SpatialExtent([[14.99, 36.1, 15.03, 36.15]]),
+        pystac.TemporalExtent([[dt.datetime(2024, 5, 1, tzinfo=dt.UTC), None]]),
+    )
+    collection = pystac.Collection("scenes", "Three days", extent)
+    for item in scenes.items:
+        copy = item.clone()
+        copy.make_asset_hrefs_absolute()
+        collection.add_item(copy)
+    # Saved elsewhere, asset hrefs become relative to the new item files ("../../S2_0/...").
+    collection.normalize_and_save(str(tmp_path / "catalog"), pystac.CatalogType.SELF_CONTAINED)
+    saved = pystac.Collection.from_file(str(tmp_path / "catalog" / "collection.json"))
+    extension = VirtualExtension.ext(saved, add_if_missing=True)
+    cubes = {
+        "collection": extension.to_xarray(["B03"]),
+        "item collection": open_stac(pystac.ItemCollection(scenes.items), ["B03"]),
+        "list": open_stac(iter(scenes.items), ["B03"], progress=True),
+    }
+    for name, cube in cubes.items():
+        assert cube.sizes == {"time": 3, "y": 200, "x": 300}, name
+        opened = read(cube, tmp_path)
+        for index, item_id in enumerate(["S2_0", "S2_1", "S2_2"]):
+            expected = read_band(scenes.files[item_id]["B03"])
+            np.testing.assert_array_equal(opened["B03"].isel(time=index).values, expected)
+
+
+def test_items_on_different_grids_are_refused(
+    scenes: Scenes, tmp_path: Path, make_item: MakeItem, write_band: WriteBand
+) -> None:
+    shifted = write_band(tmp_path / "shifted.tif", size=150, seed=7, resolution=20)
+    item = make_item(
+        "shifted", dt.datetime(2024, 6, 1, tzinfo=dt.UTC), {"B02": (str(shifted), COG)}
+    )
+    with pytest.raises(MixedGridsError, match="the items lie on 2 different grids") as err:
+        open_stac([*scenes.items, item], ["B02"])
+    assert "S2_0, S2_1, S2_2: EPSG:32633, 200 rows x 300 columns" in str(err.value)
+    assert "shifted: EPSG:32633, 100 rows x 150 columns" in str(err.value)
+    grouped = open_stac([*scenes.items, item], ["B02"], group_by="grid")
+    assert sorted(ds.sizes["time"] for ds in grouped.values()) == [1, 3]
+
+
+def test_netcdf_items_concatenate_along_their_own_time_axis(
+    netcdf_items: tuple[list[pystac.Item], list[Path]],
+) -> None:
+    items, paths = netcdf_items
+    virtual = open_stac(list(reversed(items)))
+    assert virtual.sizes["time"] == 48
+    opened = read(virtual, paths[0].parent)
+    with xr.open_mfdataset(paths, engine="netcdf4") as direct:
+        assert opened["t2m"].load().equals(direct["t2m"].load())
+
+
+def test_virtual_fields_choose_parser_name_and_options(
+    netcdf_items: tuple[list[pystac.Item], list[Path]], scenes: Scenes
+) -> None:
+    item = netcdf_items[0][0]
+    asset = item.assets["data"]
+    asset.media_type = "application/octet-stream"  # unknown: virtual:parser decides
+    VirtualExtension.ext(asset, add_if_missing=True).apply(
+        parser="hdf", variable="temperature", loadable_variables=["lat", "lon"]
+    )
+    virtual = open_stac(item)
+    assert list(virtual.data_vars) == ["temperature"]
+    assert isinstance(virtual["lat"].data, np.ndarray)
+    assert not isinstance(virtual["time"].data, np.ndarray)  # not loaded: the field said so
+    VirtualExtension.ext(asset).drop_variables = ["lon"]
+    dropped = open_stac(item, loadable_variables=[])  # arguments override the fields
+    assert "lon" not in dropped.variables
+    assert not isinstance(dropped["lat"].data, np.ndarray)
+
+    scene = scenes.items[0]
+    VirtualExtension.ext(scene.assets["B05"], add_if_missing=True).variable = "red_edge"
+    twenty = open_stac(scene, ["B05"])
+    assert list(twenty.data_vars) == ["red_edge"]
+
+
+def test_default_selection_skips_other_roles_types_and_published_stores(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    item = scenes.items[0]
+    item.add_asset("thumbnail", pystac.Asset("./thumb.png", media_type="image/png"))
+    item.add_asset("overview", pystac.Asset("./B02.tif", media_type=COG, roles=["overview"]))
+    published = pystac.Asset("./store.icechunk/", media_type="application/vnd.zarr+icechunk")
+    published.roles = ["data", "virtual"]
+    item.add_asset("store", published)
+    VirtualExtension.ext(published, add_if_missing=True).format = "icechunk"
+    groups = open_stac(item, group_by="grid")
+    assert sorted(str(v) for ds in groups.values() for v in ds.data_vars) == ["B02", "B03", "B05"]
+    with pytest.raises(UnsupportedAssetError, match="'store' of item 'S2_2' is a published"):
+        open_stac(item, ["store"])
+    with pytest.raises(UnsupportedAssetError, match="media type 'image/png'"):
+        open_stac(item, ["thumbnail"])
+
+
+def test_unknown_assets_and_items_without_openable_assets(
+    scenes: Scenes, make_item: MakeItem
+) -> None:
+    item = scenes.items[0]
+    with pytest.raises(AssetNotFoundError, match="item 'S2_2' has no asset 'B8A'; its assets"):
+        open_stac(item, ["B02", "B8A"])
+    bare = make_item("bare", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    bare.add_asset("meta", pystac.Asset("s3://b/meta.xml", media_type="application/xml"))
+    with pytest.raises(UnsupportedAssetError, match=r"no asset to open.*meta \(application/xml"):
+        open_stac(bare)
+    item.assets["B02"].extra_fields["virtual:parser"] = "grib"
+    with pytest.raises(UnsupportedAssetError, match="virtual:parser 'grib' is unknown"):
+        open_stac(item, ["B02"])
+
+
+def test_relative_href_without_self_href_is_refused(make_item: MakeItem) -> None:
+    item = make_item("loose", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B02": ("./B02.tif", COG)})
+    with pytest.raises(InvalidPathError, match=r"relative href '\./B02\.tif'.*no self href"):
+        open_stac(item)
+
+
+def test_sign_rewrites_hrefs_before_reading(
+    scenes: Scenes, tmp_path: Path, make_item: MakeItem, read_band: ReadBand
+) -> None:
+    local = scenes.files["S2_0"]["B02"]
+    item = make_item(
+        "remote",
+        dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+        {"B02": ("https://data.example.org/S2_0/B02.tif", COG)},
+    )
+    signed: list[str] = []
+
+    def sign(href: str) -> str:
+        signed.append(href)
+        return str(local) if href.endswith("/S2_0/B02.tif") else href
+
+    virtual = open_stac(item, sign=sign)
+    assert signed == ["https://data.example.org/S2_0/B02.tif"]
+    np.testing.assert_array_equal(read(virtual, tmp_path)["B02"].values, read_band(local))
+
+
+def test_registry_is_the_allow_list(scenes: Scenes, tmp_path: Path) -> None:
+    elsewhere = ObjectStoreRegistry.for_url(str(tmp_path / "elsewhere" / "x.tif"))
+    with pytest.raises(UnregisteredURLError, match="is not allowed"):
+        open_stac(scenes.items[0], ["B02"], registry=elsewhere)
+
+
+def test_proj_fields_georeference_a_file_without_georeferencing(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    twin = write_band(tmp_path / "twin.tif", size=150, seed=1, resolution=20)
+    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B05": (str(plain), COG)})
+    item.properties["proj:code"] = "EPSG:32633"
+    item.assets["B05"].extra_fields.update(
+        {"proj:shape": [100, 150], "proj:transform": [20.0, 0.0, 500000.0, 0.0, -20.0, 4000000.0]}
+    )
+    virtual = open_stac(item)
+    x, y = coordinates(twin)
+    np.testing.assert_allclose(virtual["x"].values, x)
+    np.testing.assert_allclose(virtual["y"].values, y)
+    assert virtual["B05"].attrs["grid_mapping"] == "spatial_ref"
+    georeferenced = make_item(
+        "twin", dt.datetime(2024, 1, 2, tzinfo=dt.UTC), {"B05": (str(twin), COG)}
+    )
+    stacked = open_stac([item, georeferenced], group_by="grid")
+    assert len(stacked) == 1  # the same grid, whether from the file or from proj:
+    opened = read(next(iter(stacked.values())), tmp_path)
+    np.testing.assert_array_equal(opened["B05"].isel(time=0).values, read_band(plain))
+
+    item.assets["B05"].extra_fields["proj:shape"] = [150, 100]
+    with pytest.raises(MixedGridsError, match=r"proj:shape \[150, 100\] does not match"):
+        open_stac(item)
+
+
+def test_same_variable_in_two_assets_and_items_with_different_variables(
+    scenes: Scenes,
+) -> None:
+    item = scenes.items[0]
+    VirtualExtension.ext(item.assets["B03"], add_if_missing=True).variable = "B02"
+    with pytest.raises(IncompatibleArraysError, match="assets 'B02' and 'B03' both have"):
+        open_stac(item, ["B02", "B03"])
+    first, second = scenes.items[1], scenes.items[2]
+    VirtualExtension.ext(second.assets["B03"], add_if_missing=True).variable = "green"
+    with pytest.raises(
+        IncompatibleArraysError, match=r"variables differ \(S2_0 has B03; S2_1 has green\)"
+    ):
+        open_stac([first, second], ["B03"])
+
+
+def test_parallel_executor_and_progress(scenes: Scenes, capsys: pytest.CaptureFixture[str]) -> None:
+    serial = open_stac(scenes.items, ["B02", "B03"])
+    with ThreadPoolExecutor(4) as pool:
+        threaded = open_stac(scenes.items, ["B02", "B03"], parallel=pool, progress=True)
+    for name in ("B02", "B03"):
+        assert threaded[name].data.manifest.dict() == serial[name].data.manifest.dict()
+    assert "virtualizing: 6/6" in capsys.readouterr().err
+
+
+def test_extension_methods_open_items_and_assets(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    item = scenes.items[0]
+    extension = VirtualExtension.ext(item, add_if_missing=True)
+    virtual = extension.to_xarray(["B02"])
+    assert list(virtual.data_vars) == ["B02"]
+    groups = extension.to_xarray(group_by="grid")
+    assert len(groups) == 2
+    asset = VirtualExtension.ext(item.assets["B05"]).to_xarray()
+    np.testing.assert_array_equal(
+        read(asset, tmp_path)["B05"].values, read_band(scenes.files[item.id]["B05"])
+    )
+
+
+def test_netcdf_media_type_and_reference_json_are_recognised(
+    netcdf_items: tuple[list[pystac.Item], list[Path]], tmp_path: Path, make_item: MakeItem
+) -> None:
+    items, paths = netcdf_items
+    assert items[0].assets["data"].media_type == "application/x-netcdf"
+    virtual = open_stac(items[0])  # netCDF4 recognised from its magic bytes
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
+    references = make_item(
+        "refs", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"refs": (str(tmp_path / "refs.json"), "")}
+    )
+    references.assets["refs"].media_type = "application/json"
+    references.assets["refs"].roles = ["data", "references"]
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "refs.json"))
+    registry.register(str(paths[0].parent) + "/")
+    through = open_stac(references, registry=registry)
+    assert set(through.data_vars) == {"t2m"}
+    opened = read(through, tmp_path)
+    with xr.open_dataset(paths[0], engine="netcdf4") as direct:
+        assert opened["t2m"].load().equals(direct["t2m"].load())
