@@ -17,55 +17,12 @@ import numpy as np
 import xarray as xr
 
 import virtualstac.xarray  # noqa: F401 - registers the .virtual accessor
+from virtualstac.demo.samples import write_sample_archive, write_sample_scenes
 from virtualstac.manifests import ManifestArray
 from virtualstac.parsers.hdf import HDFParser
 from virtualstac.storage.registry import ObjectStoreRegistry
 
-__all__ = ["main", "write_sample_archive"]
-
-
-def write_sample_archive(directory: Path, days: int = 4) -> list[Path]:
-    """Write ``days`` daily netCDF4 files of hourly temperature; deterministic content."""
-    import netCDF4
-
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(42)
-    lat = np.linspace(-89.5, 89.5, 90)
-    lon = np.linspace(-179, 179, 180)
-    paths = []
-    for day in range(days):
-        path = directory / f"temperature_2024-01-{day + 1:02d}.nc"
-        with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
-            nc.title = "virtualstac demo archive"
-            nc.createDimension("time", None)
-            nc.createDimension("lat", lat.size)
-            nc.createDimension("lon", lon.size)
-            time_var = nc.createVariable("time", "f8", ("time",))
-            time_var.units = "hours since 2024-01-01 00:00:00"
-            time_var.calendar = "standard"
-            time_var[:] = np.arange(24) + 24 * day
-            nc.createVariable("lat", "f4", ("lat",))[:] = lat
-            nc.createVariable("lon", "f4", ("lon",))[:] = lon
-            temperature = nc.createVariable(
-                "t2m",
-                "i2",
-                ("time", "lat", "lon"),
-                zlib=True,
-                shuffle=True,
-                chunksizes=(6, 45, 90),
-                fill_value=np.int16(-32767),
-            )
-            temperature.units = "K"
-            temperature.scale_factor = 0.01
-            temperature.add_offset = 273.15
-            values = (
-                273.15
-                + 25 * np.cos(np.deg2rad(lat))[None, :, None]
-                + rng.normal(0, 2, (24, 90, 180))
-            )
-            temperature[:] = values
-        paths.append(path)
-    return paths
+__all__ = ["main", "write_sample_archive", "write_sample_scenes"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +63,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"done in {time.perf_counter() - started:.2f} s")
     return 0 if identical and np.isclose(mean_virtual, mean_direct) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
