@@ -56,7 +56,9 @@ def check_appendable(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str
             )
             + ". Publish items with the same assets, or publish them to a new target."
         )
-    for name, variable in new.variables.items():
+    # Grid coordinates first: a different grid is the most telling difference to report.
+    for name in sorted(new.variables, key=lambda n: (n not in new.indexes, str(n))):
+        variable = new.variables[name]
         published = existing.variables[name]
         if published.dims != variable.dims:
             raise IncompatibleArraysError(

@@ -16,7 +16,6 @@ import icechunk
 import numpy as np
 import xarray as xr
 from zarr.codecs import BytesCodec
-from zarr.codecs.bytes import Endian
 
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
@@ -178,7 +177,7 @@ def _split(array: ManifestArray, dim: str) -> ManifestArray:
     axis = names.index(dim)
     steps = metadata.shape[axis]
     native = metadata.data_type.to_native_dtype()
-    dtype = native.newbyteorder(">" if codecs[0].endian == Endian.big else "<")
+    dtype = native.newbyteorder(">" if codecs[0].endian == "big" else "<")
     values = np.frombuffer(next(iter(manifest.inlined.values())), dtype=dtype)
     values = values.reshape(metadata.shape)
     grid = tuple(steps if d == axis else 1 for d in range(values.ndim))
