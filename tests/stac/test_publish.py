@@ -26,9 +26,9 @@ from rasterio.transform import from_origin
 from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 from tiff_files import write_gdal
 
+from virtualstac import ObjectStoreRegistry
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, IncompatibleArraysError
-from virtualstac import ObjectStoreRegistry
 from virtualstac.stac import SCHEMA_URI, PublishError, open_published, publish
 
 if TYPE_CHECKING:
@@ -292,7 +292,7 @@ def test_a_source_failing_midway_changes_neither_store_nor_collection(
     collection.add_item(by_id(scenes, "S2_2")[0], set_parent=False)
     with_new_item = collection.to_dict()
     scenes.files["S2_2"]["B03"].unlink()  # the last source of the new item disappears
-    with ThreadPoolExecutor(2) as pool, pytest.raises(ChunkReadError, match="B03.tif"):
+    with ThreadPoolExecutor(2) as pool, pytest.raises(ChunkReadError, match=r"B03\.tif"):
         publish(collection, repository, assets=["B02", "B03"], parallel=pool)
     assert collection.to_dict() == with_new_item
     assert collection.assets["icechunk"].to_dict() == before["assets"]["icechunk"]
@@ -409,7 +409,7 @@ def test_a_codec_mismatch_while_writing_commits_nothing(
     item.set_self_href(str(late / "late.json"))
     collection.add_item(item, set_parent=False)
     before = collection.to_dict()
-    with pytest.raises(IncompatibleArraysError, match="append to 'B03'.*codecs"):
+    with pytest.raises(IncompatibleArraysError, match=r"append to 'B03'.*codecs"):
         publish(collection, repository, assets=["B02", "B03"])
     assert collection.to_dict() == before
     history = icechunk.Repository.open(icechunk.local_filesystem_storage(str(repository)))
