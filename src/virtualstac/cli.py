@@ -150,11 +150,16 @@ def _info(arguments: argparse.Namespace) -> int:
     stac = pystac.read_file(arguments.url)
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
-    dataset = open_stac(stac, use_published=not arguments.sources)
-    virtual = any(isinstance(v.data, ManifestArray) for v in dataset.variables.values())
+    datasets = open_stac(stac, group_by="grid", use_published=not arguments.sources)
+    virtual = any(
+        isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()
+    )
     origin = "its source assets (virtual references)" if virtual else "its published store"
     print(f"{type(stac).__name__} {stac.id}, opened from {origin}:")
-    print(dataset)
+    for grid, dataset in datasets.items():
+        if len(datasets) > 1:
+            print(f"\non the grid {grid}:" if grid is not None else "\nwithout a raster grid:")
+        print(dataset)
     return 0
 
 
