@@ -41,7 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=_PROGRAM, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=_PROGRAM,
+        description="Publish a static STAC collection as a virtual Zarr store, or inspect one.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     publish = commands.add_parser(

@@ -30,6 +30,7 @@ from virtualstac import ObjectStoreRegistry
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, IncompatibleArraysError
 from virtualstac.stac import SCHEMA_URI, PublishError, open_published, publish
+from virtualstac.stac.published_asset import storage_scheme
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -491,4 +492,55 @@ def test_object_store_target_and_sources_record_their_storage_schemes(
         opened = open_published(collection.assets[key], registry=registry)
         np.testing.assert_array_equal(
             opened["B02"].isel(time=0).values, read_band(scenes.files["S2_0"]["B02"])
+        )
+
+
+def test_without_a_registry_readers_use_the_storage_schemes_and_the_environment(
+    scenes: Scenes,
+    tmp_path: Path,
+    s3_server: S3Server,
+    read_band: ReadBand,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bucket = s3_server.create_bucket()
+    item = by_id(scenes, "S2_0")[0].clone()
+    item.assets = {"B02": item.assets["B02"]}
+    item.assets["B02"].href = s3_server.upload(bucket, "S2_0/B02.tif", scenes.files["S2_0"]["B02"])
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    collection = collection_of([item])
+    for format, name in (("icechunk", "scenes.icechunk"), ("kerchunk", "scenes.json")):
+        publish(collection, f"s3://{bucket}/{name}", format=format, registry=registry)
+    read = pystac.Collection.from_dict(collection.to_dict())
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_access_key)
+    for format in ("icechunk", "kerchunk"):
+        opened = open_published(read.assets[format])
+        expected = read_band(scenes.files["S2_0"]["B02"])
+        np.testing.assert_array_equal(opened["B02"].isel(time=0).values, expected)
+
+
+def test_storage_schemes_of_aws_buckets_and_of_other_urls() -> None:
+    url = "s3://sentinel-cogs/sentinel-s2-l2a-cogs/"
+    assert storage_scheme(url, {"region": "us-west-2", "skip_signature": "true"}) == (
+        "aws-s3-sentinel-cogs",
+        {
+            "type": "aws-s3",
+            "platform": "https://{bucket}.s3.{region}.amazonaws.com",
+            "bucket": "sentinel-cogs",
+            "region": "us-west-2",
+            "anonymous": True,
+        },
+    )
+    assert storage_scheme("s3://payers/x", {"request_payer": True})[1]["requester_pays"] is True
+    assert storage_scheme("https://data.example.org/x/", {}) is None
+    assert storage_scheme("file:///data/", {}) is None
+
+
+def test_an_asset_key_holding_another_format_is_refused(scenes: Scenes, tmp_path: Path) -> None:
+    collection = collection_of(by_id(scenes, "S2_0"))
+    publish(collection, tmp_path / "scenes.icechunk", assets=["B02"], asset_key="store")
+    with pytest.raises(PublishError, match="not a published kerchunk store"):
+        publish(
+            collection, tmp_path / "s.json", format="kerchunk", assets=["B02"], asset_key="store"
         )

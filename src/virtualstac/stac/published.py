@@ -229,7 +229,10 @@ def scheme_options(asset: pystac.Asset) -> dict[str, dict[str, Any]]:
         if scheme.get("region"):
             options["region"] = scheme["region"]
         if scheme.get("type") == "custom-s3":
-            options["endpoint"] = str(scheme["platform"]).replace("/{bucket}", "")
+            endpoint = str(scheme["platform"]).replace("/{bucket}", "")
+            options["endpoint"] = endpoint
+            if endpoint.startswith("http://"):
+                options["client_options"] = {"allow_http": True}
         if scheme.get("anonymous"):
             options["skip_signature"] = "true"
         if scheme.get("requester_pays"):
