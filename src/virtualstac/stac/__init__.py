@@ -2,6 +2,7 @@
 
 >>> from virtualstac.stac import open_stac  # doctest: +SKIP
 >>> ds = open_stac(item)  # all its COG/netCDF/HDF5/Zarr source assets  # doctest: +SKIP
+>>> publish(collection, "s3://bucket/scenes.icechunk")  # a store as an asset  # doctest: +SKIP
 """
 
 from virtualstac.stac.extension import (
@@ -26,6 +27,12 @@ from virtualstac.stac.open import (
     open_asset,
     open_stac,
 )
+from virtualstac.stac.publish import PublishError, publish
+from virtualstac.stac.published import (
+    PublishedStoreError,
+    open_published,
+    published_asset,
+)
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",
@@ -38,12 +45,17 @@ __all__ = [
     "ItemAssetsVirtualExtension",
     "ItemVirtualExtension",
     "MixedGridsError",
+    "PublishError",
+    "PublishedStoreError",
     "SummariesVirtualExtension",
     "UnsupportedAssetError",
     "VirtualExtension",
     "VirtualExtensionHooks",
     "load_schema",
     "open_asset",
+    "open_published",
     "open_stac",
+    "publish",
+    "published_asset",
     "register_schema",
 ]

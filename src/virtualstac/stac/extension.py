@@ -340,6 +340,7 @@ class _Opener:
         drop_variables: Iterable[str] | None = None,
         decode_times: bool | None = None,
         concat_dim: str | None = None,
+        use_published: bool = True,
     ) -> xr.Dataset: ...
 
     @overload
@@ -357,6 +358,7 @@ class _Opener:
         drop_variables: Iterable[str] | None = None,
         decode_times: bool | None = None,
         concat_dim: str | None = None,
+        use_published: bool = True,
     ) -> dict[Grid | None, xr.Dataset]: ...
 
     def to_xarray(
@@ -373,11 +375,14 @@ class _Opener:
         drop_variables: Iterable[str] | None = None,
         decode_times: bool | None = None,
         concat_dim: str | None = None,
+        use_published: bool = True,
     ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
         """Open the object's source assets as one virtual dataset (see :func:`open_stac`).
 
         An Item becomes one dataset of its assets' variables; a Collection becomes a datacube
-        of its items along ``time`` (or ``concat_dim``).
+        of its items along ``time`` (or ``concat_dim``). A published virtual store of the
+        Collection (for an Item: its own, or its Collection's) is opened instead, unless
+        ``use_published=False``.
         """
         # open.py builds on this module's field names, so it is imported when first needed.
         from virtualstac.stac.open import _open_stac
@@ -395,6 +400,7 @@ class _Opener:
             drop_variables=drop_variables,
             decode_times=decode_times,
             concat_dim=concat_dim,
+            use_published=use_published,
         )
 
 

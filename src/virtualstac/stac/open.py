@@ -52,6 +52,7 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.published import open_published_for
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import _executor, open_virtual_dataset
@@ -188,6 +189,7 @@ def open_stac(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     concat_dim: str | None = None,
+    use_published: bool = True,
 ) -> xr.Dataset: ...
 
 
@@ -206,6 +208,7 @@ def open_stac(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     concat_dim: str | None = None,
+    use_published: bool = True,
 ) -> dict[Grid | None, xr.Dataset]: ...
 
 
@@ -223,6 +226,7 @@ def open_stac(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     concat_dim: str | None = None,
+    use_published: bool = True,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """Open the source assets of STAC Items as one virtual dataset.
 
@@ -259,6 +263,11 @@ def open_stac(
         ``time``). If the assets already have this dimension (a netCDF time axis) Items are
         concatenated along it, otherwise it is added, with each Item's datetime as
         coordinate when it is ``time``.
+    use_published
+        Open the virtual store published for a Collection, or for an Item (its own, or its
+        Collection's covering it), instead of parsing the sources: see
+        :mod:`virtualstac.stac.published`. Such a dataset reads values lazily rather than
+        holding references. ``False`` always parses the sources.
 
     Raises
     ------
@@ -282,6 +291,7 @@ def open_stac(
         drop_variables=drop_variables,
         decode_times=decode_times,
         concat_dim=concat_dim,
+        use_published=use_published,
     )
 
 
@@ -299,10 +309,28 @@ def _open_stac(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     concat_dim: str | None = None,
+    use_published: bool = True,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
+    if use_published:
+        parse_only = {
+            "assets": assets,
+            "sign": sign,
+            "group": group,
+            "loadable_variables": loadable_variables,
+            "concat_dim": concat_dim,
+        }
+        published = open_published_for(
+            stac,
+            parse_options=parse_only,
+            registry=registry,
+            drop_variables=drop_variables,
+            decode_times=decode_times,
+        )
+        if published is not None:
+            return {_grid_of(published): published} if group_by == "grid" else published
     single = isinstance(stac, pystac.Item)
     items = _items_of(stac)
     wanted = None if assets is None else list(assets)

@@ -4,6 +4,7 @@ from virtualstac.writers.icechunk import IcechunkWriteError, WriteSummary, write
 from virtualstac.writers.icechunk_containers import (
     ContainerSpec,
     authorize_containers,
+    container_for,
     ensure_containers,
     required_containers,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "IcechunkWriteError",
     "WriteSummary",
     "authorize_containers",
+    "container_for",
     "ensure_containers",
     "kerchunk_refs",
     "required_containers",

@@ -25,6 +25,7 @@ from virtualstac.storage.urls import file_url_to_path
 __all__ = [
     "ContainerSpec",
     "authorize_containers",
+    "container_for",
     "ensure_containers",
     "required_containers",
 ]
@@ -120,6 +121,20 @@ def required_containers(
         prefix = authority + (common.rstrip("/") + "/" if common != "/" else "/")
         specs.append(ContainerSpec(prefix, _store_options(prefix, registry)))
     return specs
+
+
+def container_for(
+    prefix: str,
+    registry: ObjectStoreRegistry | None = None,
+    default_options: Mapping[str, Any] | None = None,
+) -> ContainerSpec:
+    """The container of exactly ``prefix`` (a recorded one, for a reader to authorize).
+
+    Its store options come from the store ``registry`` resolves the prefix to, or else
+    ``default_options`` (for example anonymous access, as a catalog records it).
+    """
+    options = _store_options(prefix, registry)
+    return ContainerSpec(prefix, options or dict(default_options or {}))
 
 
 def _store_options(prefix: str, registry: ObjectStoreRegistry | None) -> dict[str, Any]:

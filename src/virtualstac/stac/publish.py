@@ -1,0 +1,289 @@
+"""Publishing STAC items as a virtual Zarr store, recorded back on their Collection.
+
+:func:`publish` virtualizes the source assets of a Collection's items (or of any items, such as
+a pystac-client search), writes an Icechunk repository or Kerchunk references at a target, and
+adds the store to the Collection as an asset in today's community conventions (see
+:mod:`virtualstac.stac.published_asset`). Publishing again appends only the items the asset
+does not list yet (``virtual:items``), and does nothing when there are none.
+
+A failed publish changes nothing: sources are all parsed before anything is written, Icechunk
+commits once at the end, Kerchunk files are renamed into place, and the Collection is changed
+only after the store was written.
+
+>>> publish(collection, "s3://bucket/scenes.icechunk", registry=registry)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pystac
+import xarray as xr
+
+from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
+from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
+from virtualstac.stac.publish_icechunk import publish_repository
+from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
+from virtualstac.stac.published import scheme_options
+from virtualstac.stac.published_asset import (
+    MEDIA_TYPES,
+    PublishedStore,
+    SourceAsset,
+    add_published_asset,
+    storage_scheme,
+)
+from virtualstac.stac.targets import PublishError, Target, store_options
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = ["PublishError", "publish"]
+
+_VERSION_PROP = "virtual:version"
+
+
+def publish(
+    stac: pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item] | Any,
+    target: str | Path,
+    *,
+    format: Literal["icechunk", "kerchunk"] = "icechunk",
+    kerchunk_format: KerchunkFormat = "json",
+    collection: pystac.Collection | None = None,
+    assets: Iterable[str] | None = None,
+    asset_key: str | None = None,
+    concat_dim: str = "time",
+    registry: ObjectStoreRegistry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    parallel: Executor | Literal["dask"] | bool | Any = False,
+    progress: bool = False,
+    drop_variables: Iterable[str] | None = None,
+) -> pystac.Collection:
+    """Publish the items' source assets as a virtual store and record it on their Collection.
+
+    Parameters
+    ----------
+    stac
+        A Collection (its items, recursively), an ItemCollection, a pystac-client search (any
+        object with ``.items()``) or an iterable of Items. Items need self hrefs: the store's
+        ``vrt:hrefs`` point at their assets.
+    target
+        Where the store goes: a local path or an object-store URL (``s3://bucket/prefix``).
+        For Icechunk the repository; for Kerchunk the JSON file or the parquet directory.
+    format
+        ``"icechunk"`` (a versioned repository, appended to) or ``"kerchunk"`` (references,
+        rewritten with the new items appended).
+    kerchunk_format
+        ``"json"`` or ``"parquet"``.
+    collection
+        The Collection to record the store on, when ``stac`` holds items; by default one is
+        built from the items' extents (and their ``collection`` id).
+    assets
+        Keys of the source assets to publish; by default those :func:`open_stac` opens.
+    asset_key
+        Key of the published asset on the Collection; by default the format's name.
+    concat_dim
+        Dimension the items are stacked and appended along.
+    registry
+        Allows reading the sources (and gives their credentials); its options also reach an
+        object-store target it covers. By default the directory or bucket of every asset.
+    storage_options
+        Options of an object-store target, as :meth:`ObjectStoreRegistry.register` takes them
+        (``endpoint``, ``region``, ``access_key_id``, ...); never written into STAC.
+    parallel, progress
+        As for :func:`open_stac`: sources are parsed as parallel tasks, with a progress line.
+    drop_variables
+        Variables to leave out of the store.
+
+    Returns
+    -------
+    The Collection, with the published asset added or updated (unchanged when no item is new).
+
+    Raises
+    ------
+    PublishError
+        If the target holds a store the Collection does not record, the repository moved on
+        since the Collection recorded it, or an item has no self href.
+    IncompatibleArraysError
+        If new items do not fit the published store (another grid, other variables, or times
+        before its end).
+    """
+    if format not in MEDIA_TYPES:
+        raise ValueError(f"format must be 'icechunk' or 'kerchunk', got {format!r}")
+    items, collection = _items_and_collection(stac, collection)
+    key = asset_key or format
+    place = Target.of(target, storage_options, registry)
+    previous = _Previous.of(collection.assets.get(key), key, place, format)
+    new = sorted((item for item in items if item.id not in previous.items), key=_moment)
+    if not new:
+        if previous.recorded:
+            return collection
+        raise UnsupportedAssetError("no STAC items to publish")
+    wanted = None if assets is None else list(assets)
+    sources = tuple(source for item in new for source in _sources(item, wanted))
+    dataset = _open_stac(
+        new,
+        wanted,
+        registry=registry,
+        parallel=parallel,
+        progress=progress,
+        drop_variables=drop_variables,
+        concat_dim=concat_dim,
+        use_published=False,
+    )
+    dataset = cast(xr.Dataset, dataset)
+    ids = (*previous.items, *(item.id for item in new))
+    message = f"publish {len(new)} items: {new[0].id} .. {new[-1].id}"
+    if format == "icechunk":
+        version = publish_repository(
+            dataset,
+            place,
+            base=previous.version if previous.recorded else None,
+            concat_dim=concat_dim,
+            registry=registry,
+            message=message,
+            metadata={"virtualstac.items": len(new)},
+        )
+        store = PublishedStore(
+            "icechunk",
+            place.href,
+            3,
+            version.containers,
+            ids,
+            (*previous.sources, *sources),
+            version=version.snapshot,
+        )
+        described = version.dataset
+    else:
+        references = publish_references(
+            dataset,
+            place,
+            kerchunk_format=kerchunk_format,
+            previous_containers=previous.containers if previous.recorded else None,
+            concat_dim=concat_dim,
+            registry=registry,
+            schemes=previous.schemes,
+        )
+        store = PublishedStore(
+            "kerchunk",
+            place.href,
+            2,
+            references.containers,
+            ids,
+            (*previous.sources, *sources),
+            parser=references.parser,
+            size=references.size,
+            checksum=references.checksum,
+        )
+        described = references.dataset
+    add_published_asset(
+        collection, key, store, described, _schemes(place, store.containers, registry)
+    )
+    return collection
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """What the Collection records about a store already published at the target."""
+
+    recorded: bool
+    items: tuple[str, ...] = ()
+    version: str | None = None
+    containers: tuple[str, ...] = ()
+    sources: tuple[SourceAsset, ...] = ()
+    schemes: Mapping[str, Mapping[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, asset: pystac.Asset | None, key: str, target: Target, format: str) -> _Previous:
+        if asset is None:
+            return cls(False)
+        recorded_format = asset.extra_fields.get(FORMAT_PROP)
+        if recorded_format != format:
+            raise PublishError(
+                f"the collection's asset {key!r} is not a published {format} store "
+                f"(virtual:format {recorded_format!r}); choose another asset_key"
+            )
+        href = asset.get_absolute_href() or asset.href
+        if normalize_url(href).rstrip("/") != target.url:
+            # Published elsewhere before: this publish starts a new store and replaces the asset.
+            return cls(False)
+        return cls(
+            True,
+            items=tuple(asset.extra_fields.get(ITEMS_PROP) or ()),
+            version=asset.extra_fields.get(_VERSION_PROP),
+            containers=tuple(asset.extra_fields.get(CONTAINERS_PROP) or ()),
+            sources=tuple(
+                SourceAsset(str(entry["key"]), str(entry["href"]))
+                for entry in asset.extra_fields.get("vrt:hrefs") or ()
+            ),
+            schemes=scheme_options(asset),
+        )
+
+
+def _items_and_collection(
+    stac: Any, collection: pystac.Collection | None
+) -> tuple[list[pystac.Item], pystac.Collection]:
+    if isinstance(stac, pystac.Collection):
+        if collection is not None and collection is not stac:
+            raise ValueError("give either a Collection, or items with collection=")
+        return list(stac.get_items(recursive=True)), stac
+    if isinstance(stac, pystac.ItemCollection):
+        items = list(stac.items)
+    elif callable(getattr(stac, "items", None)) and not isinstance(stac, Mapping):
+        items = list(stac.items())  # a pystac-client ItemSearch
+    else:
+        items = list(stac)
+    for entry in items:
+        if not isinstance(entry, pystac.Item):
+            raise TypeError(f"expected pystac Items, got {type(entry).__name__}")
+    if not items:
+        raise UnsupportedAssetError("no STAC items to publish")
+    return items, collection if collection is not None else _collection_of(items)
+
+
+def _collection_of(items: list[pystac.Item]) -> pystac.Collection:
+    """A Collection spanning the items, named after their common ``collection`` id."""
+    ids = {item.collection_id for item in items if item.collection_id}
+    name = ids.pop() if len(ids) == 1 else "virtual-store"
+    return pystac.Collection(
+        name,
+        f"Virtual Zarr store of {len(items)} STAC items",
+        pystac.Extent.from_items(items),
+    )
+
+
+def _moment(item: pystac.Item) -> dt.datetime:
+    moment = item.datetime or item.common_metadata.start_datetime
+    if moment is None:
+        raise ValueError(f"item {item.id!r} has neither datetime nor start_datetime")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _sources(item: pystac.Item, wanted: list[str] | None) -> list[SourceAsset]:
+    if not item.get_self_href():
+        raise PublishError(
+            f"item {item.id!r} has no self href, which the store's vrt:hrefs must point to; "
+            "save the catalog first (collection.normalize_hrefs(...), collection.save()) or "
+            "publish items read from files or an API"
+        )
+    keys = (
+        wanted if wanted is not None else [k for k, a in item.assets.items() if _is_source(a, item)]
+    )
+    return [SourceAsset.of(item, key) for key in keys if key in item.assets]
+
+
+def _schemes(
+    target: Target, containers: Iterable[str], registry: ObjectStoreRegistry | None
+) -> dict[str, dict[str, Any]]:
+    """Storage schemes of the object stores the asset uses: its own, and its containers'."""
+    found: dict[str, dict[str, Any]] = {}
+    places = [(target.url, dict(target.options))]
+    places += [(prefix, store_options(prefix, registry) or {}) for prefix in containers]
+    for url, options in places:
+        scheme = storage_scheme(url, options)
+        if scheme is not None:
+            found.setdefault(*scheme)
+    return found

@@ -1,0 +1,117 @@
+"""Publishing a virtual dataset as Kerchunk references (JSON or parquet), rewritten per publish.
+
+Kerchunk files cannot be appended to, so a republish reads the published references (through
+virtualstac's Kerchunk parser, which checks that their sources have not changed), appends the
+new items' references, and writes the union under a temporary name that is then renamed over
+the old file: readers see the old or the new references, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import xarray as xr
+
+from virtualstac.errors import IncompatibleArraysError
+from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
+from virtualstac.stac.appending import check_appendable
+from virtualstac.stac.published import reading_registry
+from virtualstac.stac.published_asset import multihash_sha256
+from virtualstac.stac.targets import PublishError, Target
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.writers.icechunk_containers import required_containers
+from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
+
+__all__ = ["KerchunkFormat", "ReferencesVersion", "publish_references"]
+
+KerchunkFormat = Literal["json", "parquet"]
+
+
+@dataclass(frozen=True)
+class ReferencesVersion:
+    """Written references: their parser, containers, what they hold, and the JSON file's size."""
+
+    parser: str
+    containers: tuple[str, ...]
+    dataset: xr.Dataset
+    size: int | None
+    checksum: str | None
+
+
+def publish_references(
+    dataset: xr.Dataset,
+    target: Target,
+    *,
+    kerchunk_format: KerchunkFormat,
+    previous_containers: Sequence[str] | None,
+    concat_dim: str,
+    registry: ObjectStoreRegistry | None,
+    schemes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ReferencesVersion:
+    """Write ``dataset`` as references at ``target``, after the published ones if any.
+
+    ``previous_containers`` are the prefixes the published references point to (None when
+    nothing is published there yet).
+    """
+    if kerchunk_format not in ("json", "parquet"):
+        raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
+    parser = f"kerchunk-{kerchunk_format}"
+    if previous_containers is None:
+        if target.exists():
+            raise PublishError(
+                f"{target.href} already exists and this collection does not record it; publish "
+                "to a new target, or delete it first"
+            )
+        combined = dataset
+    else:
+        existing = _open_references(target, parser, previous_containers, registry, schemes)
+        check_appendable(existing, dataset, concat_dim, target.href)
+        combined = _concat(existing, dataset, concat_dim, target.href)
+    group = combined.virtual.to_group()
+    size = checksum = None
+    if kerchunk_format == "json":
+        data = json.dumps(kerchunk_refs(group), allow_nan=False).encode()
+        target.write_file(data)
+        size, checksum = len(data), multihash_sha256(data)
+    else:
+        with tempfile.TemporaryDirectory(prefix="virtualstac-") as work:
+            directory = Path(work) / "references"
+            write_kerchunk(group, directory, format="parquet")
+            target.write_directory(directory)
+    containers = tuple(spec.prefix for spec in required_containers(group, registry))
+    return ReferencesVersion(parser, containers, combined, size, checksum)
+
+
+def _open_references(
+    target: Target,
+    parser: str,
+    containers: Sequence[str],
+    registry: ObjectStoreRegistry | None,
+    schemes: Mapping[str, Mapping[str, Any]] | None,
+) -> xr.Dataset:
+    reading = reading_registry(containers, registry, schemes)
+    reading.register(target.url, **target.options)
+    read = KerchunkParquetParser() if parser == "kerchunk-parquet" else KerchunkJSONParser()
+    return read(target.url, reading).to_virtual_dataset()
+
+
+def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:
+    try:
+        return xr.concat(
+            [existing, new],
+            dim=dim,
+            data_vars="all",
+            coords="minimal",
+            compat="override",
+            join="exact",
+            combine_attrs="drop_conflicts",
+        )
+    except ValueError as err:
+        raise IncompatibleArraysError(
+            f"the new items cannot be appended to the references at {where}: {err}"
+        ) from err

@@ -1,0 +1,270 @@
+"""Opening a published virtual store instead of parsing its source assets.
+
+A Collection (or Item) that carries a published asset (``virtual:format``) opens from it: an
+Icechunk repository at the recorded snapshot (``virtual:version``), authorizing exactly the
+virtual chunk containers in ``virtual:containers``; Kerchunk references through virtualstac's
+Kerchunk parsers, allowed to read exactly those prefixes. An Item whose parent Collection has a
+store covering it (``virtual:items``) opens as its part of that store, when the part can be
+told: its ``start_datetime``..``end_datetime``, or its datetime when the store has one time step
+per item. Otherwise its sources are parsed, as before.
+
+The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`` returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import icechunk
+import numpy as np
+import pystac
+import xarray as xr
+
+from virtualstac.errors import VirtualStacError
+from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
+from virtualstac.parsers.detect import detect_format
+from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.targets import Target, store_options
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+from virtualstac.writers.icechunk_containers import authorize_containers, container_for
+
+__all__ = [
+    "PublishedStoreError",
+    "open_published",
+    "open_published_for",
+    "published_asset",
+    "reading_registry",
+    "scheme_options",
+]
+
+# When a Collection has both, the versioned and change-checked Icechunk store is preferred.
+_PREFERENCE = ("icechunk", "kerchunk")
+_VERSION_PROP = "virtual:version"
+# 12 MiB parts and 18 parallel requests per chunk (Icechunk's defaults for object stores);
+# local repositories would otherwise split every virtual chunk into 4 KiB requests.
+_READ_CONCURRENCY = icechunk.StorageConcurrencySettings(
+    max_concurrent_requests_for_object=18, ideal_concurrent_request_size=12 * 1024 * 1024
+)
+
+
+class PublishedStoreError(VirtualStacError, ValueError):
+    """A published asset is incomplete, or cannot be combined with the options asked for."""
+
+
+def published_asset(stac: pystac.Item | pystac.Collection) -> pystac.Asset | None:
+    """The asset of a published virtual store on ``stac`` itself, or None.
+
+    Only assets that say which containers to authorize (``virtual:containers``) count: a
+    store without them cannot be opened safely, so its sources are parsed instead.
+    """
+    found = {
+        asset.extra_fields.get(FORMAT_PROP): asset
+        for asset in stac.assets.values()
+        if asset.extra_fields.get(FORMAT_PROP) in _PREFERENCE
+        and CONTAINERS_PROP in asset.extra_fields
+    }
+    return next((found[name] for name in _PREFERENCE if name in found), None)
+
+
+def open_published_for(
+    stac: Any,
+    *,
+    parse_options: Mapping[str, Any],
+    registry: ObjectStoreRegistry | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+) -> xr.Dataset | None:
+    """Open the published store behind ``stac`` (an Item or Collection), or return None.
+
+    ``parse_options`` are the options that only apply to parsing sources (``assets``,
+    ``sign``, ...); given together with a published store they are refused rather than
+    silently ignored.
+    """
+    if isinstance(stac, pystac.Collection):
+        asset = published_asset(stac)
+        if asset is None:
+            return None
+        _refuse(parse_options, asset)
+        return open_published(
+            asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+        )
+    if not isinstance(stac, pystac.Item):
+        return None
+    own = published_asset(stac)
+    if own is not None:
+        _refuse(parse_options, own)
+        return open_published(
+            own, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+        )
+    collection = stac.get_collection()
+    asset = published_asset(collection) if collection is not None else None
+    if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
+        return None
+    _refuse(parse_options, asset)
+    dataset = open_published(
+        asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+    )
+    return _part_of(dataset, stac, len(asset.extra_fields[ITEMS_PROP]))
+
+
+def _refuse(parse_options: Mapping[str, Any], asset: pystac.Asset) -> None:
+    given = sorted(name for name, value in parse_options.items() if value is not None)
+    if given:
+        raise PublishedStoreError(
+            f"{', '.join(given)} only apply to parsing source assets, but this opens the "
+            f"published {asset.extra_fields[FORMAT_PROP]} store at {asset.href}; pass "
+            "use_published=False to parse the sources instead"
+        )
+
+
+def _part_of(dataset: xr.Dataset, item: pystac.Item, items: int) -> xr.Dataset | None:
+    """The item's part of a store along ``time``, or None when it cannot be told apart."""
+    if "time" not in dataset.indexes:
+        return None
+    start = item.common_metadata.start_datetime
+    end = item.common_metadata.end_datetime
+    if start is not None and end is not None:
+        return dataset.sel(time=slice(_naive(start), _naive(end)))
+    if item.datetime is None or dataset.sizes["time"] != items:
+        return None
+    moment = _naive(item.datetime)
+    if moment not in dataset.indexes["time"]:
+        return None
+    return dataset.sel(time=moment)
+
+
+def _naive(moment: dt.datetime) -> np.datetime64:
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    return np.datetime64(moment, "ns")
+
+
+def open_published(
+    asset: pystac.Asset,
+    *,
+    registry: ObjectStoreRegistry | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+) -> xr.Dataset:
+    """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
+
+    ``registry`` supplies credentials and endpoints for object stores (the store itself and
+    its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
+    credentials from the environment.
+
+    Raises
+    ------
+    PublishedStoreError
+        If the asset lacks its format, href or containers.
+    """
+    fmt = asset.extra_fields.get(FORMAT_PROP)
+    href = asset.get_absolute_href() or asset.href
+    containers = asset.extra_fields.get(CONTAINERS_PROP)
+    if fmt not in _PREFERENCE or not href or containers is None:
+        raise PublishedStoreError(
+            f"asset {asset.href!r} is not a complete published store: it needs virtual:format "
+            "(icechunk or kerchunk), an href and virtual:containers"
+        )
+    dropped = None if drop_variables is None else list(drop_variables)
+    url = normalize_url(href).rstrip("/")
+    schemes = scheme_options(asset)
+    if fmt == "icechunk":
+        store = _icechunk_store(asset, url, containers, schemes, registry)
+    else:
+        reading = reading_registry([*containers, url], registry, schemes)
+        parser_name = asset.extra_fields.get(PARSER_PROP) or detect_format(url, reading)
+        parser = (
+            KerchunkParquetParser() if parser_name == "kerchunk-parquet" else KerchunkJSONParser()
+        )
+        store = parser(url, reading)
+    dataset: xr.Dataset = xr.open_zarr(
+        store, consolidated=False, drop_variables=dropped, decode_times=decode_times
+    )
+    return dataset
+
+
+def _icechunk_store(
+    asset: pystac.Asset,
+    url: str,
+    containers: Sequence[str],
+    schemes: Mapping[str, Mapping[str, Any]],
+    registry: ObjectStoreRegistry | None,
+) -> Any:
+    options = store_options(url, registry)
+    target = Target(url, options if options is not None else _options_for(url, schemes))
+    specs = [container_for(p, registry, _options_for(p, schemes)) for p in containers]
+    config = icechunk.RepositoryConfig.default()
+    config.storage = icechunk.StorageSettings(concurrency=_READ_CONCURRENCY)
+    repository = icechunk.Repository.open(
+        target.icechunk_storage(),
+        config=config,
+        authorize_virtual_chunk_access=authorize_containers(specs),
+    )
+    version = asset.extra_fields.get(_VERSION_PROP)
+    session = (
+        repository.readonly_session(snapshot_id=version)
+        if version
+        else repository.readonly_session("main")
+    )
+    return session.store
+
+
+def scheme_options(asset: pystac.Asset) -> dict[str, dict[str, Any]]:
+    """Store options per bucket from the owner's ``storage:schemes`` (no credentials there)."""
+    owner = asset.owner
+    declared: Mapping[str, Any] = {}
+    if isinstance(owner, pystac.Collection):
+        declared = owner.extra_fields.get("storage:schemes") or {}
+    elif isinstance(owner, pystac.Item):
+        declared = owner.properties.get("storage:schemes") or {}
+    found: dict[str, dict[str, Any]] = {}
+    for scheme in declared.values():
+        bucket = scheme.get("bucket")
+        if not bucket or scheme.get("type") not in ("aws-s3", "custom-s3"):
+            continue
+        options: dict[str, Any] = {}
+        if scheme.get("region"):
+            options["region"] = scheme["region"]
+        if scheme.get("type") == "custom-s3":
+            endpoint = str(scheme["platform"]).replace("/{bucket}", "")
+            options["endpoint"] = endpoint
+            if endpoint.startswith("http://"):
+                options["client_options"] = {"allow_http": True}
+        if scheme.get("anonymous"):
+            options["skip_signature"] = "true"
+        if scheme.get("requester_pays"):
+            options["request_payer"] = "true"
+        found[str(bucket)] = options
+    return found
+
+
+def _options_for(url: str, schemes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("s3", "s3a"):
+        return {}
+    return dict(schemes.get(rest.split("/", 1)[0], {}))
+
+
+def reading_registry(
+    prefixes: Iterable[str],
+    registry: ObjectStoreRegistry | None = None,
+    schemes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ObjectStoreRegistry:
+    """A registry that allows reading exactly ``prefixes``.
+
+    Each prefix gets a store of its own, built with the options (credentials, endpoint) of the
+    store ``registry`` holds for it, or else of its bucket's storage scheme.
+    """
+    allowed = ObjectStoreRegistry()
+    for prefix in prefixes:
+        if prefix.startswith("file://"):
+            allowed.register(prefix)
+            continue
+        options = store_options(prefix, registry)
+        allowed.register(
+            prefix, **(options if options is not None else _options_for(prefix, schemes or {}))
+        )
+    return allowed

@@ -1,0 +1,239 @@
+"""Where a published store lives: a local path or an object-store URL, and writing there safely.
+
+A target is where :func:`virtualstac.stac.publish` puts an Icechunk repository or a Kerchunk
+reference file (JSON) or directory (parquet). Object-store targets take the same options as
+:meth:`virtualstac.ObjectStoreRegistry.register` (``endpoint``, ``region``, ``access_key_id``,
+``secret_access_key``, ``skip_signature``, ``client_options``); they are used to reach the store
+and are never written into STAC.
+
+Kerchunk files are written under a temporary name and then renamed over the old ones, so a
+reader (or a failed publish) never sees half a file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import icechunk
+import obstore
+
+from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import file_url_to_path, normalize_url
+
+__all__ = ["PublishError", "Target", "store_options"]
+
+# Icechunk's own storages; other schemes can hold Kerchunk files but not repositories.
+_ICECHUNK_SCHEMES = ("file", "s3", "s3a", "gs", "gcs")
+_PARQUET_METADATA = ".zmetadata"
+
+
+class PublishError(VirtualStacError, ValueError):
+    """A store cannot be published where, or as, asked."""
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("true", "1", "yes") if value is not None else False
+
+
+@dataclass(frozen=True)
+class Target:
+    """A store location: ``url`` (``file:///abs/path`` or ``s3://bucket/prefix``) and options."""
+
+    url: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        location: str | Path,
+        options: Mapping[str, Any] | None = None,
+        registry: ObjectStoreRegistry | None = None,
+    ) -> Target:
+        """The target at ``location``: a local path or URL.
+
+        Options default to those of the store ``registry`` holds for the location, so one
+        registry can grant reading the sources and writing the target.
+        """
+        url = normalize_url(str(Path(location).resolve()) if _is_local(location) else str(location))
+        url = url.rstrip("/")
+        if options is None:
+            options = store_options(url, registry)
+        return cls(url, dict(options or {}))
+
+    @property
+    def scheme(self) -> str:
+        """The URL scheme (``file``, ``s3``, ...)."""
+        return self.url.partition("://")[0]
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the target is on the local filesystem."""
+        return self.scheme == "file"
+
+    @property
+    def href(self) -> str:
+        """The href a STAC asset gives the store: an absolute path for local targets."""
+        return file_url_to_path(self.url) if self.is_local else self.url
+
+    @property
+    def bucket(self) -> str:
+        """The bucket (or host) of an object-store target."""
+        return urlsplit(self.url).netloc
+
+    @property
+    def key(self) -> str:
+        """The object path inside the bucket (no leading or trailing ``/``)."""
+        return urlsplit(self.url).path.strip("/")
+
+    # -- Icechunk --------------------------------------------------------------------------
+
+    def icechunk_storage(self) -> Any:
+        """The ``icechunk.Storage`` of a repository at this target."""
+        if self.is_local:
+            return icechunk.local_filesystem_storage(file_url_to_path(self.url))
+        if self.scheme in ("s3", "s3a"):
+            options = self.options
+            endpoint = options.get("endpoint") or options.get("endpoint_url")
+            anonymous = _truthy(options.get("skip_signature"))
+            has_keys = bool(options.get("access_key_id") and options.get("secret_access_key"))
+            allow_http = _truthy(
+                (options.get("client_options") or {}).get("allow_http")
+            ) or _truthy(options.get("allow_http"))
+            return icechunk.s3_storage(
+                bucket=self.bucket,
+                prefix=self.key or None,
+                region=options.get("region"),
+                endpoint_url=endpoint,
+                allow_http=allow_http or bool(endpoint and str(endpoint).startswith("http://")),
+                access_key_id=options.get("access_key_id") if has_keys else None,
+                secret_access_key=options.get("secret_access_key") if has_keys else None,
+                session_token=options.get("token") or options.get("session_token"),
+                anonymous=anonymous or None,
+                from_env=None if (has_keys or anonymous) else True,
+                force_path_style=endpoint is not None,
+                requester_pays=_truthy(options.get("request_payer")),
+            )
+        if self.scheme in ("gs", "gcs"):
+            return icechunk.gcs_storage(bucket=self.bucket, prefix=self.key or None, from_env=True)
+        raise InvalidPathError(
+            f"cannot publish an Icechunk repository at {self.url!r}: Icechunk stores repositories "
+            f"on {', '.join(_ICECHUNK_SCHEMES)} URLs or local paths"
+        )
+
+    def remove_repository(self) -> None:
+        """Delete everything below the target (a repository this process just created)."""
+        if self.is_local:
+            shutil.rmtree(file_url_to_path(self.url), ignore_errors=True)
+            return
+        store, prefix = self._store()
+        for batch in obstore.list(store, prefix=prefix + "/"):
+            paths = [entry["path"] for entry in batch]
+            if paths:
+                obstore.delete(store, paths)
+
+    # -- Kerchunk files ---------------------------------------------------------------------
+
+    def _store(self) -> tuple[Any, str]:
+        """An obstore store and the target's path in it."""
+        if self.is_local:
+            registry = ObjectStoreRegistry()
+            registry.register("file:///")
+        else:
+            registry = ObjectStoreRegistry()
+            registry.register(f"{self.scheme}://{self.bucket}", **self.options)
+        return registry.resolve(self.url)
+
+    def exists(self) -> bool:
+        """Whether an object, or a directory with a Kerchunk parquet index, is at the target."""
+        store, path = self._store()
+        for candidate in (path, f"{path}/{_PARQUET_METADATA}"):
+            try:
+                obstore.head(store, candidate)
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            except Exception:  # a local directory answers HEAD with a generic error
+                if self.is_local and Path(file_url_to_path(self.url)).is_dir():
+                    continue
+                raise
+            return True
+        return False
+
+    def write_file(self, data: bytes) -> None:
+        """Write ``data`` to a temporary object next to the target, then rename it into place."""
+        store, path = self._store()
+        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        obstore.put(store, temporary, data)
+        try:
+            obstore.rename(store, temporary, path)
+        except BaseException:
+            obstore.delete(store, temporary)
+            raise
+
+    def write_directory(self, directory: Path) -> None:
+        """Replace the directory at the target with the files of a local ``directory``.
+
+        The files are uploaded under a temporary prefix and renamed into place, the parquet
+        metadata (which readers open first) last; files of the old version that the new one
+        lacks are deleted afterwards.
+        """
+        store, path = self._store()
+        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        files = sorted(
+            (p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()),
+            key=lambda name: name == _PARQUET_METADATA,
+        )
+        try:
+            for name in files:
+                obstore.put(store, f"{temporary}/{name}", (directory / name).read_bytes())
+        except BaseException:
+            self._delete_below(store, temporary)
+            raise
+        old = self._listing(store, path)
+        for name in files:
+            obstore.rename(store, f"{temporary}/{name}", f"{path}/{name}")
+        stale = [f"{path}/{name}" for name in old - set(files)]
+        if stale:
+            obstore.delete(store, stale)
+        self._delete_below(store, temporary)
+
+    def _listing(self, store: Any, path: str) -> set[str]:
+        found: set[str] = set()
+        for batch in obstore.list(store, prefix=path + "/"):
+            found.update(entry["path"][len(path) + 1 :] for entry in batch)
+        return found
+
+    def _delete_below(self, store: Any, path: str) -> None:
+        leftovers = [f"{path}/{name}" for name in self._listing(store, path)]
+        if leftovers:
+            obstore.delete(store, leftovers)
+        if self.is_local:
+            shutil.rmtree("/" + path, ignore_errors=True)
+
+
+def store_options(url: str, registry: ObjectStoreRegistry | None) -> dict[str, Any] | None:
+    """The options of the store ``registry`` serves ``url`` with, as ``register`` takes them.
+
+    None when the registry does not cover ``url``. Local stores have no options.
+    """
+    if registry is None or url not in registry:
+        return None
+    store, _ = registry.resolve(url)
+    config = getattr(store, "config", None)
+    options: dict[str, Any] = {
+        k: v for k, v in (config if isinstance(config, Mapping) else {}).items() if k != "bucket"
+    }
+    client = getattr(store, "client_options", None)
+    if isinstance(client, Mapping) and client:
+        options["client_options"] = dict(client)
+    return options
+
+
+def _is_local(location: str | Path) -> bool:
+    return isinstance(location, Path) or "://" not in location

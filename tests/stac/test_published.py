@@ -1,0 +1,130 @@
+"""Opening Collections and Items from their published virtual store instead of their sources."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import icechunk
+import numpy as np
+import pystac
+import pytest
+import xarray as xr
+
+from virtualstac.errors import UnregisteredURLError
+from virtualstac.manifests import ManifestArray
+from virtualstac.stac import (
+    PublishedStoreError,
+    UnsupportedAssetError,
+    VirtualExtension,
+    open_published,
+    open_stac,
+    publish,
+    published_asset,
+)
+
+if TYPE_CHECKING:
+    from conftest import Scenes
+
+ReadBand = Callable[[Path], np.ndarray]
+BANDS = ["B02", "B03"]
+
+
+def published_collection(
+    scenes: Scenes, directory: Path, format: str = "icechunk"
+) -> pystac.Collection:
+    """A Collection of S2_0 and S2_1, published in ``directory``."""
+    items = [next(i for i in scenes.items if i.id == name) for name in ("S2_0", "S2_1")]
+    collection = pystac.Collection("scenes", "two scenes", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+    target = directory / ("scenes.icechunk" if format == "icechunk" else "scenes.json")
+    publish(collection, target, format=format, assets=BANDS)
+    return collection
+
+
+def is_virtual(dataset: xr.Dataset) -> bool:
+    return any(isinstance(v.data, ManifestArray) for v in dataset.variables.values())
+
+
+@pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
+def test_a_collection_opens_from_its_store_not_its_sources(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, format: str
+) -> None:
+    collection = published_collection(scenes, tmp_path, format)
+    for item in list(collection.get_items()):  # opening needs the store, not the items
+        collection.remove_item(item.id)
+    VirtualExtension.add_to(collection)
+    dataset = VirtualExtension.ext(collection).to_xarray()
+    assert not is_virtual(dataset)
+    assert dataset["B02"].chunks is not None  # lazy: nothing is read until asked
+    np.testing.assert_array_equal(
+        dataset["B03"].isel(time=1).values, read_band(scenes.files["S2_1"]["B03"])
+    )
+    with pytest.raises(UnsupportedAssetError, match="no STAC items"):
+        open_stac(collection, use_published=False)
+
+
+def test_items_open_as_their_part_of_the_collections_store(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    item = collection.get_item("S2_1")
+    assert item is not None and item.get_collection() is collection
+    part = open_stac(item)  # B05 is not in the store, yet the item opens from it
+    assert set(part.data_vars) == set(BANDS)
+    assert part["time"].values == np.datetime64("2024-05-02T10:00:00")
+    np.testing.assert_array_equal(part["B02"].values, read_band(scenes.files["S2_1"]["B02"]))
+    item.common_metadata.start_datetime = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    item.common_metadata.end_datetime = dt.datetime(2024, 5, 2, 23, tzinfo=dt.UTC)
+    assert open_stac(item).sizes["time"] == 2
+    outsider = next(i for i in scenes.items if i.id == "S2_2")
+    collection.add_item(outsider, set_parent=False)
+    assert is_virtual(open_stac(outsider, BANDS))  # not in the store: its sources are parsed
+
+
+def test_options_that_only_apply_to_sources_are_refused_with_a_store(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    with pytest.raises(PublishedStoreError, match="assets, sign only apply to parsing"):
+        open_stac(collection, ["B02"], sign=lambda href: href)
+    assert set(open_stac(collection, drop_variables=["B03"]).data_vars) == {"B02"}
+    grids = open_stac(collection, group_by="grid")
+    [(grid, dataset)] = grids.items()
+    assert grid is not None and grid.crs == "EPSG:32633" and grid.shape == (200, 300)
+    assert set(dataset.data_vars) == set(BANDS)
+
+
+def test_the_recorded_snapshot_is_checked_out(scenes: Scenes, tmp_path: Path) -> None:
+    collection = published_collection(scenes, tmp_path)
+    recorded = pystac.Collection.from_dict(collection.to_dict())
+    collection.add_item(next(i for i in scenes.items if i.id == "S2_2"), set_parent=False)
+    publish(collection, tmp_path / "scenes.icechunk", assets=BANDS)
+    assert open_stac(collection).sizes["time"] == 3
+    assert open_stac(recorded).sizes["time"] == 2  # an older catalog reads its own version
+
+
+def test_only_the_recorded_containers_are_authorized(scenes: Scenes, tmp_path: Path) -> None:
+    collection = published_collection(scenes, tmp_path)
+    asset = collection.assets["icechunk"]
+    asset.extra_fields["virtual:containers"] = [f"file://{tmp_path}/elsewhere/"]
+    with pytest.raises(icechunk.InvalidInputError, match="authorize the virtual chunk container"):
+        open_published(asset)["B02"].isel(time=0).values  # noqa: B018
+    references_directory = tmp_path / "references"
+    references_directory.mkdir()
+    kerchunk = published_collection(scenes, references_directory, "kerchunk")
+    references = kerchunk.assets["kerchunk"]
+    references.extra_fields["virtual:containers"] = [f"file://{tmp_path}/elsewhere/"]
+    with pytest.raises(UnregisteredURLError, match="not allowed"):
+        open_published(references)["B02"].isel(time=0).values  # noqa: B018
+
+
+def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) -> None:
+    collection = published_collection(scenes, tmp_path)
+    del collection.assets["icechunk"].extra_fields["virtual:containers"]
+    assert published_asset(collection) is None
+    with pytest.raises(PublishedStoreError, match="needs virtual:format"):
+        open_published(collection.assets["icechunk"])
