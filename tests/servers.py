@@ -20,9 +20,18 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-__all__ = ["NGINX_MISSING_REASON", "HTTPServer", "LogEntry", "S3Server", "nginx_binary"]
+__all__ = [
+    "NGINX_MISSING_REASON",
+    "SIGNED_TOKEN",
+    "HTTPServer",
+    "LogEntry",
+    "S3Server",
+    "nginx_binary",
+]
 
 NGINX_MISSING_REASON = "nginx not installed (.ci/run installs nginx-light)"
+#: The query token that directories named ``signed-*`` require (see :meth:`HTTPServer.directory`).
+SIGNED_TOKEN = "letmein"
 
 _NGINX_CONFIG = """\
 {user}
@@ -43,6 +52,12 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
+        # Directories named "signed-*" answer only requests carrying ?token=letmein, like
+        # storage behind SAS tokens or pre-signed URLs.
+        location /signed- {{
+            if ($arg_token != "{token}") {{ return 403; }}
+        }}
+{locations}
     }}
 }}
 """
@@ -103,8 +118,11 @@ class HTTPServer:
     process: subprocess.Popen[bytes] = field(repr=False)
 
     @classmethod
-    def start(cls, workdir: Path) -> HTTPServer:
-        """Start nginx serving ``workdir / "www"`` on a free loopback port."""
+    def start(cls, workdir: Path, locations: str = "") -> HTTPServer:
+        """Start nginx serving ``workdir / "www"`` on a free loopback port.
+
+        ``locations`` adds nginx ``location`` blocks to the server (e.g. a proxy).
+        """
         binary = nginx_binary()
         if binary is None:
             raise RuntimeError(NGINX_MISSING_REASON)
@@ -119,7 +137,16 @@ class HTTPServer:
         errors = ""
         for _ in range(5):
             port = _free_port()
-            config.write_text(_NGINX_CONFIG.format(user=user, prefix=workdir, port=port, root=root))
+            config.write_text(
+                _NGINX_CONFIG.format(
+                    user=user,
+                    prefix=workdir,
+                    port=port,
+                    root=root,
+                    token=SIGNED_TOKEN,
+                    locations=locations,
+                )
+            )
             process = subprocess.Popen(
                 [binary, "-p", str(workdir), "-c", str(config), "-g", "daemon off;"],
                 stdout=subprocess.DEVNULL,
@@ -137,7 +164,11 @@ class HTTPServer:
         self.process.communicate(timeout=10)
 
     def directory(self, name: str = "case") -> Path:
-        """Create and return a new, uniquely named directory below the served root."""
+        """Create and return a new, uniquely named directory below the served root.
+
+        Files in a directory whose ``name`` starts with ``signed`` are served only to requests
+        whose query has ``token=`` :data:`SIGNED_TOKEN`; others get 403 Forbidden.
+        """
         path = self.root / f"{name}-{uuid.uuid4().hex[:8]}"
         path.mkdir()
         return path
