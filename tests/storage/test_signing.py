@@ -34,7 +34,7 @@ def test_every_read_of_a_netcdf_file_is_signed(http_server: HTTPServer) -> None:
     (path,) = write_sample_archive(directory, days=1)
     url = http_server.url_for(path)
     plain = ObjectStoreRegistry.for_url(url)
-    with pytest.raises(Exception, match="403|Forbidden|privileges"):
+    with pytest.raises(Exception, match="403 Forbidden"):
         read(plain, url)
     refused = len(http_server.requests(path, method=None))
 
@@ -47,7 +47,7 @@ def test_every_read_of_a_netcdf_file_is_signed(http_server: HTTPServer) -> None:
     served = http_server.requests(path, method=None)[refused:]
     assert len(served) > 2 and all(entry.status in (200, 206) for entry in served)
 
-    with pytest.raises(ChunkReadError, match="403|Forbidden|privileges"):
+    with pytest.raises(ChunkReadError, match="403 Forbidden"):
         xr.open_zarr(virtual.virtual.to_store(plain), consolidated=False).load()
 
 
@@ -101,7 +101,7 @@ def test_unreadable_signatures_are_refused(tmp_path: Path) -> None:
         registry.resolve("s3://bucket/x.nc")
     relative = SigningRegistry(lambda url: "x.nc")
     relative.register(f"{tmp_path}/")
-    with pytest.raises(InvalidPathError, match="returned 'x.nc'"):
+    with pytest.raises(InvalidPathError, match=r"returned 'x\.nc'"):
         relative.resolve(f"file://{tmp_path}/x.nc")
     with pytest.raises(TypeError, match="already signs"):
         SigningRegistry.wrap(registry, add_token)

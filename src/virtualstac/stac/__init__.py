@@ -22,9 +22,16 @@ from virtualstac.stac.open import (
     AssetNotFoundError,
     Grid,
     MixedGridsError,
+    StacSource,
     UnsupportedAssetError,
     open_asset,
     open_stac,
+)
+from virtualstac.stac.storage import (
+    StorageScheme,
+    StorageSchemeError,
+    stac_registry,
+    storage_schemes,
 )
 
 __all__ = [
@@ -38,6 +45,9 @@ __all__ = [
     "ItemAssetsVirtualExtension",
     "ItemVirtualExtension",
     "MixedGridsError",
+    "StacSource",
+    "StorageScheme",
+    "StorageSchemeError",
     "SummariesVirtualExtension",
     "UnsupportedAssetError",
     "VirtualExtension",
@@ -46,4 +56,6 @@ __all__ = [
     "open_asset",
     "open_stac",
     "register_schema",
+    "stac_registry",
+    "storage_schemes",
 ]

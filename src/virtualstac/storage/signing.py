@@ -104,9 +104,7 @@ class SigningRegistry(ObjectStoreRegistry):
                 self._elsewhere.register(ObjectStoreRegistry.for_url(target).prefixes[0])
         return self._elsewhere.resolve(target)
 
-    def _with_query(
-        self, scheme: str, host: str, path: str, query: str
-    ) -> tuple[ObjectStore, str]:
+    def _with_query(self, scheme: str, host: str, path: str, query: str) -> tuple[ObjectStore, str]:
         """A store for the signed object's directory that sends ``query`` with each request.
 
         Tokens scoped to a container (SAS) give every object of a directory the same query,
