@@ -1,8 +1,11 @@
-"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3.
+"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3, rustac
+for a STAC API.
 
-Both behave like the object storage virtualstac reads in production: nginx answers ``Range``
-requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's threaded
-server speaks the S3 REST protocol. ``tests/conftest.py`` starts one of each per test session.
+nginx and moto behave like the object storage virtualstac reads in production: nginx answers
+``Range`` requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's
+threaded server speaks the S3 REST protocol. rustac's ``serve`` command is a STAC API (item
+search, collections) over an in-memory backend loaded from files. ``tests/conftest.py`` starts
+one of each per test session.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,14 +27,20 @@ from moto.server import ThreadedMotoServer
 
 __all__ = [
     "NGINX_MISSING_REASON",
+    "RUSTAC_MISSING_REASON",
     "SIGNED_TOKEN",
     "HTTPServer",
     "LogEntry",
     "S3Server",
+    "STACServer",
     "nginx_binary",
+    "rustac_binary",
 ]
 
 NGINX_MISSING_REASON = "nginx not installed (.ci/run installs nginx-light)"
+RUSTAC_MISSING_REASON = (
+    "the rustac command (PyPI package rustac, in the test extra) is not installed"
+)
 #: The query token that directories named ``signed-*`` require (see :meth:`HTTPServer.directory`).
 SIGNED_TOKEN = "letmein"
 
@@ -89,7 +100,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> bool:
         except OSError:
             time.sleep(0.02)
     process.kill()
-    raise RuntimeError(f"nginx did not start listening on port {port} within 10 s")
+    raise RuntimeError(f"{process.args[0]} did not start listening on port {port} within 10 s")
 
 
 @dataclass(frozen=True)
@@ -271,3 +282,60 @@ class S3Server:
         acl = "public-read" if public else "private"
         self.client().put_object(Bucket=bucket, Key=key, Body=body, ACL=acl)
         return f"s3://{bucket}/{key}"
+
+
+def rustac_binary() -> str | None:
+    """Path of the ``rustac`` command installed next to this Python, or on the PATH."""
+    beside = Path(sys.executable).parent / "rustac"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("rustac")
+
+
+@dataclass
+class STACServer:
+    """rustac's STAC API on a loopback port, serving the collections and items it was given."""
+
+    url: str
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, *files: Path) -> STACServer:
+        """Serve ``files`` (collections without links, and ItemCollections whose features name
+        their ``collection``) on a free port, once the API answers."""
+        binary = rustac_binary()
+        if binary is None:
+            raise RuntimeError(RUSTAC_MISSING_REASON)
+        errors = ""
+        for _ in range(5):
+            port = _free_port()
+            process = subprocess.Popen(
+                [binary, "serve", "--addr", f"127.0.0.1:{port}", *map(str, files)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            url = f"http://127.0.0.1:{port}"
+            if _wait_for_port(port, process) and _answers(url, process):
+                return cls(url, process)
+            # Most likely another process took the port between probing and binding it.
+            errors = process.communicate()[1].decode(errors="replace")
+        raise RuntimeError(f"rustac serve failed to start: {errors}")
+
+    def stop(self) -> None:
+        """Stop the server and wait for it to exit."""
+        self.process.terminate()
+        self.process.communicate(timeout=10)
+
+
+def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
+    """Wait until ``url`` answers 200 (True) or ``process`` exits (False)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"{url} did not answer within 10 s")

@@ -399,7 +399,10 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         if not isinstance(entry, pystac.Item):
             raise TypeError(f"expected pystac Items, got {type(entry).__name__}")
     if not found:
-        raise UnsupportedAssetError("no STAC items to open")
+        searched = isinstance(stac, ItemSearch)
+        raise UnsupportedAssetError(
+            f"no STAC items to open{': the search matched no items' if searched else ''}"
+        )
     ids = [item.id for item in found]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
