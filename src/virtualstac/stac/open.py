@@ -70,10 +70,10 @@ __all__ = [
     "open_stac",
 ]
 
-#: What :func:`open_stac` opens: Items, a Collection (its items), an ItemCollection, a
-#: pystac-client search (its results), or any iterable of Items.
+#: What :func:`open_stac` opens: an Item, a Collection or Catalog (its items), an
+#: ItemCollection, a pystac-client search (its results), or any iterable of Items.
 type StacSource = (
-    pystac.Item | pystac.Collection | pystac.ItemCollection | ItemSearch | Iterable[pystac.Item]
+    pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch | Iterable[pystac.Item]
 )
 
 #: Media types (without parameters) opened by default, and their parser; ``None`` means the
@@ -239,9 +239,9 @@ def open_stac(
     Parameters
     ----------
     stac
-        An Item (its assets become one dataset), or a Collection (its items, recursively),
-        an ItemCollection, a pystac-client ``ItemSearch`` (its results) or any iterable of
-        Items (a datacube along ``time``).
+        An Item (its assets become one dataset), or a Collection or Catalog (its items,
+        recursively), an ItemCollection, a pystac-client ``ItemSearch`` (its results) or any
+        iterable of Items (a datacube along ``time``).
     assets
         Keys of the assets to open. By default: assets with ``virtual:parser``, and assets
         with role ``data`` whose media type a parser reads (:data:`MEDIA_TYPE_PARSERS`, or
@@ -387,7 +387,7 @@ class _Overrides:
 def _items_of(stac: StacSource) -> list[pystac.Item]:
     if isinstance(stac, pystac.Item):
         return [stac]
-    if isinstance(stac, pystac.Collection):
+    if isinstance(stac, pystac.Catalog):  # Collections are Catalogs
         found = list(stac.get_items(recursive=True))
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)

@@ -1,0 +1,118 @@
+"""STAC objects as datasets of values, read lazily through their chunk references.
+
+:func:`~virtualstac.stac.open_stac` returns a *virtual* dataset: references, to combine and
+publish. :func:`open_stac_dataset` opens the same assets the way a user reads data: the
+references are served by a :class:`~virtualstac.manifests.ManifestStore` and opened with
+``xr.open_zarr``, so variables hold lazily indexed (or, with ``chunks``, dask) arrays whose
+values come from the source files. The xarray engine and the Intake driver build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
+from typing import Any, Literal
+
+import pystac
+import xarray as xr
+from pystac_client import ItemSearch
+
+from virtualstac.manifests import ManifestArray
+from virtualstac.stac.open import StacSource, _items_of, open_asset, open_stac
+from virtualstac.stac.storage import stac_registry
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.signing import SigningRegistry
+
+__all__ = ["open_stac_dataset"]
+
+
+def open_stac_dataset(
+    stac: StacSource | pystac.Asset,
+    assets: Iterable[str] | None = None,
+    *,
+    registry: ObjectStoreRegistry | None = None,
+    sign: Callable[[str], str] | None = None,
+    parallel: Executor | Literal["dask"] | bool | Any = False,
+    progress: bool = False,
+    group: str | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    concat_dim: str | None = None,
+    chunks: Mapping[str, Any] | None = None,
+    **decoding: Any,
+) -> xr.Dataset:
+    """Open STAC Items (or one Asset) as a lazy dataset of values.
+
+    Parameters
+    ----------
+    stac
+        What :func:`~virtualstac.stac.open_stac` opens (an Item, Collection, ItemCollection,
+        pystac-client ``ItemSearch`` or list of Items), or one Asset. A search is run once.
+    assets, registry, sign, parallel, progress, group, drop_variables, concat_dim
+        As for :func:`~virtualstac.stac.open_stac`; the registry (by default
+        :func:`~virtualstac.stac.stac_registry` of the items) also serves the reads.
+    loadable_variables
+        Variables read while the assets are parsed. By default none: parsing reads headers
+        and chunk indexes only, and ``xr.open_zarr`` reads the dimension coordinates.
+    chunks
+        As for ``xr.open_zarr``: ``None`` (the default) gives lazily indexed arrays, ``{}``
+        dask arrays with the files' chunks.
+    **decoding
+        CF decoding options of ``xr.open_zarr`` (``mask_and_scale``, ``decode_times``, ...).
+    """
+    if isinstance(stac, ItemSearch):
+        stac = stac.item_collection()
+    elif not isinstance(stac, pystac.Item | pystac.Catalog | pystac.ItemCollection | pystac.Asset):
+        stac = list(stac)  # iterated twice: for the registry and for opening
+    loadable = [] if loadable_variables is None else list(loadable_variables)
+    registry = _registry(stac, assets, registry, sign)
+    if isinstance(stac, pystac.Asset):
+        virtual = open_asset(
+            stac,
+            registry=registry,
+            group=group,
+            loadable_variables=loadable,
+            drop_variables=drop_variables,
+        )
+    else:
+        virtual = open_stac(
+            stac,
+            assets,
+            registry=registry,
+            parallel=parallel,
+            progress=progress,
+            group=group,
+            loadable_variables=loadable,
+            drop_variables=drop_variables,
+            concat_dim=concat_dim,
+        )
+    if not any(isinstance(v.data, ManifestArray) for v in virtual.variables.values()):
+        # Already values (a published store opened directly): nothing to read through.
+        return virtual if chunks is None else virtual.chunk(dict(chunks))
+    dataset: xr.Dataset = xr.open_zarr(
+        virtual.virtual.to_store(registry),
+        chunks=None if chunks is None else dict(chunks),
+        consolidated=False,
+        **decoding,
+    )
+    return dataset
+
+
+def _registry(
+    stac: StacSource | pystac.Asset,
+    assets: Iterable[str] | None,
+    registry: ObjectStoreRegistry | None,
+    sign: Callable[[str], str] | None,
+) -> ObjectStoreRegistry:
+    """The registry that both parses the assets and serves the reads."""
+    if registry is not None:
+        return registry if sign is None else SigningRegistry.wrap(registry, sign)
+    if isinstance(stac, pystac.Asset):
+        owner = stac.owner if isinstance(stac.owner, pystac.Item) else None
+        key = next((k for k, a in (owner.assets if owner else {}).items() if a is stac), None)
+        if owner is not None and key is not None:
+            return stac_registry(owner, [key], sign=sign)
+        href = stac.get_absolute_href() or stac.href
+        plain = ObjectStoreRegistry.for_url(href)
+        return plain if sign is None else SigningRegistry.wrap(plain, sign)
+    return stac_registry(_items_of(stac), assets, sign=sign)

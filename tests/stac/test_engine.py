@@ -1,0 +1,105 @@
+"""``xr.open_dataset(stac_object, engine="virtualstac")``: values read through references."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pystac
+import pytest
+import xarray as xr
+from pystac_client import Client
+
+from servers import SIGNED_TOKEN, HTTPServer
+from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
+from virtualstac import ManifestArray
+from virtualstac.demo import write_sample_archive
+from virtualstac.stac.backend import StacBackendEntrypoint
+
+if TYPE_CHECKING:
+    from conftest import Scenes
+
+ReadBand = Callable[[Path], np.ndarray]
+
+
+def holds_values(dataset: xr.Dataset) -> bool:
+    """No variable is a ManifestArray: every value can be read."""
+    return not any(isinstance(v.data, ManifestArray) for v in dataset.variables.values())
+
+
+def test_the_engine_is_the_stac_backend() -> None:
+    assert isinstance(xr.backends.list_engines()["virtualstac"], StacBackendEntrypoint)
+
+
+def test_an_item_opens_lazily_with_values_equal_to_rasterio(
+    scenes: Scenes, read_band: ReadBand
+) -> None:
+    item = scenes.items[1]
+    dataset = xr.open_dataset(item, engine="virtualstac", assets=["B02", "B03"])
+    assert holds_values(dataset)
+    assert not isinstance(dataset["B02"].variable._data, np.ndarray)  # not read yet
+    for band in ("B02", "B03"):
+        np.testing.assert_array_equal(dataset[band].values, read_band(scenes.files[item.id][band]))
+    chunked = xr.open_dataset(item, engine="virtualstac", assets=["B02"], chunks={})
+    assert chunked["B02"].chunks == ((128, 72), (128, 128, 44))  # the COG's 128 px tiles
+
+
+def test_an_asset_opens_alone(scenes: Scenes, read_band: ReadBand) -> None:
+    item = scenes.items[0]
+    dataset = xr.open_dataset(item.assets["B05"], engine="virtualstac")
+    assert list(dataset.data_vars) == ["B05"]
+    np.testing.assert_array_equal(dataset["B05"].values, read_band(scenes.files[item.id]["B05"]))
+
+
+def test_a_search_and_an_api_collection_open_as_cubes(stac_api: ServedArchive) -> None:
+    client = Client.open(stac_api.url)
+    search = client.search(collections=[COLLECTION], bbox=[14.9, 36.0, 15.1, 36.2])
+    cube = xr.open_dataset(search, engine="virtualstac", assets=["B03"], chunks={})
+    assert cube["B03"].chunks == ((1, 1, 1), (32, 32), (32, 32, 32))
+    for index, item_id in enumerate(SOUTH_IDS):
+        expected = stac_api.archive.band(item_id, "B03")
+        np.testing.assert_array_equal(cube["B03"].isel(time=index).values, expected)
+    with pytest.raises(ValueError, match="2 different grids"):
+        xr.open_dataset(client.get_collection(COLLECTION), engine="virtualstac")
+
+
+def test_netcdf_items_decode_like_the_netcdf4_engine(
+    netcdf_items: tuple[list[pystac.Item], list[Path]],
+) -> None:
+    items, paths = netcdf_items
+    cube = xr.open_dataset(pystac.ItemCollection(items), engine="virtualstac", chunks={})
+    with xr.open_mfdataset(paths, engine="netcdf4") as direct:
+        xr.testing.assert_identical(cube["t2m"].load(), direct["t2m"].load())
+    raw = xr.open_dataset(pystac.ItemCollection(items), engine="virtualstac", mask_and_scale=False)
+    assert raw["t2m"].dtype == np.dtype("int16")
+
+
+def test_sign_is_applied_to_items_and_files(http_server: HTTPServer) -> None:
+    directory = http_server.directory("signed")
+    archive = write_archive(directory, http_server.url_for)
+    item = archive.items[0]
+
+    def sign(url: str) -> str:
+        return f"{url}?token={SIGNED_TOKEN}"
+
+    with pytest.raises(OSError, match="403 Forbidden"):
+        xr.open_dataset(item, engine="virtualstac")
+    dataset = xr.open_dataset(item, engine="virtualstac", sign=sign)
+    np.testing.assert_array_equal(dataset["B02"].values, archive.band(item.id, "B02"))
+
+    (path,) = write_sample_archive(directory, days=1)
+    opened = xr.open_dataset(http_server.url_for(path), engine="virtualstac", sign=sign)
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(opened.load(), direct.load())
+
+
+def test_stac_options_on_a_file_are_refused(tmp_path: Path) -> None:
+    (path,) = write_sample_archive(tmp_path, days=1)
+    with pytest.raises(TypeError, match="assets apply to STAC objects"):
+        xr.open_dataset(path, engine="virtualstac", assets=["t2m"])
+    item = pystac.Item("x", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    with pytest.raises(TypeError, match="parser= applies to files"):
+        xr.open_dataset(item, engine="virtualstac", parser=object())
