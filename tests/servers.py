@@ -33,6 +33,7 @@ __all__ = [
     "LogEntry",
     "S3Server",
     "STACServer",
+    "add_token",
     "nginx_binary",
     "rustac_binary",
 ]
@@ -43,6 +44,12 @@ RUSTAC_MISSING_REASON = (
 )
 #: The query token that directories named ``signed-*`` require (see :meth:`HTTPServer.directory`).
 SIGNED_TOKEN = "letmein"
+
+
+def add_token(url: str) -> str:
+    """Sign a URL for the ``signed-*`` directories, the way ``planetary_computer.sign`` does."""
+    return f"{url}?token={SIGNED_TOKEN}" if url.startswith("http://") else url
+
 
 _NGINX_CONFIG = """\
 {user}

@@ -3,7 +3,8 @@
 Four scenes of collection ``s2-mini``: three passes over one UTM 33N tile (near 15 E, 36 N) on
 1, 2 and 3 May 2024, and one pass over another tile (near 10 E, 45 N, UTM 32N) on 2 May, so
 searches by bbox and datetime select different items. Each scene has two 10 m bands, ``B02``
-and ``B03``: 96 x 64 uint16 COGs in 32 x 32 tiles.
+and ``B03``: uint16 COGs in 128 x 128 tiles, ``WIDTH`` x ``HEIGHT`` pixels unless asked
+otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rasterio.transform import from_origin
 COLLECTION = "s2-mini"
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 BANDS = ("B02", "B03")
-WIDTH, HEIGHT = 96, 64
+WIDTH, HEIGHT = 256, 128
 SOUTH_TILE = {
     "crs": "EPSG:32633",
     "origin": (500000.0, 4000000.0),
@@ -80,7 +81,9 @@ class ServedArchive:
     archive: Archive
 
 
-def write_archive(directory: Path, href: Callable[[Path], str] = str) -> Archive:
+def write_archive(
+    directory: Path, href: Callable[[Path], str] = str, *, width: int = WIDTH, height: int = HEIGHT
+) -> Archive:
     """Write the COGs below ``directory``; asset hrefs are ``href(path)`` (e.g. an HTTP URL)."""
     files: dict[tuple[str, str], Path] = {}
     items = []
@@ -96,7 +99,7 @@ def write_archive(directory: Path, href: Callable[[Path], str] = str) -> Archive
         for band_index, band in enumerate(BANDS):
             path = directory / item_id / f"{band}.tif"
             path.parent.mkdir(parents=True, exist_ok=True)
-            _write_cog(path, tile, seed=10 * index + band_index)
+            _write_cog(path, tile, (height, width), seed=10 * index + band_index)
             files[item_id, band] = path
             item.add_asset(band, pystac.Asset(href(path), media_type=COG, roles=["data"]))
         items.append(item)
@@ -108,17 +111,18 @@ def write_archive(directory: Path, href: Callable[[Path], str] = str) -> Archive
     return Archive(items, collection, files)
 
 
-def _write_cog(path: Path, tile: dict[str, Any], seed: int) -> None:
-    values = np.random.default_rng(seed).integers(0, 10000, (1, HEIGHT, WIDTH), dtype="uint16")
+def _write_cog(path: Path, tile: dict[str, Any], shape: tuple[int, int], seed: int) -> None:
+    height, width = shape
+    values = np.random.default_rng(seed).integers(0, 10000, (1, height, width), dtype="uint16")
     profile = {
         "driver": "COG",
-        "width": WIDTH,
-        "height": HEIGHT,
+        "width": width,
+        "height": height,
         "count": 1,
         "dtype": "uint16",
         "crs": tile["crs"],
         "transform": from_origin(*tile["origin"], 10.0, 10.0),
-        "blocksize": 32,
+        "blocksize": 128,
         "compress": "DEFLATE",
         "overviews": "NONE",
     }

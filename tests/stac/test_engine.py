@@ -58,7 +58,7 @@ def test_a_search_and_an_api_collection_open_as_cubes(stac_api: ServedArchive) -
     client = Client.open(stac_api.url)
     search = client.search(collections=[COLLECTION], bbox=[14.9, 36.0, 15.1, 36.2])
     cube = xr.open_dataset(search, engine="virtualstac", assets=["B03"], chunks={})
-    assert cube["B03"].chunks == ((1, 1, 1), (32, 32), (32, 32, 32))
+    assert cube["B03"].chunks == ((1, 1, 1), (128,), (128, 128))  # the COGs' tiles
     for index, item_id in enumerate(SOUTH_IDS):
         expected = stac_api.archive.band(item_id, "B03")
         np.testing.assert_array_equal(cube["B03"].isel(time=index).values, expected)

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 from pystac_client import Client
 
-from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive
+from stac_archive import COLLECTION, HEIGHT, SOUTH_IDS, WIDTH, ServedArchive
 from virtualstac.stac import (
     MixedGridsError,
     UnsupportedAssetError,
@@ -32,7 +32,7 @@ def test_a_search_by_collection_datetime_and_bbox_becomes_a_time_cube(
         collections=[COLLECTION], datetime="2024-05-02/2024-05-03", bbox=SOUTH_BBOX
     )
     cube = open_stac(search, ["B02", "B03"])
-    assert cube.sizes == {"time": 2, "y": 64, "x": 96}
+    assert cube.sizes == {"time": 2, "y": HEIGHT, "x": WIDTH}
     assert [str(t)[:10] for t in cube["time"].values] == ["2024-05-02", "2024-05-03"]
     opened = read(search.item_collection(), cube)
     for index, item_id in enumerate(SOUTH_IDS[1:]):
@@ -60,7 +60,7 @@ def test_a_bbox_elsewhere_selects_the_other_tile(stac_api: ServedArchive) -> Non
     search = Client.open(stac_api.url).search(collections=[COLLECTION], bbox=[8.9, 45.0, 9.1, 45.3])
     (item,) = search.items()
     virtual = open_stac(search, ["B03"])
-    assert virtual.sizes == {"time": 1, "y": 64, "x": 96}
+    assert virtual.sizes == {"time": 1, "y": HEIGHT, "x": WIDTH}
     assert "32632" in virtual["spatial_ref"].attrs["crs_wkt"]
     opened = read([item], virtual)
     np.testing.assert_array_equal(

@@ -12,16 +12,11 @@ import obstore
 import pytest
 import xarray as xr
 
-from servers import SIGNED_TOKEN, HTTPServer
+from servers import SIGNED_TOKEN, HTTPServer, add_token
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, InvalidPathError, UnregisteredURLError
 from virtualstac.storage.signing import SigningRegistry
-
-
-def add_token(url: str) -> str:
-    """Sign like planetary_computer.sign: append a token to URLs of the storage account."""
-    return f"{url}?token={SIGNED_TOKEN}" if url.startswith("http://") else url
 
 
 def read(registry: ObjectStoreRegistry, url: str) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pystac
@@ -23,7 +24,93 @@ from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
 
-__all__ = ["open_stac_dataset"]
+__all__ = ["StacReferences", "open_stac_dataset", "open_stac_references"]
+
+
+@dataclass(frozen=True)
+class StacReferences:
+    """What :func:`open_stac` made of STAC assets, and the registry that reads it."""
+
+    virtual: xr.Dataset
+    """The dataset of references (or of values, if it came from a published store)."""
+    registry: ObjectStoreRegistry
+    """The read allow-list the references were parsed through."""
+
+    @property
+    def is_virtual(self) -> bool:
+        """Whether any variable holds references (a ManifestArray) rather than values."""
+        return any(isinstance(v.data, ManifestArray) for v in self.virtual.variables.values())
+
+    def to_dataset(self, chunks: Mapping[str, Any] | None = None, **decoding: Any) -> xr.Dataset:
+        """The values, read lazily: ``xr.open_zarr`` over a ManifestStore of the references.
+
+        ``chunks`` and ``decoding`` (``mask_and_scale``, ``decode_times``, ...) are those of
+        ``xr.open_zarr``; ``chunks=None`` gives lazily indexed arrays, ``{}`` dask arrays with
+        the files' chunks.
+        """
+        if not self.is_virtual:
+            # Already values (a published store opened directly): nothing to read through.
+            return self.virtual if chunks is None else self.virtual.chunk(dict(chunks))
+        dataset: xr.Dataset = xr.open_zarr(
+            self.virtual.virtual.to_store(self.registry),
+            chunks=None if chunks is None else dict(chunks),
+            consolidated=False,
+            **decoding,
+        )
+        return dataset
+
+
+def open_stac_references(
+    stac: StacSource | pystac.Asset,
+    assets: Iterable[str] | None = None,
+    *,
+    registry: ObjectStoreRegistry | None = None,
+    sign: Callable[[str], str] | None = None,
+    parallel: Executor | Literal["dask"] | bool | Any = False,
+    progress: bool = False,
+    group: str | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    concat_dim: str | None = None,
+) -> StacReferences:
+    """Parse the assets (headers and chunk indexes only) and keep the registry to read them.
+
+    Arguments as for :func:`open_stac_dataset`.
+    """
+    if isinstance(stac, ItemSearch):
+        stac = stac.item_collection()
+    elif not isinstance(stac, pystac.Item | pystac.Catalog | pystac.ItemCollection | pystac.Asset):
+        stac = list(stac)  # iterated twice: to open, and for the read registry
+    if registry is not None and sign is not None:
+        registry, sign = SigningRegistry.wrap(registry, sign), None
+    loadable = [] if loadable_variables is None else list(loadable_variables)
+    if isinstance(stac, pystac.Asset):
+        virtual = open_asset(
+            stac,
+            registry=registry,
+            sign=sign,
+            group=group,
+            loadable_variables=loadable,
+            drop_variables=drop_variables,
+        )
+    else:
+        virtual = open_stac(
+            stac,
+            assets,
+            registry=registry,
+            sign=sign,
+            parallel=parallel,
+            progress=progress,
+            group=group,
+            loadable_variables=loadable,
+            drop_variables=drop_variables,
+            concat_dim=concat_dim,
+        )
+    if registry is None:
+        # The registry open_stac built, built again (items are listed only now, so a
+        # collection with a published store is never enumerated).
+        registry = _default_registry(stac, assets, sign)
+    return StacReferences(virtual, registry)
 
 
 def open_stac_dataset(
@@ -46,8 +133,9 @@ def open_stac_dataset(
     Parameters
     ----------
     stac
-        What :func:`~virtualstac.stac.open_stac` opens (an Item, Collection, ItemCollection,
-        pystac-client ``ItemSearch`` or list of Items), or one Asset. A search is run once.
+        What :func:`~virtualstac.stac.open_stac` opens (an Item, Collection, Catalog,
+        ItemCollection, pystac-client ``ItemSearch`` or list of Items), or one Asset. A search
+        is run once.
     assets, registry, sign, parallel, progress, group, drop_variables, concat_dim
         As for :func:`~virtualstac.stac.open_stac`; the registry (by default
         :func:`~virtualstac.stac.stac_registry` of the items) also serves the reads.
@@ -60,59 +148,32 @@ def open_stac_dataset(
     **decoding
         CF decoding options of ``xr.open_zarr`` (``mask_and_scale``, ``decode_times``, ...).
     """
-    if isinstance(stac, ItemSearch):
-        stac = stac.item_collection()
-    elif not isinstance(stac, pystac.Item | pystac.Catalog | pystac.ItemCollection | pystac.Asset):
-        stac = list(stac)  # iterated twice: for the registry and for opening
-    loadable = [] if loadable_variables is None else list(loadable_variables)
-    registry = _registry(stac, assets, registry, sign)
-    if isinstance(stac, pystac.Asset):
-        virtual = open_asset(
-            stac,
-            registry=registry,
-            group=group,
-            loadable_variables=loadable,
-            drop_variables=drop_variables,
-        )
-    else:
-        virtual = open_stac(
-            stac,
-            assets,
-            registry=registry,
-            parallel=parallel,
-            progress=progress,
-            group=group,
-            loadable_variables=loadable,
-            drop_variables=drop_variables,
-            concat_dim=concat_dim,
-        )
-    if not any(isinstance(v.data, ManifestArray) for v in virtual.variables.values()):
-        # Already values (a published store opened directly): nothing to read through.
-        return virtual if chunks is None else virtual.chunk(dict(chunks))
-    dataset: xr.Dataset = xr.open_zarr(
-        virtual.virtual.to_store(registry),
-        chunks=None if chunks is None else dict(chunks),
-        consolidated=False,
-        **decoding,
+    references = open_stac_references(
+        stac,
+        assets,
+        registry=registry,
+        sign=sign,
+        parallel=parallel,
+        progress=progress,
+        group=group,
+        loadable_variables=loadable_variables,
+        drop_variables=drop_variables,
+        concat_dim=concat_dim,
     )
-    return dataset
+    return references.to_dataset(chunks, **decoding)
 
 
-def _registry(
+def _default_registry(
     stac: StacSource | pystac.Asset,
     assets: Iterable[str] | None,
-    registry: ObjectStoreRegistry | None,
     sign: Callable[[str], str] | None,
 ) -> ObjectStoreRegistry:
-    """The registry that both parses the assets and serves the reads."""
-    if registry is not None:
-        return registry if sign is None else SigningRegistry.wrap(registry, sign)
+    """The registry :func:`open_stac` (or :func:`open_asset`) builds when given none."""
     if isinstance(stac, pystac.Asset):
         owner = stac.owner if isinstance(stac.owner, pystac.Item) else None
         key = next((k for k, a in (owner.assets if owner else {}).items() if a is stac), None)
         if owner is not None and key is not None:
             return stac_registry(owner, [key], sign=sign)
-        href = stac.get_absolute_href() or stac.href
-        plain = ObjectStoreRegistry.for_url(href)
+        plain = ObjectStoreRegistry.for_url(stac.get_absolute_href() or stac.href)
         return plain if sign is None else SigningRegistry.wrap(plain, sign)
     return stac_registry(_items_of(stac), assets, sign=sign)
