@@ -13,15 +13,17 @@ import pytest
 import xarray as xr
 from pystac_client import Client
 
-from servers import SIGNED_TOKEN, HTTPServer
+from servers import HTTPServer, add_token
 from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
-from virtualstac import ManifestArray
+from virtualstac import ManifestArray, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.stac.backend import StacBackendEntrypoint
+from virtualstac.storage.signing import SigningRegistry
 
 if TYPE_CHECKING:
     from conftest import Scenes
 
+MakeItem = Callable[..., pystac.Item]
 ReadBand = Callable[[Path], np.ndarray]
 
 
@@ -82,18 +84,40 @@ def test_sign_is_applied_to_items_and_files(http_server: HTTPServer) -> None:
     archive = write_archive(directory, http_server.url_for)
     item = archive.items[0]
 
-    def sign(url: str) -> str:
-        return f"{url}?token={SIGNED_TOKEN}"
-
     with pytest.raises(OSError, match="403 Forbidden"):
         xr.open_dataset(item, engine="virtualstac")
-    dataset = xr.open_dataset(item, engine="virtualstac", sign=sign)
+    dataset = xr.open_dataset(item, engine="virtualstac", sign=add_token)
     np.testing.assert_array_equal(dataset["B02"].values, archive.band(item.id, "B02"))
 
     (path,) = write_sample_archive(directory, days=1)
-    opened = xr.open_dataset(http_server.url_for(path), engine="virtualstac", sign=sign)
+    opened = xr.open_dataset(http_server.url_for(path), engine="virtualstac", sign=add_token)
     with xr.open_dataset(path, engine="netcdf4") as direct:
         xr.testing.assert_identical(opened.load(), direct.load())
+
+
+def test_sign_reaches_the_sources_a_kerchunk_asset_references(
+    http_server: HTTPServer, make_item: MakeItem
+) -> None:
+    directory = http_server.directory("signed")
+    (path,) = write_sample_archive(directory, days=1)
+    source = http_server.url_for(path)
+    signing = SigningRegistry.wrap(ObjectStoreRegistry.for_url(source), add_token)
+    refs = directory / "refs.json"
+    open_virtual_dataset(source, registry=signing).virtual.to_kerchunk(refs, format="json")
+    item = make_item("refs", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    item.add_asset(
+        "refs",
+        pystac.Asset(
+            http_server.url_for(refs), media_type="application/json", roles=["references"]
+        ),
+    )
+    requested = len(http_server.requests(path, method=None))
+    opened = xr.open_dataset(item, engine="virtualstac", assets=["refs"], sign=add_token)
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(opened.load(), direct.load())
+    # Every read of the JSON and of the netCDF file it references carried the token.
+    for served in (http_server.requests(refs), http_server.requests(path, method=None)[requested:]):
+        assert served and {entry.status for entry in served} <= {200, 206}
 
 
 def test_stac_options_on_a_file_are_refused(tmp_path: Path) -> None:
