@@ -4,6 +4,7 @@
 >>> ds = open_stac(item)  # all its COG/netCDF/HDF5/Zarr source assets  # doctest: +SKIP
 """
 
+from virtualstac.stac.dataset import StacReferences, open_stac_dataset, open_stac_references
 from virtualstac.stac.extension import (
     SCHEMA_URI,
     VIRTUAL_EXTENSION_HOOKS,
@@ -45,6 +46,7 @@ __all__ = [
     "ItemAssetsVirtualExtension",
     "ItemVirtualExtension",
     "MixedGridsError",
+    "StacReferences",
     "StacSource",
     "StorageScheme",
     "StorageSchemeError",
@@ -55,6 +57,8 @@ __all__ = [
     "load_schema",
     "open_asset",
     "open_stac",
+    "open_stac_dataset",
+    "open_stac_references",
     "register_schema",
     "stac_registry",
     "storage_schemes",
