@@ -17,6 +17,7 @@ from servers import HTTPServer, add_token
 from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
 from virtualstac import ManifestArray, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
+from virtualstac.stac import StacReferences
 from virtualstac.stac.backend import StacBackendEntrypoint
 from virtualstac.storage.signing import SigningRegistry
 
@@ -127,3 +128,12 @@ def test_stac_options_on_a_file_are_refused(tmp_path: Path) -> None:
     item = pystac.Item("x", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
     with pytest.raises(TypeError, match="parser= applies to files"):
         xr.open_dataset(item, engine="virtualstac", parser=object())
+
+
+def test_references_that_already_hold_values_are_returned_as_they_are() -> None:
+    # What open_stac returns for a collection whose published store it opens instead.
+    values = xr.Dataset({"t2m": (("time",), np.arange(4.0))})
+    references = StacReferences(values, registry=None)
+    assert not references.is_virtual
+    assert references.to_dataset() is values
+    assert references.to_dataset({"time": 2})["t2m"].chunks == ((2, 2),)

@@ -33,8 +33,8 @@ class StacReferences:
 
     virtual: xr.Dataset
     """The dataset of references (or of values, if it came from a published store)."""
-    registry: ObjectStoreRegistry
-    """The read allow-list the references were parsed through."""
+    registry: ObjectStoreRegistry | None
+    """The read allow-list the references were parsed through (None for values)."""
 
     @property
     def is_virtual(self) -> bool:
@@ -48,7 +48,7 @@ class StacReferences:
         ``xr.open_zarr``; ``chunks=None`` gives lazily indexed arrays, ``{}`` dask arrays with
         the files' chunks.
         """
-        if not self.is_virtual:
+        if self.registry is None or not self.is_virtual:
             # Already values (a published store opened directly): nothing to read through.
             return self.virtual if chunks is None else self.virtual.chunk(dict(chunks))
         dataset: xr.Dataset = xr.open_zarr(
@@ -106,11 +106,12 @@ def open_stac_references(
             drop_variables=drop_variables,
             concat_dim=concat_dim,
         )
-    if registry is None:
-        # The registry open_stac built, built again (items are listed only now, so a
-        # collection with a published store is never enumerated).
-        registry = _default_registry(stac, assets, sign)
-    return StacReferences(virtual, registry)
+    references = StacReferences(virtual, registry)
+    if registry is None and references.is_virtual:
+        # The registry open_stac built, built again: items are listed only now, so the items
+        # of a collection whose published store opened are never enumerated.
+        references = StacReferences(virtual, _default_registry(stac, assets, sign))
+    return references
 
 
 def open_stac_dataset(
