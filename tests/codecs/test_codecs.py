@@ -221,6 +221,54 @@ def test_codecs_are_advertised_as_entry_points() -> None:
     """A process that never imports virtualstac still finds the codecs through zarr."""
     from importlib.metadata import entry_points
 
-    advertised = {ep.name: ep.value for ep in entry_points(group="zarr.codecs")}
+    advertised = {
+        ep.name: ep.value
+        for ep in entry_points(group="zarr.codecs")
+        if ep.dist is not None and ep.dist.name == "virtualstac"
+    }
     for name, cls in codecs.CODECS.items():
         assert advertised[name] == f"virtualstac.codecs:{cls.__name__}"
+
+
+def test_our_codecs_win_over_other_implementations_of_the_same_name() -> None:
+    class Impostor(HorizontalPredictorCodec):
+        """Another package's codec registered under an imagecodecs name (virtual-tiff does)."""
+
+    zarr.registry.register_codec("imagecodecs_delta", Impostor)
+    try:
+        assert get_codec_class("imagecodecs_delta") is HorizontalPredictorCodec
+    finally:
+        zarr.registry._codec_registries["imagecodecs_delta"].pop(
+            f"{Impostor.__module__}.{Impostor.__qualname__}"
+        )
+
+
+@pytest.mark.parametrize("codec_cls", [HorizontalPredictorCodec, FloatPredictorCodec])
+def test_predictors_follow_inserted_and_removed_axes(codec_cls: type[Any]) -> None:
+    # A planar band chunk (band, y, x) as the TIFF parser describes it: x is axis 2.
+    codec = codec_cls(axis=2, shape=(1, 4, 6), dtype="<f4")
+    stacked = codec.with_axis_inserted(0, 3)  # a time axis in front
+    assert (stacked.axis, stacked.shape) == (3, (1, 1, 4, 6))
+    assert codec.with_axis_inserted(3, 3).axis == 2  # after x: samples, x stays
+    squeezed = codec.with_axis_removed(0, 3)  # the band axis selected away
+    assert (squeezed.axis, squeezed.shape, squeezed.dtype) == (1, (4, 6), "<f4")
+    assert codec_cls(axis=-1).with_axis_removed(0, 3).axis == 1
+    with pytest.raises(ValueError, match="x axis"):
+        codec.with_axis_removed(2, 3)
+
+
+def test_predicted_chunks_decode_identically_after_axis_changes() -> None:
+    image = np.arange(24, dtype="<u2").reshape(1, 4, 6) * 7
+    encoded = imagecodecs.delta_encode(image[0], axis=-1)
+    codec = HorizontalPredictorCodec(axis=2, shape=(1, 4, 6), dtype="<u2")
+    for variant, shape in [
+        (codec.with_axis_inserted(0, 3), (1, 1, 4, 6)),
+        (codec.with_axis_removed(0, 3), (4, 6)),
+    ]:
+        chunks: dict[str, Any] = {}
+        array = zarr.create_array(
+            store=chunks, shape=shape, chunks=shape, dtype="<u2", filters=[variant], compressors=[]
+        )
+        key = "c/" + "/".join("0" * len(shape))
+        chunks[key] = zarr.core.buffer.cpu.Buffer.from_bytes(encoded.astype("<u2").tobytes())
+        np.testing.assert_array_equal(array[...], image.reshape(shape))

@@ -10,6 +10,7 @@ import xarray as xr
 
 from virtualstac import ChunkManifest, ManifestArray
 from virtualstac.errors import (
+    IncompatibleArraysError,
     InvalidManifestError,
     UnsupportedIndexingError,
     UnsupportedOperationError,
@@ -250,7 +251,7 @@ def test_indexing_inside_chunks_is_refused(marr: ManifestArray, key: object, mes
         marr[key]
 
 
-def test_dropping_an_axis_is_refused_when_codecs_depend_on_the_chunk_shape() -> None:
+def test_axes_cannot_change_when_codecs_depend_on_the_chunk_shape() -> None:
     metadata = create_v3_array_metadata(
         shape=(2, 4),
         data_type="<f4",
@@ -262,8 +263,12 @@ def test_dropping_an_axis_is_refused_when_codecs_depend_on_the_chunk_shape() -> 
     )
     marr = ManifestArray(metadata, ChunkManifest({}, shape=(2, 1)))
 
-    with pytest.raises(UnsupportedIndexingError, match="array-to-array codecs"):
+    with pytest.raises(UnsupportedIndexingError, match="array-to-array codec 'transpose'"):
         marr[0]
+    with pytest.raises(IncompatibleArraysError, match=r"cannot insert axis 0: .* 'transpose'"):
+        np.stack([marr, marr])
+    with pytest.raises(IncompatibleArraysError, match=r"cannot broadcast .* 'transpose'"):
+        np.broadcast_to(marr, (3, 2, 4))
 
 
 # -- loading is refused ------------------------------------------------------------------------

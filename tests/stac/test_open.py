@@ -14,6 +14,7 @@ import pystac
 import pytest
 import rasterio
 import xarray as xr
+from tiff_files import pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import IncompatibleArraysError, InvalidPathError, UnregisteredURLError
@@ -108,6 +109,31 @@ def test_items_become_a_time_cube_sorted_by_datetime(
     for index, item_id in enumerate(["S2_0", "S2_1", "S2_2"]):
         expected = read_band(scenes.files[item_id]["B02"])
         np.testing.assert_array_equal(opened["B02"].isel(time=index).values, expected)
+
+
+def test_cube_of_cogs_with_a_predictor_reads_identically(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand
+) -> None:
+    # GDAL's usual COG options: the predictor codec must follow the squeezed band axis and
+    # the added time axis, or every chunk decodes wrongly.
+    items = []
+    for day in range(2):
+        path = write_gdal(
+            tmp_path / f"red_{day}.tif",
+            driver="COG",
+            width=300,
+            height=200,
+            data=pixels(1, 200, 300, "uint16", seed=day),
+            blocksize=128,
+            compress="DEFLATE",
+            predictor=2,
+        )
+        when = dt.datetime(2024, 6, 1 + day, tzinfo=dt.UTC)
+        items.append(make_item(f"day-{day}", when, {"red": (str(path), COG)}))
+    opened = read(open_stac(items), tmp_path)
+    for day in range(2):
+        expected = read_band(tmp_path / f"red_{day}.tif")
+        np.testing.assert_array_equal(opened["red"].isel(time=day).values, expected)
 
 
 def test_collection_item_collection_and_list_give_the_same_cube(

@@ -25,6 +25,7 @@ Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships
 
 from __future__ import annotations
 
+import zarr
 from zarr.registry import register_codec
 
 from virtualstac.codecs._bytes import (
@@ -75,3 +76,7 @@ CODECS = {
 
 for _name, _codec in CODECS.items():
     register_codec(_name, _codec)
+    # Other packages (virtual-tiff) register codecs under the same imagecodecs names; zarr then
+    # picks one at random unless configured. Ours are chosen unless the user chose otherwise.
+    if zarr.config.get(f"codecs.{_name}", None) is None:
+        zarr.config.set({f"codecs.{_name}": f"{_codec.__module__}.{_codec.__qualname__}"})

@@ -76,6 +76,33 @@ class _PredictorCodec(ArrayArrayCodec):
             configuration["dtype"] = self.dtype
         return {"name": self.codec_name, "configuration": configuration}
 
+    def with_axis_inserted(self, axis: int, ndim: int) -> Self:
+        """The codec for chunks with a length-one axis inserted at ``axis`` (before: ``ndim``).
+
+        Such an axis adds no pixels: x keeps its place among the other axes.
+        """
+        x_axis = self.axis % ndim
+        shape = None if self.shape is None else (*self.shape[:axis], 1, *self.shape[axis:])
+        return type(self)(
+            axis=x_axis + 1 if axis <= x_axis else x_axis,
+            dist=self.dist,
+            shape=shape,
+            dtype=self.dtype,
+        )
+
+    def with_axis_removed(self, axis: int, ndim: int) -> Self:
+        """The codec for chunks whose length-one axis ``axis`` is removed (before: ``ndim``)."""
+        x_axis = self.axis % ndim
+        if axis == x_axis:
+            raise ValueError(f"{self.codec_name} cannot lose its x axis {axis}")
+        shape = None if self.shape is None else (*self.shape[:axis], *self.shape[axis + 1 :])
+        return type(self)(
+            axis=x_axis - 1 if axis < x_axis else x_axis,
+            dist=self.dist,
+            shape=shape,
+            dtype=self.dtype,
+        )
+
     def _check(self, chunk_spec: ArraySpec) -> None:
         if self.shape is not None and tuple(chunk_spec.shape) != self.shape:
             raise ValueError(

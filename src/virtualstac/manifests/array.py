@@ -11,6 +11,7 @@ import numpy.typing as npt
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import (
+    IncompatibleArraysError,
     InvalidManifestError,
     UnsupportedIndexingError,
     UnsupportedOperationError,
@@ -18,6 +19,7 @@ from virtualstac.errors import (
 from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest, expand_manifest
 from virtualstac.manifests.metadata import (
     chunk_shape_of,
+    codecs_with_axis,
     grid_shape,
     replace_metadata,
     same_value,
@@ -277,12 +279,14 @@ class ManifestArray:
                 new_names.append(names[dim])
             dim += 1
         manifest = self._manifest.subset(tuple(grid_index))
+        dropped = [axis for axis, item in enumerate(indexer) if isinstance(item, int)]
         result = ManifestArray(
             replace_metadata(
                 self._metadata,
                 shape=tuple(new_shape),
                 chunk_shape=tuple(new_chunks),
                 dimension_names=tuple(new_names) if self._metadata.dimension_names else None,
+                codecs=self._codecs_without(dropped),
             ),
             manifest,
         )
@@ -318,18 +322,20 @@ class ManifestArray:
                 f"cannot select index {item} on axis {dim}: its chunks hold {chunk} elements; "
                 "use a chunk-aligned slice instead"
             )
-        if any(_is_array_to_array(c) for c in self._metadata.codecs):
-            raise UnsupportedIndexingError(
-                f"cannot drop axis {dim}: the array-to-array codecs of this array depend on the "
-                "chunk's dimensions"
-            )
         return item % size
 
-
-def _is_array_to_array(codec: Any) -> bool:
-    from zarr.abc.codec import ArrayArrayCodec
-
-    return isinstance(codec, ArrayArrayCodec)
+    def _codecs_without(self, axes: list[int]) -> list[dict[str, Any]]:
+        """The codec chain once the length-one chunk ``axes`` are dropped."""
+        codecs: list[Any] = list(self._metadata.codecs)
+        ndim = self.ndim
+        # The highest axis first, so that the lower axes keep their numbers.
+        for axis in sorted(axes, reverse=True):
+            try:
+                codecs = codecs_with_axis(codecs, ndim, removed=axis)
+            except ValueError as err:
+                raise UnsupportedIndexingError(f"cannot drop axis {axis}: {err}") from err
+            ndim -= 1
+        return codecs
 
 
 def _normalize_key(key: Any, ndim: int) -> list[Any]:
@@ -392,10 +398,15 @@ def expand_manifest_array(array: ManifestArray, axis: int) -> ManifestArray:
     if names is not None:
         new_names = list(names)
         new_names.insert(axis, None)
+    try:
+        codecs = codecs_with_axis(array.metadata.codecs, array.ndim, inserted=axis)
+    except ValueError as err:
+        raise IncompatibleArraysError(f"cannot insert axis {axis}: {err}") from err
     metadata = replace_metadata(
         array.metadata,
         shape=tuple(shape),
         chunk_shape=tuple(chunks),
         dimension_names=tuple(new_names) if new_names is not None else None,
+        codecs=codecs,
     )
     return ManifestArray(metadata, expand_manifest(array.manifest, axis))

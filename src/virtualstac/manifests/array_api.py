@@ -15,7 +15,12 @@ import numpy as np
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.array import ManifestArray, expand_manifest_array
 from virtualstac.manifests.manifest import broadcast_manifest, concatenate_manifests
-from virtualstac.manifests.metadata import check_combinable, grid_shape, replace_metadata
+from virtualstac.manifests.metadata import (
+    check_combinable,
+    codecs_with_axis,
+    grid_shape,
+    replace_metadata,
+)
 
 __all__ = ["HANDLED_FUNCTIONS", "broadcast_to", "concatenate", "expand_dims", "stack"]
 
@@ -149,11 +154,18 @@ def broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> ManifestArray:
                 f"cannot broadcast axis {axis}: its chunk size is {x.chunks[axis]}, not 1"
             )
     names = x.metadata.dimension_names
+    codecs: list[Any] = list(x.metadata.codecs)
+    for ndim in range(x.ndim, x.ndim + lead):
+        try:
+            codecs = codecs_with_axis(codecs, ndim, inserted=0)
+        except ValueError as err:
+            raise IncompatibleArraysError(f"cannot broadcast to {shape}: {err}") from err
     metadata = replace_metadata(
         x.metadata,
         shape=shape,
         chunk_shape=tuple(chunks),
         dimension_names=(None,) * lead + tuple(names) if names is not None else None,
+        codecs=codecs,
     )
     manifest = broadcast_manifest(x.manifest, grid_shape(shape, chunks))
     return ManifestArray(metadata, manifest)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 from zarr.core.dtype import parse_dtype
@@ -117,6 +117,51 @@ def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metada
         as_dict["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": chunk_shape}}
     as_dict.update(changes)
     return ArrayV3Metadata.from_dict(as_dict)
+
+
+@runtime_checkable
+class AxisAwareCodec(Protocol):
+    """An array-to-array codec whose configuration names axes of the chunk it is given.
+
+    Inserting or removing a length-one axis leaves a chunk's bytes as they are, but such a codec
+    (a TIFF predictor knows which axis is x, and the chunk shape) must be told the new layout.
+    ``ndim`` is the number of chunk dimensions before the change.
+    """
+
+    def with_axis_inserted(self, axis: int, ndim: int) -> Any:
+        """The same codec for chunks with a length-one axis inserted at ``axis``."""
+        ...
+
+    def with_axis_removed(self, axis: int, ndim: int) -> Any:
+        """The same codec for chunks whose length-one axis ``axis`` is removed."""
+        ...
+
+
+def codecs_with_axis(
+    codecs: Iterable[Any], ndim: int, *, inserted: int | None = None, removed: int | None = None
+) -> list[dict[str, Any]]:
+    """A codec chain (as JSON dicts) once a length-one chunk axis is inserted or removed.
+
+    ``ndim`` is the number of chunk dimensions before the change. Array-to-array codecs that
+    do not implement :class:`AxisAwareCodec` (zarr's ``transpose``, say) cannot follow the
+    change: :class:`ValueError` names them.
+    """
+    from zarr.abc.codec import ArrayArrayCodec
+
+    chain: list[dict[str, Any]] = []
+    for codec in codecs:
+        if isinstance(codec, ArrayArrayCodec):
+            if not isinstance(codec, AxisAwareCodec):
+                raise ValueError(
+                    f"the array-to-array codec {codec.to_dict()['name']!r} depends on the "
+                    "chunk's dimensions and cannot follow an added or removed axis"
+                )
+            if inserted is not None:
+                codec = codec.with_axis_inserted(inserted, ndim)
+            if removed is not None:
+                codec = codec.with_axis_removed(removed, ndim)
+        chain.append(cast(dict[str, Any], codec.to_dict()))
+    return chain
 
 
 def same_value(a: Any, b: Any) -> bool:
