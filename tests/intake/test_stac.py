@@ -70,6 +70,13 @@ sources:
     args:
       url: "{{ CATALOG_DIR }}/listed.json"
       assets: [B03]
+  bands:
+    driver: stac_virtual
+    parameters:
+      bands: {description: band assets, type: list, default: [B02, B03]}
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: "{{ bands }}"
 """
     )
     return catalog, archive
@@ -107,6 +114,13 @@ def test_a_user_parameter_chooses_the_item_and_read_loads_it(
     np.testing.assert_array_equal(scene["B03"].values, archive.band("S2_20240503_T33", "B03"))
     default = entries.scene.to_dask()
     np.testing.assert_array_equal(default["B02"].values, archive.band(SOUTH_IDS[0], "B02"))
+
+
+def test_a_list_parameter_chooses_the_assets(static: tuple[Path, Archive]) -> None:
+    catalog, _ = static
+    entries = intake.open_catalog(str(catalog))
+    assert sorted(entries.bands.to_dask().data_vars) == ["B02", "B03"]
+    assert list(entries.bands(bands=["B03"]).to_dask().data_vars) == ["B03"]
 
 
 def test_an_item_collection_file_opens_too(static: tuple[Path, Archive]) -> None:

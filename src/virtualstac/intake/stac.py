@@ -24,6 +24,7 @@ where open_stac does so), and read through their references.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 from collections.abc import Callable, Sequence
@@ -53,7 +54,9 @@ class StacVirtualSource(DataSource):  # type: ignore[misc]
         of a STAC API (searched when any search parameter is given, or when it is an API
         landing page).
     assets
-        Keys of the assets to open; by default the Items' data assets a parser reads.
+        Keys of the assets to open (a list, or a template rendering one, such as
+        ``"{{ bands }}"`` for a list parameter); by default the Items' data assets a parser
+        reads.
     collections, bbox, datetime, ids, query, filter, max_items
         Search parameters, as for ``pystac_client.Client.search``. ``bbox`` may be a list
         of numbers or a ``"west,south,east,north"`` string.
@@ -95,12 +98,12 @@ class StacVirtualSource(DataSource):  # type: ignore[misc]
     ) -> None:
         super().__init__(metadata=metadata)
         self.url = url
-        self.assets = None if assets is None else list(assets)
+        self.assets = _names(assets)
         self.search_parameters = _search_parameters(
-            collections=collections,
+            collections=_names(collections),
             bbox=bbox,
             datetime=datetime,
-            ids=ids,
+            ids=_names(ids),
             query=query,
             filter=filter,
             max_items=max_items,
@@ -176,6 +179,21 @@ class StacVirtualSource(DataSource):  # type: ignore[misc]
 
     def _close(self) -> None:
         self._references = None
+
+
+def _names(value: Sequence[str] | str | None) -> list[str] | None:
+    """A list of names from a list, or from what a template renders: ``"['red', 'nir']"``
+    (a list parameter), ``"red,nir"`` or ``"red"``."""
+    if value is None or not isinstance(value, str):
+        return None if value is None else [str(name) for name in value]
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError) as err:
+            raise ValueError(f"cannot read a list of names from {value!r}: {err}") from err
+        return [str(name) for name in parsed]
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _search_parameters(**given: Any) -> dict[str, Any]:
