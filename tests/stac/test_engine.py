@@ -17,7 +17,7 @@ from servers import HTTPServer, add_token
 from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
 from virtualstac import ManifestArray, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
-from virtualstac.stac import StacReferences
+from virtualstac.stac import StacReferences, open_stac, stac_registry
 from virtualstac.stac.backend import StacBackendEntrypoint
 from virtualstac.storage.signing import SigningRegistry
 
@@ -94,6 +94,20 @@ def test_sign_is_applied_to_items_and_files(http_server: HTTPServer) -> None:
     opened = xr.open_dataset(http_server.url_for(path), engine="virtualstac", sign=add_token)
     with xr.open_dataset(path, engine="netcdf4") as direct:
         xr.testing.assert_identical(opened.load(), direct.load())
+
+
+def test_hrefs_signed_by_a_search_modifier_read_without_sign(http_server: HTTPServer) -> None:
+    # pystac-client's modifier= (planetary_computer.sign_inplace) leaves hrefs signed so.
+    archive = write_archive(http_server.directory("signed"), http_server.url_for)
+    item = archive.items[0]
+    for asset in item.assets.values():
+        asset.href = add_token(asset.href)
+    virtual = open_stac(item, ["B02"])
+    assert virtual["B02"].data.manifest.path_table == (item.assets["B02"].href.split("?")[0],)
+    opened = xr.open_zarr(virtual.virtual.to_store(stac_registry(item)), consolidated=False)
+    np.testing.assert_array_equal(opened["B02"].values, archive.band(item.id, "B02"))
+    dataset = xr.open_dataset(item, engine="virtualstac", assets=["B03"])
+    np.testing.assert_array_equal(dataset["B03"].values, archive.band(item.id, "B03"))
 
 
 def test_sign_reaches_the_sources_a_kerchunk_asset_references(

@@ -16,7 +16,7 @@ from servers import SIGNED_TOKEN, HTTPServer, add_token
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, InvalidPathError, UnregisteredURLError
-from virtualstac.storage.signing import SigningRegistry
+from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 
 
 def read(registry: ObjectStoreRegistry, url: str) -> bytes:
@@ -110,3 +110,15 @@ def test_a_signing_registry_survives_pickling(http_server: HTTPServer) -> None:
     copy = pickle.loads(pickle.dumps(registry))
     assert copy.prefixes == registry.prefixes
     assert read(copy, http_server.url_for(directory / "a.bin")) == bytes([0, 1, 2, 3])
+
+
+def test_signatures_split_off_http_urls_only() -> None:
+    assert split_signature("https://acct.blob.core.windows.net/c/x.tif?sv=1&sig=a") == (
+        "https://acct.blob.core.windows.net/c/x.tif",
+        "sv=1&sig=a",
+    )
+    assert split_signature("file:///data/what%3F.nc") == ("file:///data/what%3F.nc", "")
+    assert split_signature("s3://bucket/x?y.nc") == ("s3://bucket/x?y.nc", "")
+    kept = PresignedQueries({"https://h/c/": "sig=a", "https://h/c/sub/": "sig=b"})
+    assert kept("https://h/c/sub/x.nc") == "https://h/c/sub/x.nc?sig=b"
+    assert kept("https://h/other/x.nc") == "https://h/other/x.nc"

@@ -55,7 +55,7 @@ from virtualstac.stac.extension import (
 )
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.signing import SigningRegistry
+from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
@@ -514,7 +514,8 @@ def _task(
     return _AssetTask(
         item_id=item_id,
         key=key,
-        url=normalize_url(href),
+        # A signed href's query is kept by the registry (stac_registry), not in references.
+        url=split_signature(normalize_url(href))[0],
         parser=_parser_name(key, asset, item),
         variable=_field(asset, item, VARIABLE_PROP),
         group=overrides.group if overrides.group is not None else _field(asset, item, GROUP_PROP),

@@ -25,7 +25,7 @@ import pystac
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.signing import SigningRegistry
+from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url, url_prefix
 
 __all__ = [
@@ -152,11 +152,12 @@ def _implied_type(platform: str) -> str:
     return "custom-s3"
 
 
-def _absolute_href(asset: pystac.Asset) -> str | None:
-    """The asset's absolute URL, or None if it cannot be located or read."""
+def _absolute_href(asset: pystac.Asset) -> tuple[str, str] | None:
+    """The asset's absolute URL and the query it was signed with, or None if it cannot be
+    located or read."""
     href = asset.get_absolute_href() or asset.href
     try:
-        return normalize_url(href)
+        return split_signature(normalize_url(href))
     except InvalidPathError:
         return None
 
@@ -251,31 +252,39 @@ def stac_registry(
     schemes; buckets that an asset's scheme names (its ``bucket`` variable) are allowed too,
     so the Kerchunk references of an asset may point there. With ``sign``, every URL is
     signed before it is read (see :class:`~virtualstac.storage.signing.SigningRegistry`).
+    Without it, hrefs that arrive signed (with a query, as pystac-client's ``modifier=``
+    leaves them) lend their query to every read below their directory.
 
     Use it to read a virtual dataset ``open_stac`` returned::
 
         registry = stac_registry(items, sign=sign)
         xr.open_zarr(open_stac(items, registry=registry).virtual.to_store(registry))
     """
-    registry: ObjectStoreRegistry = ObjectStoreRegistry() if sign is None else SigningRegistry(sign)
+    registry = ObjectStoreRegistry()
+    queries: dict[str, str] = {}
     wanted = None if assets is None else set(assets)
     finder = _SchemeFinder()
     for item in [items] if isinstance(items, pystac.Item) else items:
         for key, asset in item.assets.items():
             if wanted is not None and key not in wanted:
                 continue
-            url = _absolute_href(asset)
-            if url is None:
+            located = _absolute_href(asset)
+            if located is None:
                 continue
+            url, query = located
             schemes = finder.schemes(asset, item)
             applicable = next((s for s in schemes if s.applies_to(url)), None)
             options = applicable.store_options(url) if applicable is not None else {}
             _allow(registry, _allowed_prefix(url), options)
+            if query:
+                queries[_allowed_prefix(url)] = query
             for scheme in schemes:
                 bucket = scheme.variables.get("bucket")
                 if bucket and scheme.type in ("aws-s3", "custom-s3"):
                     _allow(registry, f"s3://{bucket}", scheme.store_options(f"s3://{bucket}"))
-    return registry
+    if sign is None and queries:
+        sign = PresignedQueries(queries)
+    return registry if sign is None else SigningRegistry.wrap(registry, sign)
 
 
 def _allowed_prefix(url: str) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from obstore.store import HTTPStore, ObjectStore
 
@@ -21,10 +22,41 @@ from virtualstac.errors import InvalidPathError
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["SigningRegistry"]
+__all__ = ["PresignedQueries", "SigningRegistry", "split_signature"]
 
 #: Signed stores kept for reuse; a token refresh makes new ones, so old ones must age out.
 DEFAULT_CACHE_SIZE = 256
+
+
+def split_signature(url: str) -> tuple[str, str]:
+    """An ``http(s)`` URL without its query, and the query (``""`` if it has none).
+
+    Other URLs are returned whole: a ``?`` in a local path or an object key is part of it.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.query:
+        return url, ""
+    return urlunsplit(parts._replace(query="", fragment="")), parts.query
+
+
+@dataclass(frozen=True)
+class PresignedQueries:
+    """A sign function that gives URLs back the query their directory's hrefs were signed with.
+
+    Hrefs that arrive signed (pystac-client's ``modifier=planetary_computer.sign_inplace``
+    signs search results so) are referenced without their query; this puts it back on every
+    read below the same directory prefix, chunks and referenced sources included.
+    """
+
+    queries: Mapping[str, str]
+    """Directory URL prefix -> query."""
+
+    def __call__(self, url: str) -> str:
+        """``url`` with the query of the longest prefix it lies below, or unchanged."""
+        for prefix in sorted(self.queries, key=len, reverse=True):
+            if url.startswith(prefix):
+                return f"{url}?{self.queries[prefix]}"
+        return url
 
 
 class SigningRegistry(ObjectStoreRegistry):
