@@ -1,8 +1,11 @@
-"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3.
+"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3, rustac
+for a STAC API.
 
-Both behave like the object storage virtualstac reads in production: nginx answers ``Range``
-requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's threaded
-server speaks the S3 REST protocol. ``tests/conftest.py`` starts one of each per test session.
+nginx and moto behave like the object storage virtualstac reads in production: nginx answers
+``Range`` requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's
+threaded server speaks the S3 REST protocol. rustac's ``serve`` command is a STAC API (item
+search, collections) over an in-memory backend loaded from files. ``tests/conftest.py`` starts
+one of each per test session.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +25,31 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-__all__ = ["NGINX_MISSING_REASON", "HTTPServer", "LogEntry", "S3Server", "nginx_binary"]
+__all__ = [
+    "NGINX_MISSING_REASON",
+    "RUSTAC_MISSING_REASON",
+    "SIGNED_TOKEN",
+    "HTTPServer",
+    "LogEntry",
+    "S3Server",
+    "STACServer",
+    "add_token",
+    "nginx_binary",
+    "rustac_binary",
+]
 
 NGINX_MISSING_REASON = "nginx not installed (.ci/run installs nginx-light)"
+RUSTAC_MISSING_REASON = (
+    "the rustac command (PyPI package rustac, in the test extra) is not installed"
+)
+#: The query token that directories named ``signed-*`` require (see :meth:`HTTPServer.directory`).
+SIGNED_TOKEN = "letmein"
+
+
+def add_token(url: str) -> str:
+    """Sign a URL for the ``signed-*`` directories, the way ``planetary_computer.sign`` does."""
+    return f"{url}?token={SIGNED_TOKEN}" if url.startswith("http://") else url
+
 
 _NGINX_CONFIG = """\
 {user}
@@ -43,6 +70,12 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
+        # Directories named "signed-*" answer only requests carrying ?token=letmein, like
+        # storage behind SAS tokens or pre-signed URLs.
+        location /signed- {{
+            if ($arg_token != "{token}") {{ return 403; }}
+        }}
+{locations}
     }}
 }}
 """
@@ -74,7 +107,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> bool:
         except OSError:
             time.sleep(0.02)
     process.kill()
-    raise RuntimeError(f"nginx did not start listening on port {port} within 10 s")
+    raise RuntimeError(f"{process.args[0]} did not start listening on port {port} within 10 s")
 
 
 @dataclass(frozen=True)
@@ -103,8 +136,11 @@ class HTTPServer:
     process: subprocess.Popen[bytes] = field(repr=False)
 
     @classmethod
-    def start(cls, workdir: Path) -> HTTPServer:
-        """Start nginx serving ``workdir / "www"`` on a free loopback port."""
+    def start(cls, workdir: Path, locations: str = "") -> HTTPServer:
+        """Start nginx serving ``workdir / "www"`` on a free loopback port.
+
+        ``locations`` adds nginx ``location`` blocks to the server (e.g. a proxy).
+        """
         binary = nginx_binary()
         if binary is None:
             raise RuntimeError(NGINX_MISSING_REASON)
@@ -119,7 +155,16 @@ class HTTPServer:
         errors = ""
         for _ in range(5):
             port = _free_port()
-            config.write_text(_NGINX_CONFIG.format(user=user, prefix=workdir, port=port, root=root))
+            config.write_text(
+                _NGINX_CONFIG.format(
+                    user=user,
+                    prefix=workdir,
+                    port=port,
+                    root=root,
+                    token=SIGNED_TOKEN,
+                    locations=locations,
+                )
+            )
             process = subprocess.Popen(
                 [binary, "-p", str(workdir), "-c", str(config), "-g", "daemon off;"],
                 stdout=subprocess.DEVNULL,
@@ -137,7 +182,11 @@ class HTTPServer:
         self.process.communicate(timeout=10)
 
     def directory(self, name: str = "case") -> Path:
-        """Create and return a new, uniquely named directory below the served root."""
+        """Create and return a new, uniquely named directory below the served root.
+
+        Files in a directory whose ``name`` starts with ``signed`` are served only to requests
+        whose query has ``token=`` :data:`SIGNED_TOKEN`; others get 403 Forbidden.
+        """
         path = self.root / f"{name}-{uuid.uuid4().hex[:8]}"
         path.mkdir()
         return path
@@ -240,3 +289,60 @@ class S3Server:
         acl = "public-read" if public else "private"
         self.client().put_object(Bucket=bucket, Key=key, Body=body, ACL=acl)
         return f"s3://{bucket}/{key}"
+
+
+def rustac_binary() -> str | None:
+    """Path of the ``rustac`` command installed next to this Python, or on the PATH."""
+    beside = Path(sys.executable).parent / "rustac"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("rustac")
+
+
+@dataclass
+class STACServer:
+    """rustac's STAC API on a loopback port, serving the collections and items it was given."""
+
+    url: str
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, *files: Path) -> STACServer:
+        """Serve ``files`` (collections without links, and ItemCollections whose features name
+        their ``collection``) on a free port, once the API answers."""
+        binary = rustac_binary()
+        if binary is None:
+            raise RuntimeError(RUSTAC_MISSING_REASON)
+        errors = ""
+        for _ in range(5):
+            port = _free_port()
+            process = subprocess.Popen(
+                [binary, "serve", "--addr", f"127.0.0.1:{port}", *map(str, files)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            url = f"http://127.0.0.1:{port}"
+            if _wait_for_port(port, process) and _answers(url, process):
+                return cls(url, process)
+            # Most likely another process took the port between probing and binding it.
+            errors = process.communicate()[1].decode(errors="replace")
+        raise RuntimeError(f"rustac serve failed to start: {errors}")
+
+    def stop(self) -> None:
+        """Stop the server and wait for it to exit."""
+        self.process.terminate()
+        self.process.communicate(timeout=10)
+
+
+def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
+    """Wait until ``url`` answers 200 (True) or ``process`` exits (False)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"{url} did not answer within 10 s")

@@ -25,6 +25,7 @@ from virtualstac.stac import (
     UnsupportedAssetError,
     VirtualExtension,
     open_stac,
+    stac_registry,
 )
 
 if TYPE_CHECKING:
@@ -253,24 +254,24 @@ def test_relative_href_without_self_href_is_refused(make_item: MakeItem) -> None
         open_stac(item)
 
 
-def test_sign_rewrites_hrefs_before_reading(
-    scenes: Scenes, tmp_path: Path, make_item: MakeItem, read_band: ReadBand
+def test_sign_rewrites_every_url_read_and_references_stay_unsigned(
+    scenes: Scenes, make_item: MakeItem, read_band: ReadBand
 ) -> None:
     local = scenes.files["S2_0"]["B02"]
-    item = make_item(
-        "remote",
-        dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
-        {"B02": ("https://data.example.org/S2_0/B02.tif", COG)},
-    )
+    href = "https://data.example.org/S2_0/B02.tif"
+    item = make_item("remote", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B02": (href, COG)})
     signed: list[str] = []
 
-    def sign(href: str) -> str:
-        signed.append(href)
-        return str(local) if href.endswith("/S2_0/B02.tif") else href
+    def sign(url: str) -> str:  # a mirror on the local disk
+        signed.append(url)
+        return str(local) if url == href else url
 
     virtual = open_stac(item, sign=sign)
-    assert signed == ["https://data.example.org/S2_0/B02.tif"]
-    np.testing.assert_array_equal(read(virtual, tmp_path)["B02"].values, read_band(local))
+    assert set(signed) == {href}
+    assert virtual["B02"].data.manifest.path_table == (href,)
+    registry = stac_registry(item, sign=sign)
+    opened = xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)
+    np.testing.assert_array_equal(opened["B02"].values, read_band(local))
 
 
 def test_registry_is_the_allow_list(scenes: Scenes, tmp_path: Path) -> None:

@@ -85,12 +85,22 @@ def test_items_open_as_their_part_of_the_collections_store(
     assert is_virtual(open_stac(outsider, BANDS))  # not in the store: its sources are parsed
 
 
+def test_assets_select_the_variables_of_a_store(scenes: Scenes, tmp_path: Path) -> None:
+    collection = published_collection(scenes, tmp_path)
+    assert list(open_stac(collection, ["B03"]).data_vars) == ["B03"]
+    assert not is_virtual(open_stac(collection, ["B03"]))
+    with pytest.raises(PublishedStoreError, match="no variable for asset 'B05'.* B02, B03"):
+        open_stac(collection, ["B02", "B05"])
+    parsed = open_stac(collection, ["B05"], use_published=False)
+    assert is_virtual(parsed) and list(parsed.data_vars) == ["B05"]
+
+
 def test_options_that_only_apply_to_sources_are_refused_with_a_store(
     scenes: Scenes, tmp_path: Path
 ) -> None:
     collection = published_collection(scenes, tmp_path)
-    with pytest.raises(PublishedStoreError, match="assets, sign only apply to parsing"):
-        open_stac(collection, ["B02"], sign=lambda href: href)
+    with pytest.raises(PublishedStoreError, match="group, sign only apply to parsing"):
+        open_stac(collection, group="x", sign=lambda href: href)
     assert set(open_stac(collection, drop_variables=["B03"]).data_vars) == {"B02"}
     grids = open_stac(collection, group_by="grid")
     [(grid, dataset)] = grids.items()

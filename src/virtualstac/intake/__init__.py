@@ -1,5 +1,6 @@
-"""Intake drivers: catalog entries whose files become lazy, dask-backed virtual datasets."""
+"""Intake drivers: catalog entries whose files or STAC items become lazy, dask-backed datasets."""
 
+from virtualstac.intake.stac import StacVirtualSource
 from virtualstac.intake.virtual import VirtualSource
 
-__all__ = ["VirtualSource"]
+__all__ = ["StacVirtualSource", "VirtualSource"]

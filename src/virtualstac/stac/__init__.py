@@ -5,6 +5,7 @@
 >>> publish(collection, "s3://bucket/scenes.icechunk")  # a store as an asset  # doctest: +SKIP
 """
 
+from virtualstac.stac.dataset import StacReferences, open_stac_dataset, open_stac_references
 from virtualstac.stac.extension import (
     SCHEMA_URI,
     VIRTUAL_EXTENSION_HOOKS,
@@ -23,6 +24,7 @@ from virtualstac.stac.open import (
     AssetNotFoundError,
     Grid,
     MixedGridsError,
+    StacSource,
     UnsupportedAssetError,
     open_asset,
     open_stac,
@@ -32,6 +34,12 @@ from virtualstac.stac.published import (
     PublishedStoreError,
     open_published,
     published_asset,
+)
+from virtualstac.stac.storage import (
+    StorageScheme,
+    StorageSchemeError,
+    stac_registry,
+    storage_schemes,
 )
 
 __all__ = [
@@ -47,6 +55,10 @@ __all__ = [
     "MixedGridsError",
     "PublishError",
     "PublishedStoreError",
+    "StacReferences",
+    "StacSource",
+    "StorageScheme",
+    "StorageSchemeError",
     "SummariesVirtualExtension",
     "UnsupportedAssetError",
     "VirtualExtension",
@@ -55,7 +67,11 @@ __all__ = [
     "open_asset",
     "open_published",
     "open_stac",
+    "open_stac_dataset",
+    "open_stac_references",
     "publish",
     "published_asset",
     "register_schema",
+    "stac_registry",
+    "storage_schemes",
 ]

@@ -24,6 +24,7 @@ import numpy as np
 import pyproj
 import pystac
 import xarray as xr
+from pystac_client import ItemSearch
 
 from virtualstac.errors import (
     IncompatibleArraysError,
@@ -53,7 +54,9 @@ from virtualstac.stac.extension import (
     VARIABLE_PROP,
 )
 from virtualstac.stac.published import open_published_for
+from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
@@ -62,10 +65,17 @@ __all__ = [
     "AssetNotFoundError",
     "Grid",
     "MixedGridsError",
+    "StacSource",
     "UnsupportedAssetError",
     "open_asset",
     "open_stac",
 ]
+
+#: What :func:`open_stac` opens: an Item, a Collection or Catalog (its items), an
+#: ItemCollection, a pystac-client search (its results), or any iterable of Items.
+type StacSource = (
+    pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch | Iterable[pystac.Item]
+)
 
 #: Media types (without parameters) opened by default, and their parser; ``None`` means the
 #: file's magic bytes decide (netCDF may be netCDF3 or netCDF4/HDF5, Kerchunk JSON or parquet).
@@ -176,7 +186,7 @@ class _AssetTask:
 
 @overload
 def open_stac(
-    stac: pystac.Item | pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item],
+    stac: StacSource,
     assets: Iterable[str] | None = None,
     *,
     registry: ObjectStoreRegistry | None = None,
@@ -195,7 +205,7 @@ def open_stac(
 
 @overload
 def open_stac(
-    stac: pystac.Item | pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item],
+    stac: StacSource,
     assets: Iterable[str] | None = None,
     *,
     registry: ObjectStoreRegistry | None = None,
@@ -213,7 +223,7 @@ def open_stac(
 
 
 def open_stac(
-    stac: pystac.Item | pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item],
+    stac: StacSource,
     assets: Iterable[str] | None = None,
     *,
     registry: ObjectStoreRegistry | None = None,
@@ -233,20 +243,22 @@ def open_stac(
     Parameters
     ----------
     stac
-        An Item (its assets become one dataset), or a Collection (its items, recursively),
-        an ItemCollection or any iterable of Items (a datacube along ``time``).
+        An Item (its assets become one dataset), or a Collection or Catalog (its items,
+        recursively), an ItemCollection, a pystac-client ``ItemSearch`` (its results) or any
+        iterable of Items (a datacube along ``time``).
     assets
         Keys of the assets to open. By default: assets with ``virtual:parser``, and assets
         with role ``data`` whose media type a parser reads (:data:`MEDIA_TYPE_PARSERS`, or
         ``application/json`` with role ``references``/``index``); published virtual stores
         (``virtual:format``) are skipped.
     registry
-        The read allow-list; by default the directory (or bucket) of every asset.
+        The read allow-list; by default :func:`~virtualstac.stac.stac_registry`: the directory
+        (or bucket) of every asset, with the store settings of their ``storage:schemes``.
     sign
-        Applied to each asset's absolute href before it is read (e.g. to point at a mirror);
-        the chunk references then name the rewritten URL. Query strings are read as part of
-        the object path, so signatures carried in the query do not work: give the registry
-        the credentials instead.
+        Applied to every URL when it is read (e.g. ``planetary_computer.sign``): asset files,
+        and the chunks and sources they reference. It may add a query (a token, a pre-signed
+        signature) or point at a mirror. References keep naming the unsigned URL, so read the
+        result through a registry that signs too: ``stac_registry(items, sign=sign)``.
     group_by
         ``"grid"`` returns a dict of datasets keyed by :class:`Grid` instead of refusing
         assets or Items on different raster grids.
@@ -296,7 +308,7 @@ def open_stac(
 
 
 def _open_stac(
-    stac: pystac.Item | pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item],
+    stac: StacSource,
     assets: Iterable[str] | None = None,
     *,
     registry: ObjectStoreRegistry | None = None,
@@ -316,7 +328,6 @@ def _open_stac(
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
     if use_published:
         parse_only = {
-            "assets": assets,
             "sign": sign,
             "group": group,
             "loadable_variables": loadable_variables,
@@ -325,6 +336,7 @@ def _open_stac(
         published = open_published_for(
             stac,
             parse_options=parse_only,
+            assets=assets,
             registry=registry,
             drop_variables=drop_variables,
             decode_times=decode_times,
@@ -340,7 +352,11 @@ def _open_stac(
         drop_variables=None if drop_variables is None else tuple(drop_variables),
         decode_times=decode_times,
     )
-    tasks = [task for item in items for task in _tasks_for(item, wanted, sign, overrides)]
+    tasks = [task for item in items for task in _tasks_for(item, wanted, overrides)]
+    if registry is None:
+        registry = stac_registry(items, {task.key for task in tasks}, sign=sign)
+    elif sign is not None:
+        registry = SigningRegistry.wrap(registry, sign)
     opened = _open_tasks(tasks, registry, parallel, progress)
     per_item: dict[str, list[tuple[str, xr.Dataset]]] = defaultdict(list)
     for task, dataset in zip(tasks, opened, strict=True):
@@ -375,7 +391,13 @@ def open_asset(
         decode_times=decode_times,
     )
     item_id = owner.id if owner is not None else "(no item)"
-    task = _task(item_id, key or "data", asset, owner, sign, overrides, explicit=True)
+    task = _task(item_id, key or "data", asset, owner, overrides, explicit=True)
+    if registry is None and owner is not None and key is not None:
+        registry = stac_registry(owner, [key], sign=sign)
+    else:
+        registry = registry if registry is not None else ObjectStoreRegistry.for_url(task.url)
+        if sign is not None:
+            registry = SigningRegistry.wrap(registry, sign)
     return _open_tasks([task], registry, False, False)[0]
 
 
@@ -390,22 +412,25 @@ class _Overrides:
     decode_times: bool | None
 
 
-def _items_of(
-    stac: pystac.Item | pystac.Collection | pystac.ItemCollection | Iterable[pystac.Item],
-) -> list[pystac.Item]:
+def _items_of(stac: StacSource) -> list[pystac.Item]:
     if isinstance(stac, pystac.Item):
         return [stac]
-    if isinstance(stac, pystac.Collection):
+    if isinstance(stac, pystac.Catalog):  # Collections are Catalogs
         found = list(stac.get_items(recursive=True))
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)
+    elif isinstance(stac, ItemSearch):
+        found = list(stac.items())
     else:
         found = list(stac)
     for entry in found:
         if not isinstance(entry, pystac.Item):
             raise TypeError(f"expected pystac Items, got {type(entry).__name__}")
     if not found:
-        raise UnsupportedAssetError("no STAC items to open")
+        searched = isinstance(stac, ItemSearch)
+        raise UnsupportedAssetError(
+            f"no STAC items to open{': the search matched no items' if searched else ''}"
+        )
     ids = [item.id for item in found]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
@@ -416,7 +441,6 @@ def _items_of(
 def _tasks_for(
     item: pystac.Item,
     wanted: list[str] | None,
-    sign: Callable[[str], str] | None,
     overrides: _Overrides,
 ) -> list[_AssetTask]:
     if wanted is not None:
@@ -427,8 +451,7 @@ def _tasks_for(
                 f"its assets: {', '.join(item.assets) or 'none'}"
             )
         return [
-            _task(item.id, key, item.assets[key], item, sign, overrides, explicit=True)
-            for key in wanted
+            _task(item.id, key, item.assets[key], item, overrides, explicit=True) for key in wanted
         ]
     keys = [key for key, asset in item.assets.items() if _is_source(asset, item)]
     if not keys:
@@ -442,9 +465,7 @@ def _tasks_for(
             f"Its assets: {described or 'none'}. Name assets with assets=[...] and set "
             "virtual:parser on them."
         )
-    return [
-        _task(item.id, key, item.assets[key], item, sign, overrides, explicit=False) for key in keys
-    ]
+    return [_task(item.id, key, item.assets[key], item, overrides, explicit=False) for key in keys]
 
 
 def _field(asset: pystac.Asset, item: pystac.Item | None, name: str) -> Any:
@@ -500,7 +521,6 @@ def _task(
     key: str,
     asset: pystac.Asset,
     item: pystac.Item | None,
-    sign: Callable[[str], str] | None,
     overrides: _Overrides,
     *,
     explicit: bool,
@@ -517,14 +537,13 @@ def _task(
             "has no self href to resolve it against; set one (item.set_self_href) or use "
             "absolute hrefs"
         )
-    if sign is not None:
-        href = sign(href)
     loadable = _field(asset, item, LOADABLE_VARIABLES_PROP)
     drop = _field(asset, item, DROP_VARIABLES_PROP)
     return _AssetTask(
         item_id=item_id,
         key=key,
-        url=normalize_url(href),
+        # A signed href's query is kept by the registry (stac_registry), not in references.
+        url=split_signature(normalize_url(href))[0],
         parser=_parser_name(key, asset, item),
         variable=_field(asset, item, VARIABLE_PROP),
         group=overrides.group if overrides.group is not None else _field(asset, item, GROUP_PROP),
@@ -577,15 +596,10 @@ def _concat_dim_of(task: _AssetTask, override: str | None, items: list[pystac.It
 
 def _open_tasks(
     tasks: Sequence[_AssetTask],
-    registry: ObjectStoreRegistry | None,
+    registry: ObjectStoreRegistry,
     parallel: Any,
     progress: bool,
 ) -> list[xr.Dataset]:
-    if registry is None:
-        registry = ObjectStoreRegistry()
-        for task in tasks:
-            if task.url not in registry:
-                registry.register(ObjectStoreRegistry.for_url(task.url).prefixes[0])
     executor = _executor(parallel)
     results = executor.map(_open_task, tasks, [registry] * len(tasks))
     return list(progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress))

@@ -73,41 +73,56 @@ def open_published_for(
     stac: Any,
     *,
     parse_options: Mapping[str, Any],
+    assets: Iterable[str] | None = None,
     registry: ObjectStoreRegistry | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
 ) -> xr.Dataset | None:
     """Open the published store behind ``stac`` (an Item or Collection), or return None.
 
-    ``parse_options`` are the options that only apply to parsing sources (``assets``,
-    ``sign``, ...); given together with a published store they are refused rather than
-    silently ignored.
+    ``parse_options`` are the options that only apply to parsing sources (``sign``,
+    ``group``, ...); given together with a published store they are refused rather than
+    silently ignored. ``assets`` selects the store's variables of those names, as parsing the
+    assets would name them; an asset the store has no variable for is refused.
     """
     if isinstance(stac, pystac.Collection):
         asset = published_asset(stac)
+        part = None
+    elif isinstance(stac, pystac.Item):
+        asset = published_asset(stac)
+        part = None
         if asset is None:
-            return None
-        _refuse(parse_options, asset)
-        return open_published(
-            asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
-        )
-    if not isinstance(stac, pystac.Item):
+            collection = stac.get_collection()
+            asset = published_asset(collection) if collection is not None else None
+            if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
+                return None
+            part = stac
+    else:
         return None
-    own = published_asset(stac)
-    if own is not None:
-        _refuse(parse_options, own)
-        return open_published(
-            own, registry=registry, drop_variables=drop_variables, decode_times=decode_times
-        )
-    collection = stac.get_collection()
-    asset = published_asset(collection) if collection is not None else None
-    if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
+    if asset is None:
         return None
     _refuse(parse_options, asset)
     dataset = open_published(
         asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
     )
-    return _part_of(dataset, stac, len(asset.extra_fields[ITEMS_PROP]))
+    if assets is not None:
+        dataset = _select_assets(dataset, list(assets), asset)
+    if part is None:
+        return dataset
+    return _part_of(dataset, part, len(asset.extra_fields[ITEMS_PROP]))
+
+
+def _select_assets(dataset: xr.Dataset, keys: list[str], asset: pystac.Asset) -> xr.Dataset:
+    """The variables named after the asset ``keys`` (a band's variable bears its asset key)."""
+    missing = [key for key in keys if key not in dataset.data_vars]
+    if missing:
+        raise PublishedStoreError(
+            f"the published {asset.extra_fields[FORMAT_PROP]} store at {asset.href} has no "
+            f"variable for asset {', '.join(map(repr, missing))} (its variables: "
+            f"{', '.join(map(str, dataset.data_vars))}); pass use_published=False to parse "
+            "the sources instead"
+        )
+    return dataset[keys]
 
 
 def _refuse(parse_options: Mapping[str, Any], asset: pystac.Asset) -> None:

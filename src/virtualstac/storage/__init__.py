@@ -1,6 +1,7 @@
 """Storage layer: URL handling, the object store registry and the block-cached reader."""
 
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.signing import SigningRegistry
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["ObjectStoreRegistry", "normalize_url"]
+__all__ = ["ObjectStoreRegistry", "SigningRegistry", "normalize_url"]

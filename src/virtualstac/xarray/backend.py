@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import xarray as xr
 from xarray.backends import BackendEntrypoint
@@ -26,7 +26,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
 
     description = "Open COG, netCDF3/4, HDF5, Zarr or Kerchunk files through chunk references"
     url = "https://github.com/virtualstac/virtualstac"
-    open_dataset_parameters = (
+    open_dataset_parameters: ClassVar[tuple[str, ...]] = (
         "filename_or_obj",
         "drop_variables",
         "parser",

@@ -1,0 +1,299 @@
+"""Reading assets the way their catalog says: the storage extension's schemes.
+
+The `storage extension <https://github.com/stac-extensions/storage>`_ v2.0.0 declares
+``storage:schemes`` on Item properties, a Collection or a Catalog: named schemes with a
+``type`` (``aws-s3``, ``custom-s3``, ``ms-azure``), a ``platform`` URI template, ``region``,
+``requester_pays`` and the template's variables (``bucket``, ``account``). Assets name the
+schemes they may be read with in ``storage:refs``. Publishers also add ``anonymous: true``
+(VEDA, xpystac), which the extension does not define, for buckets read without credentials.
+
+:func:`stac_registry` turns these into the read allow-list: one store per asset directory or
+bucket, configured with the scheme's region, requester pays, anonymous access and, for
+``custom-s3`` platforms, the endpoint. Credentials come from the environment (obstore reads
+``AWS_ACCESS_KEY_ID`` and the like) unless the scheme is anonymous.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import pystac
+
+from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
+from virtualstac.storage.urls import normalize_url, url_prefix
+
+__all__ = [
+    "REFS_PROP",
+    "SCHEMA_URI_PREFIX",
+    "SCHEMES_PROP",
+    "StorageScheme",
+    "StorageSchemeError",
+    "stac_registry",
+    "storage_schemes",
+]
+
+SCHEMA_URI_PREFIX = "https://stac-extensions.github.io/storage/"
+SCHEMES_PROP = "storage:schemes"
+REFS_PROP = "storage:refs"
+
+_S3_URL_SCHEMES = frozenset({"s3", "s3a"})
+_AZURE_URL_SCHEMES = frozenset({"az", "abfs", "abfss", "azure"})
+# Object stores are allowed bucket by bucket, the others directory by directory.
+_BUCKET_URL_SCHEMES = _S3_URL_SCHEMES | _AZURE_URL_SCHEMES | {"gs", "gcs", "memory"}
+_TEMPLATE_VARIABLE = re.compile(r"\{([^{}]+)\}")
+
+
+class StorageSchemeError(VirtualStacError, ValueError):
+    """An asset's ``storage:refs`` names no known scheme, or a scheme cannot be used."""
+
+
+@dataclass(frozen=True)
+class StorageScheme:
+    """One entry of ``storage:schemes``: where and how the objects of a platform are read."""
+
+    key: str
+    platform: str
+    type: str
+    region: str | None = None
+    requester_pays: bool = False
+    anonymous: bool = False
+    variables: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, key: str, fields: Mapping[str, Any]) -> StorageScheme:
+        """Read a Storage Scheme Object; ``type`` defaults to what the platform implies."""
+        if not isinstance(fields, Mapping) or not isinstance(fields.get("platform"), str):
+            raise StorageSchemeError(
+                f"storage scheme {key!r} needs a 'platform' URI (template), got {fields!r}"
+            )
+        platform = fields["platform"]
+        kind = fields.get("type") or _implied_type(platform)
+        known = {"type", "platform", "region", "requester_pays", "anonymous"}
+        return cls(
+            key=key,
+            platform=platform,
+            type=str(kind),
+            region=fields.get("region"),
+            requester_pays=bool(fields.get("requester_pays", False)),
+            anonymous=bool(fields.get("anonymous", False)),
+            variables={k: v for k, v in fields.items() if k not in known},
+        )
+
+    def endpoint(self, **values: Any) -> str:
+        """The platform URI with its template variables filled in (``values`` win).
+
+        Raises
+        ------
+        StorageSchemeError
+            If the template names a variable neither the scheme nor ``values`` define.
+        """
+        known = {**self.variables, "region": self.region, **values}
+
+        def fill(match: re.Match[str]) -> str:
+            value = known.get(match.group(1))
+            if value is None:
+                raise StorageSchemeError(
+                    f"storage scheme {self.key!r}: platform {self.platform!r} needs "
+                    f"{{{match.group(1)}}}, which the scheme does not define"
+                )
+            return str(value)
+
+        return _TEMPLATE_VARIABLE.sub(fill, self.platform)
+
+    def applies_to(self, url: str) -> bool:
+        """Whether objects at ``url`` are read through this kind of platform."""
+        scheme = url.partition("://")[0].lower()
+        if scheme in _S3_URL_SCHEMES:
+            return self.type in ("aws-s3", "custom-s3")
+        if scheme in _AZURE_URL_SCHEMES:
+            return self.type == "ms-azure"
+        return False
+
+    def store_options(self, url: str) -> dict[str, Any]:
+        """Options for the obstore store that reads ``url`` (``ObjectStoreRegistry.register``).
+
+        Only ``s3://`` (``aws-s3``, ``custom-s3``) and ``az://`` (``ms-azure``) URLs take
+        options; ``http(s)://`` URLs are read without signing whatever their scheme says.
+        """
+        if not self.applies_to(url):
+            return {}
+        options: dict[str, Any] = {}
+        if self.anonymous:
+            options["skip_signature"] = True
+        if self.type == "ms-azure":
+            if "account" in self.variables:
+                options["account_name"] = str(self.variables["account"])
+            return options
+        if self.region:
+            options["region"] = self.region
+        if self.requester_pays:
+            options["request_payer"] = True
+        if self.type == "custom-s3":
+            bucket = urlsplit(url).netloc
+            endpoint = self.endpoint(bucket=self.variables.get("bucket", bucket))
+            options["endpoint"] = endpoint.rstrip("/")
+            options["virtual_hosted_style_request"] = "{bucket}" in self.platform
+            if endpoint.startswith("http://"):
+                options["client_options"] = {"allow_http": True}
+        return options
+
+
+def _implied_type(platform: str) -> str:
+    if "amazonaws.com" in platform:
+        return "aws-s3"
+    if "blob.core.windows.net" in platform:
+        return "ms-azure"
+    return "custom-s3"
+
+
+def _absolute_href(asset: pystac.Asset) -> tuple[str, str] | None:
+    """The asset's absolute URL and the query it was signed with, or None if it cannot be
+    located or read."""
+    href = asset.get_absolute_href() or asset.href
+    try:
+        return split_signature(normalize_url(href))
+    except InvalidPathError:
+        return None
+
+
+class _SchemeFinder:
+    """Looks ``storage:refs`` up in the Item, its Collection, then the root Catalog.
+
+    Collections and catalogs are fetched at most once per href: the items of one API search
+    each link to the same collection.
+    """
+
+    def __init__(self) -> None:
+        self._declared: dict[str, Mapping[str, Any]] = {}
+
+    def schemes(self, asset: pystac.Asset, item: pystac.Item | None) -> list[StorageScheme]:
+        refs = asset.extra_fields.get(REFS_PROP) or []
+        if isinstance(refs, str):
+            refs = [refs]
+        if not refs:
+            return []
+        owner = item if item is not None else asset.owner
+        found: list[StorageScheme] = []
+        declared: Mapping[str, Any] = _declared_on(owner)
+        for ref in refs:
+            if ref not in declared:
+                declared = {**self._inherited(owner), **declared}
+            if ref not in declared:
+                where = getattr(owner, "id", None)
+                raise StorageSchemeError(
+                    f"asset {asset.href!r}{f' of {where!r}' if where else ''} refers to storage "
+                    f"scheme {ref!r}, but neither it nor its collection or catalog declares it "
+                    f"in {SCHEMES_PROP} (declared: {', '.join(declared) or 'none'})"
+                )
+            found.append(StorageScheme.from_dict(ref, declared[ref]))
+        return found
+
+    def _inherited(self, owner: Any) -> Mapping[str, Any]:
+        """Schemes declared on the owner's collection and root catalog (the nearest wins)."""
+        schemes: dict[str, Any] = {}
+        for rel in (pystac.RelType.ROOT, pystac.RelType.COLLECTION):
+            link = owner.get_single_link(rel) if owner is not None else None
+            href = link.get_absolute_href() if link is not None else None
+            if link is None or href is None:
+                continue
+            if href not in self._declared:
+                try:
+                    self._declared[href] = _declared_on(link.resolve_stac_object().target)
+                except Exception as err:  # any failure to fetch: say which document
+                    raise StorageSchemeError(
+                        f"could not read {href!r} to look up the storage schemes of "
+                        f"{getattr(owner, 'id', owner)!r}: {err}"
+                    ) from err
+            schemes.update(self._declared[href])
+        return schemes
+
+
+def _declared_on(stac_object: Any) -> Mapping[str, Any]:
+    if isinstance(stac_object, pystac.Item):
+        fields = stac_object.properties
+    elif isinstance(stac_object, pystac.Catalog):  # Collections are Catalogs
+        fields = stac_object.extra_fields
+    else:
+        return {}
+    schemes = fields.get(SCHEMES_PROP) or {}
+    return schemes if isinstance(schemes, Mapping) else {}
+
+
+def storage_schemes(asset: pystac.Asset, item: pystac.Item | None = None) -> list[StorageScheme]:
+    """The schemes an asset's ``storage:refs`` name, in order.
+
+    They are looked up in the Item's properties (``item``, by default the asset's owner), then
+    in its Collection and its root Catalog, which may be fetched.
+
+    Raises
+    ------
+    StorageSchemeError
+        If a reference names no declared scheme, or a scheme has no platform.
+    """
+    return _SchemeFinder().schemes(asset, item)
+
+
+def stac_registry(
+    items: pystac.Item | Iterable[pystac.Item],
+    assets: Iterable[str] | None = None,
+    *,
+    sign: Callable[[str], str] | None = None,
+) -> ObjectStoreRegistry:
+    """The read allow-list :func:`~virtualstac.stac.open_stac` builds by default.
+
+    It allows the directory (for local and HTTP files) or the bucket (for object stores) of
+    every asset of the Items, or of the ``assets`` named, configured from their storage
+    schemes; buckets that an asset's scheme names (its ``bucket`` variable) are allowed too,
+    so the Kerchunk references of an asset may point there. With ``sign``, every URL is
+    signed before it is read (see :class:`~virtualstac.storage.signing.SigningRegistry`).
+    Without it, hrefs that arrive signed (with a query, as pystac-client's ``modifier=``
+    leaves them) lend their query to every read below their directory.
+
+    Use it to read a virtual dataset ``open_stac`` returned::
+
+        registry = stac_registry(items, sign=sign)
+        xr.open_zarr(open_stac(items, registry=registry).virtual.to_store(registry))
+    """
+    registry = ObjectStoreRegistry()
+    queries: dict[str, str] = {}
+    wanted = None if assets is None else set(assets)
+    finder = _SchemeFinder()
+    for item in [items] if isinstance(items, pystac.Item) else items:
+        for key, asset in item.assets.items():
+            if wanted is not None and key not in wanted:
+                continue
+            located = _absolute_href(asset)
+            if located is None:
+                continue
+            url, query = located
+            schemes = finder.schemes(asset, item)
+            applicable = next((s for s in schemes if s.applies_to(url)), None)
+            options = applicable.store_options(url) if applicable is not None else {}
+            _allow(registry, _allowed_prefix(url), options)
+            if query:
+                queries[_allowed_prefix(url)] = query
+            for scheme in schemes:
+                bucket = scheme.variables.get("bucket")
+                if bucket and scheme.type in ("aws-s3", "custom-s3"):
+                    _allow(registry, f"s3://{bucket}", scheme.store_options(f"s3://{bucket}"))
+    if sign is None and queries:
+        sign = PresignedQueries(queries)
+    return registry if sign is None else SigningRegistry.wrap(registry, sign)
+
+
+def _allowed_prefix(url: str) -> str:
+    if url.partition("://")[0] in _BUCKET_URL_SCHEMES:
+        return url_prefix(url)
+    return url.rsplit("/", 1)[0] + "/"
+
+
+def _allow(registry: ObjectStoreRegistry, prefix: str, options: dict[str, Any]) -> None:
+    # The first asset to name a directory or bucket decides how it is read.
+    if prefix.rstrip("/") not in registry.prefixes:
+        registry.register(prefix, **options)

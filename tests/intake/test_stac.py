@@ -1,0 +1,231 @@
+"""The `stac_virtual` Intake driver, used as catalog users do: YAML catalogs and to_dask().
+
+Static catalogs are written by pystac next to their COGs (so asset hrefs are relative); the
+API entries search rustac's STAC API over COGs that nginx serves.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dask.array
+import icechunk
+import numpy as np
+import pystac
+import pytest
+
+import intake
+from servers import HTTPServer
+from stac_archive import (
+    COLLECTION,
+    HEIGHT,
+    SOUTH_IDS,
+    WIDTH,
+    Archive,
+    ServedArchive,
+    write_archive,
+)
+from virtualstac import ManifestArray
+from virtualstac.intake import StacVirtualSource
+from virtualstac.stac import publish
+
+
+def save_static(archive: Archive, root: Path) -> Path:
+    """The archive's south-tile items as a self-contained collection saved below ``root``."""
+    collection = archive.collection.clone()
+    collection.add_items([item.clone() for item in archive.items if item.id in SOUTH_IDS])
+    collection.normalize_hrefs(str(root))
+    collection.make_all_asset_hrefs_relative()
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    return root / "collection.json"
+
+
+@pytest.fixture
+def static(tmp_path: Path) -> tuple[Path, Archive]:
+    """A YAML catalog over a static STAC collection with relative hrefs, and the archive."""
+    archive = write_archive(tmp_path / "stac")
+    save_static(archive, tmp_path / "stac")
+    listed = pystac.ItemCollection([i for i in archive.items if i.id in SOUTH_IDS[:2]])
+    listed.save_object(dest_href=str(tmp_path / "listed.json"))
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  south:
+    description: three passes over one tile
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: [B02, B03]
+  scene:
+    driver: stac_virtual
+    parameters:
+      scene:
+        description: item id
+        type: str
+        default: S2_20240501_T33
+    args:
+      url: "{{ CATALOG_DIR }}/stac/{{ scene }}/{{ scene }}.json"
+  listed:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/listed.json"
+      assets: [B03]
+  bands:
+    driver: stac_virtual
+    parameters:
+      bands: {description: band assets, type: list, default: [B02, B03]}
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: "{{ bands }}"
+"""
+    )
+    return catalog, archive
+
+
+def test_the_driver_is_registered() -> None:
+    assert intake.registry["stac_virtual"] is StacVirtualSource
+
+
+def test_a_static_collection_with_relative_hrefs_is_a_lazy_dask_cube(
+    static: tuple[Path, Archive],
+) -> None:
+    catalog, archive = static
+    saved = json.loads(
+        (catalog.parent / "stac" / SOUTH_IDS[0] / f"{SOUTH_IDS[0]}.json").read_text()
+    )
+    assert saved["assets"]["B02"]["href"] == "./B02.tif"
+    cube = intake.open_catalog(str(catalog)).south.to_dask()
+    assert isinstance(cube["B02"].data, dask.array.Array)
+    assert not any(isinstance(v.data, ManifestArray) for v in cube.variables.values())
+    assert cube["B02"].chunks == ((1, 1, 1), (128,), (128, 128))  # the COGs' tiles
+    for index, item_id in enumerate(SOUTH_IDS):
+        for band in ("B02", "B03"):
+            expected = archive.band(item_id, band)
+            np.testing.assert_array_equal(cube[band].isel(time=index).values, expected)
+
+
+def test_a_user_parameter_chooses_the_item_and_read_loads_it(
+    static: tuple[Path, Archive],
+) -> None:
+    catalog, archive = static
+    entries = intake.open_catalog(str(catalog))
+    scene = entries.scene(scene="S2_20240503_T33").read()
+    assert scene["B03"].chunks is None
+    np.testing.assert_array_equal(scene["B03"].values, archive.band("S2_20240503_T33", "B03"))
+    default = entries.scene.to_dask()
+    np.testing.assert_array_equal(default["B02"].values, archive.band(SOUTH_IDS[0], "B02"))
+
+
+def test_a_list_parameter_chooses_the_assets(static: tuple[Path, Archive]) -> None:
+    catalog, _ = static
+    entries = intake.open_catalog(str(catalog))
+    assert sorted(entries.bands.to_dask().data_vars) == ["B02", "B03"]
+    assert list(entries.bands(bands=["B03"]).to_dask().data_vars) == ["B03"]
+
+
+def test_a_published_collection_opens_from_its_store(static: tuple[Path, Archive]) -> None:
+    catalog, archive = static
+    path = catalog.parent / "stac" / "collection.json"
+    collection = pystac.Collection.from_file(str(path))
+    publish(collection, catalog.parent / "south.icechunk")
+    collection.save_object(include_self_link=False)
+    for item in collection.get_items():  # from now on, the sources must not be read
+        for band in ("B02", "B03"):
+            Path(item.assets[band].get_absolute_href() or "").with_suffix(".tif").unlink()
+
+    cube = intake.open_catalog(str(catalog)).south.to_dask()
+    assert sorted(cube.data_vars) == ["B02", "B03"]
+    # The store's references still need the COGs (Icechunk reports the missing one) ...
+    with pytest.raises(icechunk.StorageError, match=r"B02\.tif not found"):
+        cube["B02"].isel(time=0).values
+    assert cube["time"].size == len(SOUTH_IDS)  # ... but opening read no header
+
+
+def test_an_item_collection_file_opens_too(static: tuple[Path, Archive]) -> None:
+    catalog, archive = static
+    cube = intake.open_catalog(str(catalog)).listed.read()
+    assert cube.sizes["time"] == 2
+    np.testing.assert_array_equal(
+        cube["B03"].isel(time=1).values, archive.band(SOUTH_IDS[1], "B03")
+    )
+
+
+def test_an_api_search_with_templated_parameters(stac_api: ServedArchive, tmp_path: Path) -> None:
+    catalog = tmp_path / "api.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  passes:
+    driver: stac_virtual
+    parameters:
+      start: {{description: first day, type: str, default: "2024-05-01"}}
+      end: {{description: last day, type: str, default: "2024-05-31"}}
+      limit: {{description: most items, type: int, default: 10}}
+    args:
+      url: {stac_api.url}
+      collections: [{COLLECTION}]
+      bbox: [14.9, 36.0, 15.1, 36.2]
+      datetime: "{{{{ start }}}}/{{{{ end }}}}"
+      max_items: "{{{{ limit }}}}"
+      assets: [B02]
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    cube = entries.passes(start="2024-05-02").to_dask()
+    assert [str(t)[:10] for t in cube["time"].values] == ["2024-05-02", "2024-05-03"]
+    for index, item_id in enumerate(SOUTH_IDS[1:]):
+        expected = stac_api.archive.band(item_id, "B02")
+        np.testing.assert_array_equal(cube["B02"].isel(time=index).values, expected)
+    assert entries.passes(limit=1).to_dask().sizes["time"] == 1
+    described = entries.passes.discover()
+    assert described["metadata"]["dims"] == {"time": 3, "y": HEIGHT, "x": WIDTH}
+    assert described["metadata"]["data_vars"] == {"B02": ["time", "y", "x"]}
+
+
+def test_discover_reads_headers_only(http_server: HTTPServer, tmp_path: Path) -> None:
+    # COGs larger than the 64 KiB header read, so chunk reads show in nginx's log.
+    served = http_server.directory("stac-discover")
+    archive = write_archive(served, width=512, height=256)
+    collection = save_static(archive, served)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  south:
+    driver: stac_virtual
+    args:
+      url: {http_server.url_for(collection)}
+      assets: [B02]
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).south
+    cogs = [archive.files[item_id, "B02"] for item_id in SOUTH_IDS]
+    described = entry.discover()
+    assert described["metadata"]["dims"] == {"time": 3, "y": 256, "x": 512}
+    for cog in cogs:
+        assert [e.range for e in http_server.requests(cog)] == ["bytes=0-65535"]
+    values = entry.read()
+    for cog in cogs:
+        assert len(http_server.requests(cog)) > 1  # the chunks, read only now
+    np.testing.assert_array_equal(
+        values["B02"].isel(time=0).values, archive.band(SOUTH_IDS[0], "B02")
+    )
+
+
+def test_sign_by_import_path_reads_a_signed_directory(
+    http_server: HTTPServer, tmp_path: Path
+) -> None:
+    archive = write_archive(http_server.directory("signed"), http_server.url_for)
+    listed = pystac.ItemCollection([i for i in archive.items if i.id in SOUTH_IDS])
+    listed.save_object(dest_href=str(tmp_path / "items.json"))
+    arguments = {"url": str(tmp_path / "items.json"), "assets": ["B02"]}
+    with pytest.raises(OSError, match="403 Forbidden"):
+        StacVirtualSource(**arguments).to_dask()
+    cube = StacVirtualSource(**arguments, sign="servers:add_token").read()
+    np.testing.assert_array_equal(
+        cube["B02"].isel(time=2).values, archive.band(SOUTH_IDS[2], "B02")
+    )
+    with pytest.raises(ValueError, match="cannot be imported"):
+        StacVirtualSource(**arguments, sign="servers.no_such_function")
