@@ -89,7 +89,7 @@ def test_assets_select_the_variables_of_a_store(scenes: Scenes, tmp_path: Path) 
     collection = published_collection(scenes, tmp_path)
     assert list(open_stac(collection, ["B03"]).data_vars) == ["B03"]
     assert not is_virtual(open_stac(collection, ["B03"]))
-    with pytest.raises(PublishedStoreError, match="no variable for asset 'B05'.* B02, B03"):
+    with pytest.raises(PublishedStoreError, match=r"no variable for asset 'B05'.* B02, B03"):
         open_stac(collection, ["B02", "B05"])
     parsed = open_stac(collection, ["B05"], use_published=False)
     assert is_virtual(parsed) and list(parsed.data_vars) == ["B05"]
