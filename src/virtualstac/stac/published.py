@@ -119,7 +119,7 @@ def _select_assets(dataset: xr.Dataset, keys: list[str], asset: pystac.Asset) ->
         raise PublishedStoreError(
             f"the published {asset.extra_fields[FORMAT_PROP]} store at {asset.href} has no "
             f"variable for asset {', '.join(map(repr, missing))} (its variables: "
-            f"{', '.join(map(str, dataset.data_vars))}); pass use_published=False to parse "
+            f"{', '.join(sorted(map(str, dataset.data_vars)))}); pass use_published=False to parse "
             "the sources instead"
         )
     return dataset[keys]
