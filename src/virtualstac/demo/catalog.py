@@ -153,8 +153,10 @@ def build_stac_catalog(archive: Sequence[Path], scenes: Sequence[Scene]) -> pyst
         "Sample files written by `make demo`: netCDF4 (netCDF4 library) and COGs (GDAL).",
         title="virtualstac demo",
     )
-    catalog.add_child(_temperature_collection(archive))
-    catalog.add_child(_scenes_collection(scenes))
+    for collection in (_temperature_collection(archive), _scenes_collection(scenes)):
+        # Declared on the collections so that VirtualExtension.ext(collection) opens them.
+        VirtualExtension.add_to(collection)
+        catalog.add_child(collection)
     return catalog
 
 

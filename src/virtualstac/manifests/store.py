@@ -31,6 +31,7 @@ from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.stats import record_read
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -327,6 +328,7 @@ class ManifestStore(Store):
                 ),
             )
             return
+        record_read(1, sum(len(buffer) for buffer in buffers))
         for request, buffer in zip(requests, buffers, strict=True):
             if request.future.done():
                 continue

@@ -2,6 +2,7 @@
 
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
+from virtualstac.storage.stats import ReadStats, counting_reads
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["ObjectStoreRegistry", "SigningRegistry", "normalize_url"]
+__all__ = ["ObjectStoreRegistry", "ReadStats", "SigningRegistry", "counting_reads", "normalize_url"]

@@ -19,6 +19,7 @@ from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.stats import record_read
 
 __all__ = ["BlockCachedReader"]
 
@@ -104,6 +105,7 @@ class BlockCachedReader(io.RawIOBase):
         self.meta = dict(result.meta)
         self._size = int(self.meta["size"])
         self.bytes_fetched += len(data)
+        record_read(1, len(data))
         for block, start in enumerate(range(0, len(data), self._block_size)):
             self._blocks[block] = data[start : start + self._block_size]
 
@@ -129,6 +131,7 @@ class BlockCachedReader(io.RawIOBase):
                 f"could not look up the size of {self.name!r}: {_first_line(err)}"
             ) from err
         self.meta = meta
+        record_read(1, 0)
         size: int = meta["size"]
         return size
 
@@ -150,7 +153,9 @@ class BlockCachedReader(io.RawIOBase):
                     f"could not read bytes {starts[0]}-{ends[-1]} of {self.name!r}; it may be "
                     f"shorter than its reported size {self._size}: {_first_line(err)}"
                 ) from err
-            self.requests += _count_runs(missing)
+            runs = _count_runs(missing)
+            self.requests += runs
+            record_read(runs, sum(ends) - sum(starts))
             for block, s, e, buffer in zip(missing, starts, ends, buffers, strict=True):
                 data = bytes(buffer)
                 if len(data) != e - s:
