@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import pystac
 from pystac.extensions.base import (
@@ -284,8 +284,34 @@ class VirtualExtension(
         """The schema URI of the extension, :data:`SCHEMA_URI`."""
         return SCHEMA_URI
 
+    # The overloads give each STAC type its concrete class, so that type checkers know that
+    # ``VirtualExtension.ext(item).to_xarray()`` exists.
+    @overload
     @classmethod
-    def ext(cls, obj: T, add_if_missing: bool = False) -> VirtualExtension[T]:
+    def ext(cls, obj: pystac.Item, add_if_missing: bool = False) -> ItemVirtualExtension: ...
+
+    @overload
+    @classmethod
+    def ext(
+        cls, obj: pystac.Collection, add_if_missing: bool = False
+    ) -> CollectionVirtualExtension: ...
+
+    @overload
+    @classmethod
+    def ext(cls, obj: pystac.Asset, add_if_missing: bool = False) -> AssetVirtualExtension: ...
+
+    @overload
+    @classmethod
+    def ext(
+        cls, obj: pystac.ItemAssetDefinition, add_if_missing: bool = False
+    ) -> ItemAssetsVirtualExtension: ...
+
+    @classmethod
+    def ext(
+        cls,
+        obj: pystac.Item | pystac.Collection | pystac.Asset | pystac.ItemAssetDefinition,
+        add_if_missing: bool = False,
+    ) -> VirtualExtension[Any]:
         """Extend an Item, Collection, Asset or ItemAssetDefinition with ``virtual:`` fields.
 
         Raises
@@ -298,16 +324,16 @@ class VirtualExtension(
         """
         if isinstance(obj, pystac.Item):
             cls.ensure_has_extension(obj, add_if_missing)
-            return cast(VirtualExtension[T], ItemVirtualExtension(obj))
+            return ItemVirtualExtension(obj)
         if isinstance(obj, pystac.Collection):
             cls.ensure_has_extension(obj, add_if_missing)
-            return cast(VirtualExtension[T], CollectionVirtualExtension(obj))
+            return CollectionVirtualExtension(obj)
         if isinstance(obj, pystac.Asset):
             cls.ensure_owner_has_extension(obj, add_if_missing)
-            return cast(VirtualExtension[T], AssetVirtualExtension(obj))
+            return AssetVirtualExtension(obj)
         if isinstance(obj, pystac.ItemAssetDefinition):
             cls.ensure_owner_has_extension(obj, add_if_missing)
-            return cast(VirtualExtension[T], ItemAssetsVirtualExtension(obj))
+            return ItemAssetsVirtualExtension(obj)
         raise pystac.ExtensionTypeError(cls._ext_error_message(obj))
 
     @classmethod
