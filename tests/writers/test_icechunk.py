@@ -95,6 +95,19 @@ def test_append_along_time(
     assert not session.has_uncommitted_changes
 
 
+def test_sources_whose_chunks_interleave_round_trip(
+    tmp_path: Path, archive: list[Path], direct: xr.Dataset
+) -> None:
+    """A file referenced on both sides of another one spans the other's chunks in the grid."""
+    first, second = (open_virtual_dataset(str(path)) for path in archive)
+    virtual = xr.concat([first, second, first], dim="time", coords="minimal", compat="override")
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="a b a")
+    day = direct.isel(time=slice(0, 24))
+    expected = xr.concat([day, direct.isel(time=slice(24, 48)), day], dim="time")
+    xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected)
+
+
 def test_appending_different_packing_is_refused(
     tmp_path: Path, archive: list[Path], virtual: xr.Dataset
 ) -> None:

@@ -19,7 +19,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
 from virtualstac.errors import IncompatibleArraysError, VirtualStacError
-from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import check_combinable, chunk_shape_of, replace_metadata
 
 __all__ = ["IcechunkWriteError", "WriteSummary", "write_icechunk"]
@@ -225,6 +225,33 @@ def _source_blocks(
             )
 
 
+def _block_refs(
+    url: str, mine: np.ndarray[Any, Any], manifest: ChunkManifest, box: tuple[slice, ...]
+) -> tuple[list[str], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The flat locations, offsets and lengths of one source's bounding box of the grid.
+
+    Chunks of other sources (or none) inside the box get the location ``""``, which Icechunk
+    skips. Usually a source owns its whole box (a file is a contiguous slab of the grid), and
+    then its offsets and lengths are passed without copying them through a mask.
+    """
+    offsets = manifest.offsets[box].ravel()
+    lengths = manifest.lengths[box].ravel()
+    if mine.all():
+        locations = [url] * mine.size
+    else:
+        # An object array holds references to the two strings, not a copy of the URL per chunk.
+        table = np.full(mine.size, "", dtype=object)
+        table[mine] = url
+        locations = table.tolist()
+        offsets = np.where(mine, offsets, 0)
+        lengths = np.where(mine, lengths, 0)
+    return (
+        locations,
+        np.ascontiguousarray(offsets, dtype=np.uint64),
+        np.ascontiguousarray(lengths, dtype=np.uint64),
+    )
+
+
 def _write_refs(
     store: Any,
     node_path: str,
@@ -237,14 +264,15 @@ def _write_refs(
     stamps = manifest.source_stamps
     for code, box in _source_blocks(codes, len(manifest.path_table)):
         url = manifest.path_table[code]
-        mine = np.asarray(codes[box] == code)
+        mine = np.asarray(codes[box] == code).ravel()
+        locations, offsets, lengths = _block_refs(url, mine, manifest, box)
         stamp = stamps.get(url)
         failed = store.set_virtual_refs_arr(
             "/" + node_path,
-            tuple(int(s) for s in mine.shape) or (1,),
-            np.where(mine, url, "").ravel().tolist(),
-            np.ascontiguousarray(np.where(mine, manifest.offsets[box], 0).ravel(), np.uint64),
-            np.ascontiguousarray(np.where(mine, manifest.lengths[box], 0).ravel(), np.uint64),
+            tuple(b.stop - b.start for b in box) or (1,),
+            locations,
+            offsets,
+            lengths,
             validate_containers=validate,
             arr_offset=tuple(g + b.start for g, b in zip(grid_offset, box, strict=True)) or None,
             checksum=stamp.last_modified_ceiling() if stamp is not None else None,
