@@ -34,10 +34,12 @@ __all__ = [
     "peer_available",
     "print_table",
     "progress",
+    "reset_peak_rss",
     "rss_bytes",
     "run_worker",
     "time_calls",
     "trim_heap",
+    "window_peak_rss_bytes",
     "worker_main",
 ]
 
@@ -59,6 +61,29 @@ def rss_bytes() -> int:
 def peak_rss_bytes() -> int:
     """Largest resident set size this process has had, in bytes."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak-RSS window (Linux ``clear_refs``); False where the kernel refuses.
+
+    After this call :func:`window_peak_rss_bytes` reports the largest RSS since, so a figure can
+    leave out the memory its untimed setup needed.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def window_peak_rss_bytes() -> int:
+    """Largest RSS since the last :func:`reset_peak_rss` (``VmHWM``), in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return peak_rss_bytes()
 
 
 def trim_heap() -> None:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run_all.py            # full sizes, about 4-5 minutes on 2 cores
+    python benchmarks/run_all.py            # full sizes, about 6 minutes on 2 cores
     python benchmarks/run_all.py --quick    # small sizes, one run each (a smoke test)
 
 Each figure is measured in a fresh subprocess of this Python; see benchmarks/README.md for what
@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import bench_manifest
 import bench_store_read
+import bench_writers
 from _common import Row, peer_available, print_table
 
 
@@ -30,14 +31,26 @@ def _version(package: str) -> str:
 
 
 def main() -> None:
-    """Run the manifest and read benchmarks, then print all rows together."""
+    """Run the manifest, read and writer benchmarks, then print all rows together."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
     args = parser.parse_args()
 
     import os
 
-    packages = ("virtualstac", "virtualizarr", "zarr", "xarray", "numpy", "h5py", "netCDF4")
+    packages = (
+        "virtualstac",
+        "virtualizarr",
+        "zarr",
+        "xarray",
+        "numpy",
+        "h5py",
+        "netCDF4",
+        "icechunk",
+        "kerchunk",
+        "pyarrow",
+        "fastparquet",
+    )
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print("  " + ", ".join(f"{p} {_version(p)}" for p in packages))
     if not peer_available():
@@ -48,6 +61,7 @@ def main() -> None:
     for title, module in (
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
+        ("Writers", bench_writers),
     ):
         section = module.run(quick=args.quick)
         sections.append((title, section))

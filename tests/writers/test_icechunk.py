@@ -11,6 +11,7 @@ import pytest
 import xarray as xr
 
 from virtualstac import open_virtual_dataset
+from virtualstac.demo import write_sample_archive
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.writers import (
     IcechunkWriteError,
@@ -95,6 +96,67 @@ def test_append_along_time(
     assert not session.has_uncommitted_changes
 
 
+# Icechunk checks each reference against its source's last-modified time in whole seconds, and
+# takes one such checksum per call: files modified within the same second share a call.
+SAME_SECOND = (1_700_000_000.2, 1_700_000_000.7)
+SECONDS_APART = (1_700_000_000.0, 1_700_000_100.0)
+
+
+def set_mtimes(paths: list[Path], mtimes: tuple[float, ...]) -> None:
+    for path, mtime in zip(paths, mtimes, strict=True):
+        os.utime(path, (mtime, mtime))
+
+
+@pytest.mark.parametrize("mtimes", [SAME_SECOND, SECONDS_APART], ids=["same", "apart"])
+def test_sources_whose_chunks_interleave_round_trip(
+    tmp_path: Path, archive: list[Path], direct: xr.Dataset, mtimes: tuple[float, ...]
+) -> None:
+    """A file referenced on both sides of another one spans the other's chunks in the grid."""
+    set_mtimes(archive, mtimes)
+    first, second = (open_virtual_dataset(str(path)) for path in archive)
+    virtual = xr.concat([first, second, first], dim="time", coords="minimal", compat="override")
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="a b a")
+    day = direct.isel(time=slice(0, 24))
+    expected = xr.concat([day, direct.isel(time=slice(24, 48)), day], dim="time")
+    xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 1, 1, 2), (0, 1, 2, 0)], ids=["far", "near"])
+def test_files_sharing_a_checksum_around_another_round_trip(
+    tmp_path: Path, order: tuple[int, ...]
+) -> None:
+    """The first and last file share a checksum; another file's chunks lie between theirs."""
+    days = write_sample_archive(tmp_path / "archive", days=3)
+    set_mtimes(days, (SAME_SECOND[0], SECONDS_APART[1], SAME_SECOND[1]))
+    parts = [open_virtual_dataset(str(path)) for path in days]
+    virtual = xr.concat([parts[i] for i in order], dim="time", coords="minimal", compat="override")
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="mixed")
+    with xr.open_mfdataset(days, engine="netcdf4", combine="by_coords") as direct:
+        each = [direct.isel(time=slice(24 * d, 24 * (d + 1))).load() for d in range(3)]
+    expected = xr.concat([each[i] for i in order], dim="time")
+    xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected)
+
+
+@pytest.mark.parametrize("mtimes", [SAME_SECOND, SECONDS_APART], ids=["same", "apart"])
+def test_a_changed_source_fails_only_its_own_chunks(
+    tmp_path: Path, archive: list[Path], direct: xr.Dataset, mtimes: tuple[float, ...]
+) -> None:
+    set_mtimes(archive, mtimes)
+    first, second = (open_virtual_dataset(str(path)) for path in archive)
+    virtual = xr.concat([first, second], dim="time", coords="minimal", compat="override")
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="two days")
+    later = mtimes[1] + 5
+    os.utime(archive[1], (later, later))
+    published = open_published(tmp_path / "repo")
+    day_one = published["t2m"].isel(time=slice(0, 24)).load()
+    xr.testing.assert_identical(day_one, direct["t2m"].isel(time=slice(0, 24)))
+    with pytest.raises(icechunk.IcechunkError, match="has changed"):
+        published["t2m"].isel(time=slice(24, 48)).load()
+
+
 def test_appending_different_packing_is_refused(
     tmp_path: Path, archive: list[Path], virtual: xr.Dataset
 ) -> None:
@@ -110,7 +172,7 @@ def test_a_failed_write_leaves_the_session_untouched(tmp_path: Path, virtual: xr
     storage = icechunk.local_filesystem_storage(str(tmp_path / "bare"))
     repository = icechunk.Repository.create(storage)
     session = repository.writable_session("main")
-    with pytest.raises(IcechunkWriteError, match="no virtual chunk container"):
+    with pytest.raises(IcechunkWriteError, match=r"no virtual .* covers '.*temperature_2024"):
         virtual.virtual.to_icechunk(session.store)
     assert not session.has_uncommitted_changes
 

@@ -61,6 +61,20 @@ def test_parquet_layout_is_what_fsspec_reads(
     xr.testing.assert_identical(open_references(str(output)).load(), direct)
 
 
+def test_only_paths_are_dictionary_encoded_in_parquet(tmp_path: Path, virtual: xr.Dataset) -> None:
+    """Offsets are nearly all distinct: a dictionary for them would outweigh the column."""
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(output, format="parquet")
+    row_group = pq.read_metadata(output / "t2m" / "refs.0.parq").row_group(0)
+    columns = {
+        row_group.column(i).path_in_schema: row_group.column(i).encodings
+        for i in range(row_group.num_columns)
+    }
+    assert "RLE_DICTIONARY" in columns["path"]
+    assert "RLE_DICTIONARY" not in columns["offset"]
+    assert "RLE_DICTIONARY" not in columns["size"]
+
+
 def test_inlined_values_are_base64(virtual: xr.Dataset) -> None:
     references = virtual.virtual.to_kerchunk()["refs"]
     assert references["time/0"].startswith("base64:")

@@ -1,9 +1,11 @@
 """Writing a ManifestGroup into an Icechunk repository session.
 
-Metadata is written as raw ``zarr.json`` documents and references in bulk, one
-``set_virtual_refs_arr`` call per source object and array (so each call can carry that object's
-checksum). Everything is written into a fork of the session and merged back only when all of it
-succeeded, so a failure leaves the session, and therefore the branch, as it was.
+Metadata is written as raw ``zarr.json`` documents and references in bulk: one
+``set_virtual_refs_arr`` call per array and checksum, so that every reference carries the
+last-modified time of its own source object (sources modified within the same second, or
+without a recorded version, share a call). Everything is written into a fork of the session and
+merged back only when all of it succeeded, so a failure leaves the session, and therefore the
+branch, as it was.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import numpy as np
 from zarr.core.buffer import default_buffer_prototype
@@ -19,8 +22,9 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
 from virtualstac.errors import IncompatibleArraysError, VirtualStacError
-from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import check_combinable, chunk_shape_of, replace_metadata
+from virtualstac.manifests.sources import SourceStamp
 
 __all__ = ["IcechunkWriteError", "WriteSummary", "write_icechunk"]
 
@@ -198,31 +202,130 @@ def _refuse_duplicate_sources(store: Any, node_path: str, array: ManifestArray) 
         )
 
 
-def _source_blocks(
-    codes: np.ndarray[Any, Any], table_size: int
-) -> Iterator[tuple[int, tuple[slice, ...]]]:
-    """Each referenced object's code with the bounding box of its chunks in the grid."""
+class _Batch(NamedTuple):
+    """References written in one ``set_virtual_refs_arr`` call.
+
+    Icechunk takes one checksum per call, so a batch holds the sources whose references carry
+    the same checksum: usually one source, all of them when none has a recorded version. The
+    call covers the bounding box of their chunks in the grid; ``whole`` says they fill it.
+    """
+
+    codes: list[int]
+    checksum: datetime | None
+    box: tuple[slice, ...]
+    whole: bool
+
+
+def _checksum(stamp: SourceStamp | None) -> datetime | None:
+    """What Icechunk checks a source against: its last-modified time, in whole seconds."""
+    return stamp.last_modified_ceiling() if stamp is not None else None
+
+
+def _batches(manifest: ChunkManifest) -> Iterator[_Batch]:
+    """The manifest's references grouped by checksum, each group with its bounding box."""
+    codes = manifest.path_codes
+    table = manifest.path_table
+    stamps = manifest.source_stamps
     if codes.ndim == 0:
-        if codes >= 0:
-            yield int(codes), ()
+        code = int(codes)
+        if code >= 0:
+            yield _Batch([code], _checksum(stamps.get(table[code])), (), True)
         return
     flat = codes.ravel()
-    present = flat >= 0
+    present = np.flatnonzero(flat >= 0)
     owners = flat[present]
-    coords = np.unravel_index(np.flatnonzero(present), codes.shape)
-    lows = np.full((table_size, codes.ndim), np.iinfo(np.int64).max, dtype=np.int64)
-    highs = np.full((table_size, codes.ndim), -1, dtype=np.int64)
-    for axis, along in enumerate(coords):
+    counts = np.bincount(owners, minlength=len(table))
+    lows = np.full((len(table), codes.ndim), np.iinfo(np.int64).max, dtype=np.int64)
+    highs = np.full((len(table), codes.ndim), -1, dtype=np.int64)
+    for axis, along in enumerate(np.unravel_index(present, codes.shape)):
         np.minimum.at(lows[:, axis], owners, along)
         np.maximum.at(highs[:, axis], owners, along)
-    for code in range(table_size):
-        if highs[code, 0] >= 0:
-            yield (
-                code,
-                tuple(
-                    slice(int(a), int(b) + 1) for a, b in zip(lows[code], highs[code], strict=True)
-                ),
-            )
+    used = np.flatnonzero(counts)
+    if used.size == 0:
+        return
+    checksums = [_checksum(stamps.get(table[code])) for code in used.tolist()]
+    group_ids: dict[datetime | None, int] = {}
+    group_of = np.fromiter(
+        (group_ids.setdefault(c, len(group_ids)) for c in checksums), np.int64, len(checksums)
+    )
+    grouped = used[np.argsort(group_of, kind="stable")].tolist()
+    ends = np.cumsum(np.bincount(group_of)).tolist()
+    starts, stops = lows.tolist(), (highs + 1).tolist()
+    spans = np.where(counts[:, None] > 0, highs + 1 - lows, 0)  # unused codes span nothing
+    whole = (counts == np.prod(spans, axis=1)).tolist()
+
+    def alone(code: int, checksum: datetime | None) -> _Batch:
+        box = tuple(map(slice, starts[code], stops[code]))
+        return _Batch([code], checksum, box, whole[code])
+
+    for checksum, begin, end in zip(group_ids, [0, *ends[:-1]], ends, strict=True):
+        group = grouped[begin:end]
+        if len(group) == 1:
+            yield alone(group[0], checksum)
+            continue
+        low, high = lows[group].min(axis=0), highs[group].max(axis=0) + 1
+        volume = int(np.prod(high - low))
+        references = int(counts[group].sum())
+        # Sources sharing a checksum may lie far apart in the grid; a box mostly made of other
+        # sources' chunks would cost more to send than one call per source.
+        if 2 * references >= volume:
+            box = tuple(map(slice, low.tolist(), high.tolist()))
+            yield _Batch(group, checksum, box, references == volume)
+        else:
+            for code in group:
+                yield alone(code, checksum)
+
+
+def _batch_refs(
+    batch: _Batch, manifest: ChunkManifest, codes: np.ndarray[Any, Any], urls: np.ndarray[Any, Any]
+) -> tuple[list[str], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The flat locations, offsets and lengths of a batch's box of the grid.
+
+    Chunks of other batches (or none) inside the box get the location ``""``, which Icechunk
+    skips. Usually one source fills its whole box (a file is a contiguous slab of the grid), and
+    then its offsets and lengths are passed as they are. ``urls`` is ``["", "", *path_table]``
+    as an object array, indexed by path code + 2, so locations share the table's strings.
+    """
+    offsets = manifest.offsets[batch.box].ravel()
+    lengths = manifest.lengths[batch.box].ravel()
+    if batch.whole and len(batch.codes) == 1:
+        locations = [urls[batch.codes[0] + 2]] * offsets.size
+    else:
+        inside = np.asarray(codes[batch.box]).ravel()
+        named = urls[inside + 2]
+        if not batch.whole:
+            mine = np.isin(inside, batch.codes)
+            named[~mine] = ""
+            offsets = np.where(mine, offsets, 0)
+            lengths = np.where(mine, lengths, 0)
+        locations = named.tolist()
+    return (
+        locations,
+        np.ascontiguousarray(offsets, dtype=np.uint64),
+        np.ascontiguousarray(lengths, dtype=np.uint64),
+    )
+
+
+def _uncovered(
+    node_path: str,
+    failed: list[tuple[int, ...]],
+    codes: np.ndarray[Any, Any],
+    urls: np.ndarray[Any, Any],
+    grid_offset: tuple[int, ...],
+) -> IcechunkWriteError:
+    """The error for references that no container covers, naming their sources."""
+    sources = sorted(
+        {
+            str(urls[codes[tuple(c - g for c, g in zip(coords, grid_offset, strict=True))] + 2])
+            for coords in failed
+        }
+    )
+    more = f" and {len(sources) - 1} more sources" if len(sources) > 1 else ""
+    return IcechunkWriteError(
+        f"array {node_path!r}: no virtual chunk container of the repository covers "
+        f"{sources[0]!r}{more} ({len(failed)} chunks); declare one with "
+        "virtualstac.writers.icechunk_containers.ensure_containers(...)"
+    )
 
 
 def _write_refs(
@@ -234,27 +337,22 @@ def _write_refs(
 ) -> None:
     manifest = array.manifest
     codes = manifest.path_codes
-    stamps = manifest.source_stamps
-    for code, box in _source_blocks(codes, len(manifest.path_table)):
-        url = manifest.path_table[code]
-        mine = np.asarray(codes[box] == code)
-        stamp = stamps.get(url)
+    urls = np.array(["", "", *manifest.path_table], dtype=object)
+    for batch in _batches(manifest):
+        locations, offsets, lengths = _batch_refs(batch, manifest, codes, urls)
+        starts = tuple(g + b.start for g, b in zip(grid_offset, batch.box, strict=True))
         failed = store.set_virtual_refs_arr(
             "/" + node_path,
-            tuple(int(s) for s in mine.shape) or (1,),
-            np.where(mine, url, "").ravel().tolist(),
-            np.ascontiguousarray(np.where(mine, manifest.offsets[box], 0).ravel(), np.uint64),
-            np.ascontiguousarray(np.where(mine, manifest.lengths[box], 0).ravel(), np.uint64),
+            tuple(b.stop - b.start for b in batch.box) or (1,),
+            locations,
+            offsets,
+            lengths,
             validate_containers=validate,
-            arr_offset=tuple(g + b.start for g, b in zip(grid_offset, box, strict=True)) or None,
-            checksum=stamp.last_modified_ceiling() if stamp is not None else None,
+            arr_offset=starts or None,
+            checksum=batch.checksum,
         )
         if failed:
-            raise IcechunkWriteError(
-                f"array {node_path!r}: no virtual chunk container of the repository covers "
-                f"{url!r} ({len(failed)} chunks); declare one with "
-                "virtualstac.writers.icechunk_containers.ensure_containers(...)"
-            )
+            raise _uncovered(node_path, failed, codes, urls, grid_offset)
     for index, data in manifest.inlined.items():
         key = _key(
             node_path,
