@@ -2,16 +2,23 @@
 
 import functools
 import importlib.util
+import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-from virtualstac.parallel import DaskDelayedExecutor, LithopsEagerFunctionExecutor, SerialExecutor
+from virtualstac.parallel import (
+    DaskDelayedExecutor,
+    ForkingExecutorError,
+    LithopsEagerFunctionExecutor,
+    SerialExecutor,
+    check_fork_safe,
+)
 
 EXECUTORS: list[Callable[[], Executor]] = [
     SerialExecutor,
@@ -99,3 +106,14 @@ def test_lithops_compatible_callable_spreads_packed_arguments() -> None:
 
     assert wrapped((5,)) == 15
     assert list(wrapped.__signature__.parameters) == ["args"]
+
+
+def test_only_process_pools_that_fork_are_refused() -> None:
+    for method in ("forkserver", "spawn"):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as pool:
+            check_fork_safe(pool)
+    with ThreadPoolExecutor(1) as threads:
+        check_fork_safe(threads)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as forking:
+        with pytest.raises(ForkingExecutorError, match="forked worker hangs"):
+            check_fork_safe(forking)
