@@ -2,7 +2,9 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac.
+importing virtualstac. ``virtualstac.pad``, the one codec without an imagecodecs or numcodecs
+twin, also has a numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of
+Kerchunk references.
 
 =========================  ======================  ======================================
 name                       kind                    TIFF
@@ -25,6 +27,7 @@ Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships
 
 from __future__ import annotations
 
+import numcodecs
 from zarr.registry import register_codec
 
 from virtualstac.codecs._bytes import (
@@ -35,6 +38,7 @@ from virtualstac.codecs._bytes import (
     LZWCodec,
     PackBitsCodec,
     PadCodec,
+    PadNumcodec,
     WebPCodec,
     ZstdCodec,
 )
@@ -51,6 +55,7 @@ __all__ = [
     "LZWCodec",
     "PackBitsCodec",
     "PadCodec",
+    "PadNumcodec",
     "WebPCodec",
     "ZstdCodec",
 ]
@@ -75,3 +80,4 @@ CODECS = {
 
 for _name, _codec in CODECS.items():
     register_codec(_name, _codec)
+numcodecs.register_codec(PadNumcodec)

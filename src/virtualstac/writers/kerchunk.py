@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 
 from virtualstac.errors import InvalidPathError
 from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.manifests.metadata import json_safe
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.zarr_v2 import v2_metadata
 
@@ -48,17 +50,22 @@ def _walk_arrays(group: ManifestGroup, prefix: str = "") -> Iterator[tuple[str, 
 
 
 def kerchunk_metadata(group: ManifestGroup) -> dict[str, dict[str, Any]]:
-    """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store."""
+    """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store.
+
+    Attributes are strict JSON: non-finite floats are spelled ``"NaN"``/``"Infinity"``.
+    """
     documents: dict[str, dict[str, Any]] = {}
     for path, node in group.walk():
         key = f"{path}/" if path else ""
         if isinstance(node, ManifestGroup):
             documents[f"{key}.zgroup"] = {"zarr_format": 2}
-            documents[f"{key}.zattrs"] = dict(node.metadata.attributes)
+            documents[f"{key}.zattrs"] = json_safe(dict(node.metadata.attributes))
         else:
-            zarray, zattrs = v2_metadata(path, node.metadata)
+            manifest = node.manifest
+            complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
+            zarray, zattrs = v2_metadata(path, node.metadata, has_missing_chunks=not complete)
             documents[f"{key}.zarray"] = zarray
-            documents[f"{key}.zattrs"] = zattrs
+            documents[f"{key}.zattrs"] = json_safe(zattrs)
     return documents
 
 
