@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 import xarray as xr
 
-from virtualstac.errors import InvalidPathError
+from virtualstac import ManifestArray
+from virtualstac.errors import InvalidPathError, UnsupportedOperationError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 
@@ -140,3 +141,38 @@ def test_a_changed_source_is_detected_when_reading_references(
         str(tmp_path / "refs.json"), parser=KerchunkJSONParser(verify_sources=False)
     )
     assert trusted.sizes["time"] == 48
+
+
+def with_axis_order_only_v3_states(dataset: xr.Dataset, name: str) -> xr.Dataset:
+    """``dataset`` with variable ``name`` stored in an axis order Zarr v2 cannot describe."""
+    metadata = dataset[name].data.metadata.to_dict()
+    transpose = {"name": "transpose", "configuration": {"order": [1, 0, 2]}}
+    metadata["codecs"] = [transpose, *metadata["codecs"]]
+    array = ManifestArray(metadata, dataset[name].data.manifest)
+    return dataset.assign({name: dataset[name].copy(data=array)})
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_a_failed_write_leaves_nothing_half_written(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, form: str
+) -> None:
+    output = tmp_path / f"refs.{form}"
+    virtual.virtual.to_kerchunk(output, format=form)  # type: ignore[arg-type]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    broken = with_axis_order_only_v3_states(virtual, "t2m")
+    for target in (output, tmp_path / f"new.{form}"):
+        with pytest.raises(UnsupportedOperationError, match="axis order"):
+            broken.virtual.to_kerchunk(target, format=form)  # type: ignore[arg-type]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_rewriting_parquet_replaces_the_previous_set(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(output, format="parquet")
+    virtual[["t2m"]].rename({"t2m": "temperature"}).virtual.to_kerchunk(output, format="parquet")
+    assert not (output / "t2m").exists()
+    reread = open_references(str(output)).load()
+    np.testing.assert_array_equal(reread["temperature"].values, direct["t2m"].values)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import json
 import math
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -180,6 +182,21 @@ def _write_parquet(
             )
 
 
+@contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A path beside ``target`` to write to; it replaces ``target`` only if writing succeeded.
+
+    Readers never see a half-written reference file or parquet directory, and a failed write
+    leaves a previous one as it was.
+    """
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as scratch:
+        staged = Path(scratch) / target.name
+        yield staged
+        if target.is_dir():
+            target.rename(Path(scratch) / "replaced")  # removed with the scratch directory
+        staged.replace(target)
+
+
 def write_kerchunk(
     group: ManifestGroup,
     path: str | Path | None = None,
@@ -199,6 +216,8 @@ def write_kerchunk(
     format
         ``"dict"`` returns the references; ``"json"`` writes version-1 JSON; ``"parquet"`` writes
         the layout fsspec's ``LazyReferenceMapper`` reads (``.zmetadata`` + ``refs.N.parq``).
+        Both are written beside ``path`` and moved there when complete: a failure leaves
+        nothing half-written, and an existing output as it was.
     record_size
         References per parquet file.
     root
@@ -214,8 +233,11 @@ def write_kerchunk(
         return kerchunk_refs(group, root=root)
     if path is None:
         raise ValueError(f"format={format!r} needs a path to write to")
+    target = Path(path)
     if format == "json":
-        Path(path).write_text(json.dumps(kerchunk_refs(group, root=root), allow_nan=False))
+        document = json.dumps(kerchunk_refs(group, root=root), allow_nan=False)
+        with _staging(target) as staged:
+            staged.write_text(document)
         return None
     if format == "parquet":
         if record_size <= 0:
@@ -223,6 +245,7 @@ def write_kerchunk(
         if root is not None:
             # Parquet reference sets have no templates section to map {{root}} back.
             raise ValueError("root= is only supported for format='dict' or 'json'")
-        _write_parquet(group, Path(path), record_size, root)
+        with _staging(target) as staged:
+            _write_parquet(group, staged, record_size, root)
         return None
     raise ValueError(f"format must be 'dict', 'json' or 'parquet', got {format!r}")
