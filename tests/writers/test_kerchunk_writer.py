@@ -1,5 +1,6 @@
 """Kerchunk output read back by fsspec's reference file system and by our own parsers."""
 
+import base64
 import json
 import os
 from datetime import datetime
@@ -14,6 +15,7 @@ import xarray as xr
 from virtualstac import ManifestArray
 from virtualstac.errors import InvalidPathError, UnsupportedOperationError
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import file_url_to_path
 
 
 def open_references(references: object, **options: object) -> xr.Dataset:
@@ -176,3 +178,46 @@ def test_rewriting_parquet_replaces_the_previous_set(
     assert not (output / "t2m").exists()
     reread = open_references(str(output)).load()
     np.testing.assert_array_equal(reread["temperature"].values, direct["t2m"].values)
+
+
+def test_small_chunks_are_read_into_the_references_below_the_threshold(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, archive: list[Path]
+) -> None:
+    lengths = np.sort(virtual["t2m"].data.manifest.lengths.ravel())
+    threshold = int(lengths[len(lengths) // 2])  # about half the chunks
+    registry = ObjectStoreRegistry.for_url(str(archive[0]))
+    references = virtual.virtual.to_kerchunk(inline_threshold=threshold, registry=registry)
+    assert references is not None
+    manifest = virtual["t2m"].data.manifest
+    inlined = 0
+    for index in np.ndindex(manifest.shape_chunk_grid):
+        entry = manifest.get_entry(index)
+        written = references["refs"]["t2m/" + ".".join(map(str, index))]
+        if entry["length"] <= threshold:
+            with Path(file_url_to_path(entry["path"])).open("rb") as f:
+                f.seek(entry["offset"])
+                raw = f.read(entry["length"])
+            assert written == "base64:" + base64.b64encode(raw).decode()
+            inlined += 1
+        else:
+            assert written == [entry["path"], entry["offset"], entry["length"]]
+    assert 0 < inlined < manifest.lengths.size
+    xr.testing.assert_identical(open_references(references).load(), direct)
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(
+        output, format="parquet", inline_threshold=threshold, registry=registry
+    )
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_inlining_reads_only_what_the_registry_allows(tmp_path: Path, virtual: xr.Dataset) -> None:
+    from virtualstac.errors import UnregisteredURLError
+
+    with pytest.raises(ValueError, match="inline_threshold needs a registry"):
+        virtual.virtual.to_kerchunk(inline_threshold=10**6)
+    elsewhere = ObjectStoreRegistry.for_url(str(tmp_path / "elsewhere" / "x.nc"))
+    with pytest.raises(UnregisteredURLError):
+        virtual.virtual.to_kerchunk(inline_threshold=10**6, registry=elsewhere)
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "x"))
+    with pytest.raises(ValueError, match="must not be negative"):
+        virtual.virtual.to_kerchunk(inline_threshold=-1, registry=registry)

@@ -23,7 +23,9 @@ import pyarrow.parquet as pq
 from virtualstac.errors import InvalidPathError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import json_safe
+from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
+from virtualstac.writers.inlining import inline_small_chunks
 from virtualstac.writers.zarr_v2 import v2_metadata
 
 __all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
@@ -204,6 +206,8 @@ def write_kerchunk(
     format: KerchunkFormat = "dict",
     record_size: int = 100_000,
     root: str | None = None,
+    inline_threshold: int = 0,
+    registry: ObjectStoreRegistry | None = None,
 ) -> dict[str, Any] | None:
     """Write a group tree as Kerchunk references.
 
@@ -224,11 +228,21 @@ def write_kerchunk(
         Write reference paths relative to this directory or URL, through a ``{{root}}``
         template; every referenced path must lie below it. Not for parquet, which has no
         templates.
+    inline_threshold
+        Read every referenced chunk of at most this many bytes and write its bytes into the
+        references (``base64:`` in JSON, the ``raw`` column in parquet), as Kerchunk's own
+        ``inline_threshold`` does; 0 inlines nothing read.
+    registry
+        Where those chunks may be read from; needed when ``inline_threshold`` is positive.
 
     Returns
     -------
     The references for ``"dict"``; None otherwise.
     """
+    if inline_threshold:
+        if registry is None:
+            raise ValueError("inline_threshold needs a registry to read the chunks through")
+        group = inline_small_chunks(group, inline_threshold, registry)
     if format == "dict":
         return kerchunk_refs(group, root=root)
     if path is None:
