@@ -1,8 +1,8 @@
 """Executors for parsing many files: one ``concurrent.futures.Executor`` interface for all."""
 
 import functools
-import importlib.util
 import multiprocessing
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -20,10 +20,17 @@ from virtualstac.parallel import (
     check_fork_safe,
 )
 
+#: lithops running functions in local processes of this interpreter, storing in /tmp.
+LITHOPS_LOCALHOST = {
+    "lithops": {"backend": "localhost", "storage": "localhost", "log_level": None},
+    "localhost": {"runtime": sys.executable},
+}
+
 EXECUTORS: list[Callable[[], Executor]] = [
     SerialExecutor,
     DaskDelayedExecutor,
     functools.partial(ThreadPoolExecutor, max_workers=4),
+    functools.partial(LithopsEagerFunctionExecutor, config=LITHOPS_LOCALHOST),
 ]
 
 
@@ -51,7 +58,7 @@ def files(tmp_path: Path) -> list[Path]:
     return paths
 
 
-@pytest.fixture(params=EXECUTORS, ids=["serial", "dask-delayed", "thread-pool"])
+@pytest.fixture(params=EXECUTORS, ids=["serial", "dask-delayed", "thread-pool", "lithops"])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     with request.param() as executor:
         yield executor
@@ -93,8 +100,10 @@ def test_the_serial_executor_runs_tasks_in_the_calling_thread() -> None:
         assert executor.submit(threading.get_ident).result() == caller
 
 
-@pytest.mark.skipif(importlib.util.find_spec("lithops") is not None, reason="lithops is installed")
-def test_the_lithops_executor_explains_that_lithops_is_missing() -> None:
+def test_the_lithops_executor_explains_that_lithops_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "lithops", None)  # import lithops now fails
     with pytest.raises(
         ImportError, match="LithopsEagerFunctionExecutor needs lithops: pip install"
     ):

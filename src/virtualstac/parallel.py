@@ -145,7 +145,8 @@ class LithopsEagerFunctionExecutor(Executor):
             task = self.lithops_client.call_async(
                 self.compatible_callable(lambda *a: fn(*a, **kwargs)), (args,)
             )
-            return self.lithops_client.get_result([task])[0]  # type: ignore[no-any-return]
+            # Given one future, get_result returns its result rather than a list of one.
+            return self.lithops_client.get_result(task)  # type: ignore[no-any-return]
 
         return _completed(call)
 

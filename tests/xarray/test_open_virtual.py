@@ -6,6 +6,7 @@ import functools
 import multiprocessing
 import pickle
 import random
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +24,12 @@ from servers import S3Server
 from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
-from virtualstac.parallel import DaskDelayedExecutor, ForkingExecutorError, SerialExecutor
+from virtualstac.parallel import (
+    DaskDelayedExecutor,
+    ForkingExecutorError,
+    LithopsEagerFunctionExecutor,
+    SerialExecutor,
+)
 from virtualstac.parsers import HDFParser
 from virtualstac.storage.registry import ObjectStoreRegistry
 
@@ -374,6 +380,13 @@ EXECUTORS: dict[str, Callable[[], Any]] = {
     "dask-delayed": DaskDelayedExecutor,
     "threads": functools.partial(ThreadPoolExecutor, max_workers=2),
     "processes": process_pool,
+    "lithops": functools.partial(
+        LithopsEagerFunctionExecutor,
+        config={
+            "lithops": {"backend": "localhost", "storage": "localhost", "log_level": None},
+            "localhost": {"runtime": sys.executable},
+        },
+    ),
 }
 
 
