@@ -127,22 +127,37 @@ def test_our_parsers_read_our_references(
         xr.testing.assert_identical(xr.open_zarr(store).load(), direct)
 
 
+@pytest.mark.parametrize("form", ["json", "parquet"])
 def test_a_changed_source_is_detected_when_reading_references(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path], form: str
+) -> None:
+    from virtualstac import open_virtual_dataset
+    from virtualstac.errors import SourceChangedError
+    from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
+
+    output = tmp_path / f"refs.{form}"
+    virtual.virtual.to_kerchunk(output, format=form)  # type: ignore[arg-type]
+    later = archive[1].stat().st_mtime + 10
+    os.utime(archive[1], (later, later))
+    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-02\.nc.*last modified"):
+        open_virtual_dataset(str(output))
+    parser = KerchunkJSONParser if form == "json" else KerchunkParquetParser
+    trusted = open_virtual_dataset(str(output), parser=parser(verify_sources=False))
+    assert trusted.sizes["time"] == 48
+
+
+def test_a_source_rewritten_to_another_size_is_detected(
     tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
 ) -> None:
     from virtualstac import open_virtual_dataset
     from virtualstac.errors import SourceChangedError
-    from virtualstac.parsers import KerchunkJSONParser
 
-    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json", root=str(tmp_path))
-    later = archive[1].stat().st_mtime + 10
-    os.utime(archive[1], (later, later))
-    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-02\.nc.*last modified"):
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
+    stat = archive[0].stat()
+    archive[0].write_bytes(archive[0].read_bytes() + b"appended")
+    os.utime(archive[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same modification time
+    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-01\.nc.*size"):
         open_virtual_dataset(str(tmp_path / "refs.json"))
-    trusted = open_virtual_dataset(
-        str(tmp_path / "refs.json"), parser=KerchunkJSONParser(verify_sources=False)
-    )
-    assert trusted.sizes["time"] == 48
 
 
 def with_axis_order_only_v3_states(dataset: xr.Dataset, name: str) -> xr.Dataset:
