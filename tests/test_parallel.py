@@ -1,22 +1,36 @@
 """Executors for parsing many files: one ``concurrent.futures.Executor`` interface for all."""
 
 import functools
-import importlib.util
+import multiprocessing
+import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-from virtualstac.parallel import DaskDelayedExecutor, LithopsEagerFunctionExecutor, SerialExecutor
+from virtualstac.parallel import (
+    DaskDelayedExecutor,
+    ForkingExecutorError,
+    LithopsEagerFunctionExecutor,
+    SerialExecutor,
+    check_fork_safe,
+)
+
+#: lithops running functions in local processes of this interpreter, storing in /tmp.
+LITHOPS_LOCALHOST = {
+    "lithops": {"backend": "localhost", "storage": "localhost", "log_level": None},
+    "localhost": {"runtime": sys.executable},
+}
 
 EXECUTORS: list[Callable[[], Executor]] = [
     SerialExecutor,
     DaskDelayedExecutor,
     functools.partial(ThreadPoolExecutor, max_workers=4),
+    functools.partial(LithopsEagerFunctionExecutor, config=LITHOPS_LOCALHOST),
 ]
 
 
@@ -44,7 +58,7 @@ def files(tmp_path: Path) -> list[Path]:
     return paths
 
 
-@pytest.fixture(params=EXECUTORS, ids=["serial", "dask-delayed", "thread-pool"])
+@pytest.fixture(params=EXECUTORS, ids=["serial", "dask-delayed", "thread-pool", "lithops"])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     with request.param() as executor:
         yield executor
@@ -86,8 +100,10 @@ def test_the_serial_executor_runs_tasks_in_the_calling_thread() -> None:
         assert executor.submit(threading.get_ident).result() == caller
 
 
-@pytest.mark.skipif(importlib.util.find_spec("lithops") is not None, reason="lithops is installed")
-def test_the_lithops_executor_explains_that_lithops_is_missing() -> None:
+def test_the_lithops_executor_explains_that_lithops_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "lithops", None)  # import lithops now fails
     with pytest.raises(
         ImportError, match="LithopsEagerFunctionExecutor needs lithops: pip install"
     ):
@@ -99,3 +115,14 @@ def test_lithops_compatible_callable_spreads_packed_arguments() -> None:
 
     assert wrapped((5,)) == 15
     assert list(wrapped.__signature__.parameters) == ["args"]
+
+
+def test_only_process_pools_that_fork_are_refused() -> None:
+    for method in ("forkserver", "spawn"):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as pool:
+            check_fork_safe(pool)
+    with ThreadPoolExecutor(1) as threads:
+        check_fork_safe(threads)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as forking:
+        with pytest.raises(ForkingExecutorError, match="forked worker hangs"):
+            check_fork_safe(forking)

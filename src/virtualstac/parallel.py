@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any, Generic, ParamSpec, TypeVar
 
-__all__ = ["DaskDelayedExecutor", "LithopsEagerFunctionExecutor", "SerialExecutor"]
+from virtualstac.errors import VirtualStacError
+
+__all__ = [
+    "DaskDelayedExecutor",
+    "ForkingExecutorError",
+    "LithopsEagerFunctionExecutor",
+    "SerialExecutor",
+    "check_fork_safe",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -25,6 +33,30 @@ def _completed[R](fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
     except BaseException as err:  # the future carries the error to the caller, as pools do
         future.set_exception(err)
     return future
+
+
+class ForkingExecutorError(VirtualStacError, ValueError):
+    """A process pool would fork a process whose object-store runtime cannot survive a fork."""
+
+
+def check_fork_safe(executor: Executor) -> None:
+    """Refuse a ``ProcessPoolExecutor`` that starts its workers with ``fork``.
+
+    obstore runs its requests on a tokio runtime whose threads a forked child does not inherit:
+    once the parent has read anything, a forked worker's first read waits forever. Workers
+    started with ``forkserver`` or ``spawn`` build their own runtime.
+    """
+    if not isinstance(executor, ProcessPoolExecutor):
+        return
+    # A pool keeps the multiprocessing context it was created with (the default one when none
+    # was given) only in a private attribute.
+    context = getattr(executor, "_mp_context", None)
+    if context is not None and context.get_start_method() == "fork":
+        raise ForkingExecutorError(
+            "this ProcessPoolExecutor starts workers with fork, and a forked worker hangs on its "
+            "first read once the parent process has read anything through obstore; create it "
+            "with mp_context=multiprocessing.get_context('forkserver') (or 'spawn')"
+        )
 
 
 class SerialExecutor(Executor):
@@ -113,7 +145,8 @@ class LithopsEagerFunctionExecutor(Executor):
             task = self.lithops_client.call_async(
                 self.compatible_callable(lambda *a: fn(*a, **kwargs)), (args,)
             )
-            return self.lithops_client.get_result([task])[0]  # type: ignore[no-any-return]
+            # Given one future, get_result returns its result rather than a list of one.
+            return self.lithops_client.get_result(task)  # type: ignore[no-any-return]
 
         return _completed(call)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import imagecodecs
 import imagecodecs.numcodecs as icn
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -210,6 +211,21 @@ def test_pad_codec_pads_short_chunks_and_refuses_long_ones() -> None:
 def test_pad_size_is_validated(size: Any) -> None:
     with pytest.raises(ValueError, match="non-negative integer size"):
         PadCodec(size=size)
+    with pytest.raises(ValueError, match="non-negative integer size"):
+        numcodecs.get_codec({"id": "virtualstac.pad", "size": size})
+
+
+def test_pad_has_a_numcodecs_twin_for_zarr_v2_readers() -> None:
+    """Kerchunk references of short TIFF strips name it as a v2 filter."""
+    from importlib.metadata import entry_points
+
+    advertised = {ep.name: ep.value for ep in entry_points(group="numcodecs.codecs")}
+    assert advertised["virtualstac.pad"] == "virtualstac.codecs:PadNumcodec"
+    codec = numcodecs.get_codec({"id": "virtualstac.pad", "size": 6})
+    assert codec.encode(b"abc") == b"abc"
+    assert bytes(codec.decode(b"abc")) == b"abc\0\0\0"
+    with pytest.raises(ValueError, match="more than its size 6"):
+        codec.decode(b"abcdefg")
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

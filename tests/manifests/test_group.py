@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 from virtualstac import ManifestArray, ManifestGroup
-from virtualstac.errors import InvalidManifestError
+from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
 
 
 @pytest.fixture
@@ -121,3 +121,21 @@ def test_to_virtual_datatree_mirrors_the_hierarchy(root: ManifestGroup) -> None:
     assert isinstance(tree["surface/sst"].data, ManifestArray)
     assert tree["surface/flags"].attrs == {"flag_meanings": "ok bad"}
     assert set(tree.coords) == {"time", "lat"}
+
+
+def test_groups_whose_dimensions_cannot_nest_are_refused_with_advice(
+    virtual_array: Callable[..., ManifestArray],
+) -> None:
+    """An image pyramid: the overview has the dimensions of its parent, halved."""
+    overview = ManifestGroup(
+        arrays={"band_data": virtual_array((2, 3), (1, 3), dimension_names=["y", "x"])}
+    )
+    pyramid = ManifestGroup(
+        arrays={"band_data": virtual_array((4, 6), (2, 3), dimension_names=["y", "x"])},
+        groups={"overview_1": overview},
+    )
+    with pytest.raises(
+        IncompatibleArraysError, match=r"'/overview_1' is not aligned.*to_virtual_dataset\(group="
+    ):
+        pyramid.to_virtual_datatree()
+    assert pyramid["overview_1"].to_virtual_dataset().sizes == {"y": 2, "x": 3}

@@ -18,6 +18,7 @@ from virtualstac.manifests.metadata import (
     chunk_shape_of,
     create_v3_array_metadata,
     grid_shape,
+    json_safe,
     replace_metadata,
 )
 
@@ -193,3 +194,13 @@ def test_xarray_masks_the_cf_fill_value_of_a_real_file(
     with h5py.File(path, "r") as f:
         expected = np.where(f["data"][()] == -9.0, np.nan, f["data"][()])
     np.testing.assert_array_equal(ds["v"].values, expected)
+
+
+def test_json_safe_spells_non_finite_numbers_as_zarr_does() -> None:
+    attributes = {"missing_value": float("nan"), "valid_range": [0.0, float("inf")], "n": 1}
+    assert json_safe(attributes) == {
+        "missing_value": "NaN",
+        "valid_range": [0.0, "Infinity"],
+        "n": 1,
+    }
+    assert json_safe((float("-inf"), "x")) == ["-Infinity", "x"]

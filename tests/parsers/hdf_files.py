@@ -286,6 +286,21 @@ def write_hdf5_filters(path: Path) -> Path:
     return path
 
 
+def write_hdf5_unknown_filter(path: Path) -> Path:
+    """A bitshuffle dataset (a filter no zarr codec decodes) next to a gzip one.
+
+    Call it as :func:`write_hdf5_filters` is called, in a fresh interpreter.
+    """
+    import hdf5plugin
+
+    with h5py.File(path, "w") as f:
+        f.create_dataset(
+            "bitshuffled", data=FILTER_DATA, chunks=(25, 50), **hdf5plugin.Bitshuffle()
+        )
+        f.create_dataset("gzipped", data=FILTER_DATA, chunks=(25, 50), compression="gzip")
+    return path
+
+
 def write_hdf5_filter_mask(path: Path) -> Path:
     """A gzip dataset with one chunk written raw (filter mask 1) and a clean one."""
     with h5py.File(path, "w") as f:

@@ -337,21 +337,28 @@ def test_group_containing_itself_raises(tmp_path: Path) -> None:
         parse(path)
 
 
-def test_filters_decode_through_zarr(tmp_path: Path) -> None:
+def write_with_plugins(writer: str, path: Path) -> Path:
+    """Run ``hdf_files.<writer>(path)`` in a fresh interpreter, where hdf5plugin's filters load.
+
+    Once netCDF4 is imported, h5py loads netCDF4's filter plugins (netCDF4 points
+    HDF5_PLUGIN_PATH at plugins built for its own HDF5 library), which cannot write.
+    """
     pytest.importorskip("hdf5plugin")
-    path = tmp_path / "filters.h5"
-    # A fresh interpreter: once netCDF4 is imported, h5py loads netCDF4's filter plugins.
     script = (
         "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import hdf_files; "
-        "hdf_files.write_hdf5_filters(pathlib.Path(sys.argv[2]))"
+        f"hdf_files.{writer}(pathlib.Path(sys.argv[2]))"
     )
-    # netCDF4 points HDF5_PLUGIN_PATH at its own plugins, built for its own HDF5 library.
     env = {k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"}
     subprocess.run(
         [sys.executable, "-c", script, str(Path(hdf_files.__file__).parent), str(path)],
         check=True,
         env=env,
     )
+    return path
+
+
+def test_filters_decode_through_zarr(tmp_path: Path) -> None:
+    path = write_with_plugins("write_hdf5_filters", tmp_path / "filters.h5")
     store = parse(path, inline_threshold=0)
     root = zarr.open_group(store, mode="r")
     names = {
@@ -409,6 +416,18 @@ def test_dropping_every_unrepresentable_dataset_parses(unsupported: Path) -> Non
     store = parse(unsupported, drop_variables=list(_UNSUPPORTED))
     assert set(store.group.arrays) == {"fine"}
     np.testing.assert_array_equal(open_virtual(store)["fine"].values, np.arange(10))
+
+
+def test_unknown_filter_raises_naming_the_filter(tmp_path: Path) -> None:
+    path = write_with_plugins("write_hdf5_unknown_filter", tmp_path / "bitshuffle.h5")
+    with pytest.raises(
+        NotVirtualizableError, match=r"filter 32008 \(bitshuffle.*\), which has no zarr codec"
+    ) as info:
+        parse(path, inline_threshold=0)
+    message = str(info.value)
+    assert str(path) in message and "variable 'bitshuffled'" in message
+    store = parse(path, inline_threshold=0, drop_variables=["bitshuffled"])
+    np.testing.assert_array_equal(open_virtual(store)["gzipped"].values, hdf_files.FILTER_DATA)
 
 
 def test_chunk_with_skipped_filter_raises(tmp_path: Path) -> None:

@@ -102,6 +102,17 @@ def assert_same(ours: xr.Dataset, expected: xr.Dataset) -> None:
         np.testing.assert_equal(ours.attrs[key], value)
 
 
+def assert_same_tree(actual: ManifestStore, expected: ManifestStore) -> None:
+    """The same groups and arrays, with equal metadata and manifests."""
+    nodes = dict(expected.group.walk())
+    for path, node in actual.group.walk():
+        assert node.metadata == nodes[path].metadata, path
+        if isinstance(node, ManifestArray):
+            assert node.manifest == expected.group[path].manifest, path
+        del nodes[path]
+    assert not nodes
+
+
 def write_netcdf4(path: Path, offset: int = 0) -> Path:
     rng = np.random.default_rng(offset)
     with netCDF4.Dataset(path, "w") as ds:
@@ -184,6 +195,13 @@ def test_single_hdf5_to_zarr(netcdf4_file: Path, tmp_path: Path, inline_threshol
         assert temp.manifest.get_entry((0, 0, 0))["path"] == "__inlined__"
     assert set(store.group.groups) == {"forecast"}
     assert store.group["forecast"].metadata.attributes["kind"] == "ensemble"
+    # The same references as kerchunk's parquet layout parse to the same tree.
+    parquet = tmp_path / "refs.parq"
+    kerchunk("df").refs_to_dataframe(refs, str(parquet), record_size=7)
+    assert_same_tree(parse_parquet(parquet), store)
+    if inline_threshold == 0:  # fsspec's lazy mapper reads parquet without inlined rows
+        by_fsspec = open_fsspec(str(parquet), remote_protocol="file")
+        assert_same(open_ours(parse_parquet(parquet)), by_fsspec)
 
 
 def test_netcdf3_to_zarr(tmp_path: Path) -> None:
@@ -236,13 +254,8 @@ def test_multi_zarr_to_zarr_and_parquet(tmp_path: Path) -> None:
     assert len(list((parquet / "temp").glob("refs.*.parq"))) == 7  # 32 chunks of 5 rows
     from_parquet = parse_parquet(parquet)
     assert isinstance(KerchunkParquetParser(), Parser)
-    nodes = dict(store.group.walk())
-    assert "forecast/spread" in nodes
-    for path, node in from_parquet.group.walk():
-        assert node.metadata == nodes.pop(path).metadata, path
-        if isinstance(node, ManifestArray):
-            assert node.manifest == store.group[path].manifest, path
-    assert not nodes
+    assert "forecast/spread" in dict(store.group.walk())
+    assert_same_tree(from_parquet, store)
     # fsspec 2026.9 fails to open this parquet set itself (its lazy mapper hands NaN for the
     # null paths of inlined rows to split_protocol), so the JSON read is the reference.
     assert_same(open_ours(from_parquet), open_fsspec(refs))

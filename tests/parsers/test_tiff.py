@@ -17,7 +17,7 @@ import zarr
 from rasterio.transform import from_origin
 
 from virtualstac import ObjectStoreRegistry
-from virtualstac.errors import UnknownFormatError, UnregisteredURLError
+from virtualstac.errors import IncompatibleArraysError, UnknownFormatError, UnregisteredURLError
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.protocol import Parser
 from virtualstac.parsers.tiff import TIFFParser, UnsupportedTIFFError
@@ -204,6 +204,14 @@ def test_xarray_sees_a_rioxarray_like_dataset(corpus: dict[str, Path]) -> None:
     assert ds["band_data"].attrs["AREA_OR_POINT"] == "Area"
     virtual = parse(path).group.to_virtual_dataset()
     assert "spatial_ref" in virtual.coords
+
+
+def test_overviews_open_one_level_at_a_time(corpus: dict[str, Path]) -> None:
+    store = parse(corpus["cog_deflate_pred2_rgb_u16"])
+    with pytest.raises(IncompatibleArraysError, match="cannot form one xarray DataTree"):
+        store.to_virtual_datatree()
+    level = store.to_virtual_dataset(group="overview_1", loadable_variables=[])
+    assert level.sizes == {"band": 3, "y": 100, "x": 150}
 
 
 def test_geographic_coordinates_are_longitude_latitude(corpus: dict[str, Path]) -> None:

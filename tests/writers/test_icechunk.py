@@ -228,3 +228,76 @@ def test_loaded_variables_are_written_as_native_chunks(tmp_path: Path, virtual: 
     np.testing.assert_array_equal(
         open_published(tmp_path / "repo")["time"].values, virtual["time"].values
     )
+
+
+def write_day(path: Path, day: int, **options: object) -> Path:
+    """One day of hourly values in a netCDF4 file; ``options`` change how ``v`` is stored."""
+    import netCDF4
+
+    settings: dict[str, object] = {
+        "datatype": "i2",
+        "zlib": True,
+        "complevel": 4,
+        "chunksizes": (6, 20),
+        "hours": 24,
+        "width": 40,
+        **options,
+    }
+    hours, width = int(settings.pop("hours")), int(settings.pop("width"))  # type: ignore[call-overload]
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("x", width)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "hours since 2024-01-01"
+        time[:] = np.arange(hours) + 24 * day
+        nc.createVariable("x", "i4", ("x",))[:] = np.arange(width)
+        v = nc.createVariable("v", dimensions=("time", "x"), **settings)  # type: ignore[arg-type]
+        v[:] = np.arange(hours * width).reshape(hours, width) % 100
+    return path
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"complevel": 9}, r"array 1 has .*'level': 9.*one codec chain"),
+        ({"zlib": False}, r"array 1 has .*bytes.*one codec chain"),
+        ({"chunksizes": (4, 20)}, r"chunk shape \(6, 20\), array 1 has \(4, 20\)"),
+        ({"datatype": "i4"}, r"data type int16, array 1 has int32"),
+        ({"width": 44}, r"shape \(24, 44\) does not match \(24, 40\)"),
+    ],
+)
+def test_appending_an_array_stored_differently_is_refused(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    first = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 0)))
+    other = open_virtual_dataset(str(write_day(tmp_path / "day2.nc", 1, **options)))
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 1")
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match=message):
+        other.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+
+
+def test_appending_after_a_partial_last_chunk_is_refused(tmp_path: Path) -> None:
+    first = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 0, hours=20)))
+    second = open_virtual_dataset(str(write_day(tmp_path / "day2.nc", 1)))
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 1")
+    with pytest.raises(IncompatibleArraysError, match=r"length 20 along 'time' is not a multiple"):
+        second.virtual.to_icechunk(repository.writable_session("main").store, append_dim="time")
+
+
+def test_appended_days_read_as_the_files(tmp_path: Path) -> None:
+    paths = [write_day(tmp_path / f"day{d}.nc", d) for d in range(3)]
+    datasets = [open_virtual_dataset(str(p)) for p in paths]
+    repository = create_repository(tmp_path / "repo", datasets[0])
+    datasets[0].virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    for day, dataset in enumerate(datasets[1:], start=1):
+        dataset.virtual.to_icechunk(
+            repository.writable_session("main").store, append_dim="time", commit=f"day {day}"
+        )
+    with xr.open_mfdataset(paths, engine="netcdf4", combine="by_coords") as expected:
+        xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
+    messages = [info.message for info in repository.ancestry(branch="main")]
+    assert messages[:3] == ["day 2", "day 1", "day 0"]

@@ -1,5 +1,6 @@
 """Kerchunk output read back by fsspec's reference file system and by our own parsers."""
 
+import base64
 import json
 import os
 from datetime import datetime
@@ -11,8 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import xarray as xr
 
-from virtualstac.errors import InvalidPathError
+from virtualstac import ManifestArray
+from virtualstac.errors import InvalidPathError, UnsupportedOperationError
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import file_url_to_path
 
 
 def open_references(references: object, **options: object) -> xr.Dataset:
@@ -138,19 +141,112 @@ def test_our_parsers_read_our_references(
         xr.testing.assert_identical(xr.open_zarr(store).load(), direct)
 
 
+@pytest.mark.parametrize("form", ["json", "parquet"])
 def test_a_changed_source_is_detected_when_reading_references(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path], form: str
+) -> None:
+    from virtualstac import open_virtual_dataset
+    from virtualstac.errors import SourceChangedError
+    from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
+
+    output = tmp_path / f"refs.{form}"
+    virtual.virtual.to_kerchunk(output, format=form)  # type: ignore[arg-type]
+    later = archive[1].stat().st_mtime + 10
+    os.utime(archive[1], (later, later))
+    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-02\.nc.*last modified"):
+        open_virtual_dataset(str(output))
+    parser = KerchunkJSONParser if form == "json" else KerchunkParquetParser
+    trusted = open_virtual_dataset(str(output), parser=parser(verify_sources=False))
+    assert trusted.sizes["time"] == 48
+
+
+def test_a_source_rewritten_to_another_size_is_detected(
     tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
 ) -> None:
     from virtualstac import open_virtual_dataset
     from virtualstac.errors import SourceChangedError
-    from virtualstac.parsers import KerchunkJSONParser
 
-    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json", root=str(tmp_path))
-    later = archive[1].stat().st_mtime + 10
-    os.utime(archive[1], (later, later))
-    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-02\.nc.*last modified"):
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
+    stat = archive[0].stat()
+    archive[0].write_bytes(archive[0].read_bytes() + b"appended")
+    os.utime(archive[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same modification time
+    with pytest.raises(SourceChangedError, match=r"temperature_2024-01-01\.nc.*size"):
         open_virtual_dataset(str(tmp_path / "refs.json"))
-    trusted = open_virtual_dataset(
-        str(tmp_path / "refs.json"), parser=KerchunkJSONParser(verify_sources=False)
+
+
+def with_axis_order_only_v3_states(dataset: xr.Dataset, name: str) -> xr.Dataset:
+    """``dataset`` with variable ``name`` stored in an axis order Zarr v2 cannot describe."""
+    metadata = dataset[name].data.metadata.to_dict()
+    transpose = {"name": "transpose", "configuration": {"order": [1, 0, 2]}}
+    metadata["codecs"] = [transpose, *metadata["codecs"]]
+    array = ManifestArray(metadata, dataset[name].data.manifest)
+    return dataset.assign({name: dataset[name].copy(data=array)})
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_a_failed_write_leaves_nothing_half_written(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, form: str
+) -> None:
+    output = tmp_path / f"refs.{form}"
+    virtual.virtual.to_kerchunk(output, format=form)  # type: ignore[arg-type]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    broken = with_axis_order_only_v3_states(virtual, "t2m")
+    for target in (output, tmp_path / f"new.{form}"):
+        with pytest.raises(UnsupportedOperationError, match="axis order"):
+            broken.virtual.to_kerchunk(target, format=form)  # type: ignore[arg-type]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_rewriting_parquet_replaces_the_previous_set(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(output, format="parquet")
+    virtual[["t2m"]].rename({"t2m": "temperature"}).virtual.to_kerchunk(output, format="parquet")
+    assert not (output / "t2m").exists()
+    reread = open_references(str(output)).load()
+    np.testing.assert_array_equal(reread["temperature"].values, direct["t2m"].values)
+
+
+def test_small_chunks_are_read_into_the_references_below_the_threshold(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, archive: list[Path]
+) -> None:
+    lengths = np.sort(virtual["t2m"].data.manifest.lengths.ravel())
+    threshold = int(lengths[len(lengths) // 2])  # about half the chunks
+    registry = ObjectStoreRegistry.for_url(str(archive[0]))
+    references = virtual.virtual.to_kerchunk(inline_threshold=threshold, registry=registry)
+    assert references is not None
+    manifest = virtual["t2m"].data.manifest
+    inlined = 0
+    for index in np.ndindex(manifest.shape_chunk_grid):
+        entry = manifest.get_entry(index)
+        written = references["refs"]["t2m/" + ".".join(map(str, index))]
+        if entry["length"] <= threshold:
+            with Path(file_url_to_path(entry["path"])).open("rb") as f:
+                f.seek(entry["offset"])
+                raw = f.read(entry["length"])
+            assert written == "base64:" + base64.b64encode(raw).decode()
+            inlined += 1
+        else:
+            assert written == [entry["path"], entry["offset"], entry["length"]]
+    assert 0 < inlined < manifest.lengths.size
+    xr.testing.assert_identical(open_references(references).load(), direct)
+    output = tmp_path / "refs.parq"
+    virtual.virtual.to_kerchunk(
+        output, format="parquet", inline_threshold=threshold, registry=registry
     )
-    assert trusted.sizes["time"] == 48
+    xr.testing.assert_identical(open_references(str(output)).load(), direct)
+
+
+def test_inlining_reads_only_what_the_registry_allows(tmp_path: Path, virtual: xr.Dataset) -> None:
+    from virtualstac.errors import UnregisteredURLError
+
+    with pytest.raises(ValueError, match="inline_threshold needs a registry"):
+        virtual.virtual.to_kerchunk(inline_threshold=10**6)
+    elsewhere = ObjectStoreRegistry.for_url(str(tmp_path / "elsewhere" / "x.nc"))
+    with pytest.raises(UnregisteredURLError):
+        virtual.virtual.to_kerchunk(inline_threshold=10**6, registry=elsewhere)
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "x"))
+    with pytest.raises(ValueError, match="must not be negative"):
+        virtual.virtual.to_kerchunk(inline_threshold=-1, registry=registry)

@@ -2,7 +2,9 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac.
+importing virtualstac. ``virtualstac.pad``, the one codec without an imagecodecs or numcodecs
+twin, also has a numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of
+Kerchunk references.
 
 =========================  ======================  ======================================
 name                       kind                    TIFF
@@ -25,6 +27,7 @@ Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships
 
 from __future__ import annotations
 
+import numcodecs
 import zarr
 from zarr.registry import register_codec
 
@@ -36,6 +39,7 @@ from virtualstac.codecs._bytes import (
     LZWCodec,
     PackBitsCodec,
     PadCodec,
+    PadNumcodec,
     WebPCodec,
     ZstdCodec,
 )
@@ -52,6 +56,7 @@ __all__ = [
     "LZWCodec",
     "PackBitsCodec",
     "PadCodec",
+    "PadNumcodec",
     "WebPCodec",
     "ZstdCodec",
 ]
@@ -80,3 +85,4 @@ for _name, _codec in CODECS.items():
     # picks one at random unless configured. Ours are chosen unless the user chose otherwise.
     if zarr.config.get(f"codecs.{_name}", None) is None:
         zarr.config.set({f"codecs.{_name}": f"{_codec.__module__}.{_codec.__qualname__}"})
+numcodecs.register_codec(PadNumcodec)

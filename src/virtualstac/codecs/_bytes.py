@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import imagecodecs
 import imagecodecs.numcodecs as icn
+import numcodecs.abc
 import numpy as np
+from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -35,6 +37,7 @@ __all__ = [
     "LZWCodec",
     "PackBitsCodec",
     "PadCodec",
+    "PadNumcodec",
     "WebPCodec",
     "ZstdCodec",
 ]
@@ -226,14 +229,7 @@ class PadCodec(BytesBytesCodec):
         data = chunk_bytes.as_numpy_array()
         if len(data) == self.size:
             return chunk_bytes
-        if len(data) > self.size:
-            raise ValueError(
-                f"virtualstac.pad: a chunk decoded to {len(data)} bytes, more than its size "
-                f"{self.size}; the references or codecs do not match the data"
-            )
-        padded = np.zeros(self.size, dtype=np.uint8)
-        padded[: len(data)] = data
-        return chunk_spec.prototype.buffer.from_array_like(padded)
+        return chunk_spec.prototype.buffer.from_array_like(_padded(data, self.size))
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         return chunk_bytes
@@ -241,3 +237,38 @@ class PadCodec(BytesBytesCodec):
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         """Encoding does not change the size."""
         return input_byte_length
+
+
+def _padded(data: np.ndarray[Any, np.dtype[np.uint8]], size: int) -> np.ndarray[Any, Any]:
+    if len(data) > size:
+        raise ValueError(
+            f"virtualstac.pad: a chunk decoded to {len(data)} bytes, more than its size "
+            f"{size}; the references or codecs do not match the data"
+        )
+    padded = np.zeros(size, dtype=np.uint8)
+    padded[: len(data)] = data
+    return padded
+
+
+class PadNumcodec(numcodecs.abc.Codec):  # type: ignore[misc]
+    """``virtualstac.pad`` for Zarr v2 readers (Kerchunk references): :class:`PadCodec`'s twin.
+
+    Registered with numcodecs on import and under the ``numcodecs.codecs`` entry points, so
+    fsspec's reference file system and zarr read Kerchunk references of short TIFF strips.
+    """
+
+    codec_id = PadCodec.codec_name
+
+    def __init__(self, size: int) -> None:
+        """Pad decoded chunks to ``size`` bytes."""
+        PadCodec(size=size)  # the same validation
+        self.size = size
+
+    def encode(self, buf: Any) -> Any:
+        """Encoding passes bytes through."""
+        return buf
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        """Zero-pad ``buf`` to ``size`` bytes."""
+        data = ensure_contiguous_ndarray(buf).reshape(-1).view(np.uint8)
+        return ndarray_copy(_padded(data, self.size), out)

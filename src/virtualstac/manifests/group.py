@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.core.group import GroupMetadata
 
-from virtualstac.errors import InvalidManifestError
+from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.sources import SourceStamp
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["ManifestGroup"]
+__all__ = ["ManifestGroup", "virtual_datatree"]
 
 
 class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
@@ -142,6 +142,27 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
 
     def to_virtual_datatree(self) -> xr.DataTree:
         """Create a virtual ``xarray.DataTree`` of this group and all its sub-groups."""
-        import xarray as xr
 
-        return xr.DataTree.from_dict(self.to_virtual_datasets())
+        return virtual_datatree(self.to_virtual_datasets())
+
+
+def virtual_datatree(datasets: Mapping[str, xr.Dataset]) -> xr.DataTree:
+    """``xr.DataTree.from_dict(datasets)``, refusing groups that cannot nest with advice.
+
+    A DataTree needs each group's dimensions to have its parent's sizes; image pyramids (COG
+    overviews as sub-groups) do not, and are better opened one group at a time.
+    """
+    import xarray as xr
+
+    try:
+        return xr.DataTree.from_dict(dict(datasets))
+    except ValueError as err:
+        if "not aligned with its parents" not in str(err):
+            raise
+        first_line = str(err).splitlines()[0]
+        raise IncompatibleArraysError(
+            f"these groups cannot form one xarray DataTree ({first_line.rstrip(':')}): a "
+            "sub-group has a dimension of its parent's name but another size, as COG overviews "
+            "do; open one group at a time with to_virtual_dataset(group=...), or write the whole "
+            "tree with virtualstac.writers.write_icechunk or write_kerchunk"
+        ) from err

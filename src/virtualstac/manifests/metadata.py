@@ -19,6 +19,7 @@ __all__ = [
     "chunk_shape_of",
     "create_v3_array_metadata",
     "grid_shape",
+    "json_safe",
     "replace_metadata",
     "same_value",
 ]
@@ -226,4 +227,20 @@ def cf_fill_value_attribute(value: Any, dtype: np.dtype[Any]) -> Any:
         return base64.standard_b64encode(as_float.tobytes()).decode("ascii")
     if dtype.kind in "iub":
         return int(np.asarray(value).item())
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (parsed JSON) with non-finite floats spelled as zarr v3 spells fill values.
+
+    Strict JSON, which Icechunk and readers in other languages parse, has no NaN or Infinity,
+    so an attribute such as ``missing_value = NaN`` or ``valid_range = [0, inf]`` is written as
+    ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
     return value

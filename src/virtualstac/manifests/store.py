@@ -28,7 +28,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from virtualstac.errors import ChunkReadError, UnregisteredURLError
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
@@ -448,8 +448,6 @@ class ManifestStore(Store):
         decode_times: bool | None = None,
     ) -> xr.DataTree:
         """Create a virtual ``xarray.DataTree`` of a group and all its sub-groups."""
-        import xarray as xr
-
         root = self._group if not group else self._group[group]
         if not isinstance(root, ManifestGroup):
             raise KeyError(f"{group!r} is an array, not a group")
@@ -460,7 +458,7 @@ class ManifestStore(Store):
                 datasets["/" + path] = self.to_virtual_dataset(
                     full, loadable_variables=loadable_variables, decode_times=decode_times
                 )
-        return xr.DataTree.from_dict(datasets)
+        return virtual_datatree(datasets)
 
 
 def _fail(requests: list[_Request], error: BaseException) -> None:

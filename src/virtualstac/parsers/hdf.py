@@ -313,7 +313,10 @@ class _FileWalker:
         try:
             filters = codecs_for_filters(_filters(dcpl))
         except UnsupportedFilterError as err:
-            raise self.fail(member.path, f"is compressed with HDF5 {err}") from err
+            raise self.fail(
+                member.path,
+                f"is compressed with HDF5 filter {err.filter_id} ({err.name}), which {err.reason}",
+            ) from err
         endian = "big" if dtype.byteorder == ">" else "little"
         codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filters]
         chunks = tuple(int(c) for c in ds.chunks) if ds.chunks else tuple(max(s, 1) for s in shape)

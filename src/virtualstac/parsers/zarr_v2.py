@@ -261,14 +261,10 @@ def _cf_fill_attribute(value: Any, dtype: np.dtype[Any], where: str) -> Any:
             return int(value)
         if dtype.kind == "b":
             return bool(value)
-        if dtype.kind == "S":
-            raw = value if isinstance(value, bytes) else str(value).encode()
-            return base64.standard_b64encode(raw).decode("ascii")
-        if dtype.kind in "UT":
-            return str(value)
     except (TypeError, ValueError) as err:
         raise V2MetadataError(f"{where}: _FillValue {value!r} is not a {dtype} value") from err
-    # Dates, durations and raw bytes: xarray has no _FillValue rule for them in Zarr.
+    # Strings, bytes, dates and durations: xarray's Zarr v3 reader has no _FillValue rule for
+    # them (it fails to open such an array that has one).
     return None
 
 

@@ -18,12 +18,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
 from virtualstac.errors import IncompatibleArraysError, VirtualStacError
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
-from virtualstac.manifests.metadata import check_combinable, chunk_shape_of, replace_metadata
+from virtualstac.manifests.metadata import (
+    check_combinable,
+    chunk_shape_of,
+    json_safe,
+    replace_metadata,
+)
 from virtualstac.manifests.sources import SourceStamp
 
 __all__ = ["IcechunkWriteError", "WriteSummary", "write_icechunk"]
@@ -120,9 +126,7 @@ def _key(node_path: str, name: str) -> str:
 
 
 def _metadata_json(node: ManifestArray | ManifestGroup) -> bytes:
-    buffers = node.metadata.to_buffer_dict(default_buffer_prototype())
-    data: bytes = buffers["zarr.json"].to_bytes()
-    return data
+    return _metadata_json_from(node.metadata)
 
 
 def _set(store: Any, key: str, data: bytes) -> None:
@@ -176,9 +180,14 @@ def _append_array(
     _write_refs(store, node_path, array, tuple(offset), validate)
 
 
-def _metadata_json_from(metadata: ArrayV3Metadata) -> bytes:
-    data: bytes = metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
-    return data
+def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
+    """``zarr.json`` as strict JSON: Icechunk refuses the NaN that zarr writes for attributes."""
+    document = json.loads(
+        metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
+    )
+    if "attributes" in document:
+        document["attributes"] = json_safe(document["attributes"])
+    return json.dumps(document, allow_nan=False).encode()
 
 
 def _refuse_duplicate_sources(store: Any, node_path: str, array: ManifestArray) -> None:

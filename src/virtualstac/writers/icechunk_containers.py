@@ -38,6 +38,11 @@ class ContainerSpec:
     prefix: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # Options may hold the registry's credentials; logs and tracebacks must not show them.
+        shown = {k: "***" if k in _SECRET_OPTIONS else v for k, v in self.options.items()}
+        return f"ContainerSpec(prefix={self.prefix!r}, options={shown!r})"
+
     @property
     def scheme(self) -> str:
         """The URL scheme of the prefix."""
@@ -83,6 +88,9 @@ class ContainerSpec:
                 )
             return icechunk.s3_from_env_credentials()
         return icechunk.gcs_from_env_credentials()
+
+
+_SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "password"})
 
 
 def _truthy(value: Any) -> bool:

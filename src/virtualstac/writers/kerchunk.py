@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +22,10 @@ import pyarrow.parquet as pq
 
 from virtualstac.errors import InvalidPathError
 from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.manifests.metadata import json_safe
+from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
+from virtualstac.writers.inlining import inline_small_chunks
 from virtualstac.writers.zarr_v2 import v2_metadata
 
 __all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
@@ -51,17 +57,22 @@ def _walk_arrays(group: ManifestGroup, prefix: str = "") -> Iterator[tuple[str, 
 
 
 def kerchunk_metadata(group: ManifestGroup) -> dict[str, dict[str, Any]]:
-    """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store."""
+    """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store.
+
+    Attributes are strict JSON: non-finite floats are spelled ``"NaN"``/``"Infinity"``.
+    """
     documents: dict[str, dict[str, Any]] = {}
     for path, node in group.walk():
         key = f"{path}/" if path else ""
         if isinstance(node, ManifestGroup):
             documents[f"{key}.zgroup"] = {"zarr_format": 2}
-            documents[f"{key}.zattrs"] = dict(node.metadata.attributes)
+            documents[f"{key}.zattrs"] = json_safe(dict(node.metadata.attributes))
         else:
-            zarray, zattrs = v2_metadata(path, node.metadata)
+            manifest = node.manifest
+            complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
+            zarray, zattrs = v2_metadata(path, node.metadata, has_missing_chunks=not complete)
             documents[f"{key}.zarray"] = zarray
-            documents[f"{key}.zattrs"] = zattrs
+            documents[f"{key}.zattrs"] = json_safe(zattrs)
     return documents
 
 
@@ -177,6 +188,21 @@ def _write_parquet(
             )
 
 
+@contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A path beside ``target`` to write to; it replaces ``target`` only if writing succeeded.
+
+    Readers never see a half-written reference file or parquet directory, and a failed write
+    leaves a previous one as it was.
+    """
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as scratch:
+        staged = Path(scratch) / target.name
+        yield staged
+        if target.is_dir():
+            target.rename(Path(scratch) / "replaced")  # removed with the scratch directory
+        staged.replace(target)
+
+
 def write_kerchunk(
     group: ManifestGroup,
     path: str | Path | None = None,
@@ -184,6 +210,8 @@ def write_kerchunk(
     format: KerchunkFormat = "dict",
     record_size: int = 100_000,
     root: str | None = None,
+    inline_threshold: int = 0,
+    registry: ObjectStoreRegistry | None = None,
 ) -> dict[str, Any] | None:
     """Write a group tree as Kerchunk references.
 
@@ -196,23 +224,38 @@ def write_kerchunk(
     format
         ``"dict"`` returns the references; ``"json"`` writes version-1 JSON; ``"parquet"`` writes
         the layout fsspec's ``LazyReferenceMapper`` reads (``.zmetadata`` + ``refs.N.parq``).
+        Both are written beside ``path`` and moved there when complete: a failure leaves
+        nothing half-written, and an existing output as it was.
     record_size
         References per parquet file.
     root
         Write reference paths relative to this directory or URL, through a ``{{root}}``
         template; every referenced path must lie below it. Not for parquet, which has no
         templates.
+    inline_threshold
+        Read every referenced chunk of at most this many bytes and write its bytes into the
+        references (``base64:`` in JSON, the ``raw`` column in parquet), as Kerchunk's own
+        ``inline_threshold`` does; 0 inlines nothing read.
+    registry
+        Where those chunks may be read from; needed when ``inline_threshold`` is positive.
 
     Returns
     -------
     The references for ``"dict"``; None otherwise.
     """
+    if inline_threshold:
+        if registry is None:
+            raise ValueError("inline_threshold needs a registry to read the chunks through")
+        group = inline_small_chunks(group, inline_threshold, registry)
     if format == "dict":
         return kerchunk_refs(group, root=root)
     if path is None:
         raise ValueError(f"format={format!r} needs a path to write to")
+    target = Path(path)
     if format == "json":
-        Path(path).write_text(json.dumps(kerchunk_refs(group, root=root), allow_nan=False))
+        document = json.dumps(kerchunk_refs(group, root=root), allow_nan=False)
+        with _staging(target) as staged:
+            staged.write_text(document)
         return None
     if format == "parquet":
         if record_size <= 0:
@@ -220,6 +263,7 @@ def write_kerchunk(
         if root is not None:
             # Parquet reference sets have no templates section to map {{root}} back.
             raise ValueError("root= is only supported for format='dict' or 'json'")
-        _write_parquet(group, Path(path), record_size, root)
+        with _staging(target) as staged:
+            _write_parquet(group, staged, record_size, root)
         return None
     raise ValueError(f"format must be 'dict', 'json' or 'parquet', got {format!r}")

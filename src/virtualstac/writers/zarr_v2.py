@@ -15,6 +15,7 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from virtualstac.codecs import PadCodec
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests.metadata import chunk_shape_of
 
@@ -23,8 +24,14 @@ __all__ = ["v2_metadata"]
 _FILL_ATTRIBUTES = ("_FillValue", "missing_value")
 
 
-def v2_metadata(name: str, metadata: ArrayV3Metadata) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return the ``.zarray`` and ``.zattrs`` documents of one array."""
+def v2_metadata(
+    name: str, metadata: ArrayV3Metadata, *, has_missing_chunks: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the ``.zarray`` and ``.zattrs`` documents of one array.
+
+    ``has_missing_chunks=False`` (every chunk referenced or inlined) lets an array without a CF
+    ``_FillValue`` leave ``fill_value`` out, so that v2 readers mask nothing.
+    """
     codecs: list[dict[str, Any]] = [codec.to_dict() for codec in metadata.codecs]
     dtype = np.dtype(metadata.data_type.to_native_dtype())
     filters: list[dict[str, Any]] = []
@@ -39,11 +46,19 @@ def v2_metadata(name: str, metadata: ArrayV3Metadata) -> tuple[dict[str, Any], d
             if dtype.itemsize > 1 and endian is not None:
                 dtype = dtype.newbyteorder("<" if endian == "little" else ">")
             serializer_seen = True
+        elif codec_name == "vlen-utf8":
+            # Zarr v2 stores variable-length strings as objects through the same encoding,
+            # named by an object codec that must come first among the filters.
+            dtype = np.dtype("O")
+            filters.insert(0, {"id": "vlen-utf8"})
+            serializer_seen = True
         elif codec_name == "transpose":
             if list(configuration["order"]) != list(range(metadata.ndim))[::-1]:
                 raise UnsupportedOperationError(
-                    f"array {name!r}: a transpose codec other than full reversal (Fortran order) "
-                    "has no Zarr v2 equivalent"
+                    f"array {name!r}: its chunks are stored in axis order "
+                    f"{list(configuration['order'])}, which only a Zarr v3 transpose codec "
+                    "describes (Zarr v2 knows C and Fortran order); write it to Icechunk, or for "
+                    "a pixel-interleaved TIFF open it with TIFFParser(band_layout='native')"
                 )
             order = "F" if metadata.ndim > 1 else "C"
         elif isinstance(codec, ArrayArrayCodec | BytesBytesCodec):
@@ -61,12 +76,13 @@ def v2_metadata(name: str, metadata: ArrayV3Metadata) -> tuple[dict[str, Any], d
         if key in attributes:
             attributes[key] = _decode_cf_fill(attributes[key], dtype)
     # zarr v2 readers (xarray included) mask by fill_value, where v3 readers mask by the CF
-    # _FillValue only. So fill_value carries _FillValue when there is one; otherwise a zero
-    # fill value is left out (null: missing chunks still read as zeros, nothing is masked),
-    # and any other fill value is kept so that missing chunks keep reading as it.
+    # _FillValue only. So fill_value carries _FillValue when there is one; otherwise it is left
+    # out (null: nothing is masked) when no chunk is missing or missing chunks read as zeros
+    # anyway. Any other fill value of an array with missing chunks is kept, so they keep reading
+    # as it; v2 readers then also mask values equal to it, which one v2 fill value cannot avoid.
     if "_FillValue" in attributes:
         fill_value = _fill_value_json(attributes.pop("_FillValue"), dtype)
-    elif _is_zero(metadata.fill_value):
+    elif not has_missing_chunks or _is_zero(metadata.fill_value):
         fill_value = None
     else:
         fill_value = _fill_value_json(metadata.fill_value, dtype)
@@ -92,7 +108,7 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
         return {"id": name.removeprefix("numcodecs."), **configuration}
     if name.startswith("imagecodecs_"):
         return {"id": name, **configuration}
-    if name in ("gzip", "zstd"):
+    if name in ("gzip", "zstd", PadCodec.codec_name):
         return {"id": name, **configuration}
     if name == "blosc":
         shuffles = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -108,6 +124,8 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
 
 
 def _is_zero(value: Any) -> bool:
+    if isinstance(value, bytes | np.bytes_):
+        return not any(value)
     try:
         return bool(np.all(np.asarray(value) == 0))
     except (TypeError, ValueError):

@@ -77,17 +77,27 @@ class _VirtualAccessor(ABC):
         format: Literal["dict", "json", "parquet"] = "dict",
         record_size: int = 100_000,
         root: str | None = None,
+        inline_threshold: int = 0,
+        registry: ObjectStoreRegistry | None = None,
     ) -> dict[str, Any] | None:
         """Write Kerchunk references (see ``virtualstac.writers.kerchunk``); groups nest.
 
         ``format="dict"`` returns version-1 references; ``"json"`` writes them to ``path``;
         ``"parquet"`` writes fsspec's parquet layout into the directory ``path``. With ``root``,
-        reference paths are written relative to it through a ``{{root}}`` template.
+        reference paths are written relative to it through a ``{{root}}`` template. With
+        ``inline_threshold``, referenced chunks of at most that many bytes are read through
+        ``registry`` and written into the references.
         """
         from virtualstac.writers.kerchunk import write_kerchunk
 
         return write_kerchunk(
-            self.to_group(), path, format=format, record_size=record_size, root=root
+            self.to_group(),
+            path,
+            format=format,
+            record_size=record_size,
+            root=root,
+            inline_threshold=inline_threshold,
+            registry=registry,
         )
 
 

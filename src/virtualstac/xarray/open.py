@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import obstore
 import xarray as xr
 
 from virtualstac.errors import SourceNotFoundError
-from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor
+from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork_safe
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
 from virtualstac.progress import progress as progress_bar
@@ -20,6 +20,9 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
 __all__ = ["open_virtual_dataset", "open_virtual_mfdataset"]
+
+#: Paths for ``combine="nested"``: a list per dimension of ``concat_dim``, outermost first.
+type NestedPaths = Sequence[str | NestedPaths]
 
 
 def open_virtual_dataset(
@@ -92,7 +95,7 @@ def _virtualize(
 
 
 def open_virtual_mfdataset(
-    paths: str | Sequence[str],
+    paths: str | NestedPaths,
     *,
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
@@ -112,7 +115,9 @@ def open_virtual_mfdataset(
     Parameters
     ----------
     paths
-        A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"``.
+        A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"``. With
+        ``combine="nested"``, nested lists (one level per ``concat_dim``, outermost first)
+        arrange the files in several dimensions, as in ``xr.open_mfdataset``.
     parser, registry, group, loadable_variables, drop_variables, decode_times
         As in :func:`open_virtual_dataset`; one registry is shared by all files (by default the
         one for the first file, extended to the directory of every other file).
@@ -122,7 +127,8 @@ def open_virtual_mfdataset(
     parallel
         ``False`` (serial), ``True`` or ``"dask"`` (dask.delayed), any
         ``concurrent.futures.Executor`` (process pools suit HDF5, whose library is not
-        thread-parallel), or a ``dask.distributed.Client``.
+        thread-parallel; they must use ``forkserver`` or ``spawn``, since obstore's runtime
+        does not survive ``fork``), or a ``dask.distributed.Client``.
         Workers return virtual datasets: references and loaded coordinates, not data.
     preprocess
         Applied to each virtual dataset before combining.
@@ -132,7 +138,18 @@ def open_virtual_mfdataset(
         Passed to the xarray combine function. Defaults avoid comparing virtual values:
         ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``.
     """
-    urls = _expand(paths, registry)
+    if combine not in ("nested", "by_coords"):
+        raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
+    if combine == "nested" and concat_dim is None:
+        raise ValueError("combine='nested' needs concat_dim")
+    layout: NestedPaths | None = None
+    if isinstance(paths, str) or all(isinstance(p, str) for p in paths):
+        urls = _expand(cast("str | Sequence[str]", paths), registry)
+    elif combine == "nested":
+        layout = paths
+        urls = [normalize_url(p) for p in _leaves(paths)]
+    else:
+        raise ValueError("nested lists of paths need combine='nested'")
     if registry is None:
         registry = ObjectStoreRegistry.for_url(urls[0])
         for url in urls[1:]:
@@ -162,17 +179,25 @@ def open_virtual_mfdataset(
         **combine_kwargs,
     }
     if combine == "nested":
-        if concat_dim is None:
-            raise ValueError("combine='nested' needs concat_dim")
+        assert concat_dim is not None
+        arranged = datasets if layout is None else _nest(layout, iter(datasets))
         nested: xr.Dataset = xr.combine_nested(
-            datasets, concat_dim=list(_as_list(concat_dim)), **options
+            arranged, concat_dim=list(_as_list(concat_dim)), **options
         )
         return nested
-    if combine == "by_coords":
-        combined = xr.combine_by_coords(datasets, **options)
-        assert isinstance(combined, xr.Dataset)
-        return combined
-    raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
+    combined = xr.combine_by_coords(datasets, **options)
+    assert isinstance(combined, xr.Dataset)
+    return combined
+
+
+def _leaves(paths: NestedPaths) -> list[str]:
+    """The paths of a nested list, in order."""
+    return [p for item in paths for p in ([item] if isinstance(item, str) else _leaves(item))]
+
+
+def _nest(layout: NestedPaths, items: Iterator[xr.Dataset]) -> list[Any]:
+    """``items`` (one per path, in order) arranged like the nested list ``layout``."""
+    return [next(items) if isinstance(p, str) else _nest(p, items) for p in layout]
 
 
 def _as_list(dims: str | Sequence[str]) -> list[str]:
@@ -185,6 +210,7 @@ def _executor(parallel: Any) -> Executor:
     if parallel is True or parallel == "dask":
         return DaskDelayedExecutor()
     if isinstance(parallel, Executor):
+        check_fork_safe(parallel)
         return parallel
     if hasattr(parallel, "get_executor"):  # a dask.distributed Client
         executor: Executor = parallel.get_executor()
