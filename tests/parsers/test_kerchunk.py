@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import time
 import zlib
 from pathlib import Path
 from typing import Any, cast
