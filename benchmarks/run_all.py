@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run_all.py            # full sizes, about 6 minutes on 2 cores
+    python benchmarks/run_all.py            # full sizes, about 8 minutes on 2 cores
     python benchmarks/run_all.py --quick    # small sizes, one run each (a smoke test)
 
 Each figure is measured in a fresh subprocess of this Python; see benchmarks/README.md for what
@@ -17,6 +17,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
+import bench_kerchunk_open
 import bench_manifest
 import bench_store_read
 import bench_writers
@@ -31,7 +32,7 @@ def _version(package: str) -> str:
 
 
 def main() -> None:
-    """Run the manifest, read and writer benchmarks, then print all rows together."""
+    """Run the manifest, read, writer and Kerchunk opening benchmarks; print all rows together."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
     args = parser.parse_args()
@@ -50,6 +51,7 @@ def main() -> None:
         "kerchunk",
         "pyarrow",
         "fastparquet",
+        "fsspec",
     )
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print("  " + ", ".join(f"{p} {_version(p)}" for p in packages))
@@ -62,6 +64,7 @@ def main() -> None:
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
         ("Writers", bench_writers),
+        ("Kerchunk opening", bench_kerchunk_open),
     ):
         section = module.run(quick=args.quick)
         sections.append((title, section))
