@@ -437,6 +437,24 @@ def test_list_dir_yields_the_names_directly_below_a_prefix(store: ManifestStore)
     assert sorted(collect(store.list_dir("temperature/c/0/"))) == ["0", "1", "2", "3"]
 
 
+def test_listing_a_group_does_not_enumerate_chunks(
+    store: ManifestStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # zarr lists a group to find its members when xarray opens it: with a million
+    # references, walking every chunk key for that took seconds.
+    expected = {
+        prefix: sorted(collect(store.list_dir(prefix))) for prefix in ("", "temperature")
+    }
+
+    def refuse(self: ChunkManifest) -> None:
+        raise AssertionError("a group listing enumerated chunk references")
+
+    monkeypatch.setattr(ChunkManifest, "iter_refs", refuse)
+    assert sorted(collect(store.list_dir(""))) == expected[""]
+    monkeypatch.undo()
+    assert "c" in expected["temperature"]
+
+
 def test_nested_groups_are_served_and_listed(sample: Sample) -> None:
     inner = sample.group()
     root = ManifestGroup(groups={"model": ManifestGroup(groups={"run1": inner})})

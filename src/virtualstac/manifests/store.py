@@ -400,14 +400,33 @@ class ManifestStore(Store):
                     yield prefix + node.metadata.encode_chunk_key(coords)
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        """Yield every key that starts with ``prefix``."""
-        async for key in self.list():
-            if key.startswith(prefix):
-                yield key
+        """Yield every key that starts with ``prefix``.
+
+        Only the arrays at or below ``prefix`` have their chunk keys enumerated.
+        """
+        for path, node in self._nodes.items():
+            node_prefix = f"{path}/" if path else ""
+            if (node_prefix + _METADATA_KEY).startswith(prefix):
+                yield node_prefix + _METADATA_KEY
+            if isinstance(node, ManifestArray) and (
+                node_prefix.startswith(prefix) or prefix.startswith(node_prefix)
+            ):
+                for coords, _ in node.manifest.iter_refs():
+                    key = node_prefix + node.metadata.encode_chunk_key(coords)
+                    if key.startswith(prefix):
+                        yield key
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         """Yield the names directly below ``prefix`` (no trailing ``/``)."""
         prefix = prefix.rstrip("/")
+        node = self._nodes.get(prefix)
+        if isinstance(node, ManifestGroup):
+            # A group's members come from the tree: zarr lists groups to find their members,
+            # and enumerating every chunk key of every array for that costs seconds at 1M.
+            yield _METADATA_KEY
+            for name in [*node.groups, *node.arrays]:
+                yield name
+            return
         base = f"{prefix}/" if prefix else ""
         seen: set[str] = set()
         async for key in self.list_prefix(base):
