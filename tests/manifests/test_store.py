@@ -442,9 +442,7 @@ def test_listing_a_group_does_not_enumerate_chunks(
 ) -> None:
     # zarr lists a group to find its members when xarray opens it: with a million
     # references, walking every chunk key for that took seconds.
-    expected = {
-        prefix: sorted(collect(store.list_dir(prefix))) for prefix in ("", "temperature")
-    }
+    expected = {prefix: sorted(collect(store.list_dir(prefix))) for prefix in ("", "temperature")}
 
     def refuse(self: ChunkManifest) -> None:
         raise AssertionError("a group listing enumerated chunk references")
