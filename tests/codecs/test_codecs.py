@@ -221,6 +221,40 @@ def test_codecs_are_advertised_as_entry_points() -> None:
     """A process that never imports virtualstac still finds the codecs through zarr."""
     from importlib.metadata import entry_points
 
-    advertised = {ep.name: ep.value for ep in entry_points(group="zarr.codecs")}
+    advertised: dict[str, set[str]] = {}
+    for ep in entry_points(group="zarr.codecs"):  # other packages may use the same names
+        advertised.setdefault(ep.name, set()).add(ep.value)
     for name, cls in codecs.CODECS.items():
-        assert advertised[name] == f"virtualstac.codecs:{cls.__name__}"
+        assert f"virtualstac.codecs:{cls.__name__}" in advertised[name]
+
+
+def test_these_codecs_win_over_other_packages_of_the_same_name() -> None:
+    """virtual-tiff registers its own ``imagecodecs_delta``; ours must still decode our chunks."""
+
+    class RivalDelta(HorizontalPredictorCodec):
+        pass
+
+    from zarr.registry import register_codec
+
+    register_codec("imagecodecs_delta", RivalDelta)
+    try:
+        assert get_codec_class("imagecodecs_delta") is HorizontalPredictorCodec
+    finally:
+        from zarr.registry import _codec_registries
+
+        _codec_registries["imagecodecs_delta"].pop(f"{__name__}.{RivalDelta.__qualname__}")
+
+
+def test_a_users_codec_choice_is_kept() -> None:
+    class Chosen(HorizontalPredictorCodec):
+        pass
+
+    from zarr.registry import _codec_registries, register_codec
+
+    register_codec("imagecodecs_delta", Chosen)
+    name = f"{Chosen.__module__}.{Chosen.__qualname__}"
+    try:
+        with zarr.config.set({"codecs.imagecodecs_delta": name}):
+            assert get_codec_class("imagecodecs_delta") is Chosen
+    finally:
+        _codec_registries["imagecodecs_delta"].pop(name)

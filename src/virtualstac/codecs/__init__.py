@@ -25,6 +25,7 @@ Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships
 
 from __future__ import annotations
 
+import zarr
 from zarr.registry import register_codec
 
 from virtualstac.codecs._bytes import (
@@ -75,3 +76,24 @@ CODECS = {
 
 for _name, _codec in CODECS.items():
     register_codec(_name, _codec)
+
+
+def _prefer_these_implementations() -> None:
+    """Make zarr decode these names with this package's codecs unless the user chose otherwise.
+
+    Other packages register codecs under the same ``imagecodecs_*`` names (virtual-tiff does,
+    with different configurations); zarr then picks any one of them, and a predictor decoded by
+    the wrong implementation reads as wrong values. The manifests virtualstac writes mean its
+    own codecs.
+    """
+    configured = zarr.config.get("codecs", {})
+    choices = {
+        f"codecs.{name}": f"{codec.__module__}.{codec.__qualname__}"
+        for name, codec in CODECS.items()
+        if name not in configured
+    }
+    if choices:
+        zarr.config.set(choices)
+
+
+_prefer_these_implementations()

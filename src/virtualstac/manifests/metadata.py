@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
-from zarr.core.dtype import parse_dtype
+from zarr.core.dtype import ZDType, parse_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
@@ -64,7 +67,7 @@ def create_v3_array_metadata(
     if codec_list is None:
         endian = "big" if dtype.byteorder == ">" else "little"
         codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
-    zarr_dtype = parse_dtype(dtype, zarr_format=3)
+    zarr_dtype = _zarr_dtype(dtype)
     try:
         fill = (
             zarr_dtype.default_scalar()
@@ -75,23 +78,60 @@ def create_v3_array_metadata(
         raise InvalidManifestError(
             f"fill value {fill_value!r} cannot be stored in an array of {dtype}: {err}"
         ) from err
-    as_json: dict[str, Any] = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": tuple(int(s) for s in shape),
-        "data_type": zarr_dtype.to_json(zarr_format=3),
-        "chunk_grid": {
-            "name": "regular",
-            "configuration": {"chunk_shape": tuple(int(c) for c in chunk_shape)},
-        },
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
-        "fill_value": zarr_dtype.to_json_scalar(fill, zarr_format=3),
-        "codecs": tuple(codec_list),
-        "attributes": dict(attributes or {}),
-        "dimension_names": tuple(dimension_names) if dimension_names is not None else None,
-        "storage_transformers": (),
-    }
-    return ArrayV3Metadata.from_dict(as_json)
+    shape = tuple(int(s) for s in shape)
+    chunk_shape = tuple(int(c) for c in chunk_shape)
+    names = tuple(dimension_names) if dimension_names is not None else None
+    try:
+        key = (
+            shape,
+            dtype,
+            chunk_shape,
+            json.dumps(zarr_dtype.to_json_scalar(fill, zarr_format=3)),
+            json.dumps(codec_list, sort_keys=True),
+            names,
+            separator,
+        )
+    except TypeError:  # a codec configuration that is not plain JSON: build it uncached
+        key = None
+    template = _TEMPLATES.get(key) if key is not None else None
+    if template is None:
+        # Built directly rather than through ``from_dict``: a JSON round trip would parse the
+        # data type and fill value back, doubling the cost.
+        template = ArrayV3Metadata(
+            shape=shape,
+            data_type=zarr_dtype,
+            chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+            chunk_key_encoding={"name": "default", "configuration": {"separator": separator}},
+            fill_value=fill,
+            codecs=tuple(codec_list),
+            attributes={},
+            dimension_names=names,
+            storage_transformers=(),
+        )
+        if key is not None:
+            if len(_TEMPLATES) >= _MAX_TEMPLATES:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = template
+    # zarr validates and evolves the codecs against the data type on every construction, which
+    # costs more than parsing a small file's header; variables of one file (and of the many
+    # files of one collection) share all but their attributes. Every field of the template is
+    # immutable except ``attributes``, which each copy gets anew.
+    metadata = copy.copy(template)
+    object.__setattr__(metadata, "attributes", dict(attributes or {}))
+    return metadata
+
+
+#: Metadata without attributes, by everything else that defines it (see above).
+_TEMPLATES: dict[tuple[Any, ...], ArrayV3Metadata] = {}
+_MAX_TEMPLATES = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _zarr_dtype(dtype: np.dtype[Any]) -> ZDType[Any, Any]:
+    """zarr's data type for a numpy one; zarr finds it by trying every registered type in turn,
+    which costs more than the rest of the metadata, so each is looked up once (they are
+    immutable)."""
+    return parse_dtype(dtype, zarr_format=3)
 
 
 def chunk_shape_of(metadata: ArrayV3Metadata) -> tuple[int, ...]:

@@ -29,7 +29,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
-from virtualstac.manifests.manifest import INLINED_CHUNK_PATH, ChunkManifest
+from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
     create_v3_array_metadata,
@@ -755,7 +755,4 @@ def _inlined_manifest(grid: tuple[int, ...], data: bytes) -> ChunkManifest:
     """
     if math.prod(grid) == 0 or not data:
         return _missing_manifest(grid)
-    # A scalar's single chunk is keyed "0" too.
-    key = ".".join("0" for _ in grid) or "0"
-    entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": len(data), "data": data}
-    return ChunkManifest({key: entry}, shape=grid, validate_paths=False)
+    return ChunkManifest.from_inlined_chunk(data, grid)

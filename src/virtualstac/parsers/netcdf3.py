@@ -32,7 +32,7 @@ import numpy as np
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
-from virtualstac.manifests.manifest import INLINED_CHUNK_PATH, ChunkManifest
+from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
     create_v3_array_metadata,
@@ -424,9 +424,7 @@ class _GroupBuilder:
         data = b"".join(
             self.reader.read_range(int(start), int(start) + block_bytes) for start in starts
         )
-        key = ".".join("0" for _ in chunks) or "0"  # a scalar's single chunk is "0" too
-        entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": len(data), "data": data}
-        return ChunkManifest({key: entry}, shape=(1,) * len(chunks))
+        return ChunkManifest.from_inlined_chunk(data, (1,) * len(chunks))
 
     def referenced(
         self,

@@ -485,11 +485,9 @@ def _inlined(
         attributes=attributes,
         dimension_names=dims,
     )
-    data = values.tobytes()
-    key = ".".join("0" * len(values.shape)) or "0"
-    entries = {key: {"path": "", "offset": 0, "length": len(data), "data": data}}
-    grid = (1,) * values.ndim
-    return ManifestArray(metadata, ChunkManifest(entries, shape=grid))
+    return ManifestArray(
+        metadata, ChunkManifest.from_inlined_chunk(values.tobytes(), (1,) * values.ndim)
+    )
 
 
 def _compression_name(code: int) -> str:
