@@ -187,6 +187,28 @@ def test_small_variables_are_inlined(everything: Path) -> None:
     assert group["temp"].manifest.get_entry((0, 0, 0))["path"] == everything.as_uri()
 
 
+def test_files_combine_along_their_record_dimension(tmp_path: Path) -> None:
+    """Big-endian variables combine like any other (their byte order is in the bytes codec)."""
+    from virtualstac import open_virtual_mfdataset
+
+    paths = []
+    for step in range(2):
+        path = tmp_path / f"step{step}.nc"
+        with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+            ds.createDimension("time", None)
+            ds.createDimension("x", 4)
+            ds.createVariable("time", "f8", ("time",))[:] = [step]
+            ds.createVariable("x", "f4", ("x",))[:] = np.arange(4)
+            ds.createVariable("t", "f4", ("time", "x"))[:] = np.full((1, 4), step)
+        paths.append(str(path))
+
+    combined = open_virtual_mfdataset(paths, parser=NetCDF3Parser(), progress=False)
+
+    assert dict(combined.sizes) == {"time": 2, "x": 4}
+    assert combined["t"].dtype == np.dtype("float32")
+    assert combined["t"].data.manifest.offsets.shape == (2, 1)
+
+
 def test_header_costs_one_request(everything: Path) -> None:
     registry = ObjectStoreRegistry.for_url(str(everything))
     reader = BlockCachedReader.from_url(everything.as_uri(), registry)

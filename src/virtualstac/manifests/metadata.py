@@ -67,7 +67,9 @@ def create_v3_array_metadata(
     if codec_list is None:
         endian = "big" if dtype.byteorder == ">" else "little"
         codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
-    zarr_dtype = _zarr_dtype(dtype)
+    # The byte order lives in the bytes codec; zarr's JSON data type has none and reads back
+    # little-endian, so the metadata holds it that way whatever order was given.
+    zarr_dtype = _zarr_dtype(dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
     try:
         fill = (
             zarr_dtype.default_scalar()
