@@ -163,6 +163,11 @@ def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metada
 
 def same_value(a: Any, b: Any) -> bool:
     """Whether two fill values or attribute values are equal, counting NaN equal to NaN."""
+    if a is b:
+        return True
+    if type(a) is type(b) and type(a) in (str, int, float):
+        # The common case (attributes of many alike files), without numpy's overhead.
+        return bool(a == b) or (type(a) is float and math.isnan(a) and math.isnan(b))
     try:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
     except TypeError:
@@ -176,15 +181,15 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
     :data:`CF_ENCODING_ATTRS`. The message names the first difference found.
     """
     first = metadatas[0]
-    first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
     for i, other in enumerate(metadatas[1:], start=1):
         if other.data_type != first.data_type:
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has data type {first.data_type.to_json(zarr_format=3)}, "
                 f"array {i} has {other.data_type.to_json(zarr_format=3)}"
             )
-        other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
-        if other_codecs != first_codecs:
+        if not _same_codecs(first, other):
+            first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
+            other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has codecs {first_codecs}, "
                 f"array {i} has {other_codecs}; one Zarr array has one codec chain"
@@ -207,6 +212,20 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
                     f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
                     f"array {i}; joining them would decode part of the data wrongly"
                 )
+
+
+def _same_codecs(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
+    """Whether two arrays have the same codec chain, by its JSON form.
+
+    Codecs are frozen dataclasses, so equal codec objects have equal JSON forms: that check is
+    cheap (arrays built alike share their codecs) and the JSON is compared only when it fails.
+    """
+    try:
+        if a.codecs is b.codecs or bool(a.codecs == b.codecs):
+            return True
+    except (TypeError, ValueError):  # a configuration holding arrays has no plain equality
+        pass
+    return bool(a.to_dict()["codecs"] == b.to_dict()["codecs"])
 
 
 def cf_fill_value_attribute(value: Any, dtype: np.dtype[Any]) -> Any:

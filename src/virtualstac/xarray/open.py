@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globlib
+import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Literal
 
 import obstore
@@ -142,6 +143,11 @@ def open_virtual_mfdataset(
     executor = _executor(parallel)
     loadable = None if loadable_variables is None else list(loadable_variables)
     drop = None if drop_variables is None else list(drop_variables)
+    batching: dict[str, Any] = {}
+    if isinstance(executor, ProcessPoolExecutor):
+        # One message per file costs a process pool more than parsing a small file: send them
+        # in batches, a few per worker so that a slow batch does not hold the others up.
+        batching["chunksize"] = max(1, len(urls) // (4 * (os.cpu_count() or 1)))
     results = executor.map(
         _virtualize,
         urls,
@@ -151,11 +157,12 @@ def open_virtual_mfdataset(
         [loadable] * len(urls),
         [drop] * len(urls),
         [decode_times] * len(urls),
+        **batching,
     )
     datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
     if preprocess is not None:
         datasets = [preprocess(ds) for ds in datasets]
-    options: dict[str, Any] = {
+    combine_options: dict[str, Any] = {
         "coords": "minimal",
         "compat": "override",
         "combine_attrs": "drop_conflicts",
@@ -165,11 +172,11 @@ def open_virtual_mfdataset(
         if concat_dim is None:
             raise ValueError("combine='nested' needs concat_dim")
         nested: xr.Dataset = xr.combine_nested(
-            datasets, concat_dim=list(_as_list(concat_dim)), **options
+            datasets, concat_dim=list(_as_list(concat_dim)), **combine_options
         )
         return nested
     if combine == "by_coords":
-        combined = xr.combine_by_coords(datasets, **options)
+        combined = xr.combine_by_coords(datasets, **combine_options)
         assert isinstance(combined, xr.Dataset)
         return combined
     raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
