@@ -15,9 +15,11 @@ array with the single codec ``bytes{endian: big}``:
 
 Small variables (``inline_threshold``) are read at parse time and inlined; their bytes usually
 came with the header. A small record variable whose records lie far apart (one per record of
-the other variables) stays referenced: reading it would cost a request per record. Attributes keep their netCDF meaning, with ``_FillValue`` encoded as
-xarray's Zarr reader expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default
-fill for the type (netCDF3 files hold every value, so no chunk is ever missing).
+the other variables) stays referenced: reading it would cost a request per record.
+
+Attributes keep their netCDF meaning, with ``_FillValue`` encoded as xarray's Zarr reader
+expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default fill for the type
+(netCDF3 files hold every value, so no chunk is ever missing).
 """
 
 from __future__ import annotations
