@@ -392,17 +392,16 @@ class ChunkManifest:
         codes[first] = _INLINED
         lengths = np.zeros(grid, dtype=np.uint64)
         lengths[first] = len(data)
+        # Valid by construction (no paths to check): set the parts directly, as _init_parts
+        # would leave them.
         manifest = cls.__new__(cls)
-        manifest._init_parts(
-            [MISSING_CHUNK_PATH, INLINED_CHUNK_PATH],
-            codes,
-            np.zeros(grid, dtype=np.uint64),
-            lengths,
-            {first: bytes(data)},
-            ".",
-            validate_paths=False,
-            root=None,
-        )
+        manifest._table = (MISSING_CHUNK_PATH, INLINED_CHUNK_PATH)
+        manifest._codes = _frozen(codes)
+        manifest._offsets = _frozen(np.zeros(grid, dtype=np.uint64))
+        manifest._lengths = _frozen(lengths)
+        manifest._inlined = {first: bytes(data)}
+        manifest._separator = "."
+        manifest._stamps = {}
         return manifest
 
     # -- shape ----------------------------------------------------------------------------

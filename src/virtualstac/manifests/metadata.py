@@ -88,8 +88,8 @@ def create_v3_array_metadata(
             shape,
             dtype,
             chunk_shape,
-            json.dumps(zarr_dtype.to_json_scalar(fill, zarr_format=3)),
-            json.dumps(codec_list, sort_keys=True),
+            _fill_key(fill, zarr_dtype),
+            "default" if codecs is None else json.dumps(codec_list, sort_keys=True),
             names,
             separator,
         )
@@ -121,6 +121,13 @@ def create_v3_array_metadata(
     metadata = copy.copy(template)
     object.__setattr__(metadata, "attributes", dict(attributes or {}))
     return metadata
+
+
+def _fill_key(fill: Any, zarr_dtype: ZDType[Any, Any]) -> Any:
+    """A hashable key equal for equal fill values (by bytes, so NaN equals NaN)."""
+    if isinstance(fill, np.generic):
+        return (fill.dtype.str, fill.tobytes())
+    return json.dumps(zarr_dtype.to_json_scalar(fill, zarr_format=3))
 
 
 #: Metadata without attributes, by everything else that defines it (see above).

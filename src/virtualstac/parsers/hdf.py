@@ -126,7 +126,8 @@ class HDFParser:
         reader = BlockCachedReader.from_url(url, registry)
         group = self.parse_file(url, reader)
         if reader.meta is not None:
-            group = group.with_source_stamps({url: SourceStamp.from_meta(reader.meta)})
+            stamp = SourceStamp.from_meta(reader.meta)
+            group = group.with_source_stamps({normalize_url(url): stamp})
         return ManifestStore(group, registry=registry)
 
     def parse_file(self, url: str, file: IO[bytes] | BlockCachedReader) -> ManifestGroup:

@@ -8,7 +8,6 @@ comes from the EPSG code in the GeoKeys; its WKT and CF grid-mapping attributes 
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,16 +73,28 @@ class GeoReference:
         return dict(x_attrs), dict(y_attrs)
 
 
-@functools.lru_cache(maxsize=64)
-def _cf_attributes(
-    crs: pyproj.CRS,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _cf_attributes(crs: pyproj.CRS) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The CF attributes of a CRS's grid mapping and of its x and y axes.
 
     pyproj takes longer to describe a CRS than the parser takes to read the rest of a COG
-    header, and the files of a collection share a handful of CRSs, so each is described once.
-    The callers copy the dicts.
+    header, and the files of a collection share a handful of CRSs, so each is described once,
+    remembered by the text the CRS was made from (hashing a CRS would export its WKT). The
+    callers copy the dicts.
     """
+    described = _DESCRIBED.get(crs.srs) if crs.srs else None
+    if described is None:
+        described = _describe(crs)
+        if crs.srs:
+            if len(_DESCRIBED) >= 64:
+                _DESCRIBED.clear()
+            _DESCRIBED[crs.srs] = described
+    return described
+
+
+_DESCRIBED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+
+
+def _describe(crs: pyproj.CRS) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     with warnings.catch_warnings():
         # to_cf warns that WKT1 export may lose information; the WKT2 it includes doesn't.
         warnings.simplefilter("ignore", UserWarning)
@@ -148,10 +159,4 @@ def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
             stacklevel=3,
         )
         return None
-    return _epsg_crs(int(code))
-
-
-@functools.lru_cache(maxsize=64)
-def _epsg_crs(code: int) -> pyproj.CRS:
-    """The CRS of an EPSG code, one object per code, so :func:`_cf_attributes` finds it."""
-    return pyproj.CRS.from_epsg(code)
+    return pyproj.CRS.from_epsg(int(code))

@@ -69,7 +69,8 @@ def open_virtual_dataset(
     dataset = store.to_virtual_dataset(
         group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
     )
-    return dataset.drop_vars([name for name in drop if name in dataset.variables])
+    dropped = [name for name in drop if name in dataset.variables]
+    return dataset.drop_vars(dropped) if dropped else dataset
 
 
 def _virtualize(
