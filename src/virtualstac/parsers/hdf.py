@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
 import h5py
@@ -256,8 +256,8 @@ class _FileWalker:
             if not member.is_scale:
                 continue
             name = _dimension_name(member.name)
-            if "_Netcdf4Dimid" in member.attr_names:
-                dimid = int(np.asarray(member.node.attrs["_Netcdf4Dimid"]).item())
+            if "_Netcdf4Dimid" in member.attrs:
+                dimid = int(np.asarray(member.attrs["_Netcdf4Dimid"]).item())
                 dimension = _Dimension(("dimid", dimid), name)
                 self.dimids[dimid] = dimension
                 self.netcdf = True
@@ -279,7 +279,7 @@ class _FileWalker:
             raise self.fail(member.path, "stores its data in external raw files")
         dims = [d.name for d in member.dims]
         shape = self.shape(member)
-        attributes = self.attributes(ds.attrs, member.path, is_scale=member.is_scale)
+        attributes = self.attributes(member.attrs, member.path, is_scale=member.is_scale)
         vlen = h5py.check_vlen_dtype(ds.dtype)
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
@@ -361,8 +361,8 @@ class _FileWalker:
         """
         value = member.node.fillvalue
         if fill_off and self.netcdf:
-            if "_FillValue" in member.attr_names:
-                value = np.asarray(member.node.attrs["_FillValue"]).reshape(-1)[0]
+            if "_FillValue" in member.attrs:
+                value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
             else:
                 value = _NETCDF_DEFAULT_FILL.get(dtype.str[1:], value)
         return np.asarray(value, dtype=dtype).reshape(())[()]
@@ -541,12 +541,12 @@ class _FileWalker:
         ds = member.node
         shape = tuple(int(s) for s in ds.shape)
         dims: list[_Dimension | None] = [None] * len(shape)
-        if "_Netcdf4Coordinates" in member.attr_names:
-            dimids = np.asarray(ds.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
+        if "_Netcdf4Coordinates" in member.attrs:
+            dimids = np.asarray(member.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
             if len(dimids) == len(shape) and all(d in self.dimids for d in dimids):
                 dims = [self.dimids[d] for d in dimids]
         if any(d is None for d in dims):
-            if "DIMENSION_LIST" in member.attr_names:
+            if "DIMENSION_LIST" in member.attrs:
                 for axis in range(len(shape)):
                     if h5py.h5ds.get_num_scales(ds.id, axis):
                         dims[axis] = self.scale_dimension(ds.id, axis)
@@ -604,7 +604,7 @@ class _FileWalker:
         return _Dimension(("phony", name), name)
 
     def attributes(
-        self, attrs: h5py.AttributeManager, where: str, *, is_scale: bool
+        self, attrs: h5py.AttributeManager | Mapping[str, Any], where: str, *, is_scale: bool
     ) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for name in attrs:
@@ -666,33 +666,58 @@ class _GroupPlan(NamedTuple):
 class _Member:
     """A dataset or group found in a group, with its path relative to the parsed root."""
 
-    __slots__ = ("attr_names", "dims", "is_scale", "name", "node", "path")
+    __slots__ = ("attrs", "dims", "is_scale", "name", "node", "path")
 
     def __init__(self, name: str, path: str, node: Any) -> None:
         self.name = name
         self.path = path
         self.node = node
         self.dims: list[_Dimension] = []
-        self.attr_names: frozenset[str] = frozenset()
-        self.is_scale = False
-        if isinstance(node, h5py.Dataset):
-            self.attr_names = frozenset(node.attrs)
-            self.is_scale = (
-                "CLASS" in self.attr_names and _attr_text(node, "CLASS") == "DIMENSION_SCALE"
-            )
+        self.attrs = _Attributes(node.attrs if isinstance(node, h5py.Dataset) else None)
+        self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
 
 
-def _attr_text(node: Any, name: str) -> str:
-    value = node.attrs[name]
+class _Attributes(Mapping[str, Any]):
+    """A dataset's attributes, each read from the file once however often it is asked for.
+
+    The parser asks for some several times (``_FillValue``, ``CLASS``, ``NAME``), and every
+    read through h5py costs as much as building the array's metadata.
+    """
+
+    __slots__ = ("_manager", "_names", "_values")
+
+    def __init__(self, manager: h5py.AttributeManager | None) -> None:
+        self._manager = manager
+        self._names = tuple(manager) if manager is not None else ()
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            if self._manager is None or name not in self._names:
+                raise KeyError(name)
+            self._values[name] = self._manager[name]
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _text(value: Any) -> str:
     if isinstance(value, bytes | np.bytes_):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
 
 
 def _is_netcdf_dimension_only(member: _Member) -> bool:
-    if not member.is_scale or "NAME" not in member.attr_names:
+    if not member.is_scale or "NAME" not in member.attrs:
         return False
-    value = member.node.attrs["NAME"]
+    value = member.attrs["NAME"]
     return isinstance(value, bytes | np.bytes_) and bytes(value).startswith(_NETCDF_DIMENSION_ONLY)
 
 
