@@ -18,6 +18,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 
 import bench_manifest
+import bench_parsers
 import bench_store_read
 from _common import Row, peer_available, print_table
 
@@ -30,14 +31,24 @@ def _version(package: str) -> str:
 
 
 def main() -> None:
-    """Run the manifest and read benchmarks, then print all rows together."""
+    """Run the manifest, read and parser benchmarks, then print all rows together."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
     args = parser.parse_args()
 
     import os
 
-    packages = ("virtualstac", "virtualizarr", "zarr", "xarray", "numpy", "h5py", "netCDF4")
+    packages = (
+        "virtualstac",
+        "virtualizarr",
+        "virtual-tiff",
+        "zarr",
+        "xarray",
+        "numpy",
+        "h5py",
+        "netCDF4",
+        "tifffile",
+    )
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print("  " + ", ".join(f"{p} {_version(p)}" for p in packages))
     if not peer_available():
@@ -48,6 +59,7 @@ def main() -> None:
     for title, module in (
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
+        ("Parsers (per file, and open_virtual_mfdataset)", bench_parsers),
     ):
         section = module.run(quick=args.quick)
         sections.append((title, section))

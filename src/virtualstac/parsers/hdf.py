@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
@@ -47,6 +48,12 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "HDFParser"]
 #: Datasets holding fewer bytes than this are read at parse time and inlined: a coordinate of a
 #: few values then costs no request when read, and the bytes usually come with the header.
 DEFAULT_INLINE_THRESHOLD = 512
+
+#: h5py lets one thread at a time into HDF5, taking its lock around every call, so threads that
+#: parse files at once hand that lock (and the GIL) back and forth thousands of times per file,
+#: which makes a thread pool slower than one thread. Taking a lock once per file makes them queue
+#: instead; what they do outside HDF5 (fetching headers, building datasets) still overlaps.
+_ONE_FILE_AT_A_TIME = threading.RLock()
 
 # Attributes HDF5 dimension scales and netCDF-4 use for their own bookkeeping.
 _INTERNAL_ATTRS = frozenset(
@@ -136,12 +143,13 @@ class HDFParser:
         ``file`` is any seekable binary file object (a :class:`BlockCachedReader` counts the
         requests it makes); the chunk references point at ``url``.
         """
-        try:
-            h5file = h5py.File(file, "r")
-        except OSError as err:
-            raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
-        with h5file:
-            return _FileWalker(url, h5file, self).root()
+        with _ONE_FILE_AT_A_TIME:
+            try:
+                h5file = h5py.File(file, "r")
+            except OSError as err:
+                raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
+            with h5file:
+                return _FileWalker(url, h5file, self).root()
 
 
 class _FileWalker:
