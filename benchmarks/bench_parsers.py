@@ -556,6 +556,11 @@ def run_many(tmp: Path, quick: bool) -> list[Row]:
     the machine's load changes over a run, and taking turns exposes both libraries to it.
     """
     count, rounds = (30, 1) if quick else (300, 2)
+    expected = {
+        "netCDF4": {"time": count, "lat": 32, "lon": 64},
+        "netCDF3": {"time": count, "lat": 32, "lon": 64},
+        "COG": {"time": count, "band": 3, "y": 256, "x": 256},
+    }
     rows: list[Row] = []
     for kind in ("netCDF4", "netCDF3", "COG"):
         progress(f"{kind}: writing {count} small files ...")
@@ -577,6 +582,8 @@ def run_many(tmp: Path, quick: bool) -> list[Row]:
                     }
                     result = run_worker(SCRIPT, "mf", params)
                     if result is not None:
+                        if result["sizes"] != expected[kind]:
+                            print(f"  WARNING: {lib} combined {kind} files to {result['sizes']}")
                         seconds[lib].append(result["seconds"])
                         who = "virtualstac" if lib == "ours" else _peer_name(kind)
                         progress(

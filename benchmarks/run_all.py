@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run_all.py            # full sizes, about 4-5 minutes on 2 cores
+    python benchmarks/run_all.py            # full sizes, about 8 minutes on 2 cores
     python benchmarks/run_all.py --quick    # small sizes, one run each (a smoke test)
 
 Each figure is measured in a fresh subprocess of this Python; see benchmarks/README.md for what
