@@ -83,6 +83,11 @@ def create_v3_array_metadata(
     shape = tuple(int(s) for s in shape)
     chunk_shape = tuple(int(c) for c in chunk_shape)
     names = tuple(dimension_names) if dimension_names is not None else None
+    # zarr validates and evolves the codecs against the data type each time it builds metadata,
+    # which costs more than parsing a small file's header. The variables of one file, and of
+    # the files of one collection, mostly differ only in their attributes: metadata alike but
+    # for them is built once (a template) and copied. Every field of it is immutable except
+    # ``attributes``, which each copy gets anew.
     try:
         key = (
             shape,
@@ -114,10 +119,6 @@ def create_v3_array_metadata(
             if len(_TEMPLATES) >= _MAX_TEMPLATES:
                 _TEMPLATES.clear()
             _TEMPLATES[key] = template
-    # zarr validates and evolves the codecs against the data type on every construction, which
-    # costs more than parsing a small file's header; variables of one file (and of the many
-    # files of one collection) share all but their attributes. Every field of the template is
-    # immutable except ``attributes``, which each copy gets anew.
     metadata = copy.copy(template)
     object.__setattr__(metadata, "attributes", dict(attributes or {}))
     return metadata
