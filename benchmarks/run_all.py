@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import bench_kerchunk_open
 import bench_manifest
+import bench_parsers
 import bench_store_read
 import bench_writers
 from _common import Row, peer_available, print_table
@@ -32,7 +33,7 @@ def _version(package: str) -> str:
 
 
 def main() -> None:
-    """Run the manifest, read, writer and Kerchunk opening benchmarks; print all rows together."""
+    """Run the manifest, read, parser, writer and Kerchunk opening benchmarks; print all rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
     args = parser.parse_args()
@@ -42,6 +43,7 @@ def main() -> None:
     packages = (
         "virtualstac",
         "virtualizarr",
+        "virtual-tiff",
         "zarr",
         "xarray",
         "numpy",
@@ -52,6 +54,7 @@ def main() -> None:
         "pyarrow",
         "fastparquet",
         "fsspec",
+        "tifffile",
     )
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print("  " + ", ".join(f"{p} {_version(p)}" for p in packages))
@@ -63,6 +66,7 @@ def main() -> None:
     for title, module in (
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
+        ("Parsers (per file, and open_virtual_mfdataset)", bench_parsers),
         ("Writers", bench_writers),
         ("Kerchunk opening", bench_kerchunk_open),
     ):

@@ -202,6 +202,22 @@ def test_from_arrays_with_inlined_chunks() -> None:
     }
 
 
+@pytest.mark.parametrize("grid", [(), (1,), (1, 1), (3, 1)])
+def test_from_inlined_chunk_is_the_dict_form_of_one_inlined_chunk(grid: tuple[int, ...]) -> None:
+    manifest = ChunkManifest.from_inlined_chunk(b"\x00\x01\x02", grid)
+
+    key = ".".join("0" for _ in grid) or "0"
+    entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": 3, "data": b"\x00\x01\x02"}
+    assert manifest == ChunkManifest({key: entry}, shape=grid)
+    assert manifest.shape_chunk_grid == grid
+    assert len(manifest) == 1
+
+
+def test_from_inlined_chunk_needs_a_chunk() -> None:
+    with pytest.raises(InvalidManifestError, match="no chunk to inline"):
+        ChunkManifest.from_inlined_chunk(b"x", (0, 1))
+
+
 @pytest.mark.parametrize(
     ("arrays", "inlined", "error", "message"),
     [
@@ -494,6 +510,19 @@ class TestSourceStamps:
     def test_checksum_rounds_up_to_a_whole_second(self) -> None:
         stamp = self.stamped("s3://bucket/a.nc", 1).source_stamps["s3://bucket/a.nc"]
         assert stamp.last_modified_ceiling().isoformat() == "2024-01-01T00:00:02+00:00"
+
+    def test_stamping_again_with_the_same_version_changes_nothing(self) -> None:
+        manifest = self.stamped("s3://bucket/a.nc", 1)
+        again = manifest.with_source_stamps(dict(manifest.source_stamps))
+        assert again is manifest
+
+    def test_a_newer_stamp_replaces_the_old_one_in_a_new_manifest(self) -> None:
+        old = self.stamped("s3://bucket/a.nc", 1)
+        new = self.stamped("s3://bucket/a.nc", 2)
+        restamped = old.with_source_stamps(dict(new.source_stamps))
+        assert restamped.source_stamps == new.source_stamps
+        assert old.source_stamps != new.source_stamps
+        assert restamped == old  # the same references
 
     def test_concatenation_merges_stamps(self) -> None:
         from virtualstac.manifests.manifest import concatenate_manifests

@@ -117,6 +117,35 @@ def test_codecs_and_attributes_are_kept() -> None:
     assert built.attributes == {"units": "K"}
 
 
+def test_arrays_alike_but_for_attributes_keep_their_own_attributes() -> None:
+    """Metadata of alike arrays shares its immutable parts; attributes stay each array's own."""
+    codecs = [{"name": "bytes", "configuration": {"endian": "big"}}]
+    first = metadata(data_type=">i2", codecs=codecs, fill_value=-1, attributes={"units": "K"})
+    second = metadata(data_type=">i2", codecs=codecs, fill_value=-1, attributes={"units": "m"})
+    second.attributes["long_name"] = "changed after building"
+
+    assert first.attributes == {"units": "K"}
+    assert second.attributes == {"units": "m", "long_name": "changed after building"}
+    assert first.data_type == ArrayV3Metadata.from_dict(first.to_dict()).data_type
+    assert first.to_dict() == ArrayV3Metadata.from_dict(first.to_dict()).to_dict()
+    assert first.codecs == second.codecs
+
+
+def test_arrays_that_differ_in_anything_else_get_their_own_metadata() -> None:
+    base = metadata(fill_value=np.nan).to_dict()
+
+    assert base["fill_value"] == "NaN"
+    assert metadata(fill_value=1.5).to_dict()["fill_value"] == 1.5
+    assert metadata(dimension_names=["a", "b"]).to_dict()["dimension_names"] == ("a", "b")
+    assert metadata(chunk_shape=(4, 6)).to_dict()["chunk_grid"]["configuration"] == {
+        "chunk_shape": (4, 6)
+    }
+    assert metadata(separator=".").to_dict()["chunk_key_encoding"]["configuration"] == {
+        "separator": "."
+    }
+    assert metadata(data_type="<f8").to_dict()["data_type"] == "float64"
+
+
 def test_grid_shape_counts_partial_chunks() -> None:
     assert grid_shape((10, 4, 0), (3, 4, 5)) == (4, 1, 0)
     assert grid_shape((), ()) == ()

@@ -154,6 +154,11 @@ def test_netcdf4_inlined_and_referenced_chunks(everything: Path) -> None:
     assert strings.metadata.to_dict()["codecs"] == ({"name": "vlen-utf8", "configuration": {}},)
 
 
+def test_references_record_the_file_version_when_given_a_path(everything: Path) -> None:
+    manifest = parse(everything).group["temp"].manifest  # parse() passes a plain path
+    assert manifest.source_stamps[everything.as_uri()].size == everything.stat().st_size
+
+
 def test_netcdf4_unlimited_dimension_without_records(tmp_path: Path) -> None:
     path = hdf_files.write_netcdf_unlimited_empty(tmp_path / "empty.nc")
     store = parse(path, inline_threshold=0)

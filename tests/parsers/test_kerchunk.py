@@ -7,6 +7,7 @@ references (and the original files).
 from __future__ import annotations
 
 import base64
+import gc
 import gzip
 import json
 import zlib
@@ -49,7 +50,16 @@ def kerchunk(module: str) -> Any:
 
 
 def hdf5_refs(path: Path, **options: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], kerchunk("hdf").SingleHdf5ToZarr(str(path), **options).translate())
+    # kerchunk holds h5py's global lock (inside visititems) while it waits for zarr's IO thread.
+    # A garbage collection on that thread that frees a leftover h5py object needs the same
+    # lock and deadlocks both; so collect first, and not while kerchunk runs.
+    gc.collect()
+    gc.disable()
+    try:
+        translator = kerchunk("hdf").SingleHdf5ToZarr(str(path), **options)
+        return cast(dict[str, Any], translator.translate())
+    finally:
+        gc.enable()
 
 
 def needs_jinja2() -> None:

@@ -125,6 +125,49 @@ def test_small_variables_are_inlined(everything: Path) -> None:
     assert group["temp"].manifest.get_entry((0, 0, 0))["path"] == everything.as_uri()
 
 
+def test_record_variables_far_apart_stay_referenced(tmp_path: Path) -> None:
+    """Reading a small record variable whose records are 40 kB apart would cost a request per
+    record; it is referenced instead, and the header alone is read."""
+    path = tmp_path / "records.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("y", 100)
+        ds.createDimension("x", 100)
+        ds.createVariable("time", "f8", ("time",))[:] = np.arange(5) * 6.0
+        field = ds.createVariable("field", "f4", ("time", "y", "x"))
+        field[:] = np.arange(5 * 100 * 100, dtype="f4").reshape(5, 100, 100)
+
+    registry = ObjectStoreRegistry.for_url(str(path))
+    reader = BlockCachedReader.from_url(path.as_uri(), registry)
+    group = NetCDF3Parser().parse_file(str(path), reader)
+
+    assert reader.requests == 1
+    assert group["time"].manifest.get_entry((4,))["path"] == path.as_uri()
+    assert_same_as_netcdf4(path, parse(path))
+
+
+def test_files_combine_along_their_record_dimension(tmp_path: Path) -> None:
+    """Big-endian variables combine like any other (their byte order is in the bytes codec)."""
+    from virtualstac import open_virtual_mfdataset
+
+    paths = []
+    for step in range(2):
+        path = tmp_path / f"step{step}.nc"
+        with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+            ds.createDimension("time", None)
+            ds.createDimension("x", 4)
+            ds.createVariable("time", "f8", ("time",))[:] = [step]
+            ds.createVariable("x", "f4", ("x",))[:] = np.arange(4)
+            ds.createVariable("t", "f4", ("time", "x"))[:] = np.full((1, 4), step)
+        paths.append(str(path))
+
+    combined = open_virtual_mfdataset(paths, parser=NetCDF3Parser(), progress=False)
+
+    assert dict(combined.sizes) == {"time": 2, "x": 4}
+    assert combined["t"].dtype == np.dtype("float32")
+    assert combined["t"].data.manifest.offsets.shape == (2, 1)
+
+
 def test_header_costs_one_request(everything: Path) -> None:
     registry = ObjectStoreRegistry.for_url(str(everything))
     reader = BlockCachedReader.from_url(everything.as_uri(), registry)

@@ -124,6 +124,14 @@ def test_tifffile_big_endian_chunky_strips(tmp_path: Path) -> None:
 # -- representation -----------------------------------------------------------------------
 
 
+def test_references_record_the_file_version_when_given_a_path(corpus: dict[str, Path]) -> None:
+    path = corpus["cog_deflate_pred2_rgb_u16"]
+    group = parse(path).group  # parse() passes a plain path
+    for array in (group["band_data"], group["overview_1/band_data"]):
+        assert array.manifest.path_table == (path.as_uri(),)
+        assert array.manifest.source_stamps[path.as_uri()].size == path.stat().st_size
+
+
 def test_chunky_file_is_band_first_with_all_bands_in_one_chunk(corpus: dict[str, Path]) -> None:
     array = open_group(corpus["cog_deflate_pred2_rgb_u16"])["band_data"]
     assert array.metadata.dimension_names == ("band", "y", "x")

@@ -159,6 +159,23 @@ def test_readinto_fills_a_buffer(counting: BlockCachedReader) -> None:
     assert bytes(buffer[:4]) == bytes(i % 251 for i in range(9996, 10_000))
 
 
+def test_readinto_from_cached_blocks_reads_like_a_file(counting: BlockCachedReader) -> None:
+    """Small reads within a cached block (h5py's way), across blocks, and at the end."""
+    expected = bytes(i % 251 for i in range(10_000))
+    counting.read_range(0, 3000)
+    before = counting.requests
+
+    for start, size in [(10, 6), (1020, 8), (2040, 1000), (1023, 1), (9990, 64)]:
+        buffer = bytearray(size)
+        counting.seek(start)
+        got = counting.readinto(buffer)
+        assert bytes(buffer[:got]) == expected[start : start + size]
+        assert counting.tell() == start + got
+    assert counting.requests == before + 1  # only block 9, of the last read, was not cached
+    counting.seek(10_000)
+    assert counting.readinto(bytearray(4)) == 0
+
+
 def test_cached_blocks_are_not_fetched_again(counting: BlockCachedReader) -> None:
     counting.read_range(0, 3000)  # blocks 0-2 in one request
     counting.read_range(500, 2500)

@@ -235,7 +235,8 @@ class ManifestArray:
 
     def with_source_stamps(self, stamps: Mapping[str, SourceStamp]) -> ManifestArray:
         """Return an array whose manifest also records the versions of its source objects."""
-        return ManifestArray(self._metadata, self._manifest.with_source_stamps(stamps))
+        manifest = self._manifest.with_source_stamps(stamps)
+        return self if manifest is self._manifest else ManifestArray(self._metadata, manifest)
 
     def to_virtual_variable(self) -> xr.Variable:
         """Wrap this array in an ``xarray.Variable`` with its dimension names and attributes."""

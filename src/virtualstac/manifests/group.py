@@ -119,6 +119,17 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         """
         import xarray as xr
 
+        variables, coord_names = self.virtual_variables()
+        coords = xr.Coordinates({n: variables[n] for n in coord_names}, indexes={})
+        data_vars = {n: v for n, v in variables.items() if n not in coord_names}
+        return xr.Dataset(data_vars, coords=coords, attrs=dict(self._metadata.attributes))
+
+    def virtual_variables(self) -> tuple[dict[str, xr.Variable], set[str]]:
+        """The variables of :meth:`to_virtual_dataset`, and the names of those that are coordinates.
+
+        A CF ``coordinates`` attribute moves from the variable's attributes to its encoding, as
+        xarray's readers do.
+        """
         variables = {name: array.to_virtual_variable() for name, array in self._arrays.items()}
         coord_names = {
             name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
@@ -128,9 +139,7 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
             if isinstance(listed, str):
                 var.encoding["coordinates"] = listed
                 coord_names.update(n for n in listed.split() if n in variables)
-        coords = xr.Coordinates({n: variables[n] for n in coord_names}, indexes={})
-        data_vars = {n: v for n, v in variables.items() if n not in coord_names}
-        return xr.Dataset(data_vars, coords=coords, attrs=dict(self._metadata.attributes))
+        return variables, coord_names
 
     def to_virtual_datasets(self) -> dict[str, xr.Dataset]:
         """Return a virtual dataset for this group and every sub-group, keyed ``/``, ``/a``, ..."""

@@ -38,36 +38,36 @@ def virtual_dataset_from_store(
     node = store.group if not group else store.group[group]
     if not isinstance(node, ManifestGroup):
         raise KeyError(f"{group!r} is an array, not a group")
-    virtual = node.to_virtual_dataset()
+    variables, coord_set = node.virtual_variables()
+    coord_names = [name for name in variables if name in coord_set]
     if loadable_variables is None:
-        load = [str(name) for name in virtual.coords if name in virtual.dims]
+        dims = {dim for variable in variables.values() for dim in variable.dims}
+        load = [name for name in coord_names if name in dims]
     else:
         load = list(loadable_variables)
-        unknown = [name for name in load if name not in virtual.variables]
+        unknown = [name for name in load if name not in variables]
         if unknown:
             raise KeyError(
                 f"loadable_variables {unknown} are not in group {group or '/'!r}; "
-                f"it has {sorted(map(str, virtual.variables))}"
+                f"it has {sorted(variables)}"
             )
-    if not load:
-        return virtual
     prefix = f"{group}/" if group else ""
-    loaded = {
-        name: _load(
-            store, f"{prefix}{name}", node.arrays[name], virtual.variables[name], decode_times
+    for name in load:
+        variables[name] = _load(
+            store, f"{prefix}{name}", node.arrays[name], variables[name], decode_times
         )
-        for name in load
-    }
-    coord_names = set(virtual.coords)
-    virtual_coords = xr.Coordinates(
-        {n: virtual.variables[n] for n in virtual.coords if n not in load}, indexes={}
+    # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
+    # virtual ones cannot, since an index needs the values. One Dataset is built from both.
+    indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
+    coords = xr.Coordinates(
+        {
+            **{n: variables[n] for n in coord_names if n not in indexed},
+            **indexed.variables,
+        },
+        indexes=dict(indexed.xindexes),
     )
-    data_vars = {
-        n: loaded[n] if n in loaded else virtual.variables[n] for n in map(str, virtual.data_vars)
-    }
-    dataset = xr.Dataset(data_vars, coords=virtual_coords, attrs=virtual.attrs)
-    # Loaded dimension coordinates get pandas indexes here, as in any opened dataset.
-    return dataset.assign_coords({n: loaded[n] for n in load if n in coord_names})
+    data_vars = {n: v for n, v in variables.items() if n not in coord_names}
+    return xr.Dataset(data_vars, coords=coords, attrs=dict(node.metadata.attributes))
 
 
 def _load(
@@ -107,11 +107,18 @@ def _read(store: ManifestStore, path: str, array: ManifestArray) -> np.ndarray[A
         and isinstance(codecs[0], BytesCodec)
         and array.dtype.kind in "biufcmM"
     ):
-        key = f"{path}/{array.metadata.encode_chunk_key((0,) * array.ndim)}"
-        buffer = sync(store.get(key, default_buffer_prototype()))
-        if buffer is None:
+        entry = array.manifest.get_entry((0,) * array.ndim)
+        if entry is None:
             return np.full(array.shape, array.fill_value, dtype=array.dtype)
+        # Inlined bytes (most small coordinates) are at hand; others are read through the store.
+        data = entry.get("data")
+        if data is None:
+            key = f"{path}/{array.metadata.encode_chunk_key((0,) * array.ndim)}"
+            buffer = sync(store.get(key, default_buffer_prototype()))
+            if buffer is None:
+                return np.full(array.shape, array.fill_value, dtype=array.dtype)
+            data = buffer.to_bytes()
         stored = array.dtype.newbyteorder(">" if codecs[0].endian == "big" else "<")
-        chunk = np.frombuffer(buffer.to_bytes(), dtype=stored).reshape(array.chunks)
+        chunk = np.frombuffer(data, dtype=stored).reshape(array.chunks)
         return chunk[tuple(slice(0, s) for s in array.shape)].astype(array.dtype)
     return np.asarray(zarr.open_array(store, path=path, mode="r", zarr_format=3)[...])

@@ -377,6 +377,33 @@ class ChunkManifest:
             root=root,
         )
 
+    @classmethod
+    def from_inlined_chunk(cls, data: bytes, shape: tuple[int, ...]) -> ChunkManifest:
+        """Create a manifest whose first chunk holds ``data`` and whose other chunks are missing.
+
+        This is how parsers store a small variable they read at parse time: one chunk, or the
+        first chunk of a grid extended along an unlimited dimension.
+        """
+        grid = _validate_grid_shape(shape)
+        if 0 in grid:
+            raise InvalidManifestError(f"a chunk grid of shape {grid} has no chunk to inline")
+        first = (0,) * len(grid)
+        codes = np.zeros(grid, dtype=np.uint8)
+        codes[first] = _INLINED
+        lengths = np.zeros(grid, dtype=np.uint64)
+        lengths[first] = len(data)
+        # Valid by construction (no paths to check): set the parts directly, as _init_parts
+        # would leave them.
+        manifest = cls.__new__(cls)
+        manifest._table = (MISSING_CHUNK_PATH, INLINED_CHUNK_PATH)
+        manifest._codes = _frozen(codes)
+        manifest._offsets = _frozen(np.zeros(grid, dtype=np.uint64))
+        manifest._lengths = _frozen(lengths)
+        manifest._inlined = {first: bytes(data)}
+        manifest._separator = "."
+        manifest._stamps = {}
+        return manifest
+
     # -- shape ----------------------------------------------------------------------------
 
     @property
@@ -436,15 +463,15 @@ class ChunkManifest:
 
     def with_source_stamps(self, stamps: Mapping[str, SourceStamp]) -> ChunkManifest:
         """Return a manifest that also records ``stamps`` (unreferenced paths are ignored)."""
-        return ChunkManifest._from_parts(
-            self._table,
-            self._codes,
-            self._offsets,
-            self._lengths,
-            self._inlined,
-            self._separator,
-            stamps={**self._stamps, **stamps},
-        )
+        relevant = {path: stamps[path] for path in self._table[2:] if path in stamps}
+        if all(self._stamps.get(path) == stamp for path, stamp in relevant.items()):
+            return self  # immutable, and nothing to add: parsers stamp every array of a file
+        # The references are unchanged and already valid: share them, add the stamps.
+        manifest = ChunkManifest.__new__(ChunkManifest)
+        for name in ChunkManifest.__slots__:
+            setattr(manifest, name, getattr(self, name))
+        manifest._stamps = {**self._stamps, **relevant}
+        return manifest
 
     @property
     def inlined(self) -> Mapping[tuple[int, ...], bytes]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
-from zarr.core.dtype import parse_dtype
+from zarr.core.dtype import ZDType, parse_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
@@ -65,7 +68,9 @@ def create_v3_array_metadata(
     if codec_list is None:
         endian = "big" if dtype.byteorder == ">" else "little"
         codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
-    zarr_dtype = parse_dtype(dtype, zarr_format=3)
+    # The byte order lives in the bytes codec; zarr's JSON data type has none and reads back
+    # little-endian, so the metadata holds it that way whatever order was given.
+    zarr_dtype = _zarr_dtype(dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
     try:
         fill = (
             zarr_dtype.default_scalar()
@@ -76,23 +81,68 @@ def create_v3_array_metadata(
         raise InvalidManifestError(
             f"fill value {fill_value!r} cannot be stored in an array of {dtype}: {err}"
         ) from err
-    as_json: dict[str, Any] = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": tuple(int(s) for s in shape),
-        "data_type": zarr_dtype.to_json(zarr_format=3),
-        "chunk_grid": {
-            "name": "regular",
-            "configuration": {"chunk_shape": tuple(int(c) for c in chunk_shape)},
-        },
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": separator}},
-        "fill_value": zarr_dtype.to_json_scalar(fill, zarr_format=3),
-        "codecs": tuple(codec_list),
-        "attributes": dict(attributes or {}),
-        "dimension_names": tuple(dimension_names) if dimension_names is not None else None,
-        "storage_transformers": (),
-    }
-    return ArrayV3Metadata.from_dict(as_json)
+    shape = tuple(int(s) for s in shape)
+    chunk_shape = tuple(int(c) for c in chunk_shape)
+    names = tuple(dimension_names) if dimension_names is not None else None
+    # zarr validates and evolves the codecs against the data type each time it builds metadata,
+    # which costs more than parsing a small file's header. The variables of one file, and of
+    # the files of one collection, mostly differ only in their attributes: metadata alike but
+    # for them is built once (a template) and copied. Every field of it is immutable except
+    # ``attributes``, which each copy gets anew.
+    try:
+        key = (
+            shape,
+            dtype,
+            chunk_shape,
+            _fill_key(fill, zarr_dtype),
+            "default" if codecs is None else json.dumps(codec_list, sort_keys=True),
+            names,
+            separator,
+        )
+    except TypeError:  # a codec configuration that is not plain JSON: build it uncached
+        key = None
+    template = _TEMPLATES.get(key) if key is not None else None
+    if template is None:
+        # Built directly rather than through ``from_dict``: a JSON round trip would parse the
+        # data type and fill value back, doubling the cost.
+        template = ArrayV3Metadata(
+            shape=shape,
+            data_type=zarr_dtype,
+            chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+            chunk_key_encoding={"name": "default", "configuration": {"separator": separator}},
+            fill_value=fill,
+            codecs=tuple(codec_list),
+            attributes={},
+            dimension_names=names,
+            storage_transformers=(),
+        )
+        if key is not None:
+            if len(_TEMPLATES) >= _MAX_TEMPLATES:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = template
+    metadata = copy.copy(template)
+    object.__setattr__(metadata, "attributes", dict(attributes or {}))
+    return metadata
+
+
+def _fill_key(fill: Any, zarr_dtype: ZDType[Any, Any]) -> Any:
+    """A hashable key equal for equal fill values (by bytes, so NaN equals NaN)."""
+    if isinstance(fill, np.generic):
+        return (fill.dtype.str, fill.tobytes())
+    return json.dumps(zarr_dtype.to_json_scalar(fill, zarr_format=3))
+
+
+#: Metadata without attributes, by everything else that defines it (see above).
+_TEMPLATES: dict[tuple[Any, ...], ArrayV3Metadata] = {}
+_MAX_TEMPLATES = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _zarr_dtype(dtype: np.dtype[Any]) -> ZDType[Any, Any]:
+    """zarr's data type for a numpy one; zarr finds it by trying every registered type in turn,
+    which costs more than the rest of the metadata, so each is looked up once (they are
+    immutable)."""
+    return parse_dtype(dtype, zarr_format=3)
 
 
 def chunk_shape_of(metadata: ArrayV3Metadata) -> tuple[int, ...]:
@@ -167,6 +217,11 @@ def codecs_with_axis(
 
 def same_value(a: Any, b: Any) -> bool:
     """Whether two fill values or attribute values are equal, counting NaN equal to NaN."""
+    if a is b:
+        return True
+    if type(a) is type(b) and type(a) in (str, int, float):
+        # The common case (attributes of many alike files), without numpy's overhead.
+        return bool(a == b) or (type(a) is float and math.isnan(a) and math.isnan(b))
     try:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
     except TypeError:
@@ -180,15 +235,15 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
     :data:`CF_ENCODING_ATTRS`. The message names the first difference found.
     """
     first = metadatas[0]
-    first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
     for i, other in enumerate(metadatas[1:], start=1):
         if other.data_type != first.data_type:
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has data type {first.data_type.to_json(zarr_format=3)}, "
                 f"array {i} has {other.data_type.to_json(zarr_format=3)}"
             )
-        other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
-        if other_codecs != first_codecs:
+        if not _same_codecs(first, other):
+            first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
+            other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
             raise IncompatibleArraysError(
                 f"cannot {what}: array 0 has codecs {first_codecs}, "
                 f"array {i} has {other_codecs}; one Zarr array has one codec chain"
@@ -211,6 +266,20 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
                     f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
                     f"array {i}; joining them would decode part of the data wrongly"
                 )
+
+
+def _same_codecs(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
+    """Whether two arrays have the same codec chain, by its JSON form.
+
+    Codecs are frozen dataclasses, so equal codec objects have equal JSON forms: that check is
+    cheap (arrays built alike share their codecs) and the JSON is compared only when it fails.
+    """
+    try:
+        if a.codecs is b.codecs or bool(a.codecs == b.codecs):
+            return True
+    except (TypeError, ValueError):  # a configuration holding arrays has no plain equality
+        pass
+    return bool(a.to_dict()["codecs"] == b.to_dict()["codecs"])
 
 
 def cf_fill_value_attribute(value: Any, dtype: np.dtype[Any]) -> Any:

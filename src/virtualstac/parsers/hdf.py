@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Hashable, Iterable
+import threading
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
 import h5py
@@ -29,7 +30,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
-from virtualstac.manifests.manifest import INLINED_CHUNK_PATH, ChunkManifest
+from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
     create_v3_array_metadata,
@@ -47,6 +48,12 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "HDFParser"]
 #: Datasets holding fewer bytes than this are read at parse time and inlined: a coordinate of a
 #: few values then costs no request when read, and the bytes usually come with the header.
 DEFAULT_INLINE_THRESHOLD = 512
+
+#: h5py lets one thread at a time into HDF5, taking its lock around every call, so threads that
+#: parse files at once hand that lock (and the GIL) back and forth thousands of times per file,
+#: which makes a thread pool slower than one thread. Taking a lock once per file makes them queue
+#: instead; what they do outside HDF5 (fetching headers, building datasets) still overlaps.
+_ONE_FILE_AT_A_TIME = threading.RLock()
 
 # Attributes HDF5 dimension scales and netCDF-4 use for their own bookkeeping.
 _INTERNAL_ATTRS = frozenset(
@@ -126,7 +133,8 @@ class HDFParser:
         reader = BlockCachedReader.from_url(url, registry)
         group = self.parse_file(url, reader)
         if reader.meta is not None:
-            group = group.with_source_stamps({url: SourceStamp.from_meta(reader.meta)})
+            stamp = SourceStamp.from_meta(reader.meta)
+            group = group.with_source_stamps({normalize_url(url): stamp})
         return ManifestStore(group, registry=registry)
 
     def parse_file(self, url: str, file: IO[bytes] | BlockCachedReader) -> ManifestGroup:
@@ -135,12 +143,13 @@ class HDFParser:
         ``file`` is any seekable binary file object (a :class:`BlockCachedReader` counts the
         requests it makes); the chunk references point at ``url``.
         """
-        try:
-            h5file = h5py.File(file, "r")
-        except OSError as err:
-            raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
-        with h5file:
-            return _FileWalker(url, h5file, self).root()
+        with _ONE_FILE_AT_A_TIME:
+            try:
+                h5file = h5py.File(file, "r")
+            except OSError as err:
+                raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
+            with h5file:
+                return _FileWalker(url, h5file, self).root()
 
 
 class _FileWalker:
@@ -255,8 +264,8 @@ class _FileWalker:
             if not member.is_scale:
                 continue
             name = _dimension_name(member.name)
-            if "_Netcdf4Dimid" in member.attr_names:
-                dimid = int(np.asarray(member.node.attrs["_Netcdf4Dimid"]).item())
+            if "_Netcdf4Dimid" in member.attrs:
+                dimid = int(np.asarray(member.attrs["_Netcdf4Dimid"]).item())
                 dimension = _Dimension(("dimid", dimid), name)
                 self.dimids[dimid] = dimension
                 self.netcdf = True
@@ -278,7 +287,7 @@ class _FileWalker:
             raise self.fail(member.path, "stores its data in external raw files")
         dims = [d.name for d in member.dims]
         shape = self.shape(member)
-        attributes = self.attributes(ds.attrs, member.path, is_scale=member.is_scale)
+        attributes = self.attributes(member.attrs, member.path, is_scale=member.is_scale)
         vlen = h5py.check_vlen_dtype(ds.dtype)
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
@@ -363,8 +372,8 @@ class _FileWalker:
         """
         value = member.node.fillvalue
         if fill_off and self.netcdf:
-            if "_FillValue" in member.attr_names:
-                value = np.asarray(member.node.attrs["_FillValue"]).reshape(-1)[0]
+            if "_FillValue" in member.attrs:
+                value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
             else:
                 value = _NETCDF_DEFAULT_FILL.get(dtype.str[1:], value)
         return np.asarray(value, dtype=dtype).reshape(())[()]
@@ -543,12 +552,12 @@ class _FileWalker:
         ds = member.node
         shape = tuple(int(s) for s in ds.shape)
         dims: list[_Dimension | None] = [None] * len(shape)
-        if "_Netcdf4Coordinates" in member.attr_names:
-            dimids = np.asarray(ds.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
+        if "_Netcdf4Coordinates" in member.attrs:
+            dimids = np.asarray(member.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
             if len(dimids) == len(shape) and all(d in self.dimids for d in dimids):
                 dims = [self.dimids[d] for d in dimids]
         if any(d is None for d in dims):
-            if "DIMENSION_LIST" in member.attr_names:
+            if "DIMENSION_LIST" in member.attrs:
                 for axis in range(len(shape)):
                     if h5py.h5ds.get_num_scales(ds.id, axis):
                         dims[axis] = self.scale_dimension(ds.id, axis)
@@ -606,7 +615,7 @@ class _FileWalker:
         return _Dimension(("phony", name), name)
 
     def attributes(
-        self, attrs: h5py.AttributeManager, where: str, *, is_scale: bool
+        self, attrs: h5py.AttributeManager | Mapping[str, Any], where: str, *, is_scale: bool
     ) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for name in attrs:
@@ -668,33 +677,58 @@ class _GroupPlan(NamedTuple):
 class _Member:
     """A dataset or group found in a group, with its path relative to the parsed root."""
 
-    __slots__ = ("attr_names", "dims", "is_scale", "name", "node", "path")
+    __slots__ = ("attrs", "dims", "is_scale", "name", "node", "path")
 
     def __init__(self, name: str, path: str, node: Any) -> None:
         self.name = name
         self.path = path
         self.node = node
         self.dims: list[_Dimension] = []
-        self.attr_names: frozenset[str] = frozenset()
-        self.is_scale = False
-        if isinstance(node, h5py.Dataset):
-            self.attr_names = frozenset(node.attrs)
-            self.is_scale = (
-                "CLASS" in self.attr_names and _attr_text(node, "CLASS") == "DIMENSION_SCALE"
-            )
+        self.attrs = _Attributes(node.attrs if isinstance(node, h5py.Dataset) else None)
+        self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
 
 
-def _attr_text(node: Any, name: str) -> str:
-    value = node.attrs[name]
+class _Attributes(Mapping[str, Any]):
+    """A dataset's attributes, each read from the file once however often it is asked for.
+
+    The parser asks for some more than once (``_FillValue``: for the fill value and as an
+    attribute), and each read through h5py costs tens of microseconds.
+    """
+
+    __slots__ = ("_manager", "_names", "_values")
+
+    def __init__(self, manager: h5py.AttributeManager | None) -> None:
+        self._manager = manager
+        self._names = tuple(manager) if manager is not None else ()
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            if self._manager is None or name not in self._names:
+                raise KeyError(name)
+            self._values[name] = self._manager[name]
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _text(value: Any) -> str:
     if isinstance(value, bytes | np.bytes_):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
 
 
 def _is_netcdf_dimension_only(member: _Member) -> bool:
-    if not member.is_scale or "NAME" not in member.attr_names:
+    if not member.is_scale or "NAME" not in member.attrs:
         return False
-    value = member.node.attrs["NAME"]
+    value = member.attrs["NAME"]
     return isinstance(value, bytes | np.bytes_) and bytes(value).startswith(_NETCDF_DIMENSION_ONLY)
 
 
@@ -758,7 +792,4 @@ def _inlined_manifest(grid: tuple[int, ...], data: bytes) -> ChunkManifest:
     """
     if math.prod(grid) == 0 or not data:
         return _missing_manifest(grid)
-    # A scalar's single chunk is keyed "0" too.
-    key = ".".join("0" for _ in grid) or "0"
-    entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": len(data), "data": data}
-    return ChunkManifest({key: entry}, shape=grid, validate_paths=False)
+    return ChunkManifest.from_inlined_chunk(data, grid)

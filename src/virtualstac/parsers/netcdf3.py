@@ -14,9 +14,12 @@ array with the single codec ``bytes{endian: big}``:
   file size.
 
 Small variables (``inline_threshold``) are read at parse time and inlined; their bytes usually
-came with the header. Attributes keep their netCDF meaning, with ``_FillValue`` encoded as
-xarray's Zarr reader expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default
-fill for the type (netCDF3 files hold every value, so no chunk is ever missing).
+came with the header. A small record variable whose records lie far apart (one per record of
+the other variables) stays referenced: reading it would cost a request per record.
+
+Attributes keep their netCDF meaning, with ``_FillValue`` encoded as xarray's Zarr reader
+expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default fill for the type
+(netCDF3 files hold every value, so no chunk is ever missing).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
-from virtualstac.manifests.manifest import INLINED_CHUNK_PATH, ChunkManifest
+from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
     create_v3_array_metadata,
@@ -119,7 +122,8 @@ class NetCDF3Parser:
         Variables to leave out.
     inline_threshold
         Variables of at most this many bytes are read and stored inlined (0 inlines nothing),
-        so small coordinates cost no request when read.
+        so small coordinates cost no request when read; record variables only when all their
+        records lie within one read of the file.
     max_chunk_bytes
         Contiguous data larger than this is referenced as several chunks: equal slices along
         its leading axes, each as large as fits (a whole variable or record slab is never cut
@@ -380,7 +384,8 @@ class _GroupBuilder:
                 # fill value still holds it.
                 del attributes["_FillValue"]
         nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes and nbytes <= self.options.inline_threshold:
+        span = end - int(starts[0]) if starts.size else 0
+        if nbytes and nbytes <= self.options.inline_threshold and span <= _HEADER_READ:
             chunks = tuple(max(1, s) for s in shape)
             manifest = self.inlined(starts, block_bytes, chunks)
         else:
@@ -424,9 +429,7 @@ class _GroupBuilder:
         data = b"".join(
             self.reader.read_range(int(start), int(start) + block_bytes) for start in starts
         )
-        key = ".".join("0" for _ in chunks) or "0"  # a scalar's single chunk is "0" too
-        entry = {"path": INLINED_CHUNK_PATH, "offset": 0, "length": len(data), "data": data}
-        return ChunkManifest({key: entry}, shape=(1,) * len(chunks))
+        return ChunkManifest.from_inlined_chunk(data, (1,) * len(chunks))
 
     def referenced(
         self,

@@ -71,6 +71,7 @@ from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.tiff_geo import GeoReference, georeference
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
 
 __all__ = ["TIFFParser", "UnsupportedTIFFError"]
 
@@ -157,6 +158,7 @@ class TIFFParser:
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Read the TIFF headers at ``url`` through ``registry`` and return its virtual store."""
+        chunk_url = normalize_url(url)
         reader = BlockCachedReader.from_url(
             url, registry, block_size=self.block_size, prefetch=self.prefetch
         )
@@ -166,12 +168,12 @@ class TIFFParser:
             except tifffile.TiffFileError as err:
                 raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
             with tif:
-                group = self._parse(tif, url)
+                group = self._parse(tif, url, chunk_url)
         if reader.meta is not None:
-            group = group.with_source_stamps({url: SourceStamp.from_meta(reader.meta)})
+            group = group.with_source_stamps({chunk_url: SourceStamp.from_meta(reader.meta)})
         return ManifestStore(group, registry=registry)
 
-    def _parse(self, tif: tifffile.TiffFile, url: str) -> ManifestGroup:
+    def _parse(self, tif: tifffile.TiffFile, url: str, chunk_url: str) -> ManifestGroup:
         if not 0 <= self.ifd < len(tif.pages):
             raise UnsupportedTIFFError(
                 f"{url}: IFD {self.ifd} does not exist; the file has {len(tif.pages)} IFDs"
@@ -181,7 +183,7 @@ class TIFFParser:
             raise UnsupportedTIFFError(f"{url}: IFD {self.ifd} could not be read as a page")
         geo = georeference(main.geotiff_tags)
         crs_attributes = geo.crs_attributes() if geo is not None else {}
-        root = _ImageBuilder(main, tif.byteorder, url, self).build(geo, crs_attributes)
+        root = _ImageBuilder(main, tif.byteorder, url, chunk_url, self).build(geo, crs_attributes)
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
@@ -192,7 +194,7 @@ class TIFFParser:
                 else None
             )
             builder = _ImageBuilder(
-                page, tif.byteorder, url, self, fallback_nodata=_gdal_nodata(main)
+                page, tif.byteorder, url, chunk_url, self, fallback_nodata=_gdal_nodata(main)
             )
             groups[f"overview_{n}"] = builder.build(page_geo, crs_attributes)
         return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
@@ -233,6 +235,7 @@ class _ImageBuilder:
         page: tifffile.TiffPage,
         byteorder: str,
         url: str,
+        chunk_url: str,
         parser: TIFFParser,
         *,
         fallback_nodata: str | None = None,
@@ -240,6 +243,7 @@ class _ImageBuilder:
         self.page = page
         self.byteorder = byteorder
         self.url = url
+        self.chunk_url = chunk_url
         self.parser = parser
         own = _gdal_nodata(page)
         self.nodata = own if own is not None else fallback_nodata
@@ -458,10 +462,11 @@ class _ImageBuilder:
         # zero length makes it a missing chunk.
         lengths = np.where(offsets == 0, np.uint64(0), lengths)
         return ChunkManifest.from_path_table(
-            path_table=[self.url],
+            path_table=[self.chunk_url],
             path_codes=np.zeros(grid, dtype=np.uint8),
             offsets=offsets.reshape(grid),
             lengths=lengths.reshape(grid),
+            validate_paths=False,
         )
 
 
@@ -485,11 +490,9 @@ def _inlined(
         attributes=attributes,
         dimension_names=dims,
     )
-    data = values.tobytes()
-    key = ".".join("0" * len(values.shape)) or "0"
-    entries = {key: {"path": "", "offset": 0, "length": len(data), "data": data}}
-    grid = (1,) * values.ndim
-    return ManifestArray(metadata, ChunkManifest(entries, shape=grid))
+    return ManifestArray(
+        metadata, ChunkManifest.from_inlined_chunk(values.tobytes(), (1,) * values.ndim)
+    )
 
 
 def _compression_name(code: int) -> str:

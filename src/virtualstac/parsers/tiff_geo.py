@@ -60,31 +60,54 @@ class GeoReference:
         return " ".join(repr(float(v)) for v in self.geotransform)
 
     def crs_attributes(self) -> dict[str, Any]:
-        """CF grid-mapping attributes of the CRS (``crs_wkt``, ``spatial_ref``, parameters).
-
-        Overviews share them, so the parser computes them once per file.
-        """
+        """CF grid-mapping attributes of the CRS (``crs_wkt``, ``spatial_ref``, parameters)."""
         if self.crs is None:
             return {}
-        with warnings.catch_warnings():
-            # to_cf warns that WKT1 export may lose information; the WKT2 it includes doesn't.
-            warnings.simplefilter("ignore", UserWarning)
-            attributes: dict[str, Any] = dict(self.crs.to_cf())
-        attributes["spatial_ref"] = attributes["crs_wkt"]
-        return attributes
+        return dict(_cf_attributes(self.crs)[0])
 
     def coordinate_attributes(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """CF attributes of the x and y coordinates (from the CRS's axes when known)."""
         if self.crs is None:
             return {"axis": "X"}, {"axis": "Y"}
-        x_attrs: dict[str, Any] = {}
-        y_attrs: dict[str, Any] = {}
-        for axis in self.crs.cs_to_cf():
-            if axis.get("axis") == "X":
-                x_attrs = dict(axis)
-            elif axis.get("axis") == "Y":
-                y_attrs = dict(axis)
-        return x_attrs or {"axis": "X"}, y_attrs or {"axis": "Y"}
+        _, x_attrs, y_attrs = _cf_attributes(self.crs)
+        return dict(x_attrs), dict(y_attrs)
+
+
+def _cf_attributes(crs: pyproj.CRS) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The CF attributes of a CRS's grid mapping and of its x and y axes.
+
+    pyproj takes longer to describe a CRS than the parser takes to read the rest of a COG
+    header, and the files of a collection share a handful of CRSs, so each is described once,
+    remembered by the text the CRS was made from (hashing a CRS would export its WKT). The
+    callers copy the dicts.
+    """
+    described = _DESCRIBED.get(crs.srs) if crs.srs else None
+    if described is None:
+        described = _describe(crs)
+        if crs.srs:
+            if len(_DESCRIBED) >= 64:
+                _DESCRIBED.clear()
+            _DESCRIBED[crs.srs] = described
+    return described
+
+
+_DESCRIBED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+
+
+def _describe(crs: pyproj.CRS) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    with warnings.catch_warnings():
+        # to_cf warns that WKT1 export may lose information; the WKT2 it includes doesn't.
+        warnings.simplefilter("ignore", UserWarning)
+        grid_mapping: dict[str, Any] = dict(crs.to_cf())
+    grid_mapping["spatial_ref"] = grid_mapping["crs_wkt"]
+    x_attrs: dict[str, Any] = {}
+    y_attrs: dict[str, Any] = {}
+    for axis in crs.cs_to_cf():
+        if axis.get("axis") == "X":
+            x_attrs = dict(axis)
+        elif axis.get("axis") == "Y":
+            y_attrs = dict(axis)
+    return grid_mapping, x_attrs or {"axis": "X"}, y_attrs or {"axis": "Y"}
 
 
 def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:

@@ -223,6 +223,17 @@ class BlockCachedReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         """Read into a writable buffer; return the number of bytes read."""
         view = memoryview(buffer).cast("B")
+        start = self._position
+        end = min(start + len(view), self._size)
+        block = start // self._block_size
+        cached = self._blocks.get(block) if start < end else None
+        if cached is not None and (end - 1) // self._block_size == block:
+            # h5py reads its metadata a few bytes at a time, mostly from one cached block.
+            offset = block * self._block_size
+            view[: end - start] = cached[start - offset : end - offset]
+            self._blocks.move_to_end(block)
+            self._position = end
+            return end - start
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Literal, cast
 
 import obstore
@@ -71,7 +72,8 @@ def open_virtual_dataset(
     dataset = store.to_virtual_dataset(
         group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
     )
-    return dataset.drop_vars([name for name in drop if name in dataset.variables])
+    dropped = [name for name in drop if name in dataset.variables]
+    return dataset.drop_vars(dropped) if dropped else dataset
 
 
 def _virtualize(
@@ -159,6 +161,11 @@ def open_virtual_mfdataset(
     executor = _executor(parallel)
     loadable = None if loadable_variables is None else list(loadable_variables)
     drop = None if drop_variables is None else list(drop_variables)
+    batching: dict[str, Any] = {}
+    if isinstance(executor, ProcessPoolExecutor):
+        # One message per file costs a process pool more than parsing a small file: send them
+        # in batches, a few per worker so that a slow batch does not hold the others up.
+        batching["chunksize"] = max(1, len(urls) // (4 * (os.cpu_count() or 1)))
     results = executor.map(
         _virtualize,
         urls,
@@ -168,11 +175,12 @@ def open_virtual_mfdataset(
         [loadable] * len(urls),
         [drop] * len(urls),
         [decode_times] * len(urls),
+        **batching,
     )
     datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
     if preprocess is not None:
         datasets = [preprocess(ds) for ds in datasets]
-    options: dict[str, Any] = {
+    combine_options: dict[str, Any] = {
         "coords": "minimal",
         "compat": "override",
         "combine_attrs": "drop_conflicts",
@@ -182,10 +190,10 @@ def open_virtual_mfdataset(
         assert concat_dim is not None
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
         nested: xr.Dataset = xr.combine_nested(
-            arranged, concat_dim=list(_as_list(concat_dim)), **options
+            arranged, concat_dim=list(_as_list(concat_dim)), **combine_options
         )
         return nested
-    combined = xr.combine_by_coords(datasets, **options)
+    combined = xr.combine_by_coords(datasets, **combine_options)
     assert isinstance(combined, xr.Dataset)
     return combined
 
