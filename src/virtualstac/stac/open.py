@@ -53,6 +53,7 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -828,12 +829,13 @@ def _combine_items(
         for item in ordered:
             for grid in grouped[item.id]:
                 grids[grid].append(item.id)
-        if len([grid for grid in grids if grid is not None]) > 1:
-            raise _mixed_grids_error("the items", grids)
         merged = {
             item.id: _merge(item.id, [(str(g), d) for g, d in grouped[item.id].items()])
             for item in ordered
         }
+        rasters = [grid for grid in grids if grid is not None]
+        if len(rasters) > 1:
+            return _mosaic_of(ordered, grids, merged, dims)
         return _concat_items(ordered, merged, dims)
     result: dict[Grid | None, xr.Dataset] = {}
     all_grids = {grid for item in ordered for grid in grouped[item.id]}
@@ -843,6 +845,28 @@ def _combine_items(
             sharing, {item.id: grouped[item.id][grid] for item in sharing}, dims
         )
     return result
+
+
+def _mosaic_of(
+    items: list[pystac.Item],
+    grids: Mapping[Grid | None, list[str]],
+    merged: Mapping[str, xr.Dataset],
+    dims: Mapping[str, str],
+) -> xr.Dataset:
+    """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
+    cubes = []
+    for ids in grids.values():
+        tile = [item for item in items if item.id in ids]
+        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims))
+    try:
+        return mosaic(cubes)
+    except (MosaicError, IncompatibleArraysError) as err:
+        error = _mixed_grids_error("the items", grids)
+        raise MixedGridsError(
+            f"{error}\nThey cannot be joined side by side either: {err}. Tiles join only on one "
+            "CRS and pixel size, with the same time steps, as a complete rectangle of whole "
+            "chunks."
+        ) from err
 
 
 def _concat_items(
