@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pystac
@@ -89,10 +90,10 @@ def test_a_two_by_two_tiling_over_two_days_is_one_cube(tmp_path: Path, make_item
     ],
 )
 def test_tiles_that_cannot_be_moved_as_whole_chunks_are_refused(
-    tmp_path: Path, make_item: MakeItem, layout: dict[str, object], reason: str
+    tmp_path: Path, make_item: MakeItem, layout: dict[str, Any], reason: str
 ) -> None:
-    left = tile_item(make_item, tmp_path, 0, 0, 0, size=int(layout.get("size", 256)))  # type: ignore[call-overload]
-    right = tile_item(make_item, tmp_path, 0, 1, 0, **layout)  # type: ignore[arg-type]
+    left = tile_item(make_item, tmp_path, 0, 0, 0, size=layout.get("size", 256))
+    right = tile_item(make_item, tmp_path, 0, 1, 0, **layout)
     with pytest.raises(MixedGridsError, match=reason) as caught:
         open_stac([left, right])
     assert "group_by='grid'" in str(caught.value)
