@@ -32,10 +32,9 @@ from typing import Any
 
 import pystac
 import xarray as xr
-from intake.source.base import DataSource, Schema
 from pystac_client import Client, ItemSearch
 
-from virtualstac import __version__
+from virtualstac.intake.base import VirtualDataSource
 from virtualstac.stac.dataset import StacReferences, open_stac_references
 
 __all__ = ["StacVirtualSource"]
@@ -44,7 +43,7 @@ __all__ = ["StacVirtualSource"]
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
 
-class StacVirtualSource(DataSource):  # type: ignore[misc]
+class StacVirtualSource(VirtualDataSource):
     """STAC Items opened as one lazy, dask-backed dataset (the ``stac_virtual`` driver).
 
     Parameters
@@ -71,10 +70,7 @@ class StacVirtualSource(DataSource):  # type: ignore[misc]
         Catalog metadata.
     """
 
-    container = "xarray"
     name = "stac_virtual"
-    version = __version__
-    partition_access = True
 
     def __init__(
         self,
@@ -150,32 +146,12 @@ class StacVirtualSource(DataSource):  # type: ignore[misc]
             )
         return self._references
 
-    def _get_schema(self) -> Schema:
-        """Describe the dataset from the assets' metadata: no chunk data is read."""
-        virtual = self._open_references().virtual
-        return Schema(
-            datashape=None,
-            dtype=None,
-            shape=None,
-            npartitions=1,
-            extra_metadata={
-                "dims": dict(virtual.sizes),
-                "data_vars": {str(n): list(map(str, v.dims)) for n, v in virtual.data_vars.items()},
-                "coords": [str(c) for c in virtual.coords],
-                "attrs": dict(virtual.attrs),
-            },
-        )
+    def _parsed(self) -> xr.Dataset:
+        return self._open_references().virtual
 
     def to_dask(self) -> xr.Dataset:
         """The dataset, lazy and dask-backed, read through the references."""
         return self._open_references().to_dataset(self.chunks)
-
-    def _get_partition(self, i: int) -> xr.Dataset:
-        return self.to_dask().load()
-
-    def read(self) -> xr.Dataset:
-        """The dataset with every value loaded into memory."""
-        return self._get_partition(0)
 
     def _close(self) -> None:
         self._references = None

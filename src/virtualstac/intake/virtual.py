@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import xarray as xr
-from intake.source.base import DataSource, Schema
 
-from virtualstac import __version__
+from virtualstac.intake.base import VirtualDataSource
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
@@ -29,7 +28,7 @@ from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
 __all__ = ["VirtualSource"]
 
 
-class VirtualSource(DataSource):  # type: ignore[misc]
+class VirtualSource(VirtualDataSource):
     """Archival files opened as one virtual dataset (the ``virtual`` driver).
 
     Parameters
@@ -49,10 +48,7 @@ class VirtualSource(DataSource):  # type: ignore[misc]
         Catalog metadata.
     """
 
-    container = "xarray"
     name = "virtual"
-    version = __version__
-    partition_access = True
 
     def __init__(
         self,
@@ -127,21 +123,8 @@ class VirtualSource(DataSource):  # type: ignore[misc]
                 registry.register(prefix, **self.storage_options)
         return registry
 
-    def _get_schema(self) -> Schema:
-        """Describe the dataset from its metadata only: no chunk data is read."""
-        virtual = self._open_virtual()
-        return Schema(
-            datashape=None,
-            dtype=None,
-            shape=None,
-            npartitions=1,
-            extra_metadata={
-                "dims": dict(virtual.sizes),
-                "data_vars": {str(n): list(map(str, v.dims)) for n, v in virtual.data_vars.items()},
-                "coords": [str(c) for c in virtual.coords],
-                "attrs": dict(virtual.attrs),
-            },
-        )
+    def _parsed(self) -> xr.Dataset:
+        return self._open_virtual()
 
     def to_dask(self) -> xr.Dataset:
         """The dataset, lazy and dask-backed, read through the references."""
@@ -149,13 +132,6 @@ class VirtualSource(DataSource):  # type: ignore[misc]
         store = virtual.virtual.to_store(self._registry)
         dataset: xr.Dataset = xr.open_zarr(store, chunks=self.chunks)
         return dataset
-
-    def _get_partition(self, i: int) -> xr.Dataset:
-        return self.to_dask().load()
-
-    def read(self) -> xr.Dataset:
-        """The dataset with every value loaded into memory."""
-        return self._get_partition(0)
 
     def _close(self) -> None:
         self._virtual = None
