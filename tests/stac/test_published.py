@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import icechunk
 import numpy as np
 import pystac
 import pytest
 import xarray as xr
 
-from virtualstac.errors import UnregisteredURLError
+from virtualstac.errors import SourceChangedError, UnregisteredURLError
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac import (
     PublishedStoreError,
@@ -121,7 +121,7 @@ def test_only_the_recorded_containers_are_authorized(scenes: Scenes, tmp_path: P
     collection = published_collection(scenes, tmp_path)
     asset = collection.assets["icechunk"]
     asset.extra_fields["virtual:containers"] = [f"file://{tmp_path}/elsewhere/"]
-    with pytest.raises(icechunk.InvalidInputError, match="authorize the virtual chunk container"):
+    with pytest.raises(UnregisteredURLError, match=r"outside .* \(virtual:containers\)"):
         open_published(asset)["B02"].isel(time=0).values  # noqa: B018
     references_directory = tmp_path / "references"
     references_directory.mkdir()
@@ -130,6 +130,21 @@ def test_only_the_recorded_containers_are_authorized(scenes: Scenes, tmp_path: P
     references.extra_fields["virtual:containers"] = [f"file://{tmp_path}/elsewhere/"]
     with pytest.raises(UnregisteredURLError, match="not allowed"):
         open_published(references)["B02"].isel(time=0).values  # noqa: B018
+
+
+@pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
+def test_a_source_changed_after_publishing_fails_with_a_virtualstac_error(
+    scenes: Scenes, tmp_path: Path, format: str
+) -> None:
+    directory = tmp_path / format
+    directory.mkdir()
+    collection = published_collection(scenes, directory, format)
+    source = scenes.files["S2_0"]["B02"]
+    later = source.stat().st_mtime + 60
+    os.utime(source, (later, later))
+    # Kerchunk references are checked when they are opened, Icechunk's when a chunk is read.
+    with pytest.raises(SourceChangedError, match=r"B02\.tif"):
+        open_published(collection.assets[format])["B02"].isel(time=0).values  # noqa: B018
 
 
 def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from virtualstac.errors import VirtualStacError
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.icechunk_reads import CheckedIcechunkStore
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -224,7 +225,7 @@ def _icechunk_store(
         if version
         else repository.readonly_session("main")
     )
-    return session.store
+    return CheckedIcechunkStore(session.store, url)
 
 
 def scheme_options(asset: pystac.Asset) -> dict[str, dict[str, Any]]:
