@@ -27,6 +27,8 @@ def test_the_whole_workflow_reads_every_value_identically(
     assert (tmp_path / "stores" / "scenes.icechunk").is_dir()
     recorded = (tmp_path / "stac" / "scenes" / "collection.json").read_text()
     assert "application/vnd.zarr+icechunk" in recorded
+    # Running it again over the same directory starts over.
+    assert main(["--output", str(tmp_path), "--days", "2", "--scenes", "2"]) == 0
 
 
 def test_the_committed_demo_catalogs_are_what_the_demo_writes(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ It prints a short summary and exits non-zero if any value differs.
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root: Path = args.output.resolve()
     started = time.perf_counter()
+    # Each run starts over: the catalogs it writes do not record an earlier run's stores, and
+    # publishing refuses a target holding a store its collection does not record.
+    shutil.rmtree(root / "stores", ignore_errors=True)
 
     # 1. Sample files and the catalogs over them.
     archive = write_sample_archive(root / "data" / "temperature", args.days)
