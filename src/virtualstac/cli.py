@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import icechunk
 import pystac
 
 from virtualstac.errors import VirtualStacError
@@ -31,6 +32,10 @@ _PROGRAM = "virtualstac"
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     arguments = _parser().parse_args(argv)
+    if "ICECHUNK_LOG" not in os.environ:
+        # Icechunk warns on every local repository that it is unsafe for concurrent commits;
+        # a one-shot command makes one commit at most. ICECHUNK_LOG still chooses otherwise.
+        icechunk.set_logs_filter("error")
     try:
         if arguments.command == "publish":
             return _publish(arguments)
