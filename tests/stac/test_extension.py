@@ -79,8 +79,12 @@ def make_collection() -> pystac.Collection:
 
 def test_ext_requires_the_extension_unless_asked_to_add_it() -> None:
     item = make_item()
-    with pytest.raises(pystac.ExtensionNotImplemented, match="'virtual' is not implemented"):
+    with pytest.raises(pystac.ExtensionNotImplemented, match=r"does not declare .*open_stac"):
         VirtualExtension.ext(item)
+    asset = pystac.Asset("s3://bucket/a.nc")
+    item.add_asset("data", asset)
+    with pytest.raises(pystac.ExtensionNotImplemented, match="add_if_missing=True"):
+        VirtualExtension.ext(asset)
     extension = VirtualExtension.ext(item, add_if_missing=True)
     assert isinstance(extension, ItemVirtualExtension)
     assert item.stac_extensions == [SCHEMA_URI]

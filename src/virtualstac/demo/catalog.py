@@ -130,6 +130,7 @@ def _scenes_collection(scenes: Sequence[Scene]) -> pystac.Collection:
     transform = [SCENE_RESOLUTION, 0.0, SCENE_ORIGIN[0], 0.0, -SCENE_RESOLUTION, SCENE_ORIGIN[1]]
     for scene in scenes:
         item = pystac.Item(scene.id, _polygon(bbox), bbox, scene.datetime, {})
+        VirtualExtension.add_to(item)  # so that VirtualExtension.ext(item).to_xarray() works
         projection = ProjectionExtension.ext(item, add_if_missing=True)
         projection.apply(code=SCENE_CRS, shape=list(SCENE_SHAPE), transform=transform)
         for band, path in scene.bands.items():

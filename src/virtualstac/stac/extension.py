@@ -280,6 +280,25 @@ class VirtualExtension(
         self._set_property(ITEMS_PROP, v)
 
     @classmethod
+    def ensure_has_extension(
+        cls, obj: pystac.Item | pystac.Collection, add_if_missing: bool = False
+    ) -> None:
+        """Raise unless ``obj`` declares the extension (declare it with ``add_if_missing``).
+
+        pystac's own message suggests ``obj.ext.add('virtual')``, which third-party extensions
+        cannot offer; this one says what works.
+        """
+        try:
+            super().ensure_has_extension(obj, add_if_missing)
+        except pystac.ExtensionNotImplemented as err:
+            raise pystac.ExtensionNotImplemented(
+                f"{type(obj).__name__} {obj.id!r} does not declare the virtual: extension "
+                f"({SCHEMA_URI}): declare it with VirtualExtension.add_to(obj) or "
+                "VirtualExtension.ext(obj, add_if_missing=True), or open it with "
+                "virtualstac.stac.open_stac(obj), which needs no declaration"
+            ) from err
+
+    @classmethod
     def get_schema_uri(cls) -> str:
         """The schema URI of the extension, :data:`SCHEMA_URI`."""
         return SCHEMA_URI
