@@ -85,6 +85,26 @@ def test_items_open_as_their_part_of_the_collections_store(
     assert is_virtual(open_stac(outsider, BANDS))  # not in the store: its sources are parsed
 
 
+def test_item_lists_covered_by_the_store_open_from_it(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    both = [collection.get_item("S2_0"), collection.get_item("S2_1")]
+    whole = open_stac(pystac.ItemCollection(both))
+    assert not is_virtual(whole) and whole.sizes["time"] == 2
+    one = open_stac([both[1]], ["B02"])  # a subset: its time steps of the store
+    assert not is_virtual(one) and list(one.data_vars) == ["B02"]
+    assert one.sizes["time"] == 1
+    np.testing.assert_array_equal(
+        one["B02"].isel(time=0).values, read_band(scenes.files["S2_1"]["B02"])
+    )
+    outsider = next(i for i in scenes.items if i.id == "S2_2")
+    collection.add_item(outsider, set_parent=False)
+    mixed = open_stac([both[0], outsider], BANDS)  # not all covered: sources are parsed
+    assert is_virtual(mixed) and mixed.sizes["time"] == 2
+    assert is_virtual(open_stac(both, BANDS, use_published=False))
+
+
 def test_assets_select_the_variables_of_a_store(scenes: Scenes, tmp_path: Path) -> None:
     collection = published_collection(scenes, tmp_path)
     assert list(open_stac(collection, ["B03"]).data_vars) == ["B03"]

@@ -79,7 +79,10 @@ def open_published_for(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
 ) -> xr.Dataset | None:
-    """Open the published store behind ``stac`` (an Item or Collection), or return None.
+    """Open the published store behind ``stac``, or return None.
+
+    ``stac`` is a Collection, an Item (its own store, or its part of its Collection's), or an
+    ItemCollection or list of Items all covered by their Collection's store (their part of it).
 
     ``parse_options`` are the options that only apply to parsing sources (``sign``,
     ``group``, ...); given together with a published store they are refused rather than
@@ -98,6 +101,15 @@ def open_published_for(
             if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
                 return None
             part = stac
+    elif isinstance(stac, pystac.ItemCollection | list | tuple):
+        return _open_published_items(
+            list(stac),
+            parse_options=parse_options,
+            assets=assets,
+            registry=registry,
+            drop_variables=drop_variables,
+            decode_times=decode_times,
+        )
     else:
         return None
     if asset is None:
@@ -111,6 +123,66 @@ def open_published_for(
     if part is None:
         return dataset
     return _part_of(dataset, part, len(asset.extra_fields[ITEMS_PROP]))
+
+
+def _open_published_items(
+    items: list[Any],
+    *,
+    parse_options: Mapping[str, Any],
+    assets: Iterable[str] | None,
+    registry: ObjectStoreRegistry | None,
+    drop_variables: Iterable[str] | None,
+    decode_times: bool | None,
+) -> xr.Dataset | None:
+    """Items of one Collection whose published store covers them all: their part of it.
+
+    Only the first item's Collection is looked up (one request for items from an API). Items
+    that are not all covered, or whose parts cannot be told apart, are parsed from their
+    sources (None).
+    """
+    if not items or not all(isinstance(item, pystac.Item) for item in items):
+        return None
+    try:
+        collection = items[0].get_collection()
+    except (pystac.STACError, OSError, ValueError):
+        return None  # no reachable Collection: nothing published to prefer
+    asset = published_asset(collection) if collection is not None else None
+    if asset is None or collection is None:
+        return None
+    covered = asset.extra_fields.get(ITEMS_PROP) or []
+    if any(item.collection_id != collection.id or item.id not in covered for item in items):
+        return None
+    _refuse(parse_options, asset)
+    dataset = open_published(
+        asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+    )
+    if assets is not None:
+        dataset = _select_assets(dataset, list(assets), asset)
+    if {item.id for item in items} == set(covered):
+        return dataset
+    return _parts_of(dataset, items, len(covered))
+
+
+def _parts_of(dataset: xr.Dataset, items: list[pystac.Item], count: int) -> xr.Dataset | None:
+    """The items' parts of a store along ``time``, in time order, or None if not told apart."""
+    if "time" not in dataset.indexes:
+        return None
+    index = dataset.indexes["time"]
+    positions: set[int] = set()
+    for item in items:
+        start = item.common_metadata.start_datetime
+        end = item.common_metadata.end_datetime
+        if start is not None and end is not None:
+            span = index.slice_indexer(_naive(start), _naive(end))
+            positions.update(range(len(index))[span])
+        elif item.datetime is not None and count == dataset.sizes["time"]:
+            moment = _naive(item.datetime)
+            if moment not in index:
+                return None
+            positions.add(int(index.get_loc(moment)))
+        else:
+            return None
+    return dataset.isel(time=sorted(positions))
 
 
 def _select_assets(dataset: xr.Dataset, keys: list[str], asset: pystac.Asset) -> xr.Dataset:
