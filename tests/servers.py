@@ -67,6 +67,10 @@ http {{
     scgi_temp_path {prefix}/tmp/scgi;
     default_type application/octet-stream;
     keepalive_requests 100000;
+    # Longer than the clients' idle pool timeout (reqwest, under obstore and Icechunk: 90 s),
+    # so that nginx never closes a connection a client is about to reuse ("connection closed
+    # before message completed").
+    keepalive_timeout 600s;
     server {{
         listen 127.0.0.1:{port};
         root {root};
