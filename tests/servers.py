@@ -56,7 +56,7 @@ _NGINX_CONFIG = """\
 worker_processes 1;
 error_log {prefix}/error.log warn;
 pid {prefix}/nginx.pid;
-events {{ worker_connections 256; }}
+events {{ worker_connections 4096; }}
 http {{
     log_format ranges '$request_method\t$uri\t$http_range\t$status\t$body_bytes_sent';
     access_log {prefix}/access.log ranges;
