@@ -37,6 +37,7 @@ pystac's ``item.ext`` namespace is closed to third parties, so the extension is 
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
@@ -367,8 +368,9 @@ class VirtualExtension(
 class _Opener:
     """``to_xarray`` for the objects whose assets can be opened: items and collections."""
 
+    @abstractmethod
     def _stac_object(self) -> pystac.Item | pystac.Collection:
-        raise NotImplementedError
+        """The Item or Collection whose assets ``to_xarray`` opens."""
 
     @overload
     def to_xarray(
