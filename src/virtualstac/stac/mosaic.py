@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from virtualstac.xarray.combine import EXACT_COMBINE
+
 __all__ = ["MosaicError", "mosaic"]
 
 
@@ -27,11 +29,7 @@ def mosaic(tiles: Sequence[xr.Dataset]) -> xr.Dataset:
     try:
         joined = xr.combine_by_coords(
             list(tiles),
-            data_vars="all",
-            coords="minimal",
-            compat="override",
-            join="exact",
-            combine_attrs="drop_conflicts",
+            **EXACT_COMBINE,
         )
     except ValueError as err:
         # xarray says "hypercube", "monotonic", "indexes along dimension ... are not equal",

@@ -59,6 +59,7 @@ from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
+from virtualstac.xarray.combine import EXACT_COMBINE
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
 __all__ = [
@@ -901,11 +902,7 @@ def _concat_items(
         combined = xr.concat(
             parts,
             dim=dim,
-            data_vars="all",
-            coords="minimal",
-            compat="override",
-            join="exact",
-            combine_attrs="drop_conflicts",
+            **EXACT_COMBINE,
         )
     except ValueError as err:
         ids = ", ".join(item.id for item in items)

@@ -26,6 +26,7 @@ from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
 from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
+from virtualstac.xarray.combine import EXACT_COMBINE
 
 __all__ = ["KerchunkFormat", "ReferencesVersion", "publish_references"]
 
@@ -105,11 +106,7 @@ def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.D
         return xr.concat(
             [existing, new],
             dim=dim,
-            data_vars="all",
-            coords="minimal",
-            compat="override",
-            join="exact",
-            combine_attrs="drop_conflicts",
+            **EXACT_COMBINE,
         )
     except ValueError as err:
         raise IncompatibleArraysError(
