@@ -16,7 +16,7 @@ import pystac
 import pytest
 import xarray as xr
 
-from servers import HTTPServer, S3Server
+from servers import RequesterPaysGateway, S3Server
 from virtualstac.errors import ChunkReadError, UnregisteredURLError
 from virtualstac.stac import (
     StorageScheme,
@@ -96,7 +96,7 @@ def test_private_buckets_need_credentials_from_the_environment(
 
 def test_requester_pays_sends_the_header(
     s3_server: S3Server,
-    requester_pays_gateway: HTTPServer,
+    requester_pays_gateway: RequesterPaysGateway,
     cog: Path,
     make_item: MakeItem,
     read_band: ReadBand,
