@@ -9,6 +9,7 @@ import obstore
 
 from virtualstac.errors import ChunkReadError, SourceNotFoundError, UnknownFormatError
 from virtualstac.parsers.protocol import Parser
+from virtualstac.storage.failures import describe, network_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["detect_format", "parser_for"]
@@ -33,7 +34,7 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
         If nothing matches; the message lists the formats tried.
     """
     store, path = registry.resolve(url)
-    head = _read_head(store, path)
+    head = _read_head(store, path, url)
     if head is not None:
         if head.startswith(_HDF5_SIGNATURE):
             return "hdf5"
@@ -43,10 +44,10 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
             return "netcdf3"
         if head.lstrip()[:1] == b"{":
             return "kerchunk-json"
-        if _hdf5_after_userblock(store, path):
+        if _hdf5_after_userblock(store, path, url):
             return "hdf5"
         raise UnknownFormatError(
-            f"cannot tell the format of {url!r} from its first bytes {bytes(head[:8])!r}; "
+            f"cannot tell the format of {redact(url)!r} from its first bytes {bytes(head[:8])!r}; "
             "supported: HDF5/netCDF4, TIFF/COG, netCDF3, Kerchunk JSON. Pass parser= explicitly."
         )
     prefix = path.rstrip("/")
@@ -56,7 +57,8 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
     raise SourceNotFoundError(
-        f"{url!r} does not exist (no object there, nor Zarr or Kerchunk parquet metadata below it)"
+        f"{redact(url)!r} does not exist (no object there, nor Zarr or Kerchunk parquet "
+        "metadata below it)"
     )
 
 
@@ -88,24 +90,30 @@ def parser_for(url: str, registry: ObjectStoreRegistry, **options: Any) -> Parse
     return ZarrParser(**options)
 
 
-def _read_head(store: Any, path: str) -> bytes | None:
+def _read_head(store: Any, path: str, url: str) -> bytes | None:
     """The first bytes of the object, or None if there is no object (a directory, or nothing)."""
     try:
         return bytes(obstore.get_range(store, path, start=0, end=_PROBE_BYTES))
     except FileNotFoundError:
         return None
-    except Exception as err:  # obstore refuses any range of an empty object
-        if _exists(store, path):
+    except Exception as err:
+        failure = network_failure(err, url)
+        if failure is not None:  # a server that ignores Range or cannot be reached
+            raise failure from err
+        if _exists(store, path):  # obstore refuses any range of an empty object
             return b""
-        raise ChunkReadError(f"cannot read {path!r}: {err}") from err
+        raise ChunkReadError(f"cannot read {redact(url)!r}: {describe(err)}") from err
 
 
-def _hdf5_after_userblock(store: Any, path: str) -> bool:
+def _hdf5_after_userblock(store: Any, path: str, url: str) -> bool:
     # HDF5 allows a user block of 512, 1024, 2048, ... bytes before the superblock.
     for offset in (512, 1024, 2048, 4096):
         try:
             data = bytes(obstore.get_range(store, path, start=offset, length=8))
-        except Exception:  # past the end of a small file: no superblock there
+        except Exception as err:  # past the end of a small file: no superblock there
+            failure = network_failure(err, url)
+            if failure is not None:
+                raise failure from err
             return False
         if data == _HDF5_SIGNATURE:
             return True

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import obstore
 import pandas as pd  # type: ignore[import-untyped]
+from obstore.exceptions import BaseError
 
 from virtualstac.errors import (
     InvalidPathError,
@@ -53,6 +54,7 @@ from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
+from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -288,7 +290,9 @@ def _read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes
     try:
         return bytes(obstore.get(store, path).bytes())
     except FileNotFoundError as err:
-        raise SourceNotFoundError(f"{what} {url!r} does not exist") from err
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from err
+    except BaseError as err:
+        raise read_failure(err, url, f"{what} ") from err
 
 
 def _document(key: str, value: Any, source: str) -> Any:
@@ -845,6 +849,8 @@ def _fetch_record_files(
             data = obstore.get(store, object_path).bytes()
         except FileNotFoundError:
             return None  # fsspec writes no file for records without references
+        except BaseError as err:
+            raise read_failure(err, url) from err
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
         except (pa.ArrowInvalid, OSError) as err:

@@ -18,6 +18,7 @@ from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
+from virtualstac.storage.failures import describe, network_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
 
@@ -95,12 +96,17 @@ class BlockCachedReader(io.RawIOBase):
             result = obstore.get(self._store, self._path, options={"range": (0, prefetch)})
             data = bytes(result.bytes())
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
-        except BaseError:
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
+        except BaseError as err:
+            failure = network_failure(err, self.name)
+            if failure is not None:
+                raise failure from err
             # Object stores refuse any range of an empty object; learn that from a HEAD.
             self._size = self._head_size()
             if self._size:
-                raise
+                raise ChunkReadError(
+                    f"could not read the start of {redact(self.name)!r}: {describe(err)}"
+                ) from err
             return
         self.meta = dict(result.meta)
         self._size = int(self.meta["size"])
@@ -125,10 +131,10 @@ class BlockCachedReader(io.RawIOBase):
         try:
             meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
         except BaseError as err:
-            raise ChunkReadError(
-                f"could not look up the size of {self.name!r}: {_first_line(err)}"
+            raise network_failure(err, self.name) or ChunkReadError(
+                f"could not look up the size of {redact(self.name)!r}: {describe(err)}"
             ) from err
         self.meta = meta
         record_read(1, 0)
@@ -147,11 +153,11 @@ class BlockCachedReader(io.RawIOBase):
                     self._store, self._path, starts=starts, ends=ends, coalesce=0
                 )
             except FileNotFoundError as err:
-                raise ChunkReadError(f"{self.name!r} does not exist") from err
+                raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
             except BaseError as err:
-                raise ChunkReadError(
-                    f"could not read bytes {starts[0]}-{ends[-1]} of {self.name!r}; it may be "
-                    f"shorter than its reported size {self._size}: {_first_line(err)}"
+                raise network_failure(err, self.name) or ChunkReadError(
+                    f"could not read bytes {starts[0]}-{ends[-1]} of {redact(self.name)!r}; it may "
+                    f"be shorter than its reported size {self._size}: {describe(err)}"
                 ) from err
             runs = _count_runs(missing)
             self.requests += runs
@@ -160,7 +166,7 @@ class BlockCachedReader(io.RawIOBase):
                 data = bytes(buffer)
                 if len(data) != e - s:
                     raise ChunkReadError(
-                        f"{self.name!r} is shorter than its reported size {self._size}"
+                        f"{redact(self.name)!r} is shorter than its reported size {self._size}"
                     )
                 self.bytes_fetched += len(data)
                 self._blocks[block] = data
@@ -237,11 +243,6 @@ class BlockCachedReader(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of an obstore error (the rest is a Rust debug dump)."""
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def _count_runs(blocks: list[int]) -> int:
