@@ -86,7 +86,7 @@ class SourceChangedError(ChunkReadError):
 class NetworkError(ChunkReadError):
     """A request failed on every attempt: the connection was refused or dropped, or the server
     kept answering with a server error. The message names the URL (credentials redacted) and
-    the attempts; :class:`~virtualstac.storage.client.NetworkOptions` sets timeouts and retries.
+    the attempts; :class:`~virtualstac.NetworkOptions` set timeouts and retries.
     """
 
 

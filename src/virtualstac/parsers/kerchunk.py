@@ -54,7 +54,7 @@ from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
-from virtualstac.storage.failures import read_failure, redact
+from virtualstac.storage.failures import quiet, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -290,7 +290,7 @@ def _read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes
     try:
         return bytes(obstore.get(store, path).bytes())
     except FileNotFoundError as err:
-        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from err
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from quiet(err)
     except BaseError as err:
         raise read_failure(err, url, f"{what} ") from err
 

@@ -17,7 +17,7 @@ from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceChangedError
 from virtualstac.manifests.sources import SourceStamp
-from virtualstac.storage.failures import read_failure, redact
+from virtualstac.storage.failures import quiet, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["SOURCES_KEY", "recorded_sources", "verify_sources"]
@@ -59,7 +59,7 @@ async def _verify(
             except FileNotFoundError as err:
                 raise SourceChangedError(
                     f"{redact(url)!r}, referenced by {references!r}, no longer exists"
-                ) from err
+                ) from quiet(err)
             except BaseError as err:
                 raise read_failure(err, url, "the source ") from err
         _compare(url, recorded, SourceStamp.from_meta(meta), references)

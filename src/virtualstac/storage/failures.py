@@ -2,10 +2,10 @@
 
 obstore's exceptions carry a multi-line Rust debug dump ("Debug source: ...") after their
 first line, and print URLs as they were given, ``user:password@`` and signed queries
-included. :func:`describe` keeps the first line with secrets redacted; :func:`network_failure`
-turns the failures a caller can act on into typed errors: a server that ignores ``Range``
-(:class:`~virtualstac.errors.RangeNotSupportedError`), and requests that failed on every
-attempt (:class:`~virtualstac.errors.NetworkError`, or
+included. :func:`describe` and :func:`quiet` keep the first line with secrets redacted;
+:func:`network_failure` turns the failures a caller can act on into typed errors: a server
+that ignores ``Range`` (:class:`~virtualstac.errors.RangeNotSupportedError`), and requests
+that failed on every attempt (:class:`~virtualstac.errors.NetworkError`, or
 :class:`~virtualstac.errors.NetworkTimeoutError` when the server never answered in time).
 """
 
@@ -21,7 +21,7 @@ from virtualstac.errors import (
     RangeNotSupportedError,
 )
 
-__all__ = ["describe", "network_failure", "read_failure", "redact"]
+__all__ = ["describe", "network_failure", "quiet", "read_failure", "redact"]
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
 # Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
@@ -51,11 +51,24 @@ def redact(text: str) -> str:
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
 
 
-def describe(error: BaseException) -> str:
-    """The error's type and the first line of its message, credentials redacted."""
+def quiet[E: BaseException](error: E) -> E:
+    """``error`` with its message cut down to the first line, credentials redacted.
+
+    Raise virtualstac errors ``from quiet(err)``: a traceback that shows the obstore error as
+    the cause then shows no debug dump and no credentials either.
+    """
     lines = str(error).strip().splitlines()
-    first = lines[0].strip() if lines else ""
-    return f"{type(error).__name__}: {redact(first)}" if first else type(error).__name__
+    line = redact(lines[0].strip()) if lines else ""
+    if line != str(error):
+        error.args = (line,)
+    return error
+
+
+def describe(error: BaseException) -> str:
+    """The error's type and the first line of its message, credentials redacted; the error
+    itself is cut down the same way (see :func:`quiet`)."""
+    line = str(quiet(error))
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__
 
 
 def network_failure(
@@ -68,6 +81,7 @@ def network_failure(
     the caller says what it was doing with :func:`describe`.
     """
     text = str(error)
+    quiet(error)
     where = redact(url)
     if type(error).__name__ == "NotSupportedError" and "Range request not supported" in text:
         host = urlsplit(url).hostname or where
@@ -94,8 +108,8 @@ def network_failure(
     elapsed = _seconds(performed["elapsed"])
     tried = f"{attempts} attempt{'s' if attempts > 1 else ''} in {elapsed}"
     message = (
-        f"reading {context}{where!r} failed: {reason} ({tried}); NetworkOptions "
-        "(virtualstac.storage.client) sets the timeouts and retries"
+        f"reading {context}{where!r} failed: {reason} ({tried}); the registry's "
+        "virtualstac.NetworkOptions set the timeouts and retries"
     )
     return NetworkTimeoutError(message) if "Timeout" in kinds else NetworkError(message)
 

@@ -18,7 +18,7 @@ from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
-from virtualstac.storage.failures import describe, network_failure, redact
+from virtualstac.storage.failures import describe, network_failure, quiet, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
 
@@ -96,7 +96,7 @@ class BlockCachedReader(io.RawIOBase):
             result = obstore.get(self._store, self._path, options={"range": (0, prefetch)})
             data = bytes(result.bytes())
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
             failure = network_failure(err, self.name)
             if failure is not None:
@@ -131,7 +131,7 @@ class BlockCachedReader(io.RawIOBase):
         try:
             meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
             raise network_failure(err, self.name) or ChunkReadError(
                 f"could not look up the size of {redact(self.name)!r}: {describe(err)}"
@@ -153,7 +153,7 @@ class BlockCachedReader(io.RawIOBase):
                     self._store, self._path, starts=starts, ends=ends, coalesce=0
                 )
             except FileNotFoundError as err:
-                raise ChunkReadError(f"{redact(self.name)!r} does not exist") from err
+                raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
             except BaseError as err:
                 raise network_failure(err, self.name) or ChunkReadError(
                     f"could not read bytes {starts[0]}-{ends[-1]} of {redact(self.name)!r}; it may "
