@@ -75,7 +75,12 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parsers.tiff_bands import BandMetadata, band_variables, fill_value
+from virtualstac.parsers.tiff_bands import (
+    BandMetadata,
+    SharedChunksError,
+    band_variables,
+    fill_value,
+)
 from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
 from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
 from virtualstac.storage.reader import BlockCachedReader
@@ -295,9 +300,10 @@ class _ImageBuilder:
             arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})
             arrays[variable] = self._pixels(attributes)
         else:
+            pixels = self._pixels(attributes)
             try:
-                arrays.update(band_variables(self._pixels(attributes), packings, variable))
-            except ValueError as err:
+                arrays.update(band_variables(pixels, packings, variable))
+            except SharedChunksError as err:
                 raise self.fail(str(err)) from err
         return ManifestGroup(arrays=arrays)
 

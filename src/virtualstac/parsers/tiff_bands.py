@@ -20,10 +20,14 @@ import numpy as np
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.metadata import replace_metadata
 
-__all__ = ["BandMetadata", "Packing", "band_variables", "fill_value"]
+__all__ = ["BandMetadata", "Packing", "SharedChunksError", "band_variables", "fill_value"]
 
 _GDAL_METADATA = 42112
 _GDAL_NODATA = 42113
+
+
+class SharedChunksError(ValueError):
+    """Bands of different packings share chunks, so no array can hold each band's packing."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class Packing:
     offset: float = 0.0
 
     def attributes(self) -> dict[str, float]:
-        """CF ``scale_factor``/``add_offset`` (both, so xarray decodes to float64), or none."""
+        """CF ``scale_factor`` and ``add_offset`` (JSON floats: xarray unpacks to float64)."""
         if self == Packing():
             return {}
         return {"scale_factor": self.scale, "add_offset": self.offset}
@@ -96,10 +100,10 @@ def band_variables(
 
     CF gives an array one ``scale_factor`` and ``add_offset``. Band-interleaved ``pixels``
     (``band, y, x`` in chunks of one band) split without touching a chunk; pixel-interleaved
-    ones hold every band in each chunk and raise :class:`ValueError`.
+    ones hold every band in each chunk and raise :class:`SharedChunksError`.
     """
     if pixels.metadata.dimension_names != ("band", "y", "x") or pixels.chunks[0] != 1:
-        raise ValueError(
+        raise SharedChunksError(
             "its bands have different scales or offsets (GDAL_METADATA) but share chunks "
             "(pixel-interleaved), and one array has one scale_factor and add_offset"
         )
