@@ -4,7 +4,9 @@ Layout of the output
 --------------------
 The root group holds the image of one IFD (the first by default), every reduced-resolution
 IFD that follows it (and its SubIFDs) becomes a sub-group ``overview_1``, ``overview_2``, ...
-(largest first). Each group holds, like ``rioxarray.open_rasterio(...).to_dataset("band_data")``:
+in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
+:mod:`virtualstac.parsers.tiff_overviews`). Each group holds, like
+``rioxarray.open_rasterio(...).to_dataset("band_data")``:
 
 ``band_data (band, y, x)``
     The pixels: one chunk per tile or strip. Band-interleaved (planar) files have band chunks
@@ -82,6 +84,7 @@ from virtualstac.parsers.tiff_bands import (
     fill_value,
 )
 from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
+from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -98,8 +101,6 @@ BandLayout = Literal["band_first", "native"]
 
 _JSON = dict[str, Any]
 
-_FILETYPE_REDUCED = 1
-_FILETYPE_MASK = 4
 _PLANAR_SEPARATE = 2
 _PHOTOMETRIC_RGB = 2
 _PHOTOMETRIC_YCBCR = 6
@@ -211,7 +212,7 @@ class TIFFParser:
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
-        for n, page in enumerate(_overview_pages(tif, main), start=1):
+        for level, page in enumerate(overview_pages(tif, main)):
             page_geo = (
                 geo.scaled(main.imagewidth, main.imagelength, page.imagewidth, page.imagelength)
                 if geo is not None
@@ -220,35 +221,8 @@ class TIFFParser:
             # GDAL's overviews take the full image's nodata and scales, unless they have their own.
             page_bands = BandMetadata.of_page(page, url).or_else(bands)
             builder = _ImageBuilder(page, tif.byteorder, url, chunk_url, self, page_bands)
-            groups[f"overview_{n}"] = builder.build(page_geo, crs_attributes)
+            groups[overview_group_name(level)] = builder.build(page_geo, crs_attributes)
         return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
-
-
-def _overview_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tifffile.TiffPage]:
-    """Reduced-resolution images of ``main``: the IFDs after it (up to the next full image) and
-    its SubIFDs; masks and images of another type are skipped. Largest first."""
-    candidates: list[Any] = []
-    for index in range(main.index + 1 if isinstance(main.index, int) else 1, len(tif.pages)):
-        page = tif.pages[index]
-        if not isinstance(page, tifffile.TiffPage):
-            break
-        if page.subfiletype & _FILETYPE_MASK:
-            continue
-        if not page.subfiletype & _FILETYPE_REDUCED:
-            break
-        candidates.append(page)
-    candidates.extend(main.pages or ())
-    overviews = [
-        page
-        for page in candidates
-        if isinstance(page, tifffile.TiffPage)
-        and page.subfiletype & _FILETYPE_REDUCED
-        and not page.subfiletype & _FILETYPE_MASK
-        and page.samplesperpixel == main.samplesperpixel
-        and page.dtype == main.dtype
-        and page.imagewidth < main.imagewidth
-    ]
-    return sorted(overviews, key=lambda page: -page.imagewidth)
 
 
 class _ImageBuilder:
