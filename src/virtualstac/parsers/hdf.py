@@ -16,6 +16,7 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
+import posixpath
 import threading
 from collections.abc import Iterable
 from typing import IO, Any, NamedTuple
@@ -36,7 +37,11 @@ from virtualstac.parsers.hdf_chunks import (
     contiguous_manifest,
     inlined_manifest,
 )
-from virtualstac.parsers.hdf_dimensions import DimensionNamer, is_netcdf_dimension_only
+from virtualstac.parsers.hdf_dimensions import (
+    DimensionNamer,
+    is_netcdf_dimension_only,
+    netcdf_name,
+)
 from virtualstac.parsers.hdf_filters import UnsupportedFilterError, codecs_for_filters
 from virtualstac.parsers.hdf_metadata import Member, decode_text, encode_fill_attributes
 from virtualstac.storage.reader import BlockCachedReader
@@ -175,9 +180,7 @@ class _FileWalker:
         members = []
         for name in group:
             relative = f"{path}/{name}" if path else name
-            if drop and (
-                name in self.parser.drop_variables or relative in self.parser.drop_variables
-            ):
+            if drop and self.dropped(name, relative):
                 continue
             link = group.get(name, getlink=True)
             if isinstance(link, h5py.ExternalLink):
@@ -196,6 +199,14 @@ class _FileWalker:
             if isinstance(node, h5py.Dataset | h5py.Group):
                 members.append(Member(name, relative, node))
         return members
+
+    def dropped(self, name: str, relative: str) -> bool:
+        """Whether the user dropped this member, by its HDF5 or its netCDF name or path."""
+        dropped = self.parser.drop_variables
+        netcdf = netcdf_name(name)
+        return bool(
+            {name, relative, netcdf, posixpath.join(posixpath.dirname(relative), netcdf)} & dropped
+        )
 
     def plan(self, group: h5py.Group, path: str) -> _GroupPlan:
         """First pass: the members of ``group`` and below, with their dimensions named."""
@@ -219,7 +230,16 @@ class _FileWalker:
 
     def build(self, plan: _GroupPlan) -> ManifestGroup:
         """Second pass: the arrays of a planned group and its sub-groups."""
-        arrays = {m.name: self.array(m) for m in plan.datasets if not is_netcdf_dimension_only(m)}
+        variables = [m for m in plan.datasets if not is_netcdf_dimension_only(m)]
+        taken = {m.name for m in variables}
+        arrays: dict[str, ManifestArray] = {}
+        for member in variables:
+            name = netcdf_name(member.name)
+            if name != member.name and name in taken:
+                raise self.fail(
+                    member.path, f"is netCDF-4's name for a variable {name!r}, which also exists"
+                )
+            arrays[name] = self.array(member)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
             plan.group.attrs, plan.path or "/", self.file, self.fail, is_scale=False

@@ -17,7 +17,7 @@ import numpy as np
 
 from virtualstac.parsers.hdf_metadata import Dimension, Member
 
-__all__ = ["DimensionNamer", "is_netcdf_dimension_only"]
+__all__ = ["DimensionNamer", "is_netcdf_dimension_only", "netcdf_name"]
 
 _NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable"
 # netCDF-4 names the scale of dimension "x" like this when a variable "x" is not its coordinate.
@@ -45,7 +45,7 @@ class DimensionNamer:
         for member in datasets:
             if not member.is_scale:
                 continue
-            name = _dimension_name(member.name)
+            name = netcdf_name(member.name)
             if "_Netcdf4Dimid" in member.attrs:
                 dimid = int(np.asarray(member.attrs["_Netcdf4Dimid"]).item())
                 dimension = Dimension(("dimid", dimid), name)
@@ -109,7 +109,7 @@ class DimensionNamer:
         if scale not in self.scales:
             # A scale outside the groups walked: ask HDF5 for its path (a search of the file).
             name = posixpath.basename(h5py.h5i.get_name(scale).decode())
-            self.scales[scale] = Dimension(("scale", scale), _dimension_name(name))
+            self.scales[scale] = Dimension(("scale", scale), netcdf_name(name))
         return self.scales[scale]
 
     def _phony_dimension(
@@ -135,5 +135,10 @@ def is_netcdf_dimension_only(member: Member) -> bool:
     return isinstance(value, bytes | np.bytes_) and bytes(value).startswith(_NETCDF_DIMENSION_ONLY)
 
 
-def _dimension_name(dataset_name: str) -> str:
+def netcdf_name(dataset_name: str) -> str:
+    """The netCDF name of a dataset or dimension scale: without ``_nc4_non_coord_``.
+
+    netCDF-4 stores a variable ``y`` under that prefix when a dimension ``y`` exists that is not
+    its coordinate (a ``y`` of another length or along other dimensions), and names it ``y``.
+    """
     return dataset_name.removeprefix(_NON_COORD_PREFIX)
