@@ -33,6 +33,7 @@ from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers import hdf_metadata
 from virtualstac.parsers.hdf_chunks import (
     check_edge_chunks,
+    check_undefined_fill,
     chunked_manifest,
     contiguous_manifest,
     inlined_manifest,
@@ -270,7 +271,10 @@ class _FileWalker:
         encode_fill_attributes(attributes, dtype)
         fill_off = dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER
         netcdf = self.netcdf or self.dimensions.netcdf
-        fill_value = hdf_metadata.fill_value(member, dtype, fill_off=fill_off, netcdf=netcdf)
+        fill_defined = dcpl.fill_value_defined() != h5py.h5d.FILL_VALUE_UNDEFINED
+        fill_value = hdf_metadata.fill_value(
+            member, dtype, fill_off=fill_off, netcdf=netcdf, defined=fill_defined
+        )
         # Compact data lives inside the object header, where no byte range reaches it; small
         # datasets are inlined by choice, unless h5py cannot decode them (a filter plugin
         # missing here), in which case their chunks are referenced as usual.
@@ -330,6 +334,8 @@ class _FileWalker:
             manifest = contiguous_manifest(
                 member, shape, chunks, dtype, self.chunk_url, self.size, self.fail
             )
+        if not fill_defined:
+            check_undefined_fill(member, manifest, self.fail)
         return ManifestArray(metadata, manifest)
 
     def fixed_dtype(self, member: Member) -> np.dtype[Any]:

@@ -19,6 +19,7 @@ from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
     "check_edge_chunks",
+    "check_undefined_fill",
     "chunked_manifest",
     "contiguous_manifest",
     "inlined_manifest",
@@ -127,6 +128,21 @@ def contiguous_manifest(
         lengths=lengths.reshape(grid),
         validate_paths=False,
     )
+
+
+def check_undefined_fill(member: Member, manifest: ChunkManifest, fail: Fail) -> None:
+    """Refuse a dataset without a fill value and without storage, which HDF5 cannot read.
+
+    HDF5 reads the unwritten chunks of a dataset whose fill value is undefined as zeros (the
+    fill value the parser gives it), but refuses to read the dataset at all ("no data can be
+    read") while none of its storage was ever written.
+    """
+    if math.prod(manifest.shape_chunk_grid) and not len(manifest):
+        raise fail(
+            member.path,
+            "has no fill value (HDF5's fill value is undefined) and was never written, so HDF5 "
+            "refuses to read it",
+        )
 
 
 def check_edge_chunks(

@@ -164,13 +164,19 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
     )
 
 
-def fill_value(member: Member, dtype: np.dtype[Any], *, fill_off: bool, netcdf: bool) -> Any:
+def fill_value(
+    member: Member, dtype: np.dtype[Any], *, fill_off: bool, netcdf: bool, defined: bool
+) -> Any:
     """What unwritten chunks read as: the HDF5 fill value, as a scalar of ``dtype``.
 
     A netCDF-4 variable written with fill off has no HDF5 fill value, but netCDF reads the
     records past its stored extent as its ``_FillValue`` or the type's default fill.
+
+    A dataset whose fill value is undefined (``defined=False``) has none to ask h5py for:
+    HDF5 reads its unwritten chunks as zeros, where it reads them at all
+    (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`).
     """
-    value = member.node.fillvalue
+    value = member.node.fillvalue if defined else np.zeros((), dtype=dtype)[()]
     if fill_off and netcdf:
         if "_FillValue" in member.attrs:
             value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
