@@ -418,3 +418,28 @@ def _h5py_hdf5_library() -> ctypes.CDLL:
     # the handle h5py uses, so the identifiers h5py hands out are valid there.
     bundled = sorted((Path(h5py.__file__).parent.parent / "h5py.libs").glob("libhdf5-*.so*"))
     return ctypes.CDLL(str(bundled[0]) if bundled else ctypes.util.find_library("hdf5"))
+
+
+def write_hdf5_broken_scales(path: Path) -> Path:
+    """Datasets whose ``DIMENSION_LIST`` points at a deleted dataset or at one not a scale.
+
+    ``deleted``: axis 0 on scale ``x``, axis 1 on a scale deleted afterwards (HDF5's
+    ``H5DSiterate_scales`` fails on it). ``not_a_scale``: axis 1 listed on plain dataset
+    ``plain`` by rewriting the attribute, as tools that copy attributes leave it.
+    """
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("x", data=np.arange(4.0))
+        x.make_scale("x")
+        y = f.create_dataset("y", data=np.arange(3.0))
+        y.make_scale("y")
+        deleted = f.create_dataset("deleted", data=np.arange(12.0).reshape(4, 3))
+        deleted.dims[0].attach_scale(x)
+        deleted.dims[1].attach_scale(y)
+        plain = f.create_dataset("plain", data=np.arange(3.0))
+        listed = f.create_dataset("not_a_scale", data=np.arange(12).reshape(4, 3))
+        references = np.empty(2, dtype=object)
+        references[0] = np.array([x.ref], dtype=h5py.ref_dtype)
+        references[1] = np.array([plain.ref], dtype=h5py.ref_dtype)
+        listed.attrs.create("DIMENSION_LIST", references, dtype=h5py.vlen_dtype(h5py.ref_dtype))
+        del f["y"]
+    return path

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import h5py
+import hdf_files
 import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 
 from virtualstac.errors import NotVirtualizableError
 from virtualstac.manifests.store import ManifestStore
@@ -64,8 +67,6 @@ def test_a_non_coordinate_variable_is_dropped_by_its_netcdf_name(tmp_path: Path)
 
 
 def test_a_prefixed_dataset_beside_its_netcdf_name_raises(tmp_path: Path) -> None:
-    import h5py
-
     path = tmp_path / "both.h5"
     with h5py.File(path, "w") as f:
         f["y"] = np.arange(3)
@@ -73,3 +74,23 @@ def test_a_prefixed_dataset_beside_its_netcdf_name_raises(tmp_path: Path) -> Non
     with pytest.raises(NotVirtualizableError, match=r"'_nc4_non_coord_y' is netCDF-4's name"):
         parse(path)
     assert set(parse(path, drop_variables=["_nc4_non_coord_y"]).group.arrays) == {"y"}
+
+
+def test_broken_dimension_scales_fall_back_to_phony_names(tmp_path: Path) -> None:
+    path = hdf_files.write_hdf5_broken_scales(tmp_path / "broken.h5")
+    with pytest.warns(RuntimeWarning, match="broken dimension scale") as record:
+        store = parse(path, inline_threshold=0)
+    messages = sorted(str(w.message) for w in record)
+    assert len(messages) == 2
+    assert messages[0].startswith(f"{path}: variable 'deleted' has a broken dimension scale")
+    assert "axis 1 (HDF5 cannot follow its DIMENSION_LIST" in messages[0]
+    assert messages[1].startswith(f"{path}: variable 'not_a_scale'")
+    assert "references a dataset that is not a dimension scale" in messages[1]
+    assert "named 'phony_dim_0' instead" in messages[1]
+    group = store.group
+    assert group["deleted"].metadata.dimension_names == ("x", "phony_dim_0")
+    assert group["not_a_scale"].metadata.dimension_names == ("x", "phony_dim_0")
+    root = zarr.open_group(store, mode="r")
+    with h5py.File(path) as f:
+        for name in ("deleted", "not_a_scale", "plain", "x"):
+            np.testing.assert_array_equal(root[name][...], f[name][()], strict=True)

@@ -83,6 +83,9 @@ class HDFParser:
     attached to an axis). Axes without one get ``phony_dim_N`` names, shared by axes of equal
     length within a group and numbered sub-groups first, as netCDF-4 does for files without
     dimension scales (netCDF-4 also lends a named dimension of the same length; this does not).
+    An axis whose dimension scale is broken (deleted, or not a scale) gets one too, with a
+    ``RuntimeWarning`` naming the file and the variable. Variables netCDF-4 stores as
+    ``_nc4_non_coord_NAME`` are named ``NAME``, as netCDF4 names them.
 
     Datasets along an unlimited dimension that are shorter than it are extended to its length,
     the missing records reading as fill values, as netCDF-4 reads them.
@@ -142,7 +145,7 @@ class _FileWalker:
         self.file = h5file
         self.parser = parser
         self.size = _file_size(h5file)
-        self.dimensions = DimensionNamer()
+        self.dimensions = DimensionNamer(url)
         self.open_groups: set[Any] = set()
         self.netcdf = "_NCProperties" in h5file.attrs
 

@@ -9,6 +9,7 @@ are recognised so the parser can leave them out.
 from __future__ import annotations
 
 import posixpath
+import warnings
 from collections.abc import Hashable
 from typing import Any
 
@@ -31,8 +32,9 @@ class DimensionNamer:
     datasets along an unlimited dimension be shorter than it.
     """
 
-    def __init__(self) -> None:
-        """Start with no dimension known."""
+    def __init__(self, url: str) -> None:
+        """Start with no dimension known, for the file at ``url`` (named in warnings)."""
+        self.url = url
         self.dimids: dict[int, Dimension] = {}
         self.scales: dict[Any, Dimension] = {}
         self.lengths: dict[Hashable, int] = {}
@@ -68,11 +70,15 @@ class DimensionNamer:
             dimids = np.asarray(member.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
             if len(dimids) == len(shape) and all(d in self.dimids for d in dimids):
                 dims = [self.dimids[d] for d in dimids]
+        broken: dict[int, str] = {}
         if any(d is None for d in dims):
             if "DIMENSION_LIST" in member.attrs:
                 for axis in range(len(shape)):
-                    if h5py.h5ds.get_num_scales(ds.id, axis):
-                        dims[axis] = self._scale_dimension(ds.id, axis)
+                    found = self._scale_dimension(ds.id, axis)
+                    if isinstance(found, str):
+                        broken[axis] = found
+                    else:
+                        dims[axis] = found
             elif member.is_scale and shape:
                 dims[0] = self.scales[ds.id]
         for axis, dimension in enumerate(dims):
@@ -85,6 +91,13 @@ class DimensionNamer:
             d if d is not None else self._phony_dimension(shape[axis], phony, used)
             for axis, d in enumerate(dims)
         ]
+        for axis, reason in broken.items():
+            warnings.warn(
+                f"{self.url}: variable {member.path!r} has a broken dimension scale on axis "
+                f"{axis} ({reason}); the axis is named {member.dims[axis].name!r} instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def shape(self, member: Member) -> tuple[int, ...]:
         """The array shape: the dataset's, extended along unlimited dimensions to their length."""
@@ -97,19 +110,35 @@ class DimensionNamer:
             for size, limit, dim in zip(ds.shape, maxshape, member.dims, strict=True)
         )
 
-    def _scale_dimension(self, dsid: Any, axis: int) -> Dimension:
+    def _scale_dimension(self, dsid: Any, axis: int) -> Dimension | str | None:
+        """The dimension of the first scale attached to ``axis``: None without one, or why not.
+
+        Files edited after the scales were attached can reference a deleted dataset or one
+        that is not a scale; HDF5's dimension scale API fails on them, so the reason is given
+        back for the axis to get a phony name, as netCDF-4 gives axes without scales.
+        """
         found: list[Any] = []
 
         def first(scale: Any) -> int:
             found.append(scale)
             return 1  # stop after the first scale
 
-        h5py.h5ds.iterate(dsid, axis, first, 0)
+        try:
+            if not h5py.h5ds.get_num_scales(dsid, axis):
+                return None
+            h5py.h5ds.iterate(dsid, axis, first, 0)
+        except (RuntimeError, ValueError, KeyError, OSError) as err:
+            return f"HDF5 cannot follow its DIMENSION_LIST: {err}"
         scale = found[0]
         if scale not in self.scales:
+            if not h5py.h5ds.is_scale(scale):
+                return "DIMENSION_LIST references a dataset that is not a dimension scale"
             # A scale outside the groups walked: ask HDF5 for its path (a search of the file).
-            name = posixpath.basename(h5py.h5i.get_name(scale).decode())
-            self.scales[scale] = Dimension(("scale", scale), netcdf_name(name))
+            path = h5py.h5i.get_name(scale)
+            if path is None:
+                return "DIMENSION_LIST references a dataset no longer linked in the file"
+            name = netcdf_name(posixpath.basename(path.decode()))
+            self.scales[scale] = Dimension(("scale", scale), name)
         return self.scales[scale]
 
     def _phony_dimension(
