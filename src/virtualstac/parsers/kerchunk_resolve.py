@@ -15,8 +15,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-import obstore
-
 from virtualstac.errors import (
     InvalidPathError,
     SourceNotFoundError,
@@ -26,6 +24,7 @@ from virtualstac.errors import (
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
+from virtualstac.storage.reader import read_whole
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -100,9 +99,8 @@ def with_recorded_sources(
 
 def read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
     """The whole object at ``url``; ``what`` names it when it does not exist."""
-    store, path = registry.resolve(url)
     try:
-        return bytes(obstore.get(store, path).bytes())
+        return read_whole(url, registry)
     except FileNotFoundError as err:
         raise SourceNotFoundError(f"{what} {url!r} does not exist") from err
 

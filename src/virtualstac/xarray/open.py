@@ -17,6 +17,7 @@ from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
 from virtualstac.progress import progress as progress_bar
+from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -62,8 +63,11 @@ def open_virtual_dataset(
     drop = list(drop_variables or [])
     if parser is None:
         options: dict[str, Any] = {"drop_variables": drop} if drop else {}
-        parser = parser_for(url, registry, **options)
-    store = parser(url, registry)
+        # The parser starts from the first bytes detection read: one request, not two.
+        with sharing_heads():
+            store = parser_for(url, registry, **options)(url, registry)
+    else:
+        store = parser(url, registry)
     loadable = (
         None
         if loadable_variables is None
