@@ -19,7 +19,7 @@ import scipy.io
 import xarray as xr
 from rasterio.transform import from_origin
 
-from servers import HTTPServer
+from servers import HTTPServer, S3Server
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers import HDFParser, NetCDF3Parser, TIFFParser
@@ -84,20 +84,18 @@ FILES: dict[str, tuple[Callable[[Path], str], Callable[[], Parser]]] = {
 
 
 @pytest.fixture(scope="module")
-def served(
-    http_server: HTTPServer, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[Path, str]]:
+def served(http_server: HTTPServer) -> dict[str, tuple[Path, str]]:
     """Each file once below nginx's root: its path and the name of a referenced variable."""
     directory = http_server.directory("one-request")
     return {name: (directory / name, write(directory / name)) for name, (write, _) in FILES.items()}
 
 
 def open_counted(url: str, file: str, detect: bool) -> tuple[xr.Dataset, ObjectStoreRegistry]:
+    """Open ``url`` with its format detected, or with the file's parser given."""
     registry = ObjectStoreRegistry.for_url(url)
     parser = None if detect else FILES[file][1]()
-    return open_virtual_dataset(url, parser=parser, registry=registry, loadable_variables=[]), (
-        registry
-    )
+    virtual = open_virtual_dataset(url, parser=parser, registry=registry, loadable_variables=[])
+    return virtual, registry
 
 
 @pytest.mark.parametrize("detect", [False, True], ids=["parser", "detected"])
@@ -154,3 +152,23 @@ def test_a_detected_kerchunk_json_is_fetched_once(
 
     assert [e.method for e in http_server.requests(references, method=None)[before:]] == ["GET"]
     assert opened["t2m"].data.manifest == virtual["t2m"].data.manifest
+
+
+@pytest.mark.parametrize("file", list(FILES))
+def test_a_header_on_s3_is_one_request_with_the_same_stamp_as_a_head(
+    s3_server: S3Server, served: dict[str, tuple[Path, str]], file: str
+) -> None:
+    path, variable = served[file]
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, file, path)
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+
+    with counting_reads() as reads:
+        virtual = open_virtual_dataset(url, registry=registry, loadable_variables=[])
+
+    assert (reads.requests, reads.heads) == (1, 0)
+    stamp = virtual[variable].data.manifest.source_stamps[url]
+    assert stamp == SourceStamp.from_meta(registry.head(url))
+    assert stamp.etag is not None
+    assert stamp.size == path.stat().st_size
