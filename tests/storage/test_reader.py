@@ -409,3 +409,20 @@ def test_read_whole_takes_a_complete_shared_head_instead_of_a_get(
     assert [e.range for e in http_server.requests(directory / "long.bin")] == ["bytes=0-65535", "-"]
     with pytest.raises(FileNotFoundError):
         read_whole(http_server.url_for(directory / "missing.bin"), registry)
+
+
+def test_a_refused_first_get_raises_chunk_read_error_with_the_get_s_reason(
+    http_server: HTTPServer,
+) -> None:
+    directory = http_server.directory("signed")  # answers 403 to requests without a token
+    numbered(directory / "data.bin", 1000)
+    url = http_server.url_for(directory / "data.bin")
+
+    with pytest.raises(ChunkReadError, match=r"start of .*data\.bin.*GET.*403 Forbidden"):
+        open_reader(url)
+
+    # The HEAD asks whether the object is empty (ranges of empty objects are refused).
+    assert [e.method for e in http_server.requests(directory / "data.bin", None)] == [
+        "GET",
+        "HEAD",
+    ]

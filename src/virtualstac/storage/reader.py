@@ -137,10 +137,14 @@ def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead,
         raise
     except BaseError:
         record_read(1, 0)
-        # Object stores refuse any range of an empty object; learn that from a HEAD.
-        meta = dict(obstore.head(store, path))
+        # Object stores refuse any range of an empty object; a HEAD tells whether it is empty.
+        # Otherwise the GET's error is the one to report (a 403 refuses the HEAD as well).
         record_head()
-        if meta["size"]:
+        try:
+            meta: dict[str, Any] | None = dict(obstore.head(store, path))
+        except BaseError:
+            meta = None
+        if meta is None or meta["size"]:
             raise
         return ObjectHead(b"", meta), 2
     record_read(1, len(data))
@@ -223,6 +227,10 @@ class BlockCachedReader(io.RawIOBase):
             head, requests = _fetch_head(self._store, self._path, nbytes)
         except FileNotFoundError as err:
             raise ChunkReadError(f"{self.name!r} does not exist") from err
+        except BaseError as err:
+            raise ChunkReadError(
+                f"could not read the start of {self.name!r}: {_first_line(err)}"
+            ) from err
         self.requests += requests
         self.bytes_fetched += len(head.data)
         return head
