@@ -15,6 +15,7 @@ __all__ = [
     "InvalidManifestError",
     "InvalidPathError",
     "NotVirtualizableError",
+    "OverviewNotFoundError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -58,6 +59,10 @@ class NotVirtualizableError(VirtualStacError, ValueError):
 
     The message names the file, the variable and the reason; ``drop_variables=`` skips it.
     """
+
+
+class OverviewNotFoundError(VirtualStacError, IndexError):
+    """An overview level asked for does not exist: the file has fewer (or no) overviews."""
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

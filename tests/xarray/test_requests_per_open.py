@@ -20,7 +20,7 @@ import xarray as xr
 from rasterio.transform import from_origin
 
 from servers import HTTPServer, S3Server
-from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset, open_virtual_datatree
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers import HDFParser, NetCDF3Parser, TIFFParser
 from virtualstac.parsers.protocol import Parser
@@ -172,3 +172,15 @@ def test_a_header_on_s3_is_one_request_with_the_same_stamp_as_a_head(
     assert stamp == SourceStamp.from_meta(registry.head(url))
     assert stamp.etag is not None
     assert stamp.size == path.stat().st_size
+
+
+def test_a_detected_cog_opens_as_a_datatree_in_one_request(
+    http_server: HTTPServer, served: dict[str, tuple[Path, str]]
+) -> None:
+    path, _ = served["cog.tif"]
+    before = len(http_server.requests(path, method=None))
+
+    tree = open_virtual_datatree(http_server.url_for(path), loadable_variables=[])
+
+    assert len(tree.children) > 1  # the full resolution and its overviews
+    assert [e.method for e in http_server.requests(path, method=None)[before:]] == ["GET"]
