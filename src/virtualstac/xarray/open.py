@@ -26,6 +26,7 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
+from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -80,10 +81,7 @@ def open_virtual_dataset(
             raise ValueError("give group= or overview_level=, not both")
         if isinstance(parser, TIFFParser) and not parser.overviews:
             raise ValueError("overview_level needs a TIFFParser with overviews=True")
-    if parser is None:
-        options: dict[str, Any] = {"drop_variables": drop} if drop else {}
-        parser = parser_for(url, registry, **options)
-    store = parser(url, registry)
+    _, store = _parse(url, registry, parser, drop)
     if overview_level is not None:
         group = overview_group(store.group, overview_level, url)
     loadable = (
@@ -123,10 +121,7 @@ def open_virtual_datatree(
     url = normalize_url(url)
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
     drop = list(drop_variables or [])
-    if parser is None:
-        options: dict[str, Any] = {"drop_variables": drop} if drop else {}
-        parser = parser_for(url, registry, **options)
-    store = parser(url, registry)
+    parser, store = _parse(url, registry, parser, drop)
     if isinstance(parser, TIFFParser) and overview_count(store.group):
         store = ManifestStore(overviews_as_multiscales(store.group), registry=registry)
     loadable = None if loadable_variables is None else list(loadable_variables)
@@ -140,6 +135,19 @@ def open_virtual_datatree(
                 [name for name in drop if name in dataset.variables]
             )
     return virtual_datatree(datasets)
+
+
+def _parse(
+    url: str, registry: ObjectStoreRegistry, parser: Parser | None, drop: list[str]
+) -> tuple[Parser, ManifestStore]:
+    """The file's store, and the parser that read it (chosen by the format when not given)."""
+    if parser is not None:
+        return parser, parser(url, registry)
+    options: dict[str, Any] = {"drop_variables": drop} if drop else {}
+    # The parser starts from the first bytes detection read: one request, not two.
+    with sharing_heads():
+        detected = parser_for(url, registry, **options)
+        return detected, detected(url, registry)
 
 
 def _virtualize(
