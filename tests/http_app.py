@@ -105,6 +105,10 @@ def files_app(root: Path, log: Path) -> ASGIApp:
         async def logged(message: Message) -> None:
             if message["type"] == "http.response.start":
                 answer["status"] = message["status"]
+                headers = dict(message.get("headers", []))
+                if scope["method"] == "HEAD" or headers.get(b"content-length") == b"0":
+                    # The headers are the whole answer: uvicorn may send them at once.
+                    record()
             elif message["type"] == "http.response.body":
                 answer["sent"] += len(message.get("body", b""))
                 if not message.get("more_body", False):

@@ -8,7 +8,11 @@ from virtualstac.manifests import (
 )
 from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray import (
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
 
 __all__ = [
     "ChunkManifest",
@@ -18,6 +22,7 @@ __all__ = [
     "NetworkOptions",
     "ObjectStoreRegistry",
     "open_virtual_dataset",
+    "open_virtual_datatree",
     "open_virtual_mfdataset",
 ]
 

@@ -17,6 +17,7 @@ __all__ = [
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
+    "OverviewNotFoundError",
     "RangeNotSupportedError",
     "SourceChangedError",
     "SourceNotFoundError",
@@ -61,6 +62,10 @@ class NotVirtualizableError(VirtualStacError, ValueError):
 
     The message names the file, the variable and the reason; ``drop_variables=`` skips it.
     """
+
+
+class OverviewNotFoundError(VirtualStacError, IndexError):
+    """An overview level asked for does not exist: the file has fewer (or no) overviews."""
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

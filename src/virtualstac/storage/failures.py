@@ -21,7 +21,14 @@ from virtualstac.errors import (
     RangeNotSupportedError,
 )
 
-__all__ = ["describe", "network_failure", "quiet", "read_failure", "redact"]
+__all__ = [
+    "describe",
+    "is_network_failure",
+    "network_failure",
+    "quiet",
+    "read_failure",
+    "redact",
+]
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
 # Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
@@ -78,18 +85,28 @@ def network_failure(
 
     ``context`` goes before the URL in the message (``"chunk 'a/0' from "``). None means that
     ``error`` is no network failure (a missing object, a refused permission, a 416 answer...):
-    the caller says what it was doing with :func:`describe`.
+    the caller says what it was doing with :func:`describe`. Either way ``error`` is
+    :func:`quiet` ened.
     """
-    text = str(error)
+    failure = _classify(str(error), url, context)
     quiet(error)
+    return failure
+
+
+def is_network_failure(error: BaseException) -> bool:
+    """Whether :func:`network_failure` would name ``error`` (which is left as it is)."""
+    return _classify(str(error), "", "") is not None
+
+
+def _classify(text: str, url: str, context: str) -> NetworkError | RangeNotSupportedError | None:
     where = redact(url)
-    if type(error).__name__ == "NotSupportedError" and "Range request not supported" in text:
+    if "Range request not supported" in text:
         host = urlsplit(url).hostname or where
         return RangeNotSupportedError(
-            f"cannot read {context}{where!r}: the server at {host} ignores HTTP Range requests (it "
-            "answered a request for some bytes with the whole object, status 200 instead of "
-            "206 Partial Content). virtualstac reads byte ranges only: serve the file from a "
-            "server that supports Range requests"
+            f"cannot read {context}{where!r}: the server at {host} ignores HTTP Range requests "
+            "(it answered a request for some bytes with the whole object, status 200 instead "
+            "of 206 Partial Content). virtualstac reads byte ranges only: serve the file from "
+            "a server that supports Range requests"
         )
     performed = _PERFORMED.search(text)
     if performed is None:
