@@ -12,6 +12,8 @@ next of its behaviours (the last one repeats):
     Read the request and close the connection without a word.
 ``"ignore-range"``
     Answer every request with ``200 OK`` and the whole file, whatever its ``Range`` says.
+``"unavailable"``
+    Answer ``503 Service Unavailable``, as an overloaded object store does.
 
 Its threads stop when the server is stopped (it is a context manager) and in any case after
 ``lifetime`` seconds, so a test that fails half-way leaves nothing running.
@@ -27,9 +29,15 @@ from types import TracebackType
 
 __all__ = ["BEHAVIOURS", "FaultyServer"]
 
-BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range"})
+BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range", "unavailable"})
 _LAST_MODIFIED = "Mon, 06 May 2024 10:00:00 GMT"
-_REASONS = {200: "OK", 206: "Partial Content", 404: "Not Found", 416: "Range Not Satisfiable"}
+_REASONS = {
+    200: "OK",
+    206: "Partial Content",
+    404: "Not Found",
+    416: "Range Not Satisfiable",
+    503: "Service Unavailable",
+}
 
 
 class FaultyServer:
@@ -119,6 +127,9 @@ class FaultyServer:
                     time.sleep(0.05)
                 return
             connection.settimeout(5)
+            if behaviour == "unavailable":
+                connection.sendall(_head(503, {"Connection": "close", "Content-Length": "0"}))
+                return
             connection.sendall(self._answer(*request, honour_range=behaviour == "serve"))
 
     def _read_request(self, connection: socket.socket) -> tuple[str, str, dict[str, str]] | None:
@@ -163,10 +174,15 @@ class FaultyServer:
                     status, payload = 206, body[start:end]
                     fields["Content-Range"] = f"bytes {start}-{end - 1}/{len(body)}"
         fields["Content-Length"] = str(len(payload))
-        lines = [f"HTTP/1.1 {status} {_REASONS[status]}"]
-        lines += [f"{name}: {value}" for name, value in fields.items()]
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        head = _head(status, fields)
         return head if method == "HEAD" else head + payload
+
+
+def _head(status: int, fields: Mapping[str, str]) -> bytes:
+    """The status line and header fields of an answer."""
+    lines = [f"HTTP/1.1 {status} {_REASONS[status]}"]
+    lines += [f"{name}: {value}" for name, value in fields.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _byte_range(header: str, size: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ Rust debug dump, and never the credentials of a URL.
 
 from __future__ import annotations
 
+import socket
 import time
 import traceback
 
@@ -127,6 +128,35 @@ def test_a_server_that_drops_every_connection_names_the_url_and_the_attempts(
     assert "closed the connection before answering (3 attempts in" in message
     assert "\n" not in message
     assert "Debug source" not in printed(raised.value)
+
+
+def test_a_server_that_keeps_answering_503_is_retried_then_named(
+    netcdf: tuple[bytes, np.ndarray],
+) -> None:
+    data, _ = netcdf
+    with FaultyServer({NAME: data}, "unavailable") as server:
+        with pytest.raises(NetworkError, match=r"answered 503 Service Unavailable \(3 attempts"):
+            open_over(server)
+        assert server.connections == 3
+
+
+def test_a_server_that_answers_503_once_is_read_on_the_retry(
+    netcdf: tuple[bytes, np.ndarray],
+) -> None:
+    data, expected = netcdf
+    with FaultyServer({NAME: data}, "unavailable", "serve") as server:
+        virtual = open_over(server)
+        server.behave("unavailable", "serve")
+        np.testing.assert_array_equal(values_of(virtual, server.url_for(NAME)), expected)
+
+
+def test_a_refused_connection_is_named() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/{NAME}"
+    registry = ObjectStoreRegistry.for_url(url, network=QUICK)
+    with pytest.raises(NetworkError, match=r"the connection was refused \(3 attempts"):
+        open_virtual_dataset(url, registry=registry)
 
 
 def test_a_server_that_ignores_range_is_named_at_open(netcdf: tuple[bytes, np.ndarray]) -> None:
