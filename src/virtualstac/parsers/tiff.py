@@ -139,8 +139,9 @@ class TIFFParser:
     short_tiles
         Pad the bottom row of tiles to whole tiles when the image ends inside it: for writers
         that store only the rows inside the image there (GDAL and tifffile store whole tiles;
-        GDAL reads both). Uncompressed short tiles are recognised by their byte counts without
-        this; compressed ones cannot be measured without reading them.
+        GDAL reads both). Uncompressed short tiles are recognised by their byte counts and
+        PackBits bottom tiles are padded without this; other compressed ones cannot be
+        measured without reading them.
     prefetch, block_size
         Header reads: bytes fetched on open, and the granularity of later reads.
 

@@ -6,10 +6,12 @@ writers store the bottom row of tiles with only the rows inside the image, which
 GDAL read (GDAL asks libtiff for the valid rows of a bottom block only). The TIFF parser pads
 such segments to whole chunks with the ``virtualstac.pad`` codec.
 
-Uncompressed segments are measured by their byte counts; a compressed segment's decoded size
-cannot be known without reading it, so short compressed tiles are padded only on request
-(``TIFFParser(short_tiles=True)``): GDAL and tifffile write whole tiles, and the pad codec is
-virtualstac's own, which Zarr readers without virtualstac cannot decode.
+Uncompressed segments are measured by their byte counts. A compressed segment's decoded size
+cannot be known without reading it. PackBits bottom tiles, which the byte-oriented writers that
+store short tiles use and GDAL's COG writer does not, are padded by default; other compressed
+short tiles only on request (``TIFFParser(short_tiles=True)``): GDAL and tifffile write whole
+tiles, and the pad codec is virtualstac's own, which Zarr readers without virtualstac (reading
+a published deflate or LZW COG) cannot decode.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 __all__ = ["ShortSegmentError", "pads_bottom_segments"]
 
 _UNCOMPRESSED = 1
+_PACKBITS = 32773
 
 
 class ShortSegmentError(ValueError):
@@ -41,7 +44,8 @@ def pads_bottom_segments(
     rows = int(page.imagelength) - (grid[1] - 1) * chunk_rows
     lengths = np.asarray(page.databytecounts, dtype=np.int64)
     if page.compression != _UNCOMPRESSED or lengths.size != math.prod(grid):
-        return rows < chunk_rows and (not page.is_tiled or short_tiles)
+        padded = short_tiles or page.compression == _PACKBITS
+        return rows < chunk_rows and (not page.is_tiled or padded)
     lengths = lengths.reshape(grid)
     required = np.full(grid, size, dtype=np.int64)
     required[:, -1, :] = size // chunk_rows * rows
