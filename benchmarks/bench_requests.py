@@ -1,18 +1,19 @@
 """Requests and bytes per open: virtualstac beside virtual-tiff (COGs) and VirtualiZarr.
 
-Each file is served by nginx on loopback (started as ``tests/servers.py`` starts it for the
-tests); its access log gives the requests (HEADs counted apart) and the bytes of one open. An
-open is each library's ``open_virtual_dataset(url, ..., loadable_variables=[])``: the header and
-chunk index, no coordinate values. virtualstac is measured twice: with the format detected from
-the file (no parser given, the usual call) and with the parser given. virtual-tiff is opened
-through VirtualiZarr's ``open_virtual_dataset`` with ``VirtualTIFF(ifd=0)``; VirtualiZarr has no
-TIFF parser of its own, virtual-tiff none for netCDF.
+Each file is served by nginx (uvicorn where nginx is missing) on loopback (started as
+``tests/servers.py`` starts it for the tests); its access log gives the requests (HEADs counted
+apart) and the bytes of one open. An open is each library's
+``open_virtual_dataset(url, ..., loadable_variables=[])``: the header and chunk index, no
+coordinate values. virtualstac is measured twice: with the format detected from the file (no
+parser given, the usual call) and with the parser given. virtual-tiff is opened through
+VirtualiZarr's ``open_virtual_dataset`` with ``VirtualTIFF(ifd=0)``; VirtualiZarr has no TIFF
+parser of its own, virtual-tiff none for netCDF.
 
 Files: the five files of ``bench_parsers.py`` (a 28 MB COG with overviews, netCDF4, HDF5,
 netCDF3 classic and record) and two small ones of its many-files benchmark (a 256 x 256 COG,
 a netCDF4 file of one time step).
 
-Run ``python benchmarks/bench_requests.py``; it needs nginx.
+Run ``python benchmarks/bench_requests.py``.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _open(lib: str, label: str, url: str, registry: Any, detect: bool) -> Any:
 
 
 def worker_open(params: dict[str, Any]) -> dict[str, Any]:
-    """Open one file over HTTP once and count what nginx served for it.
+    """Open one file over HTTP once and count what the server served for it.
 
     The local file is opened first, untimed and uncounted, so that imports and lazy
     initialisation send nothing during the counted open.
@@ -123,10 +124,8 @@ WORKERS = {"open": worker_open}
 
 def measure(tmp: Path) -> dict[str, dict[str, dict[str, Any] | None]]:
     """Requests, HEADs and bytes per open: by file label, then by opener column."""
-    server = _start_http(tmp / "nginx")
-    if server is None:
-        print("  nginx is not installed: no requests can be counted")
-        return {}
+    server = _start_http(tmp / "http")
+    print(f"  files served by {type(server).__name__}")
     table: dict[str, dict[str, dict[str, Any] | None]] = {}
     try:
         for label, name, writer in FILES:
@@ -194,7 +193,7 @@ def rows(table: dict[str, dict[str, dict[str, Any] | None]]) -> list[Row]:
 def run(quick: bool = False) -> list[Row]:
     """Count requests and bytes per open for every file and opener; print the table."""
     del quick  # one open per library and file is already the smallest run
-    print("\nbench_requests: requests and bytes per open over HTTP (nginx's access log)")
+    print("\nbench_requests: requests and bytes per open over HTTP (the server's access log)")
     with tempfile.TemporaryDirectory(prefix="virtualstac-bench-") as tmp:
         table = measure(Path(tmp))
     print_requests_table(table)

@@ -6,6 +6,7 @@ from virtualstac.manifests import (
     ManifestGroup,
     ManifestStore,
 )
+from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray import (
     open_virtual_dataset,
@@ -18,6 +19,7 @@ __all__ = [
     "ManifestArray",
     "ManifestGroup",
     "ManifestStore",
+    "NetworkOptions",
     "ObjectStoreRegistry",
     "open_virtual_dataset",
     "open_virtual_datatree",

@@ -14,8 +14,11 @@ __all__ = [
     "InvalidChunkKeyError",
     "InvalidManifestError",
     "InvalidPathError",
+    "NetworkError",
+    "NetworkTimeoutError",
     "NotVirtualizableError",
     "OverviewNotFoundError",
+    "RangeNotSupportedError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -83,3 +86,18 @@ class ChunkReadError(VirtualStacError, OSError):
 
 class SourceChangedError(ChunkReadError):
     """A source object changed after its references were captured."""
+
+
+class NetworkError(ChunkReadError):
+    """A request failed on every attempt: the connection was refused or dropped, or the server
+    kept answering with a server error. The message names the URL (credentials redacted) and
+    the attempts; :class:`~virtualstac.NetworkOptions` set timeouts and retries.
+    """
+
+
+class NetworkTimeoutError(NetworkError, TimeoutError):
+    """A server did not answer a request within the timeout, on every attempt."""
+
+
+class RangeNotSupportedError(ChunkReadError):
+    """A server answered a byte-range request with the whole object: it ignores ``Range``."""

@@ -11,7 +11,7 @@ import pytest
 import tifffile
 from obstore.store import LocalStore
 
-from servers import HTTPServer
+from servers import HTTP_SERVERS, HTTPServer
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import ChunkReadError
 from virtualstac.storage import counting_reads
@@ -20,12 +20,12 @@ from virtualstac.storage.reader import BlockCachedReader, read_head, read_whole,
 Publish = Callable[[Path], str]
 
 
-@pytest.fixture(params=["file", "http"])
+@pytest.fixture(params=["file", *HTTP_SERVERS])
 def publish(request: pytest.FixtureRequest, tmp_path: Path) -> Publish:
     """Return a function that makes a local file readable as a file:// or an http:// URL."""
     if request.param == "file":
         return lambda path: path.as_uri()
-    server: HTTPServer = request.getfixturevalue("http_server")
+    server: HTTPServer = request.getfixturevalue(f"{request.param}_server")
     directory = server.directory("reader")
 
     def publish_over_http(path: Path) -> str:
@@ -74,7 +74,7 @@ def test_h5py_indexes_every_chunk_with_a_handful_of_requests(
     assert reader.bytes_fetched < size / 2
 
 
-def test_the_request_count_matches_what_nginx_served(http_server: HTTPServer) -> None:
+def test_the_request_count_matches_what_the_server_served(http_server: HTTPServer) -> None:
     directory = http_server.directory("count")
     write_hdf5(directory / "three.h5")
 

@@ -1,4 +1,4 @@
-"""counting_reads() counts what virtualstac sends: checked against what nginx served."""
+"""counting_reads() counts what virtualstac sends: checked against what the server served."""
 
 from pathlib import Path
 
@@ -21,7 +21,7 @@ def write_netcdf_like(path: Path) -> np.ndarray:
     return values
 
 
-def test_parsing_and_reading_are_counted_as_nginx_served_them(http_server: HTTPServer) -> None:
+def test_parsing_and_reading_are_counted_as_the_server_served_them(http_server: HTTPServer) -> None:
     directory = http_server.directory("stats")
     values = write_netcdf_like(directory / "v.h5")
     url = http_server.url_for(directory / "v.h5")

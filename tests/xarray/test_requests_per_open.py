@@ -85,7 +85,7 @@ FILES: dict[str, tuple[Callable[[Path], str], Callable[[], Parser]]] = {
 
 @pytest.fixture(scope="module")
 def served(http_server: HTTPServer) -> dict[str, tuple[Path, str]]:
-    """Each file once below nginx's root: its path and the name of a referenced variable."""
+    """Each file once below the server's root: its path and the name of a referenced variable."""
     directory = http_server.directory("one-request")
     return {name: (directory / name, write(directory / name)) for name, (write, _) in FILES.items()}
 

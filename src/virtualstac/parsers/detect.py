@@ -9,6 +9,7 @@ import obstore
 
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
 from virtualstac.parsers.protocol import Parser
+from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 
@@ -50,7 +51,7 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
         if any(head[n : n + 8] == _HDF5_SIGNATURE for n in _USERBLOCK_SIZES):
             return "hdf5"
         raise UnknownFormatError(
-            f"cannot tell the format of {url!r} from its first bytes {bytes(head[:8])!r}; "
+            f"cannot tell the format of {redact(url)!r} from its first bytes {bytes(head[:8])!r}; "
             "supported: HDF5/netCDF4, TIFF/COG, netCDF3, Kerchunk JSON. Pass parser= explicitly."
         )
     store, path = registry.resolve(url)
@@ -61,7 +62,8 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
     raise SourceNotFoundError(
-        f"{url!r} does not exist (no object there, nor Zarr or Kerchunk parquet metadata below it)"
+        f"{redact(url)!r} does not exist (no object there, nor Zarr or Kerchunk parquet "
+        "metadata below it)"
     )
 
 

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import obstore
+from obstore.exceptions import BaseError
 
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
@@ -27,6 +28,7 @@ from virtualstac.parsers.kerchunk_resolve import (
     with_recorded_sources,
 )
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
+from virtualstac.storage.failures import read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -133,6 +135,8 @@ def _fetch_record_files(
             data = obstore.get(store, object_path).bytes()
         except FileNotFoundError:
             return None  # fsspec writes no file for records without references
+        except BaseError as err:
+            raise read_failure(err, url) from err
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
         except (pa.ArrowInvalid, OSError) as err:

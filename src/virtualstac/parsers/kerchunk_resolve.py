@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
+from obstore.exceptions import BaseError
+
 from virtualstac.errors import (
     InvalidPathError,
     SourceNotFoundError,
@@ -24,6 +26,7 @@ from virtualstac.errors import (
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
+from virtualstac.storage.failures import quiet, read_failure, redact
 from virtualstac.storage.reader import read_whole
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -102,7 +105,9 @@ def read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
     try:
         return read_whole(url, registry)
     except FileNotFoundError as err:
-        raise SourceNotFoundError(f"{what} {url!r} does not exist") from err
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from quiet(err)
+    except BaseError as err:
+        raise read_failure(err, url, f"{what} ") from err
 
 
 def parse_document(key: str, value: Any, source: str) -> Any:

@@ -29,6 +29,13 @@ from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
+from virtualstac.storage.failures import (
+    describe,
+    is_network_failure,
+    network_failure,
+    quiet,
+    redact,
+)
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_head, record_read
 
@@ -103,7 +110,9 @@ def read_head(
     except FileNotFoundError:
         return None
     except BaseError as err:
-        raise ChunkReadError(f"cannot read {url!r}: {_first_line(err)}") from err
+        raise network_failure(err, url) or ChunkReadError(
+            f"cannot read {redact(url)!r}: {describe(err)}"
+        ) from err
     if shared is not None:
         shared[(id(store), path)] = (store, head)
     return head
@@ -135,8 +144,10 @@ def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead,
         data = bytes(result.bytes())
     except FileNotFoundError:
         raise
-    except BaseError:
+    except BaseError as err:
         record_read(1, 0)
+        if is_network_failure(err):  # a HEAD would wait for the same server again
+            raise
         # Object stores refuse any range of an empty object; a HEAD tells whether it is empty.
         # Otherwise the GET's error is the one to report (a 403 refuses the HEAD as well).
         record_head()
@@ -226,10 +237,10 @@ class BlockCachedReader(io.RawIOBase):
         try:
             head, requests = _fetch_head(self._store, self._path, nbytes)
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
-            raise ChunkReadError(
-                f"could not read the start of {self.name!r}: {_first_line(err)}"
+            raise network_failure(err, self.name) or ChunkReadError(
+                f"could not read the start of {redact(self.name)!r}: {describe(err)}"
             ) from err
         self.requests += requests
         self.bytes_fetched += len(head.data)
@@ -271,10 +282,10 @@ class BlockCachedReader(io.RawIOBase):
         try:
             meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
-            raise ChunkReadError(
-                f"could not look up the size of {self.name!r}: {_first_line(err)}"
+            raise network_failure(err, self.name) or ChunkReadError(
+                f"could not look up the size of {redact(self.name)!r}: {describe(err)}"
             ) from err
         self.meta = meta
         record_head()
@@ -293,11 +304,11 @@ class BlockCachedReader(io.RawIOBase):
                     self._store, self._path, starts=starts, ends=ends, coalesce=0
                 )
             except FileNotFoundError as err:
-                raise ChunkReadError(f"{self.name!r} does not exist") from err
+                raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
             except BaseError as err:
-                raise ChunkReadError(
-                    f"could not read bytes {starts[0]}-{ends[-1]} of {self.name!r}; it may be "
-                    f"shorter than its reported size {self._size}: {_first_line(err)}"
+                raise network_failure(err, self.name) or ChunkReadError(
+                    f"could not read bytes {starts[0]}-{ends[-1]} of {redact(self.name)!r}; it "
+                    f"may be shorter than its reported size {self._size}: {describe(err)}"
                 ) from err
             runs = _count_runs(missing)
             self.requests += runs
@@ -306,7 +317,7 @@ class BlockCachedReader(io.RawIOBase):
                 data = bytes(buffer)
                 if len(data) != e - s:
                     raise ChunkReadError(
-                        f"{self.name!r} is shorter than its reported size {self._size}"
+                        f"{redact(self.name)!r} is shorter than its reported size {self._size}"
                     )
                 self.bytes_fetched += len(data)
                 self._blocks[block] = data
@@ -383,11 +394,6 @@ class BlockCachedReader(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of an obstore error (the rest is a Rust debug dump)."""
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def _count_runs(blocks: list[int]) -> int:

@@ -16,6 +16,8 @@ import obstore
 from obstore.store import HTTPStore, LocalStore, ObjectStore, from_url
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
+from virtualstac.storage.failures import redact
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 if TYPE_CHECKING:
@@ -51,15 +53,29 @@ class ObjectStoreRegistry:
     'tmp/data.nc'
     """
 
-    def __init__(self, stores: Mapping[str, ObjectStore] | None = None) -> None:
-        """Create a registry, optionally from a mapping of URL prefixes to stores."""
+    def __init__(
+        self,
+        stores: Mapping[str, ObjectStore] | None = None,
+        *,
+        network: NetworkOptions = DEFAULT_NETWORK,
+    ) -> None:
+        """Create a registry, optionally from a mapping of URL prefixes to stores.
+
+        ``network`` sets the timeouts and retries of the stores the registry builds.
+        """
         self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
+        self.network = network
         for prefix, store in (stores or {}).items():
             self.register(prefix, store)
 
     def register(
-        self, prefix: str, store: ObjectStore | None = None, **options: Any
+        self,
+        prefix: str,
+        store: ObjectStore | None = None,
+        *,
+        network: NetworkOptions | None = None,
+        **options: Any,
     ) -> ObjectStore:
         """Allow reads below ``prefix``, through ``store`` or through a store built for it.
 
@@ -71,9 +87,13 @@ class ObjectStoreRegistry:
             The obstore store to read with. If omitted, one is built for the prefix:
             ``LocalStore`` for ``file://``, ``HTTPStore`` for ``http(s)://`` (plain HTTP allowed
             for ``http://``), and ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``.
+        network
+            Timeouts and retries of the store built for this prefix (the registry's
+            ``network`` by default).
         **options
             Passed to the store constructor when building one, for example ``region=``,
             ``skip_signature=True`` (anonymous access), ``endpoint=`` or ``client_options=``.
+            ``client_options`` entries and a ``retry_config`` given here win over ``network``.
 
         Returns
         -------
@@ -81,19 +101,22 @@ class ObjectStoreRegistry:
         """
         key = _canonical_prefix(prefix)
         if store is None:
-            store = _build_store(key, options)
-        elif options:
+            store = _build_store(key, options, network or self.network)
+        elif options or network is not None:
             raise TypeError("store options are only used when no store is given")
         with self._lock:
             self._stores[key] = store
         return store
 
     @classmethod
-    def for_url(cls, url: str, **options: Any) -> ObjectStoreRegistry:
+    def for_url(
+        cls, url: str, *, network: NetworkOptions = DEFAULT_NETWORK, **options: Any
+    ) -> ObjectStoreRegistry:
         """Return a registry that allows reads from the bucket, host or directory of ``url``.
 
         Local files allow their directory; object-store URLs allow their bucket; HTTP URLs
-        allow their directory on that host.
+        allow their directory on that host. ``network`` and ``options`` configure the store
+        as in :meth:`register`.
         """
         url = normalize_url(url)
         scheme = url.partition("://")[0]
@@ -102,7 +125,7 @@ class ObjectStoreRegistry:
             prefix = f"{parsed.scheme}://{parsed.netloc}"
         else:
             prefix = url.rsplit("/", 1)[0] + "/"
-        registry = cls()
+        registry = cls(network=network)
         registry.register(prefix, **options)
         return registry
 
@@ -136,9 +159,9 @@ class ObjectStoreRegistry:
             url = normalize_url(url)
         match = self._match(url)
         if match is None:
-            registered = ", ".join(self.prefixes) or "none"
+            registered = ", ".join(map(redact, self.prefixes)) or "none"
             raise UnregisteredURLError(
-                f"reading {url!r} is not allowed: it lies outside every registered prefix "
+                f"reading {redact(url)!r} is not allowed: it lies outside every registered prefix "
                 f"(registered: {registered}). Allow it with registry.register(prefix) if you "
                 "trust the references that point there."
             )
@@ -171,15 +194,17 @@ class ObjectStoreRegistry:
         return None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"stores": self._stores}
+        return {"stores": self._stores, "network": self.network}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._stores = dict(state["stores"])
+        self.network = state["network"]
         self._lock = threading.Lock()
 
 
-def _build_store(prefix: str, options: dict[str, Any]) -> ObjectStore:
+def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) -> ObjectStore:
     scheme = prefix.partition("://")[0]
+    options = with_network_options(scheme, options, network)
     if scheme == "file":
         if options:
             raise TypeError(f"local stores take no options, got {sorted(options)}")

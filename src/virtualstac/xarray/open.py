@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 
 import obstore
 import xarray as xr
+from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
@@ -26,6 +27,7 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
+from virtualstac.storage.failures import read_failure
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -341,9 +343,12 @@ def _glob_object_store(pattern: str, registry: ObjectStoreRegistry | None) -> li
     # The store is rooted at the registered prefix: URL = that prefix + the listed path.
     root_url = directory_url[: len(directory_url) - len(store_path)].rstrip("/")
     found = []
-    for batch in obstore.list(store, prefix=store_path or None):
-        for meta in batch:
-            url = f"{root_url}/{meta['path']}"
-            if fnmatch.fnmatchcase(url, pattern):
-                found.append(url)
+    try:
+        for batch in obstore.list(store, prefix=store_path or None):
+            for meta in batch:
+                url = f"{root_url}/{meta['path']}"
+                if fnmatch.fnmatchcase(url, pattern):
+                    found.append(url)
+    except BaseError as err:
+        raise read_failure(err, directory_url, "the listing of ") from err
     return sorted(found)
