@@ -104,6 +104,7 @@ def _one_line(err: BaseException) -> str:
 
 def _publish(arguments: argparse.Namespace) -> int:
     from virtualstac.stac.publish import publish
+    from virtualstac.stac.writable import check_file_writable
 
     source = Path(arguments.collection)
     document = json.loads(source.read_text())
@@ -114,6 +115,10 @@ def _publish(arguments: argparse.Namespace) -> int:
         )
     collection = pystac.Collection.from_file(str(source.resolve()))
     had_self_link = any(link.get("rel") == "self" for link in document.get("links", []))
+    output = (arguments.output or source).resolve()
+    # The store is written first and the collection last: check now that the last step can be
+    # done, rather than leave a store the saved collection does not record.
+    check_file_writable(output, "the collection")
     with ThreadPoolExecutor(arguments.workers) as pool:
         publish(
             collection,
@@ -124,7 +129,6 @@ def _publish(arguments: argparse.Namespace) -> int:
             parallel=pool if arguments.workers > 1 else False,
             progress=not arguments.no_progress,
         )
-    output = (arguments.output or source).resolve()
     _save(collection, output, include_self_link=had_self_link)
     asset = collection.assets[arguments.format]
     print(

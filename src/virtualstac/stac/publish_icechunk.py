@@ -118,7 +118,7 @@ def publish_repository(
     initial = next(iter(repository.ancestry(snapshot_id=base))).parent_id is None
     if initial:
         group = _first_group(commit.dataset, commit.concat_dim)
-        return _version(repository, _commit(repository, storage, group, commit, append=False))
+        return _version(*_commit(repository, storage, group, commit, append=False))
     existing = xr.open_zarr(
         repository.readonly_session(snapshot_id=base).store,
         consolidated=False,
@@ -130,7 +130,7 @@ def publish_repository(
     group = one_step_per_chunk(
         encode_like(commit.dataset, existing, concat_dim).virtual.to_group(), concat_dim
     )
-    return _version(repository, _commit(repository, storage, group, commit, append=True))
+    return _version(*_commit(repository, storage, group, commit, append=True))
 
 
 def _first_group(dataset: xr.Dataset, concat_dim: str) -> ManifestGroup:
@@ -150,7 +150,7 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
         with replacing(path) as staged:
             storage = icechunk.local_filesystem_storage(str(staged))
             repository = icechunk.Repository.create(storage, config=config)
-            snapshot = _commit(repository, storage, group, commit, append=False)
+            _, snapshot = _commit(repository, storage, group, commit, append=False)
         return _version(icechunk.Repository.open(target.icechunk_storage()), snapshot)
     store, key = target.store()
     found = target.listing(store, key)
@@ -161,7 +161,7 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
     storage = target.icechunk_storage()
     repository = icechunk.Repository.create(storage, config=config)
     try:
-        return _version(repository, _commit(repository, storage, group, commit, append=False))
+        return _version(*_commit(repository, storage, group, commit, append=False))
     except BaseException:
         target.remove_repository()
         raise
@@ -169,8 +169,11 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
 
 def _commit(
     repository: Any, storage: Any, group: ManifestGroup, commit: _Commit, *, append: bool
-) -> str:
-    """Write ``group`` on the branch and commit it; save containers it added afterwards."""
+) -> tuple[Any, str]:
+    """Write ``group`` on the branch and commit it; save containers it added afterwards.
+
+    Returns the repository (opened anew with the added containers) and the snapshot.
+    """
     config = repository.config
     declared = set(config.virtual_chunk_containers or {})
     ensure_containers(config, required_containers(group, commit.registry))
@@ -185,7 +188,7 @@ def _commit(
     )
     if grown:
         repository.save_config()
-    return str(snapshot)
+    return repository, str(snapshot)
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:
