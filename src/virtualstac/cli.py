@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -139,20 +138,17 @@ def _publish(arguments: argparse.Namespace) -> int:
 
 
 def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool) -> None:
-    """Write the collection JSON at ``path`` atomically, links relative to its new place."""
+    """Write the collection JSON at ``path`` by renaming, links relative to its new place."""
+    from virtualstac.writers.staging import replacing
+
     for link in collection.links:
         if link.rel != "self" and not link.is_resolved():
             link.target = link.get_absolute_href() or link.target
     collection.set_self_href(str(path))
     document: dict[str, Any] = collection.to_dict(include_self_link=include_self_link)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=2)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    # Beside the file under a name of this process, which the next save removes if killed.
+    with replacing(path) as staged:
+        staged.write_text(json.dumps(document, indent=2))
 
 
 def _info(arguments: argparse.Namespace) -> int:

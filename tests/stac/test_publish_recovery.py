@@ -1,4 +1,4 @@
-"""A publish interrupted after writing its store is completed by the next one; foreign stores are not.
+"""A publish interrupted after writing its store is completed by the next one; others' are not.
 
 The interruption is raised in-process at the exact step after the store's commit (or rename) and
 before the Collection is updated, which is where a killed ``virtualstac publish`` leaves the
@@ -40,7 +40,9 @@ class Killed(BaseException):
     """Stands for SIGKILL: not an Exception, so no handler of the publish catches it."""
 
 
-def catalog_of(scenes: Scenes, tmp_path: Path, *ids: str, name: str = "catalog") -> pystac.Collection:
+def catalog_of(
+    scenes: Scenes, tmp_path: Path, *ids: str, name: str = "catalog"
+) -> pystac.Collection:
     """A Collection saved at ``tmp_path/name/collection.json`` (its self href) with ``ids``."""
     items = [next(i for i in scenes.items if i.id == wanted) for wanted in ids]
     collection = pystac.Collection("scenes", "scenes", pystac.Extent.from_items(items))
@@ -123,9 +125,13 @@ def test_an_icechunk_append_killed_after_its_commit_is_adopted(
     publish(collection, repository, assets=["B02"])
     add(collection, scenes, "S2_1")  # in another directory: a container is added
     saved = collection.to_dict()
+
+    def kill(self: icechunk.Repository) -> None:
+        raise Killed
+
     with monkeypatch.context() as patch, pytest.raises(Killed):
         # Killed between the commit and saving the container it needs.
-        patch.setattr(icechunk.Repository, "save_config", lambda self: (_ for _ in ()).throw(Killed))
+        patch.setattr(icechunk.Repository, "save_config", kill)
         publish(collection, repository, assets=["B02"])
     assert collection.to_dict() == saved
     head = publish_commits(repository)[0].id
