@@ -25,6 +25,7 @@ import pytest
 
 from virtualstac import ObjectStoreRegistry
 from virtualstac.stac import PublishError, open_published, publish
+from virtualstac.stac.targets import Target
 from virtualstac.writers.staging import temporary_name
 
 if TYPE_CHECKING:
@@ -264,3 +265,29 @@ def test_an_object_store_parquet_swap_killed_midway_is_finished_by_the_next_publ
     ids = ["S2_0", "S2_1", "S2_2"]
     assert_store_holds(collection, "kerchunk", scenes, ids, read_band, registry)
     assert staged.startswith("scenes.parq.tmp-")
+
+
+def test_object_store_repositories_whose_creation_was_killed_are_taken_over(
+    scenes: Scenes, tmp_path: Path, s3_server: S3Server, read_band: ReadBand
+) -> None:
+    bucket = s3_server.create_bucket()
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    registry.register(f"file://{tmp_path}/")
+    store, _ = registry.resolve(f"s3://{bucket}/x")
+    empty = f"s3://{bucket}/empty.icechunk"  # created, killed before the first commit
+    icechunk.Repository.create(Target.of(empty, registry=registry).icechunk_storage())
+    begun = f"s3://{bucket}/begun.icechunk"  # killed while Icechunk was creating it
+    obstore.put(store, "begun.icechunk/snapshots/1CECHNKREP0F1RSTCMT0", b"partial")
+    for target in (empty, begun):
+        collection = catalog_of(scenes, tmp_path, "S2_0")
+        publish(collection, target, assets=["B02"], registry=registry)
+        assert_store_holds(collection, "icechunk", scenes, ["S2_0"], read_band, registry)
+    obstore.put(store, "other.icechunk/data.bin", b"not ours")
+    with pytest.raises(PublishError, match="holds objects but no Icechunk repository"):
+        publish(
+            catalog_of(scenes, tmp_path, "S2_0"),
+            f"s3://{bucket}/other.icechunk",
+            assets=["B02"],
+            registry=registry,
+        )

@@ -115,6 +115,18 @@ def test_a_read_only_repository_is_refused_before_an_append(scenes: Scenes, tmp_
     assert len(list(history.ancestry(branch="main"))) == 2
 
 
+def test_a_read_only_store_with_nothing_new_to_publish_is_left_alone(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = collection_of(scenes, "S2_0")
+    repository = tmp_path / "scenes.icechunk"
+    publish(collection, repository, assets=["B02"])
+    before = collection.to_dict()
+    with read_only(repository):
+        assert publish(collection, repository, assets=["B02"]) is collection
+    assert collection.to_dict() == before
+
+
 def test_an_object_store_target_that_refuses_writes_is_refused_first(
     scenes: Scenes, tmp_path: Path, s3_server: S3Server
 ) -> None:

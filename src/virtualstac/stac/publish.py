@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 import pystac
 import xarray as xr
 
+from virtualstac.errors import NotWritableError
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
@@ -120,24 +121,31 @@ def publish(
     key = asset_key or format
     place = Target.of(target, storage_options, registry)
     previous = PreviousStore.of(collection.assets.get(key), key, place, format)
-    check_target_writable(place, inside=format == "icechunk")
-    place.clean_leftovers()
     wanted = None if assets is None else list(assets)
     unrecorded = {item.id: item for item in items if item.id not in previous.items}
-    previous = recover(
-        previous,
-        place,
-        format=format,
-        kerchunk_format=kerchunk_format,
-        catalog=collection.get_self_href(),
-        asset=key,
-        sources_of=lambda item_id: _sources(unrecorded[item_id], wanted),
-    )
+    try:
+        check_target_writable(place, inside=format == "icechunk")
+    except NotWritableError as err:
+        unwritable: NotWritableError | None = err  # raised below unless there is nothing to do
+    else:
+        unwritable = None
+        place.clean_leftovers()  # before looking at the store: it may finish a killed swap
+        previous = recover(
+            previous,
+            place,
+            format=format,
+            kerchunk_format=kerchunk_format,
+            catalog=collection.get_self_href(),
+            asset=key,
+            sources_of=lambda item_id: _sources(unrecorded[item_id], wanted),
+        )
     new = sorted((item for item in items if item.id not in previous.items), key=_moment)
     if not new and not previous.adopted:
         if previous.recorded:
             return collection
         raise UnsupportedAssetError("no STAC items to publish")
+    if unwritable is not None:
+        raise unwritable
     sources = tuple(source for item in new for source in _sources(item, wanted))
     dataset = None  # with nothing new, the adopted store is recorded as it is
     if new:
