@@ -217,3 +217,30 @@ def test_items_are_published_once_the_directory_is_writable_again(
     assert pystac.Collection.from_file(str(catalog)).assets["icechunk"].extra_fields[
         "virtual:items"
     ] == ["S2_0"]
+
+
+def test_a_write_the_check_cannot_foresee_fails_in_one_line_and_changes_nothing(
+    scenes: Scenes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = saved_catalog(scenes, tmp_path)
+    target = tmp_path / "s.icechunk"
+    command = ["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]
+    assert main(command) == 0
+    collection = pystac.Collection.from_file(str(catalog))
+    item = next(i for i in scenes.items if i.id == "S2_1").clone()
+    item.make_asset_hrefs_absolute()
+    collection.add_item(item)
+    collection.normalize_hrefs(str(catalog.parent))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    before = catalog.read_bytes()
+    capsys.readouterr()
+    with read_only(target / "snapshots"):  # the repository itself takes new entries
+        assert main(command) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"virtualstac: error: cannot publish to the Icechunk repository at {target}: "
+    )
+    assert catalog.read_bytes() == before
+    assert main(command) == 0  # and once it can be written, the item is published

@@ -25,7 +25,7 @@ from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
-from virtualstac.stac.targets import PublishError, Target
+from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import write_icechunk
 from virtualstac.writers.icechunk_containers import (
@@ -93,10 +93,22 @@ def publish_repository(
         if dataset is None
         else _Commit(dataset, concat_dim, registry, message, metadata, record)
     )
-    if base is None:
-        if commit is None:
-            raise ValueError("a new repository needs a dataset to publish")
-        return _create(commit, target)
+    with icechunk_failures(target.href):
+        if base is None:
+            if commit is None:
+                raise ValueError("a new repository needs a dataset to publish")
+            return _create(commit, target)
+        return _update(commit, target, base, containers, registry)
+
+
+def _update(
+    commit: _Commit | None,
+    target: Target,
+    base: str,
+    containers: Sequence[str],
+    registry: ObjectStoreRegistry | None,
+) -> RepositoryVersion:
+    """Append to the repository, or describe it (``commit`` None); its branch must be at base."""
     storage = target.icechunk_storage()
     config = icechunk.Repository.fetch_config(storage) or icechunk.RepositoryConfig.default()
     declared = set(config.virtual_chunk_containers or {})
@@ -126,10 +138,9 @@ def publish_repository(
         mask_and_scale=False,
         chunks=None,
     )
-    check_appendable(existing, commit.dataset, concat_dim, target.href)
-    group = one_step_per_chunk(
-        encode_like(commit.dataset, existing, concat_dim).virtual.to_group(), concat_dim
-    )
+    dim = commit.concat_dim
+    check_appendable(existing, commit.dataset, dim, target.href)
+    group = one_step_per_chunk(encode_like(commit.dataset, existing, dim).virtual.to_group(), dim)
     return _version(*_commit(repository, storage, group, commit, append=True))
 
 

@@ -25,7 +25,7 @@ import pystac
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
 from virtualstac.stac.published_asset import SourceAsset
-from virtualstac.stac.targets import PublishError, Target
+from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.kerchunk import SOURCES_KEY
 
@@ -183,7 +183,8 @@ def recover(
         catalog's publishes did not write.
     """
     if format == "icechunk":
-        return _recover_repository(previous, target, catalog, asset, sources_of)
+        with icechunk_failures(target.href):
+            return _recover_repository(previous, target, catalog, asset, sources_of)
     return _recover_references(previous, target, kerchunk_format, catalog, asset, sources_of)
 
 

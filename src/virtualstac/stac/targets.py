@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 from virtualstac.writers.staging import clean_leftovers, orphaned, replacing, temporary_name
 
-__all__ = ["PublishError", "Target", "store_options"]
+__all__ = ["PublishError", "Target", "icechunk_failures", "store_options"]
 
 # Icechunk's own storages; other schemes can hold Kerchunk files but not repositories.
 _ICECHUNK_SCHEMES = ("file", "s3", "s3a", "gs", "gcs")
@@ -42,6 +43,22 @@ _JOURNAL = ".virtualstac-staged"
 
 class PublishError(VirtualStacError, ValueError):
     """A store cannot be published where, or as, asked."""
+
+
+@contextmanager
+def icechunk_failures(href: str) -> Iterator[None]:
+    """Turn Icechunk's own errors into :class:`PublishError` naming the repository.
+
+    Icechunk's messages continue with a trace of its internals: only their first line is kept
+    (the error stays chained).
+    """
+    try:
+        yield
+    except icechunk.IcechunkError as err:
+        lines = str(err).strip().splitlines()
+        reason = lines[0] if lines else type(err).__name__
+        message = f"cannot publish to the Icechunk repository at {href}: {reason}"
+        raise PublishError(message) from err
 
 
 def _truthy(value: Any) -> bool:
