@@ -75,3 +75,20 @@ def test_only_temporaries_of_dead_processes_of_this_host_are_orphans() -> None:
     assert orphaned(f"a.json.tmp-elsewhere-{dead_pid()}-0123456789ab", "a.json") is None
     assert orphaned(f"b.json.tmp-{host}-{dead_pid()}-0123456789ab", "a.json") is None
     assert orphaned("a.json.tmp-0123456789abcdef0123456789abcdef", "a.json") is None
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two-renames"])
+def test_a_file_replaces_a_directory_and_a_directory_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool
+) -> None:
+    if not exchange:
+        monkeypatch.setattr(staging, "_exchange", lambda first, second: False)
+    target = tmp_path / "refs"
+    write_version(target, "a directory")
+    with replacing(target) as staged:
+        staged.write_text("a file")
+    assert target.read_text() == "a file"
+    with replacing(target) as staged:
+        write_version(staged, "a directory again")
+    assert (target / ".zmetadata").read_text() == "a directory again"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs"]

@@ -104,8 +104,9 @@ def replacing(target: Path) -> Iterator[Path]:
 
 
 def _swap_in(staged: Path, target: Path) -> None:
-    if not (staged.is_dir() and target.is_dir() and not target.is_symlink()):
-        os.replace(staged, target)
+    directory_involved = staged.is_dir() or (target.is_dir() and not target.is_symlink())
+    if not (directory_involved and os.path.lexists(target)):
+        os.replace(staged, target)  # a file over a file or link, or anything to a new name
         return
     if _exchange(staged, target):
         return
