@@ -7,7 +7,11 @@ from virtualstac.manifests import (
     ManifestStore,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray import (
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
 
 __all__ = [
     "ChunkManifest",
@@ -16,6 +20,7 @@ __all__ = [
     "ManifestStore",
     "ObjectStoreRegistry",
     "open_virtual_dataset",
+    "open_virtual_datatree",
     "open_virtual_mfdataset",
 ]
 

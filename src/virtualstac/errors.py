@@ -16,6 +16,7 @@ __all__ = [
     "InvalidPathError",
     "NotVirtualizableError",
     "NotWritableError",
+    "OverviewNotFoundError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -66,6 +67,10 @@ class NotWritableError(VirtualStacError, PermissionError):
 
     Raised before anything is written, naming the place and the reason.
     """
+
+
+class OverviewNotFoundError(VirtualStacError, IndexError):
+    """An overview level asked for does not exist: the file has fewer (or no) overviews."""
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

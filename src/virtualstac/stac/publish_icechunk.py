@@ -24,6 +24,7 @@ from zarr.codecs import BytesCodec
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
+from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -54,7 +55,7 @@ class RepositoryVersion:
 class _Commit:
     """What to commit: the dataset, along which dimension, the message, metadata and record."""
 
-    dataset: xr.Dataset
+    dataset: Levels
     concat_dim: str
     registry: ObjectStoreRegistry | None
     message: str
@@ -69,7 +70,7 @@ class _Commit:
 
 
 def publish_repository(
-    dataset: xr.Dataset | None,
+    dataset: Levels | None,
     target: Target,
     *,
     base: str | None,
@@ -87,6 +88,8 @@ def publish_repository(
     (written as the first data when ``base`` is the repository's initial commit).
     ``containers`` must be declared in the repository (they are, unless a publish was killed
     between its commit and saving them). ``record`` goes into the commit's metadata.
+    A sequence of datasets is an image pyramid (finest first), written and appended level by
+    level as a multiscales group (:mod:`virtualstac.stac.levels`).
     """
     commit = (
         None
@@ -131,22 +134,32 @@ def _update(
     if initial:
         group = _first_group(commit.dataset, commit.concat_dim)
         return _version(*_commit(repository, storage, group, commit, append=False))
-    existing = xr.open_zarr(
-        repository.readonly_session(snapshot_id=base).store,
-        consolidated=False,
-        zarr_format=3,
-        mask_and_scale=False,
-        chunks=None,
-    )
+    published = repository.readonly_session(snapshot_id=base).store
+    check_levels(commit.dataset, published, target.href)
     dim = commit.concat_dim
-    check_appendable(existing, commit.dataset, dim, target.href)
-    group = one_step_per_chunk(encode_like(commit.dataset, existing, dim).virtual.to_group(), dim)
+
+    def appended(path: str, level: xr.Dataset) -> ManifestGroup:
+        existing = xr.open_zarr(
+            published,
+            group=path or None,
+            consolidated=False,
+            zarr_format=3,
+            mask_and_scale=False,
+            chunks=None,
+        )
+        check_appendable(existing, level, dim, target.href)
+        return one_step_per_chunk(encode_like(level, existing, dim).virtual.to_group(), dim)
+
+    group = pyramid_group(commit.dataset, appended)
     return _version(*_commit(repository, storage, group, commit, append=True))
 
 
-def _first_group(dataset: xr.Dataset, concat_dim: str) -> ManifestGroup:
-    return one_step_per_chunk(
-        with_time_encoding(dataset, concat_dim).virtual.to_group(), concat_dim
+def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+    return pyramid_group(
+        dataset,
+        lambda _, level: one_step_per_chunk(
+            with_time_encoding(level, concat_dim).virtual.to_group(), concat_dim
+        ),
     )
 
 
@@ -203,8 +216,10 @@ def _commit(
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:
+    store = repository.readonly_session(snapshot_id=snapshot).store
     described = xr.open_zarr(
-        repository.readonly_session(snapshot_id=snapshot).store,
+        store,
+        group=level_group(store, None, "the repository"),
         consolidated=False,
         zarr_format=3,
         chunks=None,

@@ -22,8 +22,10 @@ import obstore
 import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
+from virtualstac.manifests import ManifestGroup, ManifestStore
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.stac.appending import check_appendable
+from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import RECORD_KEY, PublishRecord
 from virtualstac.stac.published import reading_registry
 from virtualstac.stac.published_asset import multihash_sha256
@@ -32,6 +34,7 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
 from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
 from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.xarray.convert import dataset_to_group
 
 __all__ = ["KerchunkFormat", "ReferencesVersion", "publish_references"]
 
@@ -50,7 +53,7 @@ class ReferencesVersion:
 
 
 def publish_references(
-    dataset: xr.Dataset | None,
+    dataset: Levels | None,
     target: Target,
     *,
     kerchunk_format: KerchunkFormat,
@@ -63,13 +66,15 @@ def publish_references(
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
     ``previous_containers`` are the prefixes the published references point to (None when
-    nothing is published there yet). With ``dataset`` None nothing is written: the published
-    references are described as they are. ``record`` (its containers filled in) is written
-    into the references.
+    nothing is published there yet). A sequence of datasets is an image pyramid (finest
+    first), written as a multiscales group (:mod:`virtualstac.stac.levels`). With ``dataset``
+    None nothing is written: the published references are described as they are.
+    ``record`` (its containers filled in) is written into the references.
     """
     if kerchunk_format not in ("json", "parquet"):
         raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
     parser = f"kerchunk-{kerchunk_format}"
+    combined: dict[str, xr.Dataset] = {}
     if previous_containers is None:
         if dataset is None:
             raise ValueError("new references need a dataset to publish")
@@ -78,14 +83,23 @@ def publish_references(
                 f"{target.href} already exists and this collection does not record it; publish "
                 "to a new target, or delete it first"
             )
-        combined = dataset
+
+        def joined(path: str, level: xr.Dataset) -> ManifestGroup:
+            combined[path] = level
+            return dataset_to_group(level)
     else:
-        existing = _open_references(target, parser, previous_containers, registry, schemes)
+        published = _open_references(target, parser, previous_containers, registry, schemes)
         if dataset is None:
-            return _described(target, kerchunk_format, previous_containers, existing)
-        check_appendable(existing, dataset, concat_dim, target.href)
-        combined = _concat(existing, dataset, concat_dim, target.href)
-    group = combined.virtual.to_group()
+            return _described(target, kerchunk_format, previous_containers, published)
+        check_levels(dataset, published, target.href)
+
+        def joined(path: str, level: xr.Dataset) -> ManifestGroup:
+            existing = published.to_virtual_dataset(group=path)
+            check_appendable(existing, level, concat_dim, target.href)
+            combined[path] = _concat(existing, level, concat_dim, target.href)
+            return dataset_to_group(combined[path])
+
+    group = pyramid_group(dataset, joined)
     containers = tuple(spec.prefix for spec in required_containers(group, registry))
     notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
     size = checksum = None
@@ -100,11 +114,12 @@ def publish_references(
             directory = Path(work) / "references"
             write_kerchunk(group, directory, format="parquet", notes=notes)
             target.write_directory(directory)
-    return ReferencesVersion(parser, containers, combined, size, checksum)
+    described = combined["" if isinstance(dataset, xr.Dataset) else "0"]
+    return ReferencesVersion(parser, containers, described, size, checksum)
 
 
 def _described(
-    target: Target, kerchunk_format: str, containers: Sequence[str], dataset: xr.Dataset
+    target: Target, kerchunk_format: str, containers: Sequence[str], published: ManifestStore
 ) -> ReferencesVersion:
     """The references at ``target`` as they are (a JSON file's size and checksum read)."""
     size = checksum = None
@@ -112,6 +127,7 @@ def _described(
         store, path = target.store()
         data = bytes(obstore.get(store, path).bytes())
         size, checksum = len(data), multihash_sha256(data)
+    dataset = published.to_virtual_dataset(group=level_group(published, None, target.href) or "")
     return ReferencesVersion(
         f"kerchunk-{kerchunk_format}", tuple(containers), dataset, size, checksum
     )
@@ -123,11 +139,11 @@ def _open_references(
     containers: Sequence[str],
     registry: ObjectStoreRegistry | None,
     schemes: Mapping[str, Mapping[str, Any]] | None,
-) -> xr.Dataset:
+) -> ManifestStore:
     reading = reading_registry(containers, registry, schemes)
     reading.register(target.url, **target.options)
     read = KerchunkParquetParser() if parser == "kerchunk-parquet" else KerchunkJSONParser()
-    return read(target.url, reading).to_virtual_dataset()
+    return read(target.url, reading)
 
 
 def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:
