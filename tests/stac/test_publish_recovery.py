@@ -8,6 +8,7 @@ back with plain icechunk or fsspec and compared with rasterio reading the COGs.
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import json
 import os
@@ -22,9 +23,12 @@ import numpy as np
 import obstore
 import pystac
 import pytest
+import rasterio
+from rasterio.transform import from_origin
+from tiff_files import pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry
-from virtualstac.stac import PublishError, open_published, publish
+from virtualstac.stac import PublishError, open_published, open_stac, publish
 from virtualstac.stac.targets import Target
 from virtualstac.writers.staging import temporary_name
 
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from servers import S3Server
 
 ReadBand = Callable[[Path], np.ndarray]
+COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 # The module, which ``virtualstac.stac.publish`` (the function) hides as an attribute.
 publishing = importlib.import_module("virtualstac.stac.publish")
 
@@ -291,3 +296,44 @@ def test_object_store_repositories_whose_creation_was_killed_are_taken_over(
             assets=["B02"],
             registry=registry,
         )
+
+
+@pytest.mark.parametrize("layout", ["icechunk", "kerchunk"])
+def test_an_interrupted_multiscales_publish_is_adopted_with_its_levels(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_item: Callable[..., pystac.Item],
+    layout: str,
+) -> None:
+    items = []
+    for day in range(2):
+        folder = tmp_path / f"S{day}"
+        folder.mkdir()
+        write_gdal(
+            folder / "B02.tif",
+            driver="COG",
+            width=256,
+            height=256,
+            transform=from_origin(500000.0, 4000000.0, 10.0, 10.0),
+            blocksize=64,
+            compress="DEFLATE",
+            overview_count=1,
+            data=pixels(1, 256, 256, "uint16", seed=day),
+        )
+        when = dt.datetime(2024, 5, 1 + day, tzinfo=dt.UTC)
+        item = make_item(f"S{day}", when, {"B02": ("./B02.tif", COG)})
+        item.set_self_href(str(folder / f"S{day}.json"))
+        items.append(item)
+    collection = pystac.Collection("scenes", "scenes", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+    collection.set_self_href(str(tmp_path / "catalog" / "collection.json"))
+    target = tmp_path / ("scenes.icechunk" if layout == "icechunk" else "scenes.json")
+    with killed_before_the_catalog(monkeypatch):
+        publish(collection, target, format=layout, assets=["B02"], overviews=True)
+    publish(collection, target, format=layout, assets=["B02"], overviews=True)
+    assert collection.assets[layout].extra_fields["virtual:items"] == ["S0", "S1"]
+    overview = open_stac(collection, overview_level=0)["B02"]
+    for day in range(2):
+        with rasterio.open(tmp_path / f"S{day}" / "B02.tif", overview_level=0) as src:
+            np.testing.assert_array_equal(overview.isel(time=day).values, src.read(1))
