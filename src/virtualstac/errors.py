@@ -17,6 +17,7 @@ __all__ = [
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
+    "NotWritableError",
     "OverviewNotFoundError",
     "RangeNotSupportedError",
     "SourceChangedError",
@@ -61,6 +62,13 @@ class NotVirtualizableError(VirtualStacError, ValueError):
     """A variable's bytes cannot be referenced as Zarr chunks, or its metadata represented.
 
     The message names the file, the variable and the reason; ``drop_variables=`` skips it.
+    """
+
+
+class NotWritableError(VirtualStacError, PermissionError):
+    """A store target or catalog file cannot be written (read-only, not a directory, denied).
+
+    Raised before anything is written, naming the place and the reason.
     """
 
 
