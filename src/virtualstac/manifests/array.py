@@ -197,6 +197,14 @@ class ManifestArray:
             )
         return self
 
+    def transpose(self, *axes: Any) -> ManifestArray:
+        """Permute the axes (all reversed without ``axes``), as ``numpy.ndarray.transpose``."""
+        from virtualstac.manifests import array_api
+
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+            axes = () if axes[0] is None else tuple(axes[0])
+        return array_api.transpose(self, axes=axes or None)
+
     # -- comparison -----------------------------------------------------------------------
 
     def __eq__(self, other: object) -> npt.NDArray[np.bool_]:  # type: ignore[override]

@@ -193,15 +193,19 @@ def codecs_with_axis(
 ) -> list[dict[str, Any]]:
     """A codec chain (as JSON dicts) once a length-one chunk axis is inserted or removed.
 
-    ``ndim`` is the number of chunk dimensions before the change. Array-to-array codecs that
-    do not implement :class:`AxisAwareCodec` (zarr's ``transpose``, say) cannot follow the
-    change: :class:`ValueError` names them.
+    ``ndim`` is the number of chunk dimensions before the change. zarr's ``transpose`` gets the
+    axis in its order, and the codecs after it get it where the transposed chunk has it.
+    Other array-to-array codecs that do not implement :class:`AxisAwareCodec` cannot follow
+    the change: :class:`ValueError` names them.
     """
     from zarr.abc.codec import ArrayArrayCodec
+    from zarr.codecs import TransposeCodec
 
     chain: list[dict[str, Any]] = []
     for codec in codecs:
-        if isinstance(codec, ArrayArrayCodec):
+        if isinstance(codec, TransposeCodec):
+            codec, inserted, removed = transpose_with_axis(codec, inserted, removed)
+        elif isinstance(codec, ArrayArrayCodec):
             if not isinstance(codec, AxisAwareCodec):
                 raise ValueError(
                     f"the array-to-array codec {codec.to_dict()['name']!r} depends on the "
@@ -213,6 +217,30 @@ def codecs_with_axis(
                 codec = codec.with_axis_removed(removed, ndim)
         chain.append(cast(dict[str, Any], codec.to_dict()))
     return chain
+
+
+def transpose_with_axis(
+    codec: Any, inserted: int | None, removed: int | None
+) -> tuple[Any, int | None, int | None]:
+    """A ``transpose`` codec once a length-one axis is inserted at or removed from its input.
+
+    Returns the codec and where the axis is inserted into or removed from its output (the
+    transposed chunk), which is what the codecs after it see. An inserted axis keeps the
+    position it has in the input (``[1, 2, 0]`` with an axis inserted at 0 becomes
+    ``[0, 2, 3, 1]``): a length-one axis changes no byte wherever it stands.
+    """
+    from zarr.codecs import TransposeCodec
+
+    order = [int(o) for o in codec.order]
+    if removed is not None:
+        at = order.index(removed)
+        order = [o - (o > removed) for o in order if o != removed]
+        codec, removed = TransposeCodec(order=order), at
+    if inserted is not None:
+        order = [o + (o >= inserted) for o in order]
+        order.insert(inserted, inserted)
+        codec = TransposeCodec(order=order)
+    return codec, inserted, removed
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -59,7 +59,7 @@ from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
 __all__ = [
@@ -922,11 +922,7 @@ def _concat_items(
     if len(parts) == 1:
         return parts[0]
     try:
-        combined = xr.concat(
-            parts,
-            dim=dim,
-            **EXACT_COMBINE,
-        )
+        combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
     except ValueError as err:
         ids = ", ".join(item.id for item in items)
         raise IncompatibleArraysError(
