@@ -22,7 +22,7 @@ import obstore
 import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
-from virtualstac.manifests import ManifestGroup, ManifestStore
+from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.stac.appending import check_appendable, ordered_like
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
@@ -33,6 +33,7 @@ from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
 from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
+from virtualstac.writers.zarr_v2 import with_v2_fill_value
 from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.convert import dataset_to_group
 
@@ -95,7 +96,7 @@ def publish_references(
 
         def joined(path: str, level: xr.Dataset) -> ManifestGroup:
             existing = published.to_virtual_dataset(group=path)
-            level = ordered_like(level, existing)
+            level = ordered_like(_as_written(level), existing)
             check_appendable(existing, level, concat_dim, target.href)
             combined[path] = _concat(existing, level, concat_dim, target.href)
             return dataset_to_group(combined[path])
@@ -145,6 +146,17 @@ def _open_references(
     reading.register(target.url, **target.options)
     read = KerchunkParquetParser() if parser == "kerchunk-parquet" else KerchunkJSONParser()
     return read(target.url, reading)
+
+
+def _as_written(dataset: xr.Dataset) -> xr.Dataset:
+    """``dataset`` with the fill values its arrays have once written as Kerchunk and read back,
+    so that they join the published arrays, which were read back."""
+    changed = {
+        name: variable.copy(data=with_v2_fill_value(variable.data))
+        for name, variable in dataset.variables.items()
+        if isinstance(variable.data, ManifestArray)
+    }
+    return dataset.assign(changed) if changed else dataset
 
 
 def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:

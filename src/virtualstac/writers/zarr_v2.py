@@ -25,9 +25,9 @@ from virtualstac.codecs import PadCodec
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.manifests.array_api import transpose
-from virtualstac.manifests.metadata import chunk_shape_of
+from virtualstac.manifests.metadata import chunk_shape_of, replace_metadata, same_value
 
-__all__ = ["in_v2_layout", "v2_metadata"]
+__all__ = ["in_v2_layout", "v2_metadata", "with_v2_fill_value"]
 
 _FILL_ATTRIBUTES = ("_FillValue", "missing_value")
 
@@ -121,6 +121,27 @@ def in_v2_layout(group: ManifestGroup) -> ManifestGroup:
     arrays = {name: _stored_order(array) for name, array in group.arrays.items()}
     groups = {name: in_v2_layout(sub) for name, sub in group.groups.items()}
     return ManifestGroup(arrays, groups, group.metadata.attributes)
+
+
+def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
+    """``array`` with the fill value it has once written as Kerchunk and read back.
+
+    An array without a CF ``_FillValue`` whose chunks are all there is written with
+    ``fill_value: null`` (nothing to mask), which reads back as the data type's default, zero:
+    a netCDF variable such as an integer ``crs`` (netCDF's default fill) would otherwise not
+    join the same variable read from published references.
+    """
+    metadata = array.metadata
+    manifest = array.manifest
+    complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
+    if np.dtype(metadata.data_type.to_native_dtype()).kind not in "biufc":
+        return array
+    zarray, _ = v2_metadata("", metadata, has_missing_chunks=not complete)
+    default = metadata.data_type.default_scalar()
+    if zarray["fill_value"] is not None or same_value(metadata.fill_value, default):
+        return array
+    fill = metadata.data_type.to_json_scalar(default, zarr_format=3)
+    return ManifestArray(replace_metadata(metadata, fill_value=fill), manifest)
 
 
 def _stored_order(array: ManifestArray) -> ManifestArray:
