@@ -136,9 +136,10 @@ def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
     complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
     if np.dtype(metadata.data_type.to_native_dtype()).kind not in "biufc":
         return array
-    zarray, _ = v2_metadata("", metadata, has_missing_chunks=not complete)
+    # The rule v2_metadata writes fill values by.
+    written = "_FillValue" in metadata.attributes or not (complete or _is_zero(metadata.fill_value))
     default = metadata.data_type.default_scalar()
-    if zarray["fill_value"] is not None or same_value(metadata.fill_value, default):
+    if written or same_value(metadata.fill_value, default):
         return array
     fill = metadata.data_type.to_json_scalar(default, zarr_format=3)
     return ManifestArray(replace_metadata(metadata, fill_value=fill), manifest)
