@@ -53,6 +53,7 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
@@ -547,6 +548,7 @@ def _task(
             f"asset {key!r} of item {item_id!r} is a published {asset.extra_fields[FORMAT_PROP]} "
             "store, not a source file; open it with its own reader (e.g. xr.open_zarr)"
         )
+    check_not_local_on_api(key, asset, item)
     href = asset.get_absolute_href() or asset.href
     if "://" not in href and not href.startswith("/"):
         raise InvalidPathError(
