@@ -152,7 +152,9 @@ def _as_written(dataset: xr.Dataset) -> xr.Dataset:
     """``dataset`` with the fill values its arrays have once written as Kerchunk and read back,
     so that they join the published arrays, which were read back."""
     changed = {
-        name: variable.copy(data=with_v2_fill_value(variable.data))
+        name: xr.Variable(
+            variable.dims, with_v2_fill_value(variable.data), variable.attrs, variable.encoding
+        )
         for name, variable in dataset.variables.items()
         if isinstance(variable.data, ManifestArray)
     }
