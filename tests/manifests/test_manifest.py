@@ -525,7 +525,7 @@ class TestSourceStamps:
         assert restamped == old  # the same references
 
     def test_concatenation_merges_stamps(self) -> None:
-        from virtualstac.manifests.manifest import concatenate_manifests
+        from virtualstac.manifests.grid_ops import concatenate_manifests
 
         joined = concatenate_manifests(
             [self.stamped("s3://bucket/a.nc", 1), self.stamped("s3://bucket/b.nc", 2)], axis=0
@@ -534,7 +534,7 @@ class TestSourceStamps:
 
     def test_one_file_in_two_versions_is_refused(self) -> None:
         from virtualstac.errors import IncompatibleArraysError
-        from virtualstac.manifests.manifest import concatenate_manifests
+        from virtualstac.manifests.grid_ops import concatenate_manifests
 
         with pytest.raises(IncompatibleArraysError, match="two versions"):
             concatenate_manifests(

@@ -16,7 +16,8 @@ from virtualstac.errors import (
     UnsupportedIndexingError,
     UnsupportedOperationError,
 )
-from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest, expand_manifest
+from virtualstac.manifests.grid_ops import expand_manifest
+from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest
 from virtualstac.manifests.metadata import (
     chunk_shape_of,
     codecs_with_axis,

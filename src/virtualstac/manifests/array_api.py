@@ -14,7 +14,7 @@ import numpy as np
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.array import ManifestArray, expand_manifest_array
-from virtualstac.manifests.manifest import broadcast_manifest, concatenate_manifests
+from virtualstac.manifests.grid_ops import broadcast_manifest, concatenate_manifests
 from virtualstac.manifests.metadata import (
     check_combinable,
     codecs_with_axis,
