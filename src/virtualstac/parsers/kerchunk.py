@@ -52,6 +52,7 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
@@ -138,8 +139,13 @@ class KerchunkJSONParser:
         """Configure the parser (see the class docstring)."""
         self._options = _Options(drop_variables, root_array_name, remote_protocol, verify_sources)
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Read the reference file at ``url`` through ``registry`` and build its store."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Read the reference file at ``url`` through ``registry`` and build its store.
+
+        Without a registry, reads are allowed from the reference file's directory or bucket
+        only, which must then also hold the files it references.
+        """
+        registry = registry_or_default(url, registry)
         url = normalize_url(url)
         data = _read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
@@ -227,8 +233,13 @@ class KerchunkParquetParser:
         """Configure the parser (see the class docstring)."""
         self._options = _Options(drop_variables, root_array_name, remote_protocol, verify_sources)
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Read the reference set at ``url`` (its directory) through ``registry``."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Read the reference set at ``url`` (its directory) through ``registry``.
+
+        Without a registry, reads are allowed from the directory or bucket holding the
+        reference set only, which must then also hold the files it references.
+        """
+        registry = registry_or_default(url, registry)
         root = normalize_url(url).rstrip("/")
         zmetadata = _read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
