@@ -37,6 +37,7 @@ __all__ = [
     "format_chunk_keys",
     "gc_paused",
     "inlined_at_indices",
+    "parse_chunk_key",
     "validate_grid_shape",
 ]
 
@@ -53,6 +54,8 @@ class ChunkEntry(TypedDict):
 
 
 ChunkDict = dict[str, ChunkEntry]
+
+_ENTRY_KEYS = frozenset(("path", "offset", "length", "data"))
 
 
 class GridParts(NamedTuple):
@@ -98,21 +101,27 @@ def entries_to_grid(
     indices = _parse_chunk_keys(keys, separator, None if shape is None else len(shape))
     if shape is None:
         if not keys:
-            raise InvalidManifestError("an empty manifest needs an explicit chunk grid shape")
+            raise InvalidManifestError(
+                "a manifest needs an explicit chunk grid shape if no chunks are given"
+            )
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
     grid = validate_grid_shape(shape)
     flat = _flat_positions(indices, grid, keys)
 
+    malformed = "each entry must be a dict with keys 'path', 'offset', 'length' (and 'data')"
     try:
         paths = [v["path"] for v in values]
         offsets = np.fromiter((v["offset"] for v in values), dtype=np.uint64, count=len(values))
         lengths = np.fromiter((v["length"] for v in values), dtype=np.uint64, count=len(values))
     except (KeyError, TypeError) as err:
-        raise InvalidManifestError(
-            "each entry must be a dict with 'path', 'offset' and 'length'"
-        ) from err
+        raise InvalidManifestError(malformed) from err
     except (OverflowError, ValueError) as err:
         raise InvalidManifestError("offsets and lengths must be non-negative integers") from err
+    # Entries have three keys, inlined ones four: only those need their keys checked.
+    for i in (i for i, v in enumerate(values) if len(v) != 3):
+        if not _ENTRY_KEYS.issuperset(values[i]):
+            unknown = sorted(set(values[i]) - _ENTRY_KEYS)
+            raise InvalidManifestError(f"{malformed}; chunk {keys[i]!r} also has {unknown}")
 
     table_index: dict[str, int] = {
         MISSING_CHUNK_PATH: MISSING_CODE,
@@ -232,6 +241,17 @@ def format_chunk_keys(
     return cast(list[str], keys.tolist())
 
 
+def parse_chunk_key(key: str, separator: str, grid: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The grid indices of chunk ``key`` in a grid of shape ``grid``; ``None`` if it names none."""
+    if not grid:
+        return () if key in ("0", "c") else None
+    parts = key.split(separator)
+    if len(parts) != len(grid) or not all(p.isdigit() for p in parts):
+        return None
+    indices = tuple(int(p) for p in parts)
+    return indices if all(i < s for i, s in zip(indices, grid, strict=True)) else None
+
+
 def _parse_chunk_keys(keys: list[str], separator: str, ndim: int | None) -> npt.NDArray[np.int64]:
     """Parse ``"i.j.k"`` keys into an ``(n, ndim)`` integer array, vectorised."""
     if not keys:
@@ -246,6 +266,11 @@ def _parse_chunk_keys(keys: list[str], separator: str, ndim: int | None) -> npt.
     counts = np.strings.count(np.asarray(keys, dtype=np.dtypes.StringDType()), separator)
     if (counts != expected - 1).any():
         bad = keys[int(np.flatnonzero(counts != expected - 1)[0])]
+        if ndim is None:
+            raise InvalidChunkKeyError(
+                f"Inconsistent number of dimensions: chunk key {keys[0]!r} has {expected} "
+                f"indices but {bad!r} has {bad.count(separator) + 1} (separated by {separator!r})"
+            )
         raise InvalidChunkKeyError(
             f"chunk key {bad!r} does not have {expected} indices separated by {separator!r}"
         )
@@ -264,7 +289,10 @@ def _parse_chunk_keys(keys: list[str], separator: str, ndim: int | None) -> npt.
         or _has_non_digits(keys, separator)
     ):
         bad = next((k for k in keys if not all(p.isdigit() for p in k.split(separator))), keys[0])
-        raise InvalidChunkKeyError(f"chunk key {bad!r} is not made of non-negative integers")
+        raise InvalidChunkKeyError(
+            f"Invalid format for chunk key: {bad!r}; a key is non-negative integers separated "
+            f"by {separator!r}"
+        )
     return numbers.reshape(len(keys), expected)
 
 

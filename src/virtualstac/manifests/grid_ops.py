@@ -12,10 +12,17 @@ import numpy as np
 
 from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
 from virtualstac.manifests.manifest import ChunkManifest
-from virtualstac.manifests.path_table import merge_tables
+from virtualstac.manifests.path_table import INLINED_CODE, MISSING_CODE, merge_tables
 from virtualstac.manifests.sources import SourceStamp
 
-__all__ = ["broadcast_manifest", "concatenate_manifests", "expand_manifest"]
+__all__ = [
+    "broadcast_manifest",
+    "concatenate_manifests",
+    "expand_manifest",
+    "narrow_chunk_bytes",
+    "pad_manifest",
+    "subset_manifest",
+]
 
 
 def concatenate_manifests(manifests: Sequence[ChunkManifest], axis: int) -> ChunkManifest:
@@ -86,6 +93,72 @@ def broadcast_manifest(manifest: ChunkManifest, grid_shape: tuple[int, ...]) -> 
         np.array(codes),
         np.array(np.broadcast_to(manifest._offsets, grid_shape)),
         np.array(np.broadcast_to(manifest._lengths, grid_shape)),
+        inlined,
+        manifest._separator,
+        stamps=manifest._stamps,
+    )
+
+
+def pad_manifest(manifest: ChunkManifest, grid_shape: tuple[int, ...]) -> ChunkManifest:
+    """Extend the grid to ``grid_shape`` (no smaller along any axis) with missing chunks."""
+    if manifest.shape_chunk_grid == grid_shape:
+        return manifest
+    if len(grid_shape) != manifest.ndim_chunk_grid or any(
+        old > new for old, new in zip(manifest.shape_chunk_grid, grid_shape, strict=True)
+    ):
+        raise InvalidManifestError(
+            f"a chunk grid of shape {manifest.shape_chunk_grid} does not fit in {grid_shape}"
+        )
+    widths = [
+        (0, new - old) for old, new in zip(manifest.shape_chunk_grid, grid_shape, strict=True)
+    ]
+    return ChunkManifest._from_parts(
+        manifest._table,
+        np.pad(manifest._codes, widths, constant_values=MISSING_CODE),
+        np.pad(manifest._offsets, widths),
+        np.pad(manifest._lengths, widths),
+        manifest._inlined,
+        manifest._separator,
+        stamps=manifest._stamps,
+    )
+
+
+def narrow_chunk_bytes(manifest: ChunkManifest, skip: int, length: int) -> ChunkManifest:
+    """Each present chunk's bytes narrowed to ``length`` bytes, ``skip`` bytes into it.
+
+    Virtual chunks get their offsets moved and lengths shortened; inlined chunks are sliced.
+    """
+    virtual = manifest._codes > INLINED_CODE
+    offsets = np.where(virtual, manifest._offsets + np.uint64(skip), manifest._offsets)
+    lengths = np.where(manifest._codes != MISSING_CODE, np.uint64(length), manifest._lengths)
+    inlined = {index: data[skip : skip + length] for index, data in manifest._inlined.items()}
+    return ChunkManifest._from_parts(
+        manifest._table,
+        manifest._codes,
+        offsets.astype(np.uint64),
+        lengths.astype(np.uint64),
+        inlined,
+        manifest._separator,
+        stamps=manifest._stamps,
+    )
+
+
+def subset_manifest(manifest: ChunkManifest, index: tuple[slice | int, ...]) -> ChunkManifest:
+    """The manifest of a sub-grid selected by slices and integers of grid indices."""
+    grid = manifest.shape_chunk_grid
+    positions = np.arange(manifest._codes.size).reshape(grid)[index]
+    inlined: dict[tuple[int, ...], bytes] = {}
+    if manifest._inlined:
+        old_to_new = {
+            tuple(int(i) for i in np.unravel_index(int(p), grid)): new
+            for new, p in zip(np.ndindex(positions.shape), positions.ravel().tolist(), strict=True)
+        }
+        inlined = {old_to_new[k]: v for k, v in manifest._inlined.items() if k in old_to_new}
+    return ChunkManifest._from_parts(
+        manifest._table,
+        manifest._codes[index],
+        manifest._offsets[index],
+        manifest._lengths[index],
         inlined,
         manifest._separator,
         stamps=manifest._stamps,

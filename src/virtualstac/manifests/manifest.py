@@ -14,7 +14,7 @@ as ``uint64`` arrays a reference costs 17 to 20 bytes however long its URL is.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from typing import Any, cast
 
 import numpy as np
@@ -30,6 +30,7 @@ from virtualstac.manifests.entries import (
     format_chunk_keys,
     gc_paused,
     inlined_at_indices,
+    parse_chunk_key,
     validate_grid_shape,
 )
 from virtualstac.manifests.path_table import (
@@ -41,6 +42,7 @@ from virtualstac.manifests.path_table import (
     code_paths,
     drop_unused,
     normalize_table,
+    recode_path_table,
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.storage.urls import normalize_url
@@ -260,24 +262,10 @@ class ChunkManifest:
         ``path_table=["s3://bucket/a.nc"]`` and ``path_codes=np.zeros(grid, int)``. A table entry
         ``""`` marks missing chunks.
         """
-        codes_in = np.asarray(path_codes)
-        if codes_in.dtype.kind not in "iu":
-            raise InvalidManifestError(f"path_codes must be integers, got dtype {codes_in.dtype}")
-        if codes_in.size and (codes_in.min() < 0 or codes_in.max() >= len(path_table)):
-            raise InvalidManifestError("path_codes must index into path_table")
-        table = [MISSING_CHUNK_PATH, INLINED_CHUNK_PATH]
-        lookup = np.empty(len(path_table), dtype=np.int64)
-        for i, path in enumerate(path_table):
-            if path == INLINED_CHUNK_PATH:
-                raise InvalidManifestError("inlined chunks need from_arrays(..., inlined=)")
-            if path == MISSING_CHUNK_PATH:
-                lookup[i] = MISSING_CODE
-            else:
-                lookup[i] = len(table)
-                table.append(path)
+        table, codes = recode_path_table(path_table, path_codes)
         return cls._from_parts(
             table,
-            lookup[codes_in],
+            codes,
             as_uint64(offsets, "offsets"),
             as_uint64(lengths, "lengths"),
             validate_paths=validate_paths,
@@ -333,7 +321,8 @@ class ChunkManifest:
         return int(np.count_nonzero(self._codes))
 
     def __repr__(self) -> str:
-        return f"ChunkManifest<shape={self.shape_chunk_grid}>"
+        inlined = f", inlined_chunks={len(self._inlined)}" if self._inlined else ""
+        return f"ChunkManifest<shape={self.shape_chunk_grid}{inlined}>"
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -447,6 +436,39 @@ class ChunkManifest:
         )
         return format_chunk_keys(positions, shape, self._separator)
 
+    # -- the mapping of chunk keys to entries ---------------------------------------------
+
+    def __getitem__(self, key: str) -> ChunkEntry:
+        """The entry of the chunk keyed ``key`` (``"i.j.k"``); ``KeyError`` if it is missing."""
+        indices = parse_chunk_key(key, self._separator, self.shape_chunk_grid)
+        entry = None if indices is None else self.get_entry(indices)
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is the key of a chunk that is not missing."""
+        if not isinstance(key, str):
+            return False
+        indices = parse_chunk_key(key, self._separator, self.shape_chunk_grid)
+        return indices is not None and self.get_entry(indices) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        """The keys of the chunks that are not missing, in C order."""
+        return iter(self.keys())
+
+    def keys(self) -> KeysView[str]:
+        """The keys of the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().keys()
+
+    def values(self) -> ValuesView[ChunkEntry]:
+        """The entries of the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().values()
+
+    def items(self) -> ItemsView[str, ChunkEntry]:
+        """``(key, entry)`` for the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().items()
+
     @gc_paused()
     def dict(self) -> ChunkDict:
         """Return the manifest as ``{chunk key: entry}``; missing chunks are left out.
@@ -531,29 +553,6 @@ class ChunkManifest:
             self._inlined,
             self._separator,
             validate_paths=True,
-        )
-
-    def subset(self, index: tuple[slice | int, ...]) -> ChunkManifest:
-        """Return the manifest of a sub-grid selected by slices and integers of grid indices."""
-        codes = self._codes[index]
-        positions = np.arange(self._codes.size).reshape(self.shape_chunk_grid)[index]
-        inlined: dict[tuple[int, ...], bytes] = {}
-        if self._inlined:
-            old_to_new = {
-                tuple(int(i) for i in np.unravel_index(int(p), self.shape_chunk_grid)): new
-                for new, p in zip(
-                    np.ndindex(positions.shape), positions.ravel().tolist(), strict=True
-                )
-            }
-            inlined = {old_to_new[k]: v for k, v in self._inlined.items() if k in old_to_new}
-        return ChunkManifest._from_parts(
-            self._table,
-            codes,
-            self._offsets[index],
-            self._lengths[index],
-            inlined,
-            self._separator,
-            stamps=self._stamps,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from virtualstac.errors import InvalidManifestError
 from virtualstac.storage.urls import normalize_url
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "drop_unused",
     "merge_tables",
     "normalize_table",
+    "recode_path_table",
 ]
 
 MISSING_CHUNK_PATH = ""
@@ -75,6 +77,34 @@ def code_paths(paths: np.ndarray[Any, Any]) -> tuple[list[str], npt.NDArray[np.i
     # Fresh copies, so the table does not pin the arena of a temporary string it came from.
     table = [p.encode().decode() for p in table_index]
     return table, codes.reshape(paths.shape)
+
+
+def recode_path_table(
+    path_table: Sequence[str], path_codes: npt.ArrayLike
+) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """A caller's table of paths (``""`` for missing chunks) and codes into it, recoded to ours.
+
+    Raises
+    ------
+    InvalidManifestError
+        If a code does not index into the table, or the table holds the inlined sentinel.
+    """
+    codes_in = np.asarray(path_codes)
+    if codes_in.dtype.kind not in "iu":
+        raise InvalidManifestError(f"path_codes must be integers, got dtype {codes_in.dtype}")
+    if codes_in.size and (codes_in.min() < 0 or codes_in.max() >= len(path_table)):
+        raise InvalidManifestError("path_codes must index into path_table")
+    table = [MISSING_CHUNK_PATH, INLINED_CHUNK_PATH]
+    lookup = np.empty(len(path_table), dtype=np.int64)
+    for i, path in enumerate(path_table):
+        if path == INLINED_CHUNK_PATH:
+            raise InvalidManifestError("inlined chunks need from_arrays(..., inlined=)")
+        if path == MISSING_CHUNK_PATH:
+            lookup[i] = MISSING_CODE
+        else:
+            lookup[i] = len(table)
+            table.append(path)
+    return table, lookup[codes_in]
 
 
 def normalize_table(
