@@ -164,6 +164,17 @@ def test_inlined_raw_chunks_are_cut_in_memory(
     np.testing.assert_array_equal(read_virtual({"v": part})["v"].values, values[1:3])
 
 
+def test_an_empty_slice_anywhere_selects_nothing(
+    raw_rows: Path, hdf5_array: Callable[..., ManifestArray], read_virtual: ReadVirtual
+) -> None:
+    marr = hdf5_array(raw_rows, dims=["y", "x"])
+
+    empty = marr[3:3, 1:1]
+
+    assert empty.shape == (0, 0)
+    assert read_virtual({"v": empty})["v"].shape == (0, 0)
+
+
 @pytest.mark.parametrize(
     ("key", "reason"),
     [

@@ -199,6 +199,13 @@ def test_zero_length_references_count_as_missing() -> None:
     assert manifest.path_table == ()
 
 
+def test_empty_inlined_chunks_count_as_missing() -> None:
+    manifest = ChunkManifest({"0": {"path": "", "offset": 0, "length": 0, "data": b""}})
+
+    assert manifest.get_entry((0,)) is None
+    assert manifest.inlined == {}
+
+
 def test_get_entry_refuses_indices_outside_the_grid() -> None:
     manifest = ChunkManifest(FOUR_CHUNKS)
 

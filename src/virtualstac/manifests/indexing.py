@@ -101,7 +101,10 @@ def _select(array: ManifestArray, selection: list[int | slice]) -> ManifestArray
         stop = max(stop, start)
         if step != 1:
             raise _splits(axis, size, chunk, item, f"a step of {step} picks elements of chunks")
-        if start % chunk == 0 and (stop % chunk == 0 or stop == size):
+        if start == stop:
+            grid_index.append(slice(0, 0))
+            chunks.append(chunk)
+        elif start % chunk == 0 and (stop % chunk == 0 or stop == size):
             grid_index.append(slice(start // chunk, -(-stop // chunk)))
             chunks.append(chunk)
         elif axis == row_axis and start // chunk == (stop - 1) // chunk:

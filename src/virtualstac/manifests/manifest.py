@@ -147,9 +147,12 @@ class ChunkManifest:
                 raise InvalidManifestError(f"path table entry {i} is a reserved path {path!r}")
         table, codes = drop_unused(table, codes)
         zero_length = (lengths == 0) & (codes > INLINED_CODE)
+        for index in [index for index, data in inlined.items() if not data]:
+            zero_length[index] = True
+            del inlined[index]
         if zero_length.any():
-            # A zero-length reference reads as an empty chunk, which zarr cannot decode; it means
-            # the chunk was never written (sparse TIFF tiles), so it is missing.
+            # A zero-length chunk reads as empty bytes, which zarr cannot decode; it means the
+            # chunk was never written (sparse TIFF tiles), so it is missing.
             codes = np.where(zero_length, MISSING_CODE, codes)
             table, codes = drop_unused(table, codes)
         self._table = tuple(table)
