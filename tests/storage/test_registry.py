@@ -335,6 +335,17 @@ def test_an_s3_store_with_a_prefix_receives_keys_below_it(s3_server: S3Server) -
     assert f"s3://{bucket}/elsewhere.nc" not in registry
 
 
+def test_a_store_prefix_matches_its_percent_encoded_spelling(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    s3_server.upload(bucket, "era 5/t2m.nc", b"a space in the prefix")
+    registry = ObjectStoreRegistry()
+    store = registry.register(f"s3://{bucket}/era%205", **s3_server.store_options)
+
+    assert store.prefix == "era 5"
+    assert registry.resolve(f"s3://{bucket}/era%205/t2m.nc") == (store, "t2m.nc")
+    assert read(registry, f"s3://{bucket}/era%205/t2m.nc") == b"a space in the prefix"
+
+
 def test_for_url_allows_the_bucket_of_an_s3_url(s3_server: S3Server) -> None:
     bucket = s3_server.create_bucket()
     url = s3_server.upload(bucket, "a/b/c.bin", b"abc")

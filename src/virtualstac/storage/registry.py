@@ -89,11 +89,19 @@ def _location(url: str) -> tuple[str, str]:
 
 
 def _path_below(path: str, root: str) -> str | None:
-    """``path`` relative to ``root`` (both URL paths), or ``None`` if it lies elsewhere."""
-    root = root.rstrip("/")
-    if path == root or path.startswith(root + "/"):
-        return path[len(root) :].lstrip("/")
-    return None
+    """``path`` relative to ``root`` (both URL paths), or ``None`` if it lies elsewhere.
+
+    Whole segments are compared, each percent-decoded: stores report their roots decoded
+    (``S3Store.prefix`` is ``"my data"`` for ``s3://bucket/my%20data``).
+    """
+    root_parts = [part for part in root.split("/") if part]
+    parts = path.lstrip("/").split("/")
+    if len(parts) < len(root_parts) or any(
+        unquote(part) != unquote(expected)
+        for part, expected in zip(parts[: len(root_parts)], root_parts, strict=True)
+    ):
+        return None
+    return "/".join(parts[len(root_parts) :])
 
 
 class ObjectStoreRegistry:
