@@ -13,11 +13,11 @@ Files are written by the formats' own writers into a temporary directory:
 - ``netCDF3 record``: the same with ``time`` unlimited, so every variable is a record variable.
 
 **Per file**, each library parses each file in a fresh process: once locally to warm up, once
-over HTTP from nginx on loopback (started as ``tests/servers.py`` starts it; its access log
-gives the requests and bytes of that parse), then the best of several parses over HTTP and of
-the local file (``file://``). Peers: VirtualiZarr's ``HDFParser`` and ``NetCDF3Parser``, and
-virtual-tiff's ``VirtualTIFF`` (Rust, async-tiff) for the COG, each reading through its own
-obstore registry.
+over HTTP from nginx (uvicorn where nginx is missing) on loopback (started as
+``tests/servers.py`` starts it; its access log gives the requests and bytes of that parse),
+then the best of several parses over HTTP and of the local file (``file://``). Peers:
+VirtualiZarr's ``HDFParser`` and ``NetCDF3Parser``, and virtual-tiff's ``VirtualTIFF`` (Rust,
+async-tiff) for the COG, each reading through its own obstore registry.
 
 **Many files**: 300 small netCDF4, 300 netCDF3 (record dimension) and 300 small COGs, opened
 with each library's ``open_virtual_mfdataset`` (parser given, dimension coordinates loaded,
@@ -271,7 +271,7 @@ def _registry(lib: str, prefix: str) -> Any:
 
 
 def _log_lines(log: Path) -> list[str]:
-    """The access log once nginx has stopped appending to it (it logs after responding)."""
+    """The access log once the server has stopped appending to it (nginx logs after responding)."""
     text = log.read_text()
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
@@ -293,7 +293,7 @@ def _best_of(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def worker_parse(params: dict[str, Any]) -> dict[str, Any]:
-    """Parse one file over HTTP (requests and bytes from nginx's log, then timed) and locally.
+    """Parse one file over HTTP (requests and bytes from the server's log, then timed) and locally.
 
     A first, untimed parse of the local file pays for imports and lazy initialisation.
     """
@@ -431,15 +431,13 @@ WORKERS = {"parse": worker_parse, "mf": worker_mf}
 
 
 def _start_http(workdir: Path) -> Any:
-    """nginx on loopback as the tests start it, or None when nginx is not installed."""
+    """An HTTP server on loopback as the tests start it: nginx where installed, else uvicorn."""
     sys.path.insert(0, str(TESTS))
     try:
-        from servers import HTTPServer, nginx_binary
+        from servers import NginxServer, UvicornServer, nginx_binary
     finally:
         sys.path.remove(str(TESTS))
-    if nginx_binary() is None:
-        return None
-    return HTTPServer.start(workdir)
+    return (NginxServer if nginx_binary() is not None else UvicornServer).start(workdir)
 
 
 def _peer_importable(lib: str, fmt: str) -> bool:
@@ -459,14 +457,12 @@ def _peer_name(fmt: str) -> str:
 def run_single(tmp: Path, quick: bool) -> list[Row]:
     """Per-file parse time, requests and bytes, over HTTP and locally."""
     repeat = 3 if quick else 10
-    server = _start_http(tmp / "nginx")
-    if server is None:
-        print("  nginx is not installed: HTTP figures are skipped")
+    server = _start_http(tmp / "http")
+    print(f"  HTTP figures: files served by {type(server).__name__}")
     rows: list[Row] = []
     try:
         for label, name, writer in SINGLE_FILES:
-            directory = server.directory("single") if server is not None else tmp / "single"
-            directory.mkdir(parents=True, exist_ok=True)
+            directory = server.directory("single")
             path = directory / name
             progress(f"{label}: writing {name} ...")
             writer(path)
@@ -481,9 +477,9 @@ def run_single(tmp: Path, quick: bool) -> list[Row]:
                     "fmt": label,
                     "path": str(path),
                     "repeat": repeat,
+                    "http_url": server.url_for(path),
+                    "log": str(server.access_log),
                 }
-                if server is not None:
-                    params.update(http_url=server.url_for(path), log=str(server.access_log))
                 result = run_worker(SCRIPT, "parse", params)
                 results[lib] = result
                 if result is not None:
@@ -493,8 +489,7 @@ def run_single(tmp: Path, quick: bool) -> list[Row]:
                     )
             rows += _single_rows(label, results)
     finally:
-        if server is not None:
-            server.stop()
+        server.stop()
     return rows
 
 
@@ -608,7 +603,7 @@ def run_many(tmp: Path, quick: bool) -> list[Row]:
 
 def run(quick: bool = False) -> list[Row]:
     """Write the files, measure both benchmarks, return the comparison rows."""
-    print("\nbench_parsers: per-file parse cost (HTTP from nginx, and local), then many files")
+    print("\nbench_parsers: per-file parse cost (HTTP from loopback, and local), then many files")
     with tempfile.TemporaryDirectory(prefix="virtualstac-bench-") as tmp:
         rows = run_single(Path(tmp), quick)
         rows += run_many(Path(tmp), quick)

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 import bench_kerchunk_open
 import bench_manifest
 import bench_parsers
+import bench_requests
 import bench_store_read
 import bench_writers
 from _common import Row, peer_available, print_table
@@ -33,7 +34,7 @@ def _version(package: str) -> str:
 
 
 def main() -> None:
-    """Run the manifest, read, parser, writer and Kerchunk opening benchmarks; print all rows."""
+    """Run the manifest, read, parser, requests, writer and Kerchunk opening benchmarks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
     args = parser.parse_args()
@@ -67,6 +68,7 @@ def main() -> None:
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
         ("Parsers (per file, and open_virtual_mfdataset)", bench_parsers),
+        ("Requests per open", bench_requests),
         ("Writers", bench_writers),
         ("Kerchunk opening", bench_kerchunk_open),
     ):

@@ -1,10 +1,12 @@
 """Shared fixtures: real servers on loopback that tests read files through.
 
 ``http_server``
-    nginx serving a temporary directory with byte-range support. Write files below
+    An HTTP server of a temporary directory with byte-range support. Write files below
     ``http_server.directory()``, read them at ``http_server.url_for(path)``, and count the
-    requests nginx answered with ``http_server.requests(path)``. Tests that use it are skipped
-    when nginx is not installed (``.ci/run`` installs nginx-light).
+    requests it answered with ``http_server.requests(path)``. Every test that uses it runs
+    against uvicorn (installed with the test extra), and also against nginx where nginx is
+    installed. Fixtures that choose a server themselves ask for ``uvicorn_server`` or
+    ``nginx_server`` by name, from ``servers.HTTP_SERVERS``.
 ``s3_server``
     moto's S3 server. ``s3_server.create_bucket()`` makes a fresh bucket,
     ``s3_server.upload(bucket, key, path_or_bytes)`` stores an object and returns its ``s3://``
@@ -12,8 +14,8 @@
     virtualstac read it.
 ``stac_api``
     rustac's STAC API serving the Items of ``stac_archive.py`` (collection ``s2-mini``), whose
-    COGs nginx serves: ``stac_api.url`` is the API root, ``stac_api.archive`` the Items and
-    files. Tests that use it are skipped when the ``rustac`` command cannot be found.
+    COGs ``http_server`` serves: ``stac_api.url`` is the API root, ``stac_api.archive`` the
+    Items and files. Tests that use it are skipped when the ``rustac`` command cannot be found.
 
 All are started once per session on free ports and stopped at the end. See ``servers.py``.
 """
@@ -25,27 +27,43 @@ from collections.abc import Iterator
 import pytest
 
 from servers import (
-    NGINX_MISSING_REASON,
+    HTTP_SERVERS,
     RUSTAC_MISSING_REASON,
     HTTPServer,
+    NginxServer,
     S3Server,
     STACServer,
-    nginx_binary,
+    UvicornServer,
     rustac_binary,
 )
 from stac_archive import ServedArchive, write_archive
 
 
 @pytest.fixture(scope="session")
-def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HTTPServer]:
-    """nginx on 127.0.0.1 serving a temporary directory, with range requests and an access log."""
-    if nginx_binary() is None:
-        pytest.skip(NGINX_MISSING_REASON)
-    server = HTTPServer.start(tmp_path_factory.mktemp("nginx"))
+def uvicorn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HTTPServer]:
+    """uvicorn on 127.0.0.1 serving a temporary directory, with range requests and a log."""
+    server = UvicornServer.start(tmp_path_factory.mktemp("uvicorn"))
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HTTPServer]:
+    """nginx on 127.0.0.1 serving a temporary directory (only requested where installed)."""
+    server = NginxServer.start(tmp_path_factory.mktemp("nginx"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session", params=HTTP_SERVERS)
+def http_server(request: pytest.FixtureRequest) -> HTTPServer:
+    """Each HTTP server this machine has (see ``servers.HTTP_SERVERS``), in turn."""
+    server: HTTPServer = request.getfixturevalue(f"{request.param}_server")
+    return server
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +80,7 @@ def s3_server() -> Iterator[S3Server]:
 def stac_api(
     http_server: HTTPServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServedArchive]:
-    """rustac's STAC API on 127.0.0.1 over the test archive, whose COGs nginx serves."""
+    """rustac's STAC API on 127.0.0.1 over the test archive, whose COGs ``http_server`` serves."""
     if rustac_binary() is None:
         pytest.skip(RUSTAC_MISSING_REASON)
     archive = write_archive(http_server.directory("stac"), http_server.url_for)

@@ -1,11 +1,21 @@
-"""Real servers on loopback for the tests: nginx for HTTP range requests, moto for S3, rustac
-for a STAC API.
+"""Real servers on loopback for the tests: HTTP servers with range requests, moto for S3,
+rustac for a STAC API.
 
-nginx and moto behave like the object storage virtualstac reads in production: nginx answers
-``Range`` requests with ``206 Partial Content`` and sends ``ETag``/``Last-Modified``; moto's
-threaded server speaks the S3 REST protocol. rustac's ``serve`` command is a STAC API (item
-search, collections) over an in-memory backend loaded from files. ``tests/conftest.py`` starts
-one of each per test session.
+They behave like the object storage virtualstac reads in production. The HTTP servers answer
+``Range`` requests (one range or several) with ``206 Partial Content`` and send
+``ETag``/``Last-Modified``, keep connections alive and log every request they answer:
+
+- :class:`UvicornServer`, uvicorn (an HTTP/1.1 server) running Starlette's ``StaticFiles``
+  (``http_app.py``) in a child process; the ``test`` extra installs them, so every machine
+  has it.
+- :class:`NginxServer`, nginx in a child process, where nginx is installed;
+  :data:`HTTP_SERVERS` then names both and ``tests/conftest.py`` runs every HTTP test against
+  each.
+
+moto's threaded server speaks the S3 REST protocol; :class:`RequesterPaysGateway` stands in
+front of it like AWS in front of a requester-pays bucket. rustac's ``serve`` command is a STAC
+API (item search, collections) over an in-memory backend loaded from files.
+``tests/conftest.py`` starts one of each per test session.
 """
 
 from __future__ import annotations
@@ -16,8 +26,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,25 +37,27 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
+from http_app import KEEPALIVE_SECONDS, MAX_CONNECTIONS, SIGNED_TOKEN
+
 __all__ = [
-    "NGINX_MISSING_REASON",
+    "HTTP_SERVERS",
     "RUSTAC_MISSING_REASON",
     "SIGNED_TOKEN",
     "HTTPServer",
     "LogEntry",
+    "NginxServer",
+    "RequesterPaysGateway",
     "S3Server",
     "STACServer",
+    "UvicornServer",
     "add_token",
     "nginx_binary",
     "rustac_binary",
 ]
 
-NGINX_MISSING_REASON = "nginx not installed (.ci/run installs nginx-light)"
 RUSTAC_MISSING_REASON = (
     "the rustac command (PyPI package rustac, in the test extra) is not installed"
 )
-#: The query token that directories named ``signed-*`` require (see :meth:`HTTPServer.directory`).
-SIGNED_TOKEN = "letmein"
 
 
 def add_token(url: str) -> str:
@@ -51,45 +65,15 @@ def add_token(url: str) -> str:
     return f"{url}?token={SIGNED_TOKEN}" if url.startswith("http://") else url
 
 
-_NGINX_CONFIG = """\
-{user}
-worker_processes 1;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{
-    log_format ranges '$request_method\t$uri\t$http_range\t$status\t$body_bytes_sent';
-    access_log {prefix}/access.log ranges;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    default_type application/octet-stream;
-    keepalive_requests 100000;
-    # Longer than the clients' idle pool timeout (reqwest, under obstore and Icechunk: 90 s),
-    # so that nginx never closes a connection a client is about to reuse ("connection closed
-    # before message completed").
-    keepalive_timeout 600s;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        # Directories named "signed-*" answer only requests carrying ?token=letmein, like
-        # storage behind SAS tokens or pre-signed URLs.
-        location /signed- {{
-            if ($arg_token != "{token}") {{ return 403; }}
-        }}
-{locations}
-    }}
-}}
-"""
-
-
 def nginx_binary() -> str | None:
     """Path of the nginx executable, or None when nginx is not installed."""
     return shutil.which("nginx") or next(
         (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
     )
+
+
+#: The HTTP servers this machine can run (``"uvicorn"``, and ``"nginx"`` if installed).
+HTTP_SERVERS = ("uvicorn", *(["nginx"] if nginx_binary() is not None else []))
 
 
 def _free_port() -> int:
@@ -116,38 +100,194 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> bool:
 
 @dataclass(frozen=True)
 class LogEntry:
-    """One request from the nginx access log."""
+    """One request a server answered, as nginx's access log records it."""
 
     method: str
     path: str
+    #: The request's ``Range`` header, ``"-"`` when it had none.
     range: str
     status: int
     bytes_sent: int
 
 
 @dataclass
-class HTTPServer:
-    """nginx serving the files below ``root`` at ``url`` with byte-range support.
+class HTTPServer(ABC):
+    """A server of the files below ``root`` at ``url``, with byte-range support.
 
     Put files anywhere below ``root`` (use :meth:`directory` for a fresh sub-directory per test,
     since the server is shared by the session); :meth:`url_for` gives their URL, and
-    :meth:`requests` lists the requests nginx answered for them, from its access log.
+    :meth:`requests` lists the requests the server answered for them.
     """
 
     url: str
     root: Path
-    access_log: Path
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the server and wait until it has stopped."""
+
+    @abstractmethod
+    def _entries(self) -> list[LogEntry]:
+        """Every request answered so far, oldest first."""
+
+    def directory(self, name: str = "case") -> Path:
+        """Create and return a new, uniquely named directory below the served root.
+
+        Files in a directory whose ``name`` starts with ``signed`` are served only to requests
+        whose query has ``token=`` :data:`SIGNED_TOKEN`; others get 403 Forbidden.
+        """
+        path = self.root / f"{name}-{uuid.uuid4().hex[:8]}"
+        path.mkdir()
+        return path
+
+    def url_for(self, path: Path) -> str:
+        """The URL at which the file ``path`` (below :attr:`root`) is served."""
+        return f"{self.url}/{path.relative_to(self.root).as_posix()}"
+
+    def requests(self, path: Path | None = None, method: str | None = "GET") -> list[LogEntry]:
+        """Requests answered so far (for the file ``path`` only, if given), oldest first.
+
+        ``method`` filters by HTTP method (GET by default; None keeps all).
+        """
+        wanted = None if path is None else "/" + path.relative_to(self.root).as_posix()
+        return [
+            entry
+            for entry in self._entries()
+            if wanted in (None, entry.path) and method in (None, entry.method)
+        ]
+
+
+# -- uvicorn ---------------------------------------------------------------------------------
+
+HTTP_APP = Path(__file__).with_name("http_app.py")
+
+
+def _start_uvicorn(*arguments: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """Run ``http_app.py`` with ``arguments`` on a free loopback port, once it answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(MAX_CONNECTIONS)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        fd = str(sock.fileno())
+        process = subprocess.Popen(
+            [sys.executable, str(HTTP_APP), "--fd", fd, *arguments],
+            pass_fds=[sock.fileno()],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    if not _answers(url, process, any_status=True):
+        errors = process.communicate()[1].decode(errors="replace")
+        raise RuntimeError(f"{HTTP_APP.name} {arguments[0]} failed to start: {errors}")
+    return url, process
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.communicate(timeout=15)
+
+
+@dataclass
+class UvicornServer(HTTPServer):
+    """uvicorn serving ``root`` with Starlette's ``StaticFiles``, in a child process.
+
+    Starlette answers one range or several (``multipart/byteranges``), ``HEAD``, ``If-Range``
+    and conditional requests; ``http_app.py`` adds ``If-Match``/``If-Unmodified-Since``, the
+    ``signed-*`` directories and a log; uvicorn speaks HTTP/1.1 with keep-alive.
+    """
+
+    access_log: Path = field(repr=False)
     process: subprocess.Popen[bytes] = field(repr=False)
 
     @classmethod
-    def start(cls, workdir: Path, locations: str = "") -> HTTPServer:
-        """Start nginx serving ``workdir / "www"`` on a free loopback port.
+    def start(cls, workdir: Path) -> UvicornServer:
+        """Start serving ``workdir / "www"`` on a free loopback port."""
+        root = workdir / "www"
+        root.mkdir(parents=True, exist_ok=True)
+        log = workdir / "access.log"
+        log.touch()
+        url, process = _start_uvicorn("files", str(root), str(log))
+        return cls(url, root, log, process)
 
-        ``locations`` adds nginx ``location`` blocks to the server (e.g. a proxy).
-        """
+    def stop(self) -> None:
+        """Stop uvicorn and wait for it to exit."""
+        _stop(self.process)
+
+    def _entries(self) -> list[LogEntry]:
+        # Each line is written before the last bytes of its answer are sent.
+        return _parse_log(self.access_log.read_text())
+
+
+@dataclass
+class RequesterPaysGateway:
+    """A proxy in front of an S3 server that refuses requests without the
+    ``x-amz-request-payer: requester`` header, as AWS does for requester-pays buckets."""
+
+    url: str
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, upstream: str) -> RequesterPaysGateway:
+        """Start the gateway to the S3 endpoint ``upstream`` on a free loopback port."""
+        return cls(*_start_uvicorn("gateway", upstream))
+
+    def stop(self) -> None:
+        """Stop the gateway and wait for it to exit."""
+        _stop(self.process)
+
+
+def _parse_log(text: str) -> list[LogEntry]:
+    entries = []
+    for line in text.splitlines():
+        verb, uri, byte_range, status, sent = line.split("\t")
+        entries.append(LogEntry(verb, uri, byte_range, int(status), int(sent)))
+    return entries
+
+
+# -- nginx -----------------------------------------------------------------------------------
+
+_NGINX_CONFIG = """\
+{user}
+worker_processes 1;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections {connections}; }}
+http {{
+    log_format ranges '$request_method\t$uri\t$http_range\t$status\t$body_bytes_sent';
+    access_log {prefix}/access.log ranges;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    default_type application/octet-stream;
+    keepalive_requests 100000;
+    keepalive_timeout {keepalive}s;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        # Directories named "signed-*" answer only requests carrying ?token=letmein, like
+        # storage behind SAS tokens or pre-signed URLs.
+        location /signed- {{
+            if ($arg_token != "{token}") {{ return 403; }}
+        }}
+    }}
+}}
+"""
+
+
+@dataclass
+class NginxServer(HTTPServer):
+    """nginx serving ``root`` from a subprocess; its access log records the requests."""
+
+    access_log: Path = field(repr=False)
+    process: subprocess.Popen[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, workdir: Path) -> NginxServer:
+        """Start nginx serving ``workdir / "www"`` on a free loopback port."""
         binary = nginx_binary()
         if binary is None:
-            raise RuntimeError(NGINX_MISSING_REASON)
+            raise RuntimeError("nginx is not installed")
         root = workdir / "www"
         root.mkdir(parents=True, exist_ok=True)
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -166,7 +306,8 @@ class HTTPServer:
                     port=port,
                     root=root,
                     token=SIGNED_TOKEN,
-                    locations=locations,
+                    connections=MAX_CONNECTIONS,
+                    keepalive=KEEPALIVE_SECONDS,
                 )
             )
             process = subprocess.Popen(
@@ -175,7 +316,8 @@ class HTTPServer:
                 stderr=subprocess.PIPE,
             )
             if _wait_for_port(port, process):
-                return cls(f"http://127.0.0.1:{port}", root, workdir / "access.log", process)
+                url = f"http://127.0.0.1:{port}"
+                return cls(url, root, workdir / "access.log", process)
             # Most likely another process took the port between probing and binding it.
             errors = process.communicate()[1].decode(errors="replace")
         raise RuntimeError(f"nginx failed to start: {errors}")
@@ -185,19 +327,8 @@ class HTTPServer:
         self.process.terminate()
         self.process.communicate(timeout=10)
 
-    def directory(self, name: str = "case") -> Path:
-        """Create and return a new, uniquely named directory below the served root.
-
-        Files in a directory whose ``name`` starts with ``signed`` are served only to requests
-        whose query has ``token=`` :data:`SIGNED_TOKEN`; others get 403 Forbidden.
-        """
-        path = self.root / f"{name}-{uuid.uuid4().hex[:8]}"
-        path.mkdir()
-        return path
-
-    def url_for(self, path: Path) -> str:
-        """The URL at which the file ``path`` (below :attr:`root`) is served."""
-        return f"{self.url}/{path.relative_to(self.root).as_posix()}"
+    def _entries(self) -> list[LogEntry]:
+        return _parse_log(self._settled_log())
 
     def _settled_log(self) -> str:
         """The access log once nginx has stopped appending to it.
@@ -214,20 +345,6 @@ class HTTPServer:
                 break
             text = again
         return text
-
-    def requests(self, path: Path | None = None, method: str | None = "GET") -> list[LogEntry]:
-        """Requests answered so far (for the file ``path`` only, if given), oldest first.
-
-        ``method`` filters by HTTP method (GET by default; None keeps all).
-        """
-        wanted = None if path is None else "/" + path.relative_to(self.root).as_posix()
-        entries = []
-        for line in self._settled_log().splitlines():
-            verb, uri, byte_range, status, sent = line.split("\t")
-            entry = LogEntry(verb, uri, byte_range, int(status), int(sent))
-            if (wanted is None or entry.path == wanted) and (method is None or verb == method):
-                entries.append(entry)
-        return entries
 
 
 @dataclass
@@ -336,8 +453,9 @@ class STACServer:
         self.process.communicate(timeout=10)
 
 
-def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
-    """Wait until ``url`` answers 200 (True) or ``process`` exits (False)."""
+def _answers(url: str, process: subprocess.Popen[bytes], *, any_status: bool = False) -> bool:
+    """Wait until ``url`` answers 200, or any status with ``any_status`` (True), or ``process``
+    exits (False)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -346,6 +464,10 @@ def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return True
+        except urllib.error.HTTPError:
+            if any_status:
+                return True
+            time.sleep(0.05)
         except OSError:
             time.sleep(0.05)
     process.kill()

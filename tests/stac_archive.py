@@ -75,7 +75,7 @@ class Archive:
 
 @dataclass
 class ServedArchive:
-    """The archive's COGs on nginx and its Items in a STAC API at ``url``."""
+    """The archive's COGs on the HTTP server and its Items in a STAC API at ``url``."""
 
     url: str
     archive: Archive

@@ -111,6 +111,17 @@ def test_publish_kerchunk_parquet_to_another_output(catalog: Path, tmp_path: Pat
     assert sorted(item.id for item in collection.get_items()) == ["S0", "S1"]
 
 
+def test_publish_overviews_writes_every_level(catalog: Path, tmp_path: Path) -> None:
+    target = tmp_path / "scenes.icechunk"
+    args = ["publish", str(catalog), str(target), "--assets", "B02", "--overviews"]
+    assert main([*args, "--no-progress"]) == 0
+    collection = pystac.Collection.from_file(str(catalog))
+    overview = open_stac(collection, overview_level=0)  # from the published store
+    assert overview["B02"].shape == (2, 100, 150)
+    assert (overview["B02"].isel(time=1).values == 1).all()
+    assert open_stac(collection)["B02"].shape == (2, 200, 300)
+
+
 def test_info_prints_the_dataset_of_a_published_collection(
     catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

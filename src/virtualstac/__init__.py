@@ -6,16 +6,23 @@ from virtualstac.manifests import (
     ManifestGroup,
     ManifestStore,
 )
+from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray import (
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
 
 __all__ = [
     "ChunkManifest",
     "ManifestArray",
     "ManifestGroup",
     "ManifestStore",
+    "NetworkOptions",
     "ObjectStoreRegistry",
     "open_virtual_dataset",
+    "open_virtual_datatree",
     "open_virtual_mfdataset",
 ]
 

@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument(
         "--assets", nargs="+", metavar="KEY", help="asset keys to publish (default: data assets)"
     )
+    publish.add_argument(
+        "--overviews",
+        action="store_true",
+        help="also publish the COG overviews, as a multiscales group of resolution levels",
+    )
     publish.add_argument("--workers", type=_positive, default=1, help="parallel parsing threads")
     publish.add_argument("--no-progress", action="store_true", help="do not print progress")
     publish.add_argument(
@@ -123,6 +128,7 @@ def _publish(arguments: argparse.Namespace) -> int:
             assets=arguments.assets,
             parallel=pool if arguments.workers > 1 else False,
             progress=not arguments.no_progress,
+            overviews=arguments.overviews,
         )
     output = (arguments.output or source).resolve()
     _save(collection, output, include_self_link=had_self_link)

@@ -17,7 +17,11 @@ __all__ = [
     "InvalidIndexerError",
     "InvalidManifestError",
     "InvalidPathError",
+    "NetworkError",
+    "NetworkTimeoutError",
     "NotVirtualizableError",
+    "OverviewNotFoundError",
+    "RangeNotSupportedError",
     "ReadOnlyStoreError",
     "SourceChangedError",
     "SourceNotFoundError",
@@ -92,6 +96,10 @@ class NotVirtualizableError(VirtualStacError, ValueError):
     """
 
 
+class OverviewNotFoundError(VirtualStacError, IndexError):
+    """An overview level asked for does not exist: the file has fewer (or no) overviews."""
+
+
 class UnregisteredURLError(VirtualStacError, PermissionError):
     """A URL lies outside every prefix of the object store registry (the read allow-list)."""
 
@@ -110,3 +118,18 @@ class ChunkReadError(VirtualStacError, OSError):
 
 class SourceChangedError(ChunkReadError):
     """A source object changed after its references were captured."""
+
+
+class NetworkError(ChunkReadError):
+    """A request failed on every attempt: the connection was refused or dropped, or the server
+    kept answering with a server error. The message names the URL (credentials redacted) and
+    the attempts; :class:`~virtualstac.NetworkOptions` set timeouts and retries.
+    """
+
+
+class NetworkTimeoutError(NetworkError, TimeoutError):
+    """A server did not answer a request within the timeout, on every attempt."""
+
+
+class RangeNotSupportedError(ChunkReadError):
+    """A server answered a byte-range request with the whole object: it ignores ``Range``."""

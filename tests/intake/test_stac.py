@@ -1,7 +1,7 @@
 """The `stac_virtual` Intake driver, used as catalog users do: YAML catalogs and to_dask().
 
 Static catalogs are written by pystac next to their COGs (so asset hrefs are relative); the
-API entries search rustac's STAC API over COGs that nginx serves.
+API entries search rustac's STAC API over COGs served over HTTP.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ sources:
 
 
 def test_discover_reads_headers_only(http_server: HTTPServer, tmp_path: Path) -> None:
-    # COGs larger than the 64 KiB header read, so chunk reads show in nginx's log.
+    # COGs larger than the 64 KiB header read, so chunk reads show in the server's log.
     served = http_server.directory("stac-discover")
     archive = write_archive(served, width=512, height=256)
     collection = save_static(archive, served)

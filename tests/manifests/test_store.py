@@ -21,7 +21,7 @@ import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from servers import HTTPServer, S3Server
+from servers import HTTP_SERVERS, HTTPServer, S3Server
 from virtualstac import (
     ChunkManifest,
     ManifestArray,
@@ -229,15 +229,15 @@ def test_xarray_opens_the_store_without_being_told_the_format(
     np.testing.assert_array_equal(sparse[:4, 4:], np.arange(16).reshape(4, 4) * 0.5)
 
 
-@pytest.fixture(params=["file", "http", "s3"])
+@pytest.fixture(params=["file", *HTTP_SERVERS, "s3"])
 def remote(request: pytest.FixtureRequest, sample: Sample) -> Iterator[tuple[ManifestStore, str]]:
     """The sample served by each kind of object storage, as a store and the file's URL."""
     registry = ObjectStoreRegistry()
     if request.param == "file":
         url = sample.path.as_uri()
         registry.register(str(sample.path.parent) + "/")
-    elif request.param == "http":
-        http_server: HTTPServer = request.getfixturevalue("http_server")
+    elif request.param in HTTP_SERVERS:
+        http_server: HTTPServer = request.getfixturevalue(f"{request.param}_server")
         directory = http_server.directory("store")
         shutil.copy(sample.path, directory / "sample.h5")
         url = http_server.url_for(directory / "sample.h5")

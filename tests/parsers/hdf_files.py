@@ -9,6 +9,8 @@ Each ``write_*`` function writes one file at the path it is given and returns th
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from pathlib import Path
 
 import h5py
@@ -368,4 +370,76 @@ def write_netcdf_fill_off(path: Path, *, edge_chunk: bool) -> Path:
         long = nc.createVariable("long", "i2", ("t", "x"), chunksizes=(5, 2))
         long[:10] = 1
         short[:4] = 7
+    return path
+
+
+def write_hdf5_undefined_fill(path: Path) -> Path:
+    """Datasets whose fill value is undefined (``H5D_FILL_VALUE_UNDEFINED``), as old writers left.
+
+    h5py always passes a value to ``H5Pset_fill_value``; a NULL one, which undefines it, goes
+    through ctypes to the HDF5 library h5py itself loaded. Each dataset holds ten int32 values
+    in chunks of four (``contiguous*``: in one block) of which the first ``written`` (in the
+    name) were written; ``never_*`` datasets have fill time never.
+    """
+    set_fill_value = _h5py_hdf5_library().H5Pset_fill_value
+    set_fill_value.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    with h5py.File(path, "w") as f:
+        for name, chunked, written, fill_never in UNDEFINED_FILL_DATASETS:
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            if chunked:
+                dcpl.set_chunk((4,))
+            if fill_never:
+                dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+            assert set_fill_value(dcpl.id, h5py.h5t.NATIVE_INT32.id, None) >= 0
+            space = h5py.h5s.create_simple((10,))
+            dataset = h5py.Dataset(
+                h5py.h5d.create(f.id, name.encode(), h5py.h5t.NATIVE_INT32, space, dcpl=dcpl)
+            )
+            if written:
+                dataset[:written] = np.arange(written) + 1
+            dataset.attrs["units"] = "m"
+    return path
+
+
+#: (name, chunked, values written, fill time never) of :func:`write_hdf5_undefined_fill`.
+UNDEFINED_FILL_DATASETS = [
+    ("chunked_10", True, 10, False),
+    ("chunked_3", True, 3, False),
+    ("chunked_0", True, 0, False),
+    ("contiguous_10", False, 10, False),
+    ("contiguous_0", False, 0, False),
+    ("never_chunked_10", True, 10, True),
+    ("never_chunked_3", True, 3, True),
+]
+
+
+def _h5py_hdf5_library() -> ctypes.CDLL:
+    # h5py's wheels bundle the library under h5py.libs; loading the same file again returns
+    # the handle h5py uses, so the identifiers h5py hands out are valid there.
+    bundled = sorted((Path(h5py.__file__).parent.parent / "h5py.libs").glob("libhdf5-*.so*"))
+    return ctypes.CDLL(str(bundled[0]) if bundled else ctypes.util.find_library("hdf5"))
+
+
+def write_hdf5_broken_scales(path: Path) -> Path:
+    """Datasets whose ``DIMENSION_LIST`` points at a deleted dataset or at one not a scale.
+
+    ``deleted``: axis 0 on scale ``x``, axis 1 on a scale deleted afterwards (HDF5's
+    ``H5DSiterate_scales`` fails on it). ``not_a_scale``: axis 1 listed on plain dataset
+    ``plain`` by rewriting the attribute, as tools that copy attributes leave it.
+    """
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("x", data=np.arange(4.0))
+        x.make_scale("x")
+        y = f.create_dataset("y", data=np.arange(3.0))
+        y.make_scale("y")
+        deleted = f.create_dataset("deleted", data=np.arange(12.0).reshape(4, 3))
+        deleted.dims[0].attach_scale(x)
+        deleted.dims[1].attach_scale(y)
+        plain = f.create_dataset("plain", data=np.arange(3.0))
+        listed = f.create_dataset("not_a_scale", data=np.arange(12).reshape(4, 3))
+        references = np.empty(2, dtype=object)
+        references[0] = np.array([x.ref], dtype=h5py.ref_dtype)
+        references[1] = np.array([plain.ref], dtype=h5py.ref_dtype)
+        listed.attrs.create("DIMENSION_LIST", references, dtype=h5py.vlen_dtype(h5py.ref_dtype))
+        del f["y"]
     return path

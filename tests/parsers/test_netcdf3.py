@@ -272,6 +272,28 @@ def test_header_larger_than_the_first_read(tmp_path: Path) -> None:
     assert_same_as_netcdf4(path, parse(path))
 
 
+def test_names_padded_with_nul_end_at_the_first_nul(tmp_path: Path) -> None:
+    # Some writers pad names with NULs inside the name's length; netCDF-C reads C strings.
+    path = tmp_path / "nul_names.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("yyX", 3)
+        ds.createVariable("yyX", "f4", ("yyX",))[:] = [1.0, 2.0, 3.0]
+        variable = ds.createVariable("valX", "i2", ("yyX",))
+        variable.setncattr("unitsX", "m")
+        variable[:] = [4, 5, 6]
+        ds.setncattr("titleX", "padded")
+    data = path.read_bytes()
+    for name in (b"yyX", b"valX", b"unitsX", b"titleX"):
+        data = data.replace(name, name[:-1] + b"\x00")
+    path.write_bytes(data)
+    with netCDF4.Dataset(path) as reference:
+        assert list(reference.variables) == ["yy", "val"]
+    store = parse(path)
+    assert store.group["val"].metadata.dimension_names == ("yy",)
+    assert store.group["val"].metadata.attributes["units"] == "m"
+    assert_same_as_netcdf4(path, store)
+
+
 def test_drop_variables(everything: Path) -> None:
     group = parse(everything, drop_variables=["temp", "station"]).group
     assert "temp" not in group and "station" not in group and "precip" in group

@@ -1,5 +1,6 @@
 """ZarrParser: stores written by xarray and zarr-python become references to chunk objects."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +93,88 @@ def test_not_a_zarr_store(tmp_path: Path) -> None:
     (tmp_path / "empty.zarr").mkdir()
     with pytest.raises(SourceNotFoundError, match="no Zarr metadata"):
         ZarrParser()(str(tmp_path / "empty.zarr"), ObjectStoreRegistry.for_url(str(tmp_path / "x")))
+
+
+# -- NCZarr (netCDF-C's Zarr) ---------------------------------------------------------------
+
+
+def nczarr_url(path: Path) -> str:
+    return f"file://{path}#mode=nczarr,file"
+
+
+def write_nczarr(path: Path) -> Path:
+    """An NCZarr store written by netCDF-C (through netCDF4), without ``_ARRAY_DIMENSIONS``.
+
+    netCDF-C writes xarray's attribute beside its own dimension references only for arrays it
+    can (``noxarray`` turns it off), so it is removed here: the references alone name them.
+    """
+    import netCDF4
+
+    with netCDF4.Dataset(nczarr_url(path), "w") as ds:
+        ds.title = "nczarr"
+        ds.createDimension("x", 4)
+        ds.createDimension("y", 3)
+        ds.createVariable("x", "i4", ("x",))[:] = np.arange(4) * 10
+        v = ds.createVariable("v", "f4", ("x", "y"), fill_value=-1.0)
+        v.units = "m"
+        v[:] = np.arange(12, dtype="f4").reshape(4, 3)
+        v[0, 0] = np.ma.masked
+        ds.createVariable("level", "f8", ())[...] = 2.5
+        sub = ds.createGroup("sub")
+        sub.createDimension("z", 2)
+        sub.createVariable("w", "i2", ("x", "z"))[:] = np.arange(8).reshape(4, 2)
+    for zattrs in path.rglob(".zattrs"):
+        attributes = json.loads(zattrs.read_text())
+        attributes.pop("_ARRAY_DIMENSIONS", None)
+        zattrs.write_text(json.dumps(attributes))
+    return path
+
+
+def test_nczarr_store_is_named_by_its_dimension_references(tmp_path: Path) -> None:
+    import netCDF4
+
+    path = write_nczarr(tmp_path / "written.nczarr")
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert store.group["v"].metadata.dimension_names == ("x", "y")
+    assert store.group["sub/w"].metadata.dimension_names == ("x", "z")
+    # netCDF-C's bookkeeping stays hidden, as netCDF-C and xarray hide it.
+    assert set(store.group["v"].metadata.attributes) == {"units", "_FillValue"}
+    assert store.group.metadata.attributes == {"title": "nczarr"}
+    for group in ("", "sub"):
+        ours = xr.open_zarr(store, group=group or None, consolidated=False, chunks=None)
+        with netCDF4.Dataset(nczarr_url(path)) as reference:
+            node = reference[group] if group else reference
+            assert set(ours.variables) == set(node.variables)
+            assert ours.attrs == {k: node.getncattr(k) for k in node.ncattrs()}
+            for name, expected in node.variables.items():
+                if not expected.dimensions:
+                    # A netCDF scalar is one element along _scalar_, as netCDF-C writes it for
+                    # xarray.
+                    assert ours[name].dims == ("_scalar_",)
+                    np.testing.assert_array_equal(ours[name].values, [expected[...]])
+                    continue
+                assert ours[name].dims == expected.dimensions
+                values = np.ma.filled(expected[...].astype("f8"), np.nan)
+                np.testing.assert_array_equal(ours[name].values, values)
+
+
+def test_nczarr_1_dimension_references_in_zarray(tmp_path: Path) -> None:
+    # netCDF-C 4.8 (NCZarr 1.0) kept its metadata in .zgroup and .zarray, as built here.
+    path = tmp_path / "v1.nczarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    group.create_array("x", data=np.arange(4, dtype="i4"))
+    group.create_array("v", data=np.arange(12, dtype="f4").reshape(4, 3), fill_value=-1.0)
+    group["v"].attrs.update({"units": "m", "_NCZARR_ATTR": {"types": {"units": ">S1"}}})
+    for name, references in (("x", ["/x"]), ("v", ["/x", "/y"])):
+        zarray = path / name / ".zarray"
+        document = json.loads(zarray.read_text())
+        document["_NCZARR_ARRAY"] = {"dimrefs": references, "storage": "chunked"}
+        zarray.write_text(json.dumps(document))
+    zgroup = json.loads((path / ".zgroup").read_text())
+    zgroup["_NCZARR_SUPERBLOCK"] = {"version": "1.0.0"}
+    zgroup["_NCZARR_GROUP"] = {"dims": {"x": 4, "y": 3}, "vars": ["v", "x"], "groups": []}
+    (path / ".zgroup").write_text(json.dumps(zgroup))
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert store.group["v"].metadata.dimension_names == ("x", "y")
+    ours = xr.open_zarr(store, consolidated=False).load()
+    xr.testing.assert_identical(ours, xr.open_zarr(path, consolidated=False).load())

@@ -53,10 +53,13 @@ def write_gdal(
     overviews: tuple[int, ...] = (),
     window: tuple[int, int, int, int] | None = None,
     tags: dict[str, str] | None = None,
+    scales: tuple[float, ...] | None = None,
+    offsets: tuple[float, ...] | None = None,
     data: np.ndarray | None = None,
     **options: Any,
 ) -> Path:
-    """Write a raster with GDAL; ``window=(row, col, h, w)`` writes only that block (sparse)."""
+    """Write a raster with GDAL; ``window=(row, col, h, w)`` writes only that block (sparse
+    with ``sparse_ok``, else the rest is nodata); ``scales``/``offsets`` per band."""
     values = pixels(count, height, width, dtype) if data is None else data
     profile: dict[str, Any] = {
         "driver": driver,
@@ -78,6 +81,10 @@ def write_gdal(
             dst.write(block, window=rasterio.windows.Window(col, row, w, h))
         if tags:
             dst.update_tags(**tags)
+        if scales is not None:
+            dst.scales = scales
+        if offsets is not None:
+            dst.offsets = offsets
         if overviews and driver == "GTiff":
             dst.build_overviews(list(overviews), Resampling.nearest)
     return path
@@ -185,6 +192,26 @@ GDAL_CASES: dict[str, dict[str, Any]] = {
         transform=from_origin(10.0, 50.0, 0.01, 0.01),
         compress="DEFLATE",
     ),
+    "f32_nodata_near_float32_max": dict(
+        dtype="float32",
+        nodata=-3.4e38,
+        compress="DEFLATE",
+        tiled=True,
+        blockxsize=64,
+        blockysize=64,
+        window=(0, 0, 128, 192),
+    ),
+    "scaled_offset_i16": dict(
+        count=2,
+        dtype="int16",
+        nodata=-32768,
+        scales=(0.01, 0.01),
+        offsets=(-100.0, -100.0),
+        compress="ZSTD",
+        predictor=2,
+        blockysize=32,
+        overviews=(2,),
+    ),
     "pixel_is_point": dict(dtype="uint32", tags={"AREA_OR_POINT": "Point"}, compress="LZW"),
     "not_georeferenced": dict(dtype="uint8", crs=None, compress="DEFLATE"),
 }
@@ -213,4 +240,50 @@ def write_tifffile_big_endian_rgb(path: Path) -> Path:
         compression="zstd",
         predictor=2,
     )
+    return path
+
+
+def write_short_bottom_tiles(
+    path: Path, *, compression: str | None, planar: bool = False, tile: int = 32
+) -> Path:
+    """Tiles whose bottom row holds only the rows inside the image, as some non-GDAL writers
+    store them (libtiff and GDAL read them): 3-band uint16, 100 x 70 pixels."""
+    import imagecodecs
+
+    height, width, samples = 100, 70, 3
+    data = pixels(samples, height, width, "uint16", seed=3)  # (band, y, x)
+    stored = data if planar else np.moveaxis(data, 0, -1)  # (band, y, x) or (y, x, band)
+    encode = {
+        None: bytes,
+        "packbits": imagecodecs.packbits_encode,
+        "zlib": imagecodecs.zlib_encode,
+        "lzw": imagecodecs.lzw_encode,
+    }[compression]
+
+    def segments() -> Any:
+        for plane in stored if planar else [stored]:
+            for top in range(0, height, tile):
+                rows = min(tile, height - top)
+                for left in range(0, width, tile):
+                    block = np.zeros((rows, tile, *plane.shape[2:]), plane.dtype)
+                    part = plane[top : top + rows, left : left + tile]
+                    block[:, : part.shape[1]] = part
+                    yield encode(block.tobytes())
+
+    tifffile.imwrite(
+        path,
+        segments(),
+        shape=stored.shape,
+        dtype=stored.dtype,
+        tile=(tile, tile),
+        compression=compression,
+        photometric="rgb",
+        planarconfig="separate" if planar else "contig",
+    )
+    return path
+
+
+def write_tifffile_with_geotags(path: Path, *geotags: tuple[Any, ...]) -> Path:
+    """A small uint8 image with the given GeoTIFF tags (``extratags`` tuples)."""
+    tifffile.imwrite(path, pixels(1, 20, 30, "uint8")[0], extratags=list(geotags))
     return path

@@ -9,7 +9,7 @@
 ``write_band``, ``make_item``, ``read_band``
     The builders themselves (fixtures, since test modules cannot import a conftest by name).
 ``requester_pays_gateway``
-    nginx in front of the moto S3 server that refuses requests without the
+    A proxy in front of the moto S3 server that refuses requests without the
     ``x-amz-request-payer: requester`` header, as AWS does for requester-pays buckets.
 """
 
@@ -27,7 +27,7 @@ import pytest
 import rasterio
 from rasterio.transform import from_origin
 
-from servers import NGINX_MISSING_REASON, HTTPServer, S3Server, nginx_binary
+from servers import RequesterPaysGateway, S3Server
 from virtualstac.demo import write_sample_archive
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
@@ -140,25 +140,10 @@ def read_band() -> Callable[[Path], np.ndarray]:
     return _read_band
 
 
-_REQUESTER_PAYS = """
-        location / {{
-            if ($http_x_amz_request_payer != "requester") {{ return 403; }}
-            proxy_pass {endpoint};
-        }}
-"""
-
-
 @pytest.fixture(scope="session")
-def requester_pays_gateway(
-    s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HTTPServer]:
-    """nginx proxying to moto, answering only requests that accept to pay (its ``url``)."""
-    if nginx_binary() is None:
-        pytest.skip(NGINX_MISSING_REASON)
-    server = HTTPServer.start(
-        tmp_path_factory.mktemp("gateway"),
-        locations=_REQUESTER_PAYS.format(endpoint=s3_server.endpoint),
-    )
+def requester_pays_gateway(s3_server: S3Server) -> Iterator[RequesterPaysGateway]:
+    """A proxy to moto answering only requests that accept to pay (its ``url``)."""
+    server = RequesterPaysGateway.start(s3_server.endpoint)
     try:
         yield server
     finally:

@@ -1,4 +1,4 @@
-"""pystac-client searches of a real STAC API (rustac) opened as datacubes of COGs on nginx."""
+"""pystac-client searches of a real STAC API (rustac) opened as datacubes of COGs over HTTP."""
 
 from __future__ import annotations
 

@@ -16,8 +16,10 @@ import pystac
 import pytest
 import xarray as xr
 
-from servers import HTTPServer, S3Server
-from virtualstac.errors import ChunkReadError, UnregisteredURLError
+from faulty_servers import FaultyServer
+from servers import RequesterPaysGateway, S3Server
+from virtualstac import NetworkOptions
+from virtualstac.errors import ChunkReadError, NetworkTimeoutError, UnregisteredURLError
 from virtualstac.stac import (
     StorageScheme,
     StorageSchemeError,
@@ -96,7 +98,7 @@ def test_private_buckets_need_credentials_from_the_environment(
 
 def test_requester_pays_sends_the_header(
     s3_server: S3Server,
-    requester_pays_gateway: HTTPServer,
+    requester_pays_gateway: RequesterPaysGateway,
     cog: Path,
     make_item: MakeItem,
     read_band: ReadBand,
@@ -114,6 +116,21 @@ def test_requester_pays_sends_the_header(
 
     paying = stored_item(make_item, url, {"gw": {**gateway, "requester_pays": True}}, ["gw"])
     np.testing.assert_array_equal(read(paying, open_stac(paying))["B02"].values, read_band(cog))
+
+
+def test_each_scheme_may_have_its_own_timeouts_and_retries(make_item: MakeItem) -> None:
+    quick = NetworkOptions(
+        connect_timeout=1, timeout=0.5, max_retries=1, backoff=0.02, retry_timeout=5
+    )
+    with FaultyServer({}, "hang") as stalled:
+        scheme = {"type": "custom-s3", "platform": stalled.url, "anonymous": True}
+        item = stored_item(make_item, "s3://stalled/B02.tif", {"stalled": scheme}, ["stalled"])
+        registry = stac_registry(item, scheme_network={"stalled": quick})
+        with pytest.raises(NetworkTimeoutError, match=r"s3://stalled/B02\.tif.*2 attempts"):
+            open_stac(item, registry=registry)
+        assert stalled.connections == 2
+    store, _ = stac_registry(item).resolve("s3://stalled/B02.tif")
+    assert store.client_options["timeout"] == "30s"
 
 
 def test_schemes_declared_on_the_collection_apply_to_its_items(

@@ -11,20 +11,21 @@ import pytest
 import tifffile
 from obstore.store import LocalStore
 
-from servers import HTTPServer
+from servers import HTTP_SERVERS, HTTPServer
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import ChunkReadError
-from virtualstac.storage.reader import BlockCachedReader
+from virtualstac.storage import counting_reads
+from virtualstac.storage.reader import BlockCachedReader, read_head, read_whole, sharing_heads
 
 Publish = Callable[[Path], str]
 
 
-@pytest.fixture(params=["file", "http"])
+@pytest.fixture(params=["file", *HTTP_SERVERS])
 def publish(request: pytest.FixtureRequest, tmp_path: Path) -> Publish:
     """Return a function that makes a local file readable as a file:// or an http:// URL."""
     if request.param == "file":
         return lambda path: path.as_uri()
-    server: HTTPServer = request.getfixturevalue("http_server")
+    server: HTTPServer = request.getfixturevalue(f"{request.param}_server")
     directory = server.directory("reader")
 
     def publish_over_http(path: Path) -> str:
@@ -73,7 +74,7 @@ def test_h5py_indexes_every_chunk_with_a_handful_of_requests(
     assert reader.bytes_fetched < size / 2
 
 
-def test_the_request_count_matches_what_nginx_served(http_server: HTTPServer) -> None:
+def test_the_request_count_matches_what_the_server_served(http_server: HTTPServer) -> None:
     directory = http_server.directory("count")
     write_hdf5(directory / "three.h5")
 
@@ -279,3 +280,149 @@ def test_object_metadata_is_captured_on_open(tmp_path: Path) -> None:
     assert reader.meta is not None
     assert reader.meta["size"] == 100
     assert reader.meta["last_modified"].tzinfo is not None
+
+
+# -- the first block, shared between detection and parsing -------------------------------------
+
+
+def numbered(path: Path, size: int) -> bytes:
+    data = bytes(i % 251 for i in range(size))
+    path.write_bytes(data)
+    return data
+
+
+def test_read_head_is_one_get_that_also_tells_the_metadata(
+    tmp_path: Path, publish: Publish
+) -> None:
+    data = numbered(tmp_path / "data.bin", 100_000)
+    url = publish(tmp_path / "data.bin")
+    registry = ObjectStoreRegistry.for_url(url)
+
+    with counting_reads() as reads:
+        head = read_head(url, registry)
+
+    assert head is not None
+    assert head.data == data[:65536]
+    assert not head.complete
+    assert head.meta == registry.head(url)
+    assert (reads.requests, reads.heads, reads.bytes) == (1, 0, 65536)
+
+
+def test_read_head_of_a_short_object_is_all_of_it(tmp_path: Path, publish: Publish) -> None:
+    data = numbered(tmp_path / "short.bin", 300)
+    url = publish(tmp_path / "short.bin")
+
+    head = read_head(url, ObjectStoreRegistry.for_url(url))
+
+    assert head is not None
+    assert (head.data, head.size, head.complete) == (data, 300, True)
+
+
+def test_read_head_of_nothing_or_a_directory_is_none(tmp_path: Path) -> None:
+    (tmp_path / "store.zarr").mkdir()
+    registry = ObjectStoreRegistry.for_url(tmp_path.as_uri())
+    assert read_head((tmp_path / "missing.nc").as_uri(), registry) is None
+    assert read_head((tmp_path / "store.zarr").as_uri(), registry) is None
+
+
+def test_an_empty_object_needs_a_head_request_which_is_counted(tmp_path: Path) -> None:
+    (tmp_path / "empty.bin").write_bytes(b"")
+    url = (tmp_path / "empty.bin").as_uri()
+
+    with counting_reads() as reads:
+        head = read_head(url, ObjectStoreRegistry.for_url(url))
+
+    assert head is not None
+    assert (head.data, head.size) == (b"", 0)
+    assert (reads.requests, reads.heads) == (2, 1)  # the refused ranged GET, then the HEAD
+
+
+def test_readers_inside_sharing_heads_start_from_the_head_already_read(
+    tmp_path: Path, publish: Publish
+) -> None:
+    data = numbered(tmp_path / "data.bin", 100_000)
+    url = publish(tmp_path / "data.bin")
+    registry = ObjectStoreRegistry.for_url(url)
+
+    with sharing_heads(), counting_reads() as reads:
+        head = read_head(url, registry)
+        reader = BlockCachedReader.from_url(url, registry)
+        assert reader.read(65536) == data[:65536]
+        again = BlockCachedReader.from_url(url, registry, block_size=4096, prefetch=8192)
+        assert again.read(8192) == data[:8192]
+
+    assert reads.requests == 1
+    assert (reader.requests, again.requests) == (0, 0)
+    assert head is not None
+    assert reader.meta == again.meta == dict(head.meta)
+    assert reader.size == again.size == 100_000
+
+
+def test_a_reader_wanting_more_than_the_shared_head_fetches_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    data = numbered(tmp_path / "data.bin", 200_000)
+    url = (tmp_path / "data.bin").as_uri()
+    registry = ObjectStoreRegistry.for_url(url)
+
+    with sharing_heads():
+        read_head(url, registry)
+        # 48 KiB blocks: the head holds block 0 whole, block 1 only in part.
+        reader = BlockCachedReader.from_url(url, registry, block_size=48 * 1024, prefetch=96 * 1024)
+
+    assert reader.requests == 1
+    assert reader.bytes_fetched == 48 * 1024
+    assert reader.read(96 * 1024) == data[: 96 * 1024]
+    assert reader.requests == 1
+
+
+def test_heads_are_not_shared_outside_the_block(tmp_path: Path) -> None:
+    numbered(tmp_path / "data.bin", 1000)
+    url = (tmp_path / "data.bin").as_uri()
+    registry = ObjectStoreRegistry.for_url(url)
+
+    with sharing_heads():
+        BlockCachedReader.from_url(url, registry)
+    with counting_reads() as reads:
+        read_head(url, registry)
+        BlockCachedReader.from_url(url, registry)
+
+    assert reads.requests == 2
+
+
+def test_read_whole_takes_a_complete_shared_head_instead_of_a_get(
+    http_server: HTTPServer,
+) -> None:
+    directory = http_server.directory("whole")
+    data = numbered(directory / "short.bin", 500)
+    numbered(directory / "long.bin", 100_000)
+    short, long = (http_server.url_for(directory / n) for n in ("short.bin", "long.bin"))
+    registry = ObjectStoreRegistry.for_url(short)
+
+    with sharing_heads():
+        read_head(short, registry)
+        read_head(long, registry)
+        assert read_whole(short, registry) == data
+        assert len(read_whole(long, registry)) == 100_000
+
+    assert [e.range for e in http_server.requests(directory / "short.bin")] == ["bytes=0-65535"]
+    assert [e.range for e in http_server.requests(directory / "long.bin")] == ["bytes=0-65535", "-"]
+    with pytest.raises(FileNotFoundError):
+        read_whole(http_server.url_for(directory / "missing.bin"), registry)
+
+
+def test_a_refused_first_get_raises_chunk_read_error_with_the_get_s_reason(
+    http_server: HTTPServer,
+) -> None:
+    directory = http_server.directory("signed")  # answers 403 to requests without a token
+    numbered(directory / "data.bin", 1000)
+    url = http_server.url_for(directory / "data.bin")
+
+    with pytest.raises(ChunkReadError, match=r"start of .*data\.bin.*GET.*403 Forbidden"):
+        open_reader(url)
+
+    # The HEAD asks whether the object is empty (ranges of empty objects are refused).
+    assert [e.method for e in http_server.requests(directory / "data.bin", None)] == [
+        "GET",
+        "HEAD",
+    ]

@@ -1,7 +1,7 @@
 """A signing registry signs every URL it reads, and references keep the unsigned URL.
 
-nginx serves the ``signed-*`` directories only to requests carrying ``?token=letmein``, as a
-storage account behind SAS tokens would.
+The test HTTP servers serve the ``signed-*`` directories only to requests carrying
+``?token=letmein``, as a storage account behind SAS tokens would.
 """
 
 import pickle

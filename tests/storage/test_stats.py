@@ -1,4 +1,4 @@
-"""counting_reads() counts what virtualstac sends: checked against what nginx served."""
+"""counting_reads() counts what virtualstac sends: checked against what the server served."""
 
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from servers import HTTPServer
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.parsers import HDFParser
 from virtualstac.storage import counting_reads
+from virtualstac.storage.reader import BlockCachedReader
 
 
 def write_netcdf_like(path: Path) -> np.ndarray:
@@ -20,7 +21,7 @@ def write_netcdf_like(path: Path) -> np.ndarray:
     return values
 
 
-def test_parsing_and_reading_are_counted_as_nginx_served_them(http_server: HTTPServer) -> None:
+def test_parsing_and_reading_are_counted_as_the_server_served_them(http_server: HTTPServer) -> None:
     directory = http_server.directory("stats")
     values = write_netcdf_like(directory / "v.h5")
     url = http_server.url_for(directory / "v.h5")
@@ -54,3 +55,18 @@ def test_reads_outside_a_block_are_not_counted(tmp_path: Path) -> None:
         pass
     open_virtual_dataset(str(tmp_path / "v.h5"))
     assert (before.requests, before.bytes) == (0, 0)
+
+
+def test_head_requests_are_counted_apart(http_server: HTTPServer) -> None:
+    directory = http_server.directory("heads")
+    (directory / "data.bin").write_bytes(bytes(1000))
+    url = http_server.url_for(directory / "data.bin")
+
+    with counting_reads() as reads:
+        # Without a prefetch nothing tells the reader the size but a HEAD.
+        reader = BlockCachedReader.from_url(url, ObjectStoreRegistry.for_url(url), prefetch=0)
+        reader.read(10)
+
+    served = http_server.requests(directory / "data.bin", method=None)
+    assert [e.method for e in served] == ["HEAD", "GET"]
+    assert (reads.requests, reads.heads, reads.bytes) == (2, 1, 1000)

@@ -1,7 +1,7 @@
 """Virtual chunk containers for local, HTTP and S3 sources, published and read back for real.
 
-Sources are served by nginx and by moto's S3 server; the repositories are read by icechunk
-alone, with exactly the authorization ``authorize_containers`` builds.
+Sources are served over HTTP (tests/servers.py) and by moto's S3 server; the repositories are
+read by icechunk alone, with exactly the authorization ``authorize_containers`` builds.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_http_sources_and_their_changes(
     assert [c.prefix for c in containers] == [http_server.url_for(served) + "/"]
     assert "allow_http" in str(containers[0].store_config())
     xr.testing.assert_identical(read_published(tmp_path / "repo", containers).load(), expected)
-    # nginx reports the new modification time; Icechunk compares it with the recorded one.
+    # The server reports the new modification time; Icechunk compares it with the recorded one.
     changed = served / files[1].name
     later = changed.stat().st_mtime + 5
     os.utime(changed, (later, later))

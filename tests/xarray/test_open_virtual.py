@@ -21,10 +21,11 @@ import scipy.io
 import xarray as xr
 from obstore.store import LocalStore
 
+from faulty_servers import FaultyServer
 from servers import S3Server
-from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
+from virtualstac import ManifestArray, NetworkOptions, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
+from virtualstac.errors import NetworkError, SourceNotFoundError, UnregisteredURLError
 from virtualstac.parallel import (
     DaskDelayedExecutor,
     ForkingExecutorError,
@@ -329,6 +330,21 @@ def test_a_glob_in_a_bucket_lists_the_objects_once(
     paths = combined["t2m"].data.manifest.path_table
     assert paths == tuple(f"s3://{bucket}/era/daily/{p.name}" for p in archive)
     xr.testing.assert_identical(read_back(combined, registry), direct)
+
+
+def test_a_glob_in_a_bucket_that_drops_every_connection_fails_naming_it() -> None:
+    quick = NetworkOptions(connect_timeout=1, timeout=1, max_retries=1, backoff=0.02)
+    with FaultyServer({}, "drop") as dropping:
+        registry = ObjectStoreRegistry(network=quick)
+        registry.register(
+            "s3://bucket",
+            endpoint=dropping.url,
+            region="us-east-1",
+            skip_signature=True,
+            client_options={"allow_http": True},
+        )
+        with pytest.raises(NetworkError, match=r"listing of 's3://bucket/era'.*2 attempts"):
+            open_virtual_mfdataset("s3://bucket/era/*.nc", registry=registry, progress=False)
 
 
 def test_a_file_outside_the_given_registry_is_refused(tmp_path: Path, archive: list[Path]) -> None:

@@ -34,7 +34,7 @@ import pystac
 import xarray as xr
 from pystac_client import Client, ItemSearch
 
-from virtualstac.intake.base import VirtualDataSource
+from virtualstac.intake.base import VirtualDataSource, overview_level_of
 from virtualstac.stac.dataset import StacReferences, open_stac_references
 
 __all__ = ["StacVirtualSource"]
@@ -62,8 +62,9 @@ class StacVirtualSource(VirtualDataSource):
     sign
         A function applied to every URL read, or its import path as a string
         (``"planetary_computer.sign"`` or ``"package.module:function"``).
-    parallel, group, loadable_variables, drop_variables, concat_dim
-        As for :func:`~virtualstac.stac.open_stac`.
+    parallel, group, loadable_variables, drop_variables, concat_dim, overview_level
+        As for :func:`~virtualstac.stac.open_stac` (``overview_level``: a COG overview, 0 the
+        largest; a template may render it as text).
     chunks
         Dask chunks of the dataset; ``{}`` (the default) keeps the files' own chunks.
     metadata
@@ -89,6 +90,7 @@ class StacVirtualSource(VirtualDataSource):
         loadable_variables: Sequence[str] | None = None,
         drop_variables: Sequence[str] | None = None,
         concat_dim: str | None = None,
+        overview_level: int | str | None = None,
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
@@ -110,6 +112,7 @@ class StacVirtualSource(VirtualDataSource):
         self.loadable_variables = loadable_variables
         self.drop_variables = drop_variables
         self.concat_dim = concat_dim
+        self.overview_level = overview_level_of(overview_level)
         self.chunks = {} if chunks is None else chunks
         self._references: StacReferences | None = None
 
@@ -143,6 +146,7 @@ class StacVirtualSource(VirtualDataSource):
                 loadable_variables=self.loadable_variables,
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
+                overview_level=self.overview_level,
             )
         return self._references
 

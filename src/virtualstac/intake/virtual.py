@@ -20,7 +20,7 @@ from typing import Any
 
 import xarray as xr
 
-from virtualstac.intake.base import VirtualDataSource
+from virtualstac.intake.base import VirtualDataSource, overview_level_of
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
@@ -37,8 +37,9 @@ class VirtualSource(VirtualDataSource):
         A URL or local path, a list of them, or a glob pattern.
     combine, concat_dim
         How several files combine (see :func:`virtualstac.open_virtual_mfdataset`).
-    group, loadable_variables, drop_variables, decode_times
-        As for :func:`virtualstac.open_virtual_dataset`.
+    group, loadable_variables, drop_variables, decode_times, overview_level
+        As for :func:`virtualstac.open_virtual_dataset` (``overview_level``: a COG overview,
+        0 the largest; a template may render it as text).
     storage_options
         Options of the object store the files are read from (``region``, ``endpoint``,
         ``skip_signature``, ...), used for every URL prefix the files live under.
@@ -59,6 +60,7 @@ class VirtualSource(VirtualDataSource):
         loadable_variables: Sequence[str] | None = None,
         drop_variables: Sequence[str] | None = None,
         decode_times: bool | None = None,
+        overview_level: int | str | None = None,
         storage_options: dict[str, Any] | None = None,
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -73,6 +75,7 @@ class VirtualSource(VirtualDataSource):
         self.loadable_variables = loadable_variables
         self.drop_variables = drop_variables
         self.decode_times = decode_times
+        self.overview_level = overview_level_of(overview_level)
         self.storage_options = dict(storage_options or {})
         self.chunks = {} if chunks is None else chunks
         self._virtual: xr.Dataset | None = None
@@ -96,6 +99,7 @@ class VirtualSource(VirtualDataSource):
                     loadable_variables=self.loadable_variables,
                     drop_variables=self.drop_variables,
                     decode_times=self.decode_times,
+                    overview_level=self.overview_level,
                 )
             else:
                 self._virtual = open_virtual_mfdataset(
@@ -108,6 +112,7 @@ class VirtualSource(VirtualDataSource):
                     loadable_variables=self.loadable_variables,
                     drop_variables=self.drop_variables,
                     decode_times=self.decode_times,
+                    overview_level=self.overview_level,
                 )
             self._registry = registry
         return self._virtual

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,9 +52,15 @@ def virtual_dataset_from_store(
                 f"it has {sorted(variables)}"
             )
     prefix = f"{group}/" if group else ""
+    stackable = _stackable_character_dimensions(variables)
     for name in load:
         variables[name] = _load(
-            store, f"{prefix}{name}", node.arrays[name], variables[name], decode_times
+            store,
+            f"{prefix}{name}",
+            node.arrays[name],
+            variables[name],
+            decode_times,
+            stack_char_dim=variables[name].ndim > 0 and variables[name].dims[-1] in stackable,
         )
     # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
     # virtual ones cannot, since an index needs the values. One Dataset is built from both.
@@ -70,14 +76,38 @@ def virtual_dataset_from_store(
     return xr.Dataset(data_vars, coords=coords, attrs=node.dataset_attributes())
 
 
+def _stackable_character_dimensions(variables: Mapping[str, xr.Variable]) -> set[Hashable]:
+    """The dimensions xarray joins characters along when it decodes the whole dataset.
+
+    A character array's last dimension holds the characters of its strings, unless a variable
+    of that name exists (a 1-D coordinate of single characters stays one) or another variable
+    uses the dimension otherwise: the rule of ``xr.conventions.decode_cf_variables``.
+    """
+    used: dict[Hashable, list[xr.Variable]] = {}
+    for variable in variables.values():
+        for dim in variable.dims:
+            used.setdefault(dim, []).append(variable)
+    return {
+        dim
+        for dim, users in used.items()
+        if dim not in variables and all(v.dtype.kind == "S" and v.dims[-1] == dim for v in users)
+    }
+
+
 def _load(
     store: ManifestStore,
     path: str,
     array: ManifestArray,
     variable: xr.Variable,
     decode_times: bool | None,
+    *,
+    stack_char_dim: bool,
 ) -> xr.Variable:
-    """Read one array through the store and CF-decode it as xarray's zarr backend would."""
+    """Read one array through the store and CF-decode it as xarray's zarr backend would.
+
+    ``stack_char_dim`` says whether a character array's last axis joins into strings, which
+    xarray decides from the whole dataset (:func:`_stackable_character_dimensions`).
+    """
     import xarray as xr
     from xarray.backends.zarr import FillValueCoder
 
@@ -91,6 +121,7 @@ def _load(
         path.rsplit("/", 1)[-1],
         encoded,
         decode_times=True if decode_times is None else decode_times,
+        stack_char_dim=stack_char_dim,
     )
 
 

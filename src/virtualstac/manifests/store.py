@@ -35,6 +35,7 @@ from virtualstac.errors import (
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
+from virtualstac.storage.failures import describe, network_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
 
@@ -319,29 +320,28 @@ class ManifestStore(Store):
             _fail(requests, err)
             return
         except FileNotFoundError as err:
-            _fail(
-                requests,
-                ChunkReadError(
-                    f"chunk {requests[0].key!r} references {url!r}, which does not exist: {err}"
-                ),
+            missing = ChunkReadError(
+                f"chunk {requests[0].key!r} references {redact(url)!r}, which does not exist "
+                f"({describe(err)})"
             )
+            missing.__cause__ = err
+            _fail(requests, missing)
             return
         except BaseException as err:
             # obstore raises its own hierarchy, and a Rust panic (e.g. on a file truncated under
             # a merged range) arrives as a BaseException; every waiting read must still fail.
             if isinstance(err, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-                _fail(requests, ChunkReadError(f"reading {url!r} was interrupted"))
+                _fail(requests, ChunkReadError(f"reading {redact(url)!r} was interrupted"))
                 raise
-            # obstore messages continue with a multi-line Rust debug dump; keep the summary.
-            summary = str(err).splitlines()[0] if str(err) else ""
-            _fail(
-                requests,
+            failure = network_failure(err, url, f"chunk {requests[0].key!r} from ") or (
                 ChunkReadError(
-                    f"reading chunk {requests[0].key!r} from {url!r} failed "
-                    f"({type(err).__name__}: {summary}); if the object was truncated or replaced "
+                    f"reading chunk {requests[0].key!r} from {redact(url)!r} failed "
+                    f"({describe(err)}); if the object was truncated or replaced "
                     "since it was referenced, re-create the references"
-                ),
+                )
             )
+            failure.__cause__ = err
+            _fail(requests, failure)
             return
         record_read(1, sum(len(buffer) for buffer in buffers))
         for request, buffer in zip(requests, buffers, strict=True):
@@ -351,8 +351,9 @@ class ManifestStore(Store):
             if len(buffer) != expected:
                 request.future.set_exception(
                     ChunkReadError(
-                        f"reading chunk {request.key!r} from {url!r} failed: it references bytes "
-                        f"{request.start}-{request.end}, but only {len(buffer)} of {expected} "
+                        f"reading chunk {request.key!r} from {redact(url)!r} failed: it "
+                        f"references bytes {request.start}-{request.end}, but only {len(buffer)} "
+                        f"of {expected} "
                         "bytes exist; the file is shorter than when it was referenced"
                     )
                 )

@@ -7,8 +7,10 @@ from typing import Any
 
 import obstore
 
-from virtualstac.errors import ChunkReadError, SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import SourceNotFoundError, UnknownFormatError
 from virtualstac.parsers.protocol import Parser
+from virtualstac.storage.failures import redact
+from virtualstac.storage.reader import read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["detect_format", "parser_for"]
@@ -16,25 +18,27 @@ __all__ = ["detect_format", "parser_for"]
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _TIFF_SIGNATURES = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _NETCDF3_SIGNATURES = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
-_PROBE_BYTES = 16
+_USERBLOCK_SIZES = (512, 1024, 2048, 4096)
 
 
 def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     """Return the format of the object or directory at ``url``.
 
     One of ``"hdf5"``, ``"tiff"``, ``"netcdf3"``, ``"kerchunk-json"``, ``"kerchunk-parquet"``
-    and ``"zarr"``. Files are recognised by their magic bytes (one small range request);
-    directories by their metadata objects (``zarr.json``, ``.zgroup``/``.zarray``, or a Kerchunk
-    ``.zmetadata`` with ``record_size``).
+    and ``"zarr"``. Files are recognised by their magic bytes, read with the first block a parser
+    reads (one range request, which a parser opened inside
+    :func:`~virtualstac.storage.reader.sharing_heads` reuses); directories by their metadata
+    objects (``zarr.json``, ``.zgroup``/``.zarray``, or a Kerchunk ``.zmetadata`` with
+    ``record_size``).
 
     Raises
     ------
     UnknownFormatError
         If nothing matches; the message lists the formats tried.
     """
-    store, path = registry.resolve(url)
-    head = _read_head(store, path)
-    if head is not None:
+    found = read_head(url, registry)
+    if found is not None:
+        head = found.data
         if head.startswith(_HDF5_SIGNATURE):
             return "hdf5"
         if head.startswith(_TIFF_SIGNATURES):
@@ -43,12 +47,14 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
             return "netcdf3"
         if head.lstrip()[:1] == b"{":
             return "kerchunk-json"
-        if _hdf5_after_userblock(store, path):
+        # HDF5 allows a user block of 512, 1024, 2048, ... bytes before the superblock.
+        if any(head[n : n + 8] == _HDF5_SIGNATURE for n in _USERBLOCK_SIZES):
             return "hdf5"
         raise UnknownFormatError(
-            f"cannot tell the format of {url!r} from its first bytes {bytes(head[:8])!r}; "
+            f"cannot tell the format of {redact(url)!r} from its first bytes {bytes(head[:8])!r}; "
             "supported: HDF5/netCDF4, TIFF/COG, netCDF3, Kerchunk JSON. Pass parser= explicitly."
         )
+    store, path = registry.resolve(url)
     prefix = path.rstrip("/")
     if _exists(store, f"{prefix}/.zmetadata"):
         metadata = json.loads(bytes(obstore.get(store, f"{prefix}/.zmetadata").bytes()))
@@ -56,7 +62,8 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
     raise SourceNotFoundError(
-        f"{url!r} does not exist (no object there, nor Zarr or Kerchunk parquet metadata below it)"
+        f"{redact(url)!r} does not exist (no object there, nor Zarr or Kerchunk parquet "
+        "metadata below it)"
     )
 
 
@@ -86,30 +93,6 @@ def parser_for(url: str, registry: ObjectStoreRegistry, **options: Any) -> Parse
     from virtualstac.parsers.zarr import ZarrParser
 
     return ZarrParser(**options)
-
-
-def _read_head(store: Any, path: str) -> bytes | None:
-    """The first bytes of the object, or None if there is no object (a directory, or nothing)."""
-    try:
-        return bytes(obstore.get_range(store, path, start=0, end=_PROBE_BYTES))
-    except FileNotFoundError:
-        return None
-    except Exception as err:  # obstore refuses any range of an empty object
-        if _exists(store, path):
-            return b""
-        raise ChunkReadError(f"cannot read {path!r}: {err}") from err
-
-
-def _hdf5_after_userblock(store: Any, path: str) -> bool:
-    # HDF5 allows a user block of 512, 1024, 2048, ... bytes before the superblock.
-    for offset in (512, 1024, 2048, 4096):
-        try:
-            data = bytes(obstore.get_range(store, path, start=offset, length=8))
-        except Exception:  # past the end of a small file: no superblock there
-            return False
-        if data == _HDF5_SIGNATURE:
-            return True
-    return False
 
 
 def _exists(store: Any, path: str) -> bool:

@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import obstore
+from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceChangedError
 from virtualstac.manifests.sources import SourceStamp
+from virtualstac.storage.failures import quiet, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["SOURCES_KEY", "recorded_sources", "verify_sources"]
@@ -56,8 +58,10 @@ async def _verify(
                 meta = await obstore.head_async(store, path)
             except FileNotFoundError as err:
                 raise SourceChangedError(
-                    f"{url!r}, referenced by {references!r}, no longer exists"
-                ) from err
+                    f"{redact(url)!r}, referenced by {references!r}, no longer exists"
+                ) from quiet(err)
+            except BaseError as err:
+                raise read_failure(err, url, "the source ") from err
         _compare(url, recorded, SourceStamp.from_meta(meta), references)
 
     await asyncio.gather(*(check(url, stamp) for url, stamp in stamps.items()))

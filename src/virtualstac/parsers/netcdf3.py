@@ -224,7 +224,8 @@ class _HeaderDecoder:
         return data
 
     def name(self) -> str:
-        raw = self.padded(self.non_neg())
+        # netCDF-C hands names out as C strings, so a name padded with NULs ends at the first.
+        raw = self.padded(self.non_neg()).split(b"\x00", 1)[0]
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as err:

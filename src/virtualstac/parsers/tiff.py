@@ -4,7 +4,9 @@ Layout of the output
 --------------------
 The root group holds the image of one IFD (the first by default), every reduced-resolution
 IFD that follows it (and its SubIFDs) becomes a sub-group ``overview_1``, ``overview_2``, ...
-(largest first). Each group holds, like ``rioxarray.open_rasterio(...).to_dataset("band_data")``:
+in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
+:mod:`virtualstac.parsers.tiff_overviews`). Each group holds, like
+``rioxarray.open_rasterio(...).to_dataset("band_data")``:
 
 ``band_data (band, y, x)``
     The pixels: one chunk per tile or strip. Band-interleaved (planar) files have band chunks
@@ -19,22 +21,29 @@ IFD that follows it (and its SubIFDs) becomes a sub-group ``overview_1``, ``over
     The CF grid mapping (``crs_wkt``, ``spatial_ref``, ``GeoTransform`` and the CF projection
     parameters), inlined; ``band_data`` names it in ``grid_mapping`` and ``coordinates``.
 
-The GDAL nodata value becomes the zarr ``fill_value`` and the CF ``_FillValue``; tiles that
-were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks
-and read as the fill value, as GDAL reads them. Internal masks are not exposed.
+The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the zarr
+``fill_value`` and the CF ``_FillValue``; tiles that were never written (offset or byte count 0,
+e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and read as the fill value, as GDAL reads them.
+Internal masks are not exposed. GDAL band scales and offsets (``GDAL_METADATA``) become CF
+``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
+image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see
+:mod:`virtualstac.parsers.tiff_bands`). Overviews inherit the full image's nodata and scales.
 
 Codecs
 ------
 Encode order: ``transpose`` (chunky, band-first only), the predictor (``imagecodecs_delta`` /
 ``imagecodecs_floatpred``), ``bytes`` (the file's byte order, or the machine's after an image
-codec), ``virtualstac.pad`` (only for a short last strip), then the decompressor:
+codec), ``virtualstac.pad`` (only for a short last strip or short bottom tiles), then the
+decompressor:
 ``numcodecs.zlib`` (deflate), ``numcodecs.lzma``, or one of :mod:`virtualstac.codecs`
 (LZW, PackBits, Zstandard, JPEG with its JPEGTables and colour space, LERC plus its optional
 deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
-and the reason: packed (non byte-aligned) samples, bit-reversed fill order, subsampled YCbCr
-without JPEG, old-style JPEG, 12-bit JPEG, unknown compressions and predictors, volumes.
+and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
+without a Zarr data type, bit-reversed fill order, subsampled YCbCr without JPEG, old-style
+JPEG, 12-bit JPEG, unknown compressions and predictors, volumes, band scales that differ within
+a chunk, uncompressed segments shorter than their rows.
 """
 
 from __future__ import annotations
@@ -69,7 +78,15 @@ from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_ar
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.protocol import registry_or_default
-from virtualstac.parsers.tiff_geo import GeoReference, georeference
+from virtualstac.parsers.tiff_bands import (
+    BandMetadata,
+    SharedChunksError,
+    band_variables,
+    fill_value,
+)
+from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
+from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
+from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -85,11 +102,10 @@ BandLayout = Literal["band_first", "native"]
 
 _JSON = dict[str, Any]
 
-_FILETYPE_REDUCED = 1
-_FILETYPE_MASK = 4
 _PLANAR_SEPARATE = 2
 _PHOTOMETRIC_RGB = 2
 _PHOTOMETRIC_YCBCR = 6
+_SAMPLEFORMAT_COMPLEXINT = 5
 _NATIVE_ENDIAN = sys.byteorder
 
 _COMPRESSION_NAMES = {
@@ -121,6 +137,12 @@ class TIFFParser:
         pixel-interleaved files keep their stored ``(y, x, band)`` order (no transpose codec).
     variable
         Name of the pixel variable.
+    short_tiles
+        Pad the bottom row of tiles to whole tiles when the image ends inside it: for writers
+        that store only the rows inside the image there (GDAL and tifffile store whole tiles;
+        GDAL reads both). Uncompressed short tiles are recognised by their byte counts and
+        PackBits bottom tiles are padded without this; other compressed ones cannot be
+        measured without reading them.
     prefetch, block_size
         Header reads: bytes fetched on open, and the granularity of later reads.
 
@@ -137,6 +159,7 @@ class TIFFParser:
         overviews: bool = True,
         band_layout: BandLayout = "band_first",
         variable: str = "band_data",
+        short_tiles: bool = False,
         prefetch: int = DEFAULT_PREFETCH,
         block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
@@ -148,6 +171,7 @@ class TIFFParser:
         self.overviews = bool(overviews)
         self.band_layout: BandLayout = band_layout
         self.variable = variable
+        self.short_tiles = bool(short_tiles)
         self.prefetch = int(prefetch)
         self.block_size = int(block_size)
 
@@ -186,50 +210,25 @@ class TIFFParser:
         main = tif.pages[self.ifd]
         if not isinstance(main, tifffile.TiffPage):
             raise UnsupportedTIFFError(f"{url}: IFD {self.ifd} could not be read as a page")
-        geo = georeference(main.geotiff_tags)
+        geo = georeference(geotiff_tags(main))
         crs_attributes = geo.crs_attributes() if geo is not None else {}
-        root = _ImageBuilder(main, tif.byteorder, url, chunk_url, self).build(geo, crs_attributes)
+        bands = BandMetadata.of_page(main, url)
+        builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands)
+        root = builder.build(geo, crs_attributes)
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
-        for n, page in enumerate(_overview_pages(tif, main), start=1):
+        for level, page in enumerate(overview_pages(tif, main)):
             page_geo = (
                 geo.scaled(main.imagewidth, main.imagelength, page.imagewidth, page.imagelength)
                 if geo is not None
                 else None
             )
-            builder = _ImageBuilder(
-                page, tif.byteorder, url, chunk_url, self, fallback_nodata=_gdal_nodata(main)
-            )
-            groups[f"overview_{n}"] = builder.build(page_geo, crs_attributes)
+            # GDAL's overviews take the full image's nodata and scales, unless they have their own.
+            page_bands = BandMetadata.of_page(page, url).or_else(bands)
+            builder = _ImageBuilder(page, tif.byteorder, url, chunk_url, self, page_bands)
+            groups[overview_group_name(level)] = builder.build(page_geo, crs_attributes)
         return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
-
-
-def _overview_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tifffile.TiffPage]:
-    """Reduced-resolution images of ``main``: the IFDs after it (up to the next full image) and
-    its SubIFDs; masks and images of another type are skipped. Largest first."""
-    candidates: list[Any] = []
-    for index in range(main.index + 1 if isinstance(main.index, int) else 1, len(tif.pages)):
-        page = tif.pages[index]
-        if not isinstance(page, tifffile.TiffPage):
-            break
-        if page.subfiletype & _FILETYPE_MASK:
-            continue
-        if not page.subfiletype & _FILETYPE_REDUCED:
-            break
-        candidates.append(page)
-    candidates.extend(main.pages or ())
-    overviews = [
-        page
-        for page in candidates
-        if isinstance(page, tifffile.TiffPage)
-        and page.subfiletype & _FILETYPE_REDUCED
-        and not page.subfiletype & _FILETYPE_MASK
-        and page.samplesperpixel == main.samplesperpixel
-        and page.dtype == main.dtype
-        and page.imagewidth < main.imagewidth
-    ]
-    return sorted(overviews, key=lambda page: -page.imagewidth)
 
 
 class _ImageBuilder:
@@ -242,19 +241,19 @@ class _ImageBuilder:
         url: str,
         chunk_url: str,
         parser: TIFFParser,
-        *,
-        fallback_nodata: str | None = None,
+        bands: BandMetadata,
     ) -> None:
         self.page = page
         self.byteorder = byteorder
         self.url = url
         self.chunk_url = chunk_url
         self.parser = parser
-        own = _gdal_nodata(page)
-        self.nodata = own if own is not None else fallback_nodata
+        self.bands = bands
+        self.nodata = bands.nodata
 
     def fail(self, reason: str) -> UnsupportedTIFFError:
-        return UnsupportedTIFFError(f"{self.url} (IFD {self.page.index}): {reason}")
+        where = f"IFD {self.page.index}, {self.parser.variable}"
+        return UnsupportedTIFFError(f"{self.url} ({where}): {reason}")
 
     # -- pixel variable -------------------------------------------------------------------
 
@@ -275,8 +274,17 @@ class _ImageBuilder:
                 x_attrs, y_attrs = geo.coordinate_attributes()
                 arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
                 arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
-        arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})
-        arrays[self.parser.variable] = self._pixels(attributes)
+        variable, packings = self.parser.variable, self.bands.packing_of_bands(samples)
+        if len(set(packings)) == 1:
+            attributes.update(packings[0].attributes())
+            arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})
+            arrays[variable] = self._pixels(attributes)
+        else:
+            pixels = self._pixels(attributes)
+            try:
+                arrays.update(band_variables(pixels, packings, variable))
+            except SharedChunksError as err:
+                raise self.fail(str(err)) from err
         return ManifestGroup(arrays=arrays)
 
     def _pixels(self, attributes: dict[str, Any]) -> ManifestArray:
@@ -313,9 +321,14 @@ class _ImageBuilder:
         codecs.extend(self._predictor(dtype, stored_shape, x_axis))
         endian = _NATIVE_ENDIAN if image_codec else ("little" if self.byteorder == "<" else "big")
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
-        if not page.is_tiled and height % chunk_h:
-            # The last strip holds only the remaining rows; pad it to a whole chunk.
-            size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
+        size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
+        try:
+            pad = pads_bottom_segments(
+                page, (planes, grid_y, grid_x), chunk_h, size, short_tiles=self.parser.short_tiles
+            )
+        except ShortSegmentError as err:
+            raise self.fail(str(err)) from err
+        if pad:
             codecs.append(PadCodec(size=size).to_dict())
         codecs.extend(compressors)
 
@@ -339,9 +352,19 @@ class _ImageBuilder:
             raise self.fail("volumetric (ImageDepth > 1) images are not supported")
         dtype = page.dtype
         bits = page.bitspersample
-        if dtype is None or dtype.kind not in "biufc" or bits != dtype.itemsize * 8:
+        if page.sampleformat == _SAMPLEFORMAT_COMPLEXINT:
+            raise self.fail(
+                f"complex integer samples ({bits}-bit, GDAL's CInt{bits // 2}) have no Zarr "
+                "data type"
+            )
+        if bits % 8:
             raise self.fail(
                 f"{bits}-bit samples are packed, not byte-aligned, so no chunk can reference them"
+            )
+        if dtype is None or dtype.kind not in "iufc" or bits != dtype.itemsize * 8:
+            raise self.fail(
+                f"{bits}-bit samples of SampleFormat {int(page.sampleformat)} have no Zarr data "
+                "type (integers and floats have 8, 16, 32 or 64 bits)"
             )
         if page.fillorder != 1:
             raise self.fail("bit-reversed fill order (FillOrder 2) is not supported")
@@ -434,22 +457,14 @@ class _ImageBuilder:
     def _fill_value(self, dtype: np.dtype[Any]) -> int | float | None:
         if self.nodata is None:
             return None
-        try:
-            nodata = float(self.nodata)
-        except ValueError:
-            nodata = None
-        if nodata is not None and dtype.kind not in "iu":
-            return nodata
-        if nodata is not None and nodata.is_integer():
-            info = np.iinfo(dtype)
-            if info.min <= nodata <= info.max:
-                return int(nodata)
-        warnings.warn(
-            f"{self.url}: nodata {self.nodata} does not fit {dtype}; it is ignored",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-        return None
+        value = fill_value(self.nodata, dtype)
+        if value is None:
+            warnings.warn(
+                f"{self.url}: nodata {self.nodata} does not fit {dtype}; it is ignored",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+        return value
 
     # -- chunk references -----------------------------------------------------------------
 
@@ -473,14 +488,6 @@ class _ImageBuilder:
             lengths=lengths.reshape(grid),
             validate_paths=False,
         )
-
-
-def _gdal_nodata(page: tifffile.TiffPage) -> str | None:
-    """The GDAL_NODATA tag's text (tifffile's ``page.nodata`` turns misfits into 0)."""
-    tag = page.tags.get(42113)
-    if tag is None:
-        return None
-    return str(tag.value).strip().rstrip("\x00").strip() or None
 
 
 def _inlined(

@@ -1,10 +1,12 @@
 """GeoTIFF georeferencing: the affine transform and CRS of a TIFF page, the CF way.
 
-The transform follows GDAL: from ModelTiepoint + ModelPixelScale or from ModelTransformation,
-shifted by half a pixel for ``PixelIsPoint`` rasters (GDAL's default, which rasterio reports),
-and scaled for overviews. Coordinates are pixel centres, computed as rioxarray does. The CRS
-comes from the EPSG code in the GeoKeys; its WKT and CF grid-mapping attributes come from pyproj.
-"""
+The transform follows GDAL: from ModelPixelScale + the first ModelTiepoint, else from
+ModelTransformation, shifted by half a pixel for ``PixelIsPoint`` rasters (GDAL's default, which
+rasterio reports), and scaled for overviews. As GDAL does by default
+(``GTIFF_HONOUR_NEGATIVE_SCALEY=NO``), a negative Y pixel scale is read as north-up. The
+transform tags count without a GeoKeyDirectory too (GDAL gives x/y then, without a CRS).
+Coordinates are pixel centres, computed as rioxarray does. The CRS comes from the EPSG code in
+the GeoKeys; its WKT and CF grid-mapping attributes come from pyproj."""
 
 from __future__ import annotations
 
@@ -17,13 +19,16 @@ import numpy as np
 import numpy.typing as npt
 import pyproj
 
-__all__ = ["GeoReference", "georeference"]
+__all__ = ["GeoReference", "georeference", "geotiff_tags"]
 
 # GeoKey values meaning "user-defined": the CRS is spelt out in other keys, not as an EPSG code.
 _USER_DEFINED = 32767
 _PROJECTED = 1
 _GEOGRAPHIC = 2
 _PIXEL_IS_POINT = 2
+
+# The transform tags by number, under the names tifffile gives them in ``geotiff_tags``.
+_TRANSFORM_TAGS = {33550: "ModelPixelScale", 33922: "ModelTiepoint", 34264: "ModelTransformation"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,19 @@ def _describe(crs: pyproj.CRS) -> tuple[dict[str, Any], dict[str, Any], dict[str
     return grid_mapping, x_attrs or {"axis": "X"}, y_attrs or {"axis": "Y"}
 
 
+def geotiff_tags(page: Any) -> dict[str, Any] | None:
+    """A tifffile page's GeoTIFF tags; without a (valid) GeoKeyDirectory, its transform tags.
+
+    tifffile's ``page.geotiff_tags`` needs the GeoKeyDirectory, but GDAL reads the transform
+    tags without it.
+    """
+    tags: dict[str, Any] | None = page.geotiff_tags
+    if tags:
+        return tags
+    found = {name: page.tags.valueof(code) for code, name in _TRANSFORM_TAGS.items()}
+    return {name: value for name, value in found.items() if value is not None} or None
+
+
 def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
     """The georeference described by a page's GeoTIFF tags (tifffile ``page.geotiff_tags``).
 
@@ -130,18 +148,21 @@ def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
 def _geotransform(
     tags: Mapping[str, Any],
 ) -> tuple[float, float, float, float, float, float] | None:
-    matrix = tags.get("ModelTransformation")
-    if matrix is not None:
-        m = np.asarray(matrix, dtype=np.float64).reshape(-1)
-        return (m[3], m[0], m[1], m[7], m[4], m[5])
-    tiepoints = tags.get("ModelTiepoint")
-    scale = tags.get("ModelPixelScale")
-    if tiepoints is None or scale is None or len(tiepoints) != 6:
-        # Several tiepoints are ground control points: they need warping, not an affine grid.
-        return None
-    i, j, _, x, y, _ = (float(v) for v in tiepoints)
-    sx, sy = float(scale[0]), float(scale[1])
-    return (x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy)
+    # GDAL's order: a valid pixel scale decides (with the first tiepoint, or no transform at
+    # all without one), else the matrix; tiepoints alone are ground control points.
+    tiepoints, scale, m = (
+        np.asarray(tags.get(name, ()), dtype=np.float64).reshape(-1)  # tifffile nests rows
+        for name in ("ModelTiepoint", "ModelPixelScale", "ModelTransformation")
+    )
+    if scale.size >= 2 and scale[0] != 0 and scale[1] != 0:
+        if tiepoints.size < 6:
+            return None
+        i, j, _, x, y, _ = (float(v) for v in tiepoints[:6])
+        sx, sy = float(scale[0]), abs(float(scale[1]))
+        return (x - i * sx, sx, 0.0, y + j * sy, 0.0, -sy)
+    if m.size == 16:
+        return (float(m[3]), float(m[0]), float(m[1]), float(m[7]), float(m[4]), float(m[5]))
+    return None
 
 
 def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:

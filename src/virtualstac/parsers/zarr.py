@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 import obstore
+from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
 from virtualstac.parsers.protocol import registry_or_default
+from virtualstac.storage.failures import read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -59,12 +61,17 @@ class ZarrParser:
         root_url = normalize_url(url).rstrip("/")
         store, root_path = registry.resolve(root_url)
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
-        sizes = _list_sizes(store, prefix)
-        documents = {
-            key: json.loads(bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes()))
-            for key in sizes
-            if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
-        }
+        try:
+            sizes = _list_sizes(store, prefix)
+            documents = {
+                key: json.loads(
+                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes())
+                )
+                for key in sizes
+                if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+            }
+        except BaseError as err:
+            raise read_failure(err, root_url, "the Zarr store ") from err
         base_url = "/".join(p for p in (root_url, self.group) if p)
         root_name = self.array_name or base_url.rsplit("/", 1)[-1].removesuffix(".zarr")
         if documents.get("zarr.json", {}).get("node_type") == "array":

@@ -10,7 +10,8 @@ v2 metadata into the v3 metadata manifest arrays carry:
 - ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
   because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
   as xarray's v3 reader decodes it, so values decode the same through either;
-- ``_ARRAY_DIMENSIONS`` becomes the dimension names.
+- ``_ARRAY_DIMENSIONS`` becomes the dimension names, or else NCZarr's dimension references
+  (:mod:`virtualstac.parsers.nczarr`); attributes xarray hides (``_nc*``) are left out.
 
 Chunk references are the caller's business: it passes a function that builds each array's
 manifest. Groups without ``.zgroup`` but with members below them are created implicitly.
@@ -38,6 +39,7 @@ from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import chunk_shape_of, create_v3_array_metadata, grid_shape
+from virtualstac.parsers.nczarr import nczarr_dimensions, without_netcdf_attributes
 from virtualstac.storage.urls import join_url
 
 __all__ = [
@@ -111,8 +113,10 @@ def v3_metadata_from_v2(
     order = zarray.get("order", "C")
     if order not in ("C", "F"):
         raise V2MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
-    attributes = dict(zattrs or {})
+    attributes = without_netcdf_attributes(zattrs or {})
     dims = attributes.pop("_ARRAY_DIMENSIONS", None)
+    if dims is None:
+        dims = nczarr_dimensions(zarray, zattrs or {}, shape)
     if dims is not None and (
         not isinstance(dims, list)
         or len(dims) != len(shape)
@@ -389,7 +393,9 @@ def build_v2_group(
                 and not _dropped(child, name, drop)
             ):
                 groups[name] = group(child)
-        return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes(path))
+        return ManifestGroup(
+            arrays=arrays, groups=groups, attributes=without_netcdf_attributes(attributes(path))
+        )
 
     return group("")
 

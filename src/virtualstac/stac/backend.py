@@ -37,7 +37,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
 
     Options for STAC objects: ``assets``, ``sign``, ``parallel``, ``concat_dim``,
     ``loadable_variables`` and ``registry``, as for :func:`~virtualstac.stac.open_stac`.
-    ``sign`` and ``registry`` work for files too.
+    ``sign``, ``registry`` and ``overview_level`` (a COG overview, 0 the largest) work for
+    files too.
     """
 
     description = "Open STAC Items/Assets/searches and COG, netCDF, HDF5, Zarr, Kerchunk files"
@@ -69,6 +70,7 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
         parallel: Executor | Literal["dask"] | bool | Any = False,
         concat_dim: str | None = None,
         loadable_variables: Iterable[str] | None = None,
+        overview_level: int | None = None,
     ) -> xr.Dataset:
         """Open a STAC object like :func:`open_stac_dataset`, or a file by its references."""
         decoding: dict[str, Any] = {
@@ -95,6 +97,7 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
                 loadable_variables=loadable_variables,
                 drop_variables=drop,
                 concat_dim=concat_dim,
+                overview_level=overview_level,
                 **decoding,
             )
         unused = {
@@ -118,5 +121,6 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
             parser=parser,
             registry=registry,
             group=group,
+            overview_level=overview_level,
             **decoding,
         )

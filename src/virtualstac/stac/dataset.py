@@ -73,6 +73,7 @@ def open_stac_references(
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
     concat_dim: str | None = None,
+    overview_level: int | None = None,
 ) -> StacReferences:
     """Parse the assets (headers and chunk indexes only) and keep the registry to read them.
 
@@ -94,6 +95,7 @@ def open_stac_references(
             assets=assets,
             registry=registry,
             drop_variables=drop_variables,
+            overview_level=overview_level,
         )
         if published is not None:
             return StacReferences(published, None)
@@ -109,6 +111,7 @@ def open_stac_references(
             group=group,
             loadable_variables=loadable,
             drop_variables=drop_variables,
+            overview_level=overview_level,
         )
     else:
         virtual = open_stac(
@@ -123,6 +126,7 @@ def open_stac_references(
             drop_variables=drop_variables,
             concat_dim=concat_dim,
             use_published=False,
+            overview_level=overview_level,
         )
     references = StacReferences(virtual, registry)
     if registry is None and references.is_virtual:
@@ -145,6 +149,7 @@ def open_stac_dataset(
     drop_variables: Iterable[str] | None = None,
     concat_dim: str | None = None,
     chunks: Mapping[str, Any] | None = None,
+    overview_level: int | None = None,
     **decoding: Any,
 ) -> xr.Dataset:
     """Open STAC Items (or one Asset) as a lazy dataset of values.
@@ -164,6 +169,9 @@ def open_stac_dataset(
     chunks
         As for ``xr.open_zarr``: ``None`` (the default) gives lazily indexed arrays, ``{}``
         dask arrays with the files' chunks.
+    overview_level
+        A COG overview of the raster assets (0: the largest), as rasterio numbers them; from
+        a published store, its level of that number.
     **decoding
         CF decoding options of ``xr.open_zarr`` (``mask_and_scale``, ``decode_times``, ...).
     """
@@ -178,6 +186,7 @@ def open_stac_dataset(
         loadable_variables=loadable_variables,
         drop_variables=drop_variables,
         concat_dim=concat_dim,
+        overview_level=overview_level,
     )
     return references.to_dataset(chunks, **decoding)
 

@@ -37,10 +37,9 @@ pystac's ``item.ext`` namespace is closed to third parties, so the extension is 
 from __future__ import annotations
 
 import json
-from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import pystac
 from pystac.extensions.base import (
@@ -50,13 +49,7 @@ from pystac.extensions.base import (
 )
 from pystac.extensions.hooks import ExtensionHooks
 
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
-    import xarray as xr
-
-    from virtualstac.stac.open import Grid
-    from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.stac.extension_open import AssetOpener, StacOpener
 
 __all__ = [
     "CONCAT_DIM_PROP",
@@ -365,93 +358,7 @@ class VirtualExtension(
         return SummariesVirtualExtension(obj)
 
 
-class _Opener:
-    """``to_xarray`` for the objects whose assets can be opened: items and collections."""
-
-    @abstractmethod
-    def _stac_object(self) -> pystac.Item | pystac.Collection:
-        """The Item or Collection whose assets ``to_xarray`` opens."""
-
-    @overload
-    def to_xarray(
-        self,
-        assets: Iterable[str] | None = None,
-        *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
-        group_by: None = None,
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-    ) -> xr.Dataset: ...
-
-    @overload
-    def to_xarray(
-        self,
-        assets: Iterable[str] | None = None,
-        *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
-        group_by: Literal["grid"],
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-    ) -> dict[Grid | None, xr.Dataset]: ...
-
-    def to_xarray(
-        self,
-        assets: Iterable[str] | None = None,
-        *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
-        group_by: Literal["grid"] | None = None,
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-    ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
-        """Open the object's source assets as one virtual dataset (see :func:`open_stac`).
-
-        An Item becomes one dataset of its assets' variables; a Collection becomes a datacube
-        of its items along ``time`` (or ``concat_dim``). A published virtual store of the
-        Collection (for an Item: its own, or its Collection's) is opened instead, unless
-        ``use_published=False``.
-        """
-        # open.py builds on this module's field names, so it is imported when first needed.
-        from virtualstac.stac.open import _open_stac
-
-        return _open_stac(
-            self._stac_object(),
-            assets,
-            registry=registry,
-            sign=sign,
-            group_by=group_by,
-            parallel=parallel,
-            progress=progress,
-            group=group,
-            loadable_variables=loadable_variables,
-            drop_variables=drop_variables,
-            decode_times=decode_times,
-            concat_dim=concat_dim,
-            use_published=use_published,
-        )
-
-
-class ItemVirtualExtension(_Opener, VirtualExtension[pystac.Item]):
+class ItemVirtualExtension(StacOpener, VirtualExtension[pystac.Item]):
     """:class:`VirtualExtension` on an :class:`~pystac.Item`; fields are item properties.
 
     Use :meth:`VirtualExtension.ext` rather than instantiating it.
@@ -474,7 +381,7 @@ class ItemVirtualExtension(_Opener, VirtualExtension[pystac.Item]):
         return f"<ItemVirtualExtension Item id={self.item.id}>"
 
 
-class CollectionVirtualExtension(_Opener, VirtualExtension[pystac.Collection]):
+class CollectionVirtualExtension(StacOpener, VirtualExtension[pystac.Collection]):
     """:class:`VirtualExtension` on a :class:`~pystac.Collection` (its extra fields).
 
     Use :meth:`VirtualExtension.ext` rather than instantiating it.
@@ -497,7 +404,7 @@ class CollectionVirtualExtension(_Opener, VirtualExtension[pystac.Collection]):
         return f"<CollectionVirtualExtension Collection id={self.collection.id}>"
 
 
-class AssetVirtualExtension(VirtualExtension[pystac.Asset]):
+class AssetVirtualExtension(AssetOpener, VirtualExtension[pystac.Asset]):
     """:class:`VirtualExtension` on an :class:`~pystac.Asset`.
 
     Fields missing on the asset are read from the owning Item's properties.
@@ -518,30 +425,6 @@ class AssetVirtualExtension(VirtualExtension[pystac.Asset]):
         self.properties = asset.extra_fields
         if asset.owner is not None and isinstance(asset.owner, pystac.Item):
             self.additional_read_properties = [asset.owner.properties]
-
-    def to_xarray(
-        self,
-        *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-    ) -> xr.Dataset:
-        """Open this asset alone as a virtual dataset (see :func:`open_stac`)."""
-        # open.py builds on this module's field names, so it is imported when first needed.
-        from virtualstac.stac.open import open_asset
-
-        return open_asset(
-            self.asset,
-            registry=registry,
-            sign=sign,
-            group=group,
-            loadable_variables=loadable_variables,
-            drop_variables=drop_variables,
-            decode_times=decode_times,
-        )
 
     def __repr__(self) -> str:
         return f"<AssetVirtualExtension Asset href={self.asset.href}>"

@@ -184,6 +184,7 @@ class _AssetTask:
     drop_variables: tuple[str, ...] | None
     decode_times: bool | None
     projection: _Projection
+    overview_level: int | None = None
 
 
 @overload
@@ -202,6 +203,7 @@ def open_stac(
     decode_times: bool | None = None,
     concat_dim: str | None = None,
     use_published: bool = True,
+    overview_level: int | None = None,
 ) -> xr.Dataset: ...
 
 
@@ -221,6 +223,7 @@ def open_stac(
     decode_times: bool | None = None,
     concat_dim: str | None = None,
     use_published: bool = True,
+    overview_level: int | None = None,
 ) -> dict[Grid | None, xr.Dataset]: ...
 
 
@@ -239,6 +242,7 @@ def open_stac(
     decode_times: bool | None = None,
     concat_dim: str | None = None,
     use_published: bool = True,
+    overview_level: int | None = None,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """Open the source assets of STAC Items as one virtual dataset.
 
@@ -282,6 +286,10 @@ def open_stac(
         Collection's covering it), instead of parsing the sources: see
         :mod:`virtualstac.stac.published`. Such a dataset reads values lazily rather than
         holding references. ``False`` always parses the sources.
+    overview_level
+        Open this COG overview of every raster asset (0: the largest), as rasterio numbers
+        them; from a published store, its level of the same number (``publish(...,
+        overviews=True)``). An asset without that level raises ``OverviewNotFoundError``.
 
     Raises
     ------
@@ -306,6 +314,7 @@ def open_stac(
         decode_times=decode_times,
         concat_dim=concat_dim,
         use_published=use_published,
+        overview_level=overview_level,
     )
 
 
@@ -324,6 +333,7 @@ def _open_stac(
     decode_times: bool | None = None,
     concat_dim: str | None = None,
     use_published: bool = True,
+    overview_level: int | None = None,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
@@ -342,6 +352,7 @@ def _open_stac(
             registry=registry,
             drop_variables=drop_variables,
             decode_times=decode_times,
+            overview_level=overview_level,
         )
         if published is not None:
             return {_grid_of(published): published} if group_by == "grid" else published
@@ -353,6 +364,7 @@ def _open_stac(
         loadable_variables=None if loadable_variables is None else tuple(loadable_variables),
         drop_variables=None if drop_variables is None else tuple(drop_variables),
         decode_times=decode_times,
+        overview_level=overview_level,
     )
     tasks = [task for item in items for task in _tasks_for(item, wanted, overrides)]
     if registry is None:
@@ -379,6 +391,7 @@ def open_asset(
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    overview_level: int | None = None,
 ) -> xr.Dataset:
     """Open one asset as a virtual dataset (its data variable named as in :func:`open_stac`).
 
@@ -391,6 +404,7 @@ def open_asset(
         loadable_variables=None if loadable_variables is None else tuple(loadable_variables),
         drop_variables=None if drop_variables is None else tuple(drop_variables),
         decode_times=decode_times,
+        overview_level=overview_level,
     )
     item_id = owner.id if owner is not None else "(no item)"
     task = _task(item_id, key or "data", asset, owner, overrides, explicit=True)
@@ -412,6 +426,7 @@ class _Overrides:
     loadable_variables: tuple[str, ...] | None
     drop_variables: tuple[str, ...] | None
     decode_times: bool | None
+    overview_level: int | None = None
 
 
 def _items_of(stac: StacSource) -> list[pystac.Item]:
@@ -565,6 +580,7 @@ def _task(
         ),
         decode_times=overrides.decode_times,
         projection=_projection(asset, item),
+        overview_level=overrides.overview_level,
     )
 
 
@@ -607,12 +623,12 @@ def _open_tasks(
     return list(progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress))
 
 
-def _make_parser(name: str | None, drop: tuple[str, ...]) -> Parser | None:
+def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Parser | None:
     if name is None:
         return None
     if name == "tiff":
-        # Only the full-resolution image is combined; overview groups would be parsed for nothing.
-        return TIFFParser(overviews=False)
+        # One level is combined; the overview groups are parsed only when one is asked for.
+        return TIFFParser(overviews=overviews)
     parsers: dict[str, Callable[..., Parser]] = {
         "hdf": HDFParser,
         "netcdf3": NetCDF3Parser,
@@ -628,12 +644,13 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
     drop = task.drop_variables or ()
     dataset = open_virtual_dataset(
         task.url,
-        parser=_make_parser(task.parser, drop),
+        parser=_make_parser(task.parser, drop, task.overview_level is not None),
         registry=registry,
         group=task.group,
         loadable_variables=task.loadable_variables,
         drop_variables=drop,
         decode_times=task.decode_times,
+        overview_level=task.overview_level,
     )
     if "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims):
         dataset = _shape_raster(task, dataset)
@@ -672,14 +689,20 @@ def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
     if len(transform) not in (6, 9):
         raise UnsupportedAssetError(f"{where}: proj:transform needs 6 or 9 values, not {transform}")
     shape = (dataset.sizes["y"], dataset.sizes["x"])
-    if projection.shape is not None and tuple(projection.shape) != shape:
+    a, b, c, d, e, f = transform[:6]
+    crs = pyproj.CRS.from_user_input(projection.crs) if projection.crs else None
+    geo = GeoReference((c, a, b, f, d, e), crs)
+    if task.overview_level is not None:
+        # proj: fields describe the full resolution; scale them to the overview as GDAL does.
+        if projection.shape is None:
+            raise UnsupportedAssetError(f"{where}: an overview's grid needs proj:shape")
+        height, width = projection.shape[-2:]
+        geo = geo.scaled(width, height, shape[1], shape[0])
+    elif projection.shape is not None and tuple(projection.shape) != shape:
         raise MixedGridsError(
             f"{where}: proj:shape {list(projection.shape)} does not match the file's "
             f"{list(shape)} rows x columns"
         )
-    a, b, c, d, e, f = transform[:6]
-    crs = pyproj.CRS.from_user_input(projection.crs) if projection.crs else None
-    geo = GeoReference((c, a, b, f, d, e), crs)
     if not geo.is_rectilinear:
         raise UnsupportedAssetError(
             f"{where}: proj:transform is rotated, so x and y cannot be 1-D coordinates"

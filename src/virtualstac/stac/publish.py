@@ -26,6 +26,7 @@ import pystac
 import xarray as xr
 
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
+from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
@@ -61,6 +62,7 @@ def publish(
     parallel: Executor | Literal["dask"] | bool | Any = False,
     progress: bool = False,
     drop_variables: Iterable[str] | None = None,
+    overviews: bool = False,
 ) -> pystac.Collection:
     """Publish the items' source assets as a virtual store and record it on their Collection.
 
@@ -97,6 +99,12 @@ def publish(
         As for :func:`open_stac`: sources are parsed as parallel tasks, with a progress line.
     drop_variables
         Variables to leave out of the store.
+    overviews
+        Also publish the COG overviews: the store becomes a zarr-conventions multiscales group,
+        ``"0"`` the full resolution and ``"n"`` the items' ``overview_level=n - 1`` (every
+        level all items have), each stacked along ``concat_dim``. Opening it reads ``"0"``;
+        ``open_stac(..., overview_level=n)`` reads an overview. A store is appended to with
+        the same choice.
 
     Returns
     -------
@@ -124,17 +132,22 @@ def publish(
         raise UnsupportedAssetError("no STAC items to publish")
     wanted = None if assets is None else list(assets)
     sources = tuple(source for item in new for source in _sources(item, wanted))
-    dataset = _open_stac(
-        new,
-        wanted,
-        registry=registry,
-        parallel=parallel,
-        progress=progress,
-        drop_variables=drop_variables,
-        concat_dim=concat_dim,
-        use_published=False,
-    )
-    dataset = cast(xr.Dataset, dataset)
+
+    def open_level(overview_level: int | None) -> xr.Dataset:
+        level = _open_stac(
+            new,
+            wanted,
+            registry=registry,
+            parallel=parallel,
+            progress=progress,
+            drop_variables=drop_variables,
+            concat_dim=concat_dim,
+            use_published=False,
+            overview_level=overview_level,
+        )
+        return cast(xr.Dataset, level)
+
+    dataset: Levels = open_levels(open_level) if overviews else open_level(None)
     ids = (*previous.items, *(item.id for item in new))
     message = f"publish {len(new)} items: {new[0].id} .. {new[-1].id}"
     if format == "icechunk":

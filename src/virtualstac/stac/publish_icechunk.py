@@ -20,6 +20,7 @@ from zarr.codecs import BytesCodec
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
+from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import write_icechunk
@@ -41,7 +42,7 @@ class RepositoryVersion:
 
 
 def publish_repository(
-    dataset: xr.Dataset,
+    dataset: Levels,
     target: Target,
     *,
     base: str | None,
@@ -54,6 +55,8 @@ def publish_repository(
 
     ``base`` is the snapshot the catalog records; None creates the repository, otherwise the
     dataset is appended along ``concat_dim`` to the branch, which must still be at ``base``.
+    A sequence of datasets is an image pyramid (finest first), written and appended level by
+    level as a multiscales group (:mod:`virtualstac.stac.levels`).
     """
     storage = target.icechunk_storage()
     if base is None:
@@ -67,7 +70,7 @@ def publish_repository(
 
 
 def _create(
-    dataset: xr.Dataset,
+    dataset: Levels,
     target: Target,
     storage: Any,
     concat_dim: str,
@@ -75,8 +78,11 @@ def _create(
     message: str,
     metadata: Mapping[str, Any],
 ) -> RepositoryVersion:
-    group = one_step_per_chunk(
-        with_time_encoding(dataset, concat_dim).virtual.to_group(), concat_dim
+    group = pyramid_group(
+        dataset,
+        lambda _, level: one_step_per_chunk(
+            with_time_encoding(level, concat_dim).virtual.to_group(), concat_dim
+        ),
     )
     containers = required_containers(group, registry)
     config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
@@ -92,7 +98,7 @@ def _create(
 
 
 def _append(
-    dataset: xr.Dataset,
+    dataset: Levels,
     target: Target,
     storage: Any,
     base: str,
@@ -111,17 +117,24 @@ def _append(
             f"collection records {base}: someone else published since. Reload the collection "
             "that recorded the newer snapshot and publish again"
         )
-    existing = xr.open_zarr(
-        repository.readonly_session(snapshot_id=base).store,
-        consolidated=False,
-        zarr_format=3,
-        mask_and_scale=False,
-        chunks=None,
-    )
-    check_appendable(existing, dataset, concat_dim, target.href)
-    group = one_step_per_chunk(
-        encode_like(dataset, existing, concat_dim).virtual.to_group(), concat_dim
-    )
+    published = repository.readonly_session(snapshot_id=base).store
+    check_levels(dataset, published, target.href)
+
+    def appended(path: str, level: xr.Dataset) -> ManifestGroup:
+        existing = xr.open_zarr(
+            published,
+            group=path or None,
+            consolidated=False,
+            zarr_format=3,
+            mask_and_scale=False,
+            chunks=None,
+        )
+        check_appendable(existing, level, concat_dim, target.href)
+        return one_step_per_chunk(
+            encode_like(level, existing, concat_dim).virtual.to_group(), concat_dim
+        )
+
+    group = pyramid_group(dataset, appended)
     ensure_containers(config, required_containers(group, registry))
     grown = set(config.virtual_chunk_containers or {}) != declared
     if grown:
@@ -135,8 +148,10 @@ def _append(
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:
+    store = repository.readonly_session(snapshot_id=snapshot).store
     described = xr.open_zarr(
-        repository.readonly_session(snapshot_id=snapshot).store,
+        store,
+        group=level_group(store, None, "the repository"),
         consolidated=False,
         zarr_format=3,
         chunks=None,

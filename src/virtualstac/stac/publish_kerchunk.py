@@ -18,8 +18,10 @@ from typing import Any, Literal
 import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
+from virtualstac.manifests import ManifestGroup, ManifestStore
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.stac.appending import check_appendable
+from virtualstac.stac.levels import Levels, check_levels, pyramid_group
 from virtualstac.stac.published import reading_registry
 from virtualstac.stac.published_asset import multihash_sha256
 from virtualstac.stac.targets import PublishError, Target
@@ -27,6 +29,7 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
 from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
 from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.xarray.convert import dataset_to_group
 
 __all__ = ["KerchunkFormat", "ReferencesVersion", "publish_references"]
 
@@ -45,7 +48,7 @@ class ReferencesVersion:
 
 
 def publish_references(
-    dataset: xr.Dataset,
+    dataset: Levels,
     target: Target,
     *,
     kerchunk_format: KerchunkFormat,
@@ -57,23 +60,34 @@ def publish_references(
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
     ``previous_containers`` are the prefixes the published references point to (None when
-    nothing is published there yet).
+    nothing is published there yet). A sequence of datasets is an image pyramid (finest
+    first), written as a multiscales group (:mod:`virtualstac.stac.levels`).
     """
     if kerchunk_format not in ("json", "parquet"):
         raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
     parser = f"kerchunk-{kerchunk_format}"
+    combined: dict[str, xr.Dataset] = {}
     if previous_containers is None:
         if target.exists():
             raise PublishError(
                 f"{target.href} already exists and this collection does not record it; publish "
                 "to a new target, or delete it first"
             )
-        combined = dataset
+
+        def joined(path: str, level: xr.Dataset) -> ManifestGroup:
+            combined[path] = level
+            return dataset_to_group(level)
     else:
-        existing = _open_references(target, parser, previous_containers, registry, schemes)
-        check_appendable(existing, dataset, concat_dim, target.href)
-        combined = _concat(existing, dataset, concat_dim, target.href)
-    group = combined.virtual.to_group()
+        published = _open_references(target, parser, previous_containers, registry, schemes)
+        check_levels(dataset, published, target.href)
+
+        def joined(path: str, level: xr.Dataset) -> ManifestGroup:
+            existing = published.to_virtual_dataset(group=path)
+            check_appendable(existing, level, concat_dim, target.href)
+            combined[path] = _concat(existing, level, concat_dim, target.href)
+            return dataset_to_group(combined[path])
+
+    group = pyramid_group(dataset, joined)
     size = checksum = None
     if kerchunk_format == "json":
         data = json.dumps(kerchunk_refs(group), allow_nan=False).encode()
@@ -85,7 +99,8 @@ def publish_references(
             write_kerchunk(group, directory, format="parquet")
             target.write_directory(directory)
     containers = tuple(spec.prefix for spec in required_containers(group, registry))
-    return ReferencesVersion(parser, containers, combined, size, checksum)
+    described = combined["" if isinstance(dataset, xr.Dataset) else "0"]
+    return ReferencesVersion(parser, containers, described, size, checksum)
 
 
 def _open_references(
@@ -94,11 +109,11 @@ def _open_references(
     containers: Sequence[str],
     registry: ObjectStoreRegistry | None,
     schemes: Mapping[str, Mapping[str, Any]] | None,
-) -> xr.Dataset:
+) -> ManifestStore:
     reading = reading_registry(containers, registry, schemes)
     reading.register(target.url, **target.options)
     read = KerchunkParquetParser() if parser == "kerchunk-parquet" else KerchunkJSONParser()
-    return read(target.url, reading).to_virtual_dataset()
+    return read(target.url, reading)
 
 
 def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:

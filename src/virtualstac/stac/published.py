@@ -27,6 +27,7 @@ from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import CheckedIcechunkStore
+from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -78,6 +79,7 @@ def open_published_for(
     registry: ObjectStoreRegistry | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    overview_level: int | None = None,
 ) -> xr.Dataset | None:
     """Open the published store behind ``stac``, or return None.
 
@@ -109,6 +111,7 @@ def open_published_for(
             registry=registry,
             drop_variables=drop_variables,
             decode_times=decode_times,
+            overview_level=overview_level,
         )
     else:
         return None
@@ -116,7 +119,11 @@ def open_published_for(
         return None
     _refuse(parse_options, asset)
     dataset = open_published(
-        asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+        asset,
+        registry=registry,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+        overview_level=overview_level,
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
@@ -133,6 +140,7 @@ def _open_published_items(
     registry: ObjectStoreRegistry | None,
     drop_variables: Iterable[str] | None,
     decode_times: bool | None,
+    overview_level: int | None,
 ) -> xr.Dataset | None:
     """Items of one Collection whose published store covers them all: their part of it.
 
@@ -154,7 +162,11 @@ def _open_published_items(
         return None
     _refuse(parse_options, asset)
     dataset = open_published(
-        asset, registry=registry, drop_variables=drop_variables, decode_times=decode_times
+        asset,
+        registry=registry,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+        overview_level=overview_level,
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
@@ -236,12 +248,14 @@ def open_published(
     registry: ObjectStoreRegistry | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    overview_level: int | None = None,
 ) -> xr.Dataset:
     """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
 
     ``registry`` supplies credentials and endpoints for object stores (the store itself and
     its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
-    credentials from the environment.
+    credentials from the environment. A store published with overviews (a multiscales
+    group) opens at its full resolution, or at ``overview_level`` (0: the largest overview).
 
     Raises
     ------
@@ -269,7 +283,11 @@ def open_published(
         )
         store = parser(url, reading)
     dataset: xr.Dataset = xr.open_zarr(
-        store, consolidated=False, drop_variables=dropped, decode_times=decode_times
+        store,
+        group=level_group(store, overview_level, href),
+        consolidated=False,
+        drop_variables=dropped,
+        decode_times=decode_times,
     )
     return dataset
 

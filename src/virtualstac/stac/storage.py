@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pystac
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url, url_prefix
@@ -244,6 +245,8 @@ def stac_registry(
     assets: Iterable[str] | None = None,
     *,
     sign: Callable[[str], str] | None = None,
+    network: NetworkOptions = DEFAULT_NETWORK,
+    scheme_network: Mapping[str, NetworkOptions] | None = None,
 ) -> ObjectStoreRegistry:
     """The read allow-list :func:`~virtualstac.stac.open_stac` builds by default.
 
@@ -255,12 +258,16 @@ def stac_registry(
     Without it, hrefs that arrive signed (with a query, as pystac-client's ``modifier=``
     leaves them) lend their query to every read below their directory.
 
+    Every store sends its requests with the timeouts and retries of ``network``, or of
+    ``scheme_network[key]`` for the assets whose ``storage:refs`` name the scheme ``key``.
+
     Use it to read a virtual dataset ``open_stac`` returned::
 
         registry = stac_registry(items, sign=sign)
         xr.open_zarr(open_stac(items, registry=registry).virtual.to_store(registry))
     """
-    registry = ObjectStoreRegistry()
+    registry = ObjectStoreRegistry(network=network)
+    per_scheme = dict(scheme_network or {})
     queries: dict[str, str] = {}
     wanted = None if assets is None else set(assets)
     finder = _SchemeFinder()
@@ -275,13 +282,18 @@ def stac_registry(
             schemes = finder.schemes(asset, item)
             applicable = next((s for s in schemes if s.applies_to(url)), None)
             options = applicable.store_options(url) if applicable is not None else {}
-            _allow(registry, _allowed_prefix(url), options)
+            # The scheme that configures the store decides; an http(s) asset has none, so the
+            # first scheme it names does.
+            named = [s.key for s in ([applicable] if applicable else []) + schemes]
+            chosen = next((per_scheme[k] for k in named if k in per_scheme), None)
+            _allow(registry, _allowed_prefix(url), options, chosen)
             if query:
                 queries[_allowed_prefix(url)] = query
             for scheme in schemes:
                 bucket = scheme.variables.get("bucket")
                 if bucket and scheme.type in ("aws-s3", "custom-s3"):
-                    _allow(registry, f"s3://{bucket}", scheme.store_options(f"s3://{bucket}"))
+                    options = scheme.store_options(f"s3://{bucket}")
+                    _allow(registry, f"s3://{bucket}", options, per_scheme.get(scheme.key))
     if sign is None and queries:
         sign = PresignedQueries(queries)
     return registry if sign is None else SigningRegistry.wrap(registry, sign)
@@ -293,7 +305,12 @@ def _allowed_prefix(url: str) -> str:
     return url.rsplit("/", 1)[0] + "/"
 
 
-def _allow(registry: ObjectStoreRegistry, prefix: str, options: dict[str, Any]) -> None:
+def _allow(
+    registry: ObjectStoreRegistry,
+    prefix: str,
+    options: dict[str, Any],
+    network: NetworkOptions | None,
+) -> None:
     # The first asset to name a directory or bucket decides how it is read.
     if prefix.rstrip("/") not in registry.prefixes:
-        registry.register(prefix, **options)
+        registry.register(prefix, network=network, **options)

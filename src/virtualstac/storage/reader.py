@@ -3,7 +3,14 @@
 h5py and tifffile read a file through many small, scattered, often backward reads. Sent as-is
 to object storage each would be a request. This reader fetches aligned blocks instead, keeps
 them, fetches all the blocks one read needs with a single ``get_ranges`` call, and prefetches
-the start of the file, where headers live, on open. A COG header then costs one request.
+the start of the file, where headers live, on open. A COG header then costs one request: the
+ranged GET that fetches it also returns the object's size, last-modified time and ETag, so no
+HEAD is needed to learn them.
+
+Detecting a format and then parsing the file both need its first bytes. :func:`read_head`
+fetches them for detection; inside a :func:`sharing_heads` block, readers that
+:meth:`BlockCachedReader.from_url` opens later on the same object start from those bytes and
+that metadata instead of fetching them again.
 """
 
 from __future__ import annotations
@@ -11,6 +18,10 @@ from __future__ import annotations
 import io
 import itertools
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import obstore
@@ -18,14 +29,137 @@ from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
+from virtualstac.storage.failures import (
+    describe,
+    is_network_failure,
+    network_failure,
+    quiet,
+    redact,
+)
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.stats import record_read
+from virtualstac.storage.stats import record_head, record_read
 
-__all__ = ["BlockCachedReader"]
+__all__ = ["BlockCachedReader", "ObjectHead", "read_head", "read_whole", "sharing_heads"]
 
 DEFAULT_BLOCK_SIZE = 64 * 1024
 DEFAULT_PREFETCH = 64 * 1024
 DEFAULT_MAX_BLOCKS = 1024
+
+
+@dataclass(frozen=True)
+class ObjectHead:
+    """The first bytes of an object and its metadata, as one ranged GET returned them.
+
+    ``data`` holds the first ``len(data)`` bytes (the whole object when it is shorter than the
+    range asked for); ``meta`` is obstore's metadata of the object (``size``,
+    ``last_modified``, ``e_tag``, ``version``), the same a HEAD request returns.
+    """
+
+    data: bytes
+    meta: Mapping[str, Any]
+
+    @property
+    def size(self) -> int:
+        """Size of the whole object in bytes."""
+        return int(self.meta["size"])
+
+    @property
+    def complete(self) -> bool:
+        """Whether ``data`` is the whole object."""
+        return len(self.data) == self.size
+
+
+# Heads fetched inside a sharing_heads() block, by (store identity, path); the store is kept
+# with its head so that its identity cannot be reused by another store while the block runs.
+_shared: ContextVar[dict[tuple[int, str], tuple[ObjectStore, ObjectHead]] | None] = ContextVar(
+    "virtualstac_shared_heads", default=None
+)
+
+
+@contextmanager
+def sharing_heads() -> Iterator[None]:
+    """Let readers opened inside the block reuse the first bytes already fetched of an object.
+
+    Within the block, :func:`read_head` and :meth:`BlockCachedReader.from_url` remember the
+    head of each object they fetch, and a later reader of the same object (through the same
+    registry) starts from it: detecting a file's format and parsing it then cost one request.
+    The heads are forgotten when the block ends, so no stale bytes or stamps outlive one open.
+    """
+    token = _shared.set({})
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+
+
+def read_head(
+    url: str, registry: ObjectStoreRegistry, nbytes: int = DEFAULT_PREFETCH
+) -> ObjectHead | None:
+    """The first ``nbytes`` of the object at ``url`` with its metadata, in one ranged GET.
+
+    Returns None when there is no object at ``url`` (nothing, or a local directory). Inside a
+    :func:`sharing_heads` block the head is remembered for readers opened on ``url`` later.
+    """
+    store, path = registry.resolve(url)
+    shared = _shared.get()
+    known = shared.get((id(store), path)) if shared is not None else None
+    if known is not None and len(known[1].data) >= min(nbytes, known[1].size):
+        return known[1]
+    try:
+        head, _ = _fetch_head(store, path, nbytes)
+    except FileNotFoundError:
+        return None
+    except BaseError as err:
+        raise network_failure(err, url) or ChunkReadError(
+            f"cannot read {redact(url)!r}: {describe(err)}"
+        ) from err
+    if shared is not None:
+        shared[(id(store), path)] = (store, head)
+    return head
+
+
+def read_whole(url: str, registry: ObjectStoreRegistry) -> bytes:
+    """The whole object at ``url``: one GET, or none inside a :func:`sharing_heads` block whose
+    head of it already holds every byte (a small Kerchunk JSON file detected before parsing).
+
+    Raises FileNotFoundError when there is no object.
+    """
+    store, path = registry.resolve(url)
+    shared = _shared.get()
+    known = shared.get((id(store), path)) if shared is not None else None
+    if known is not None and known[1].complete:
+        return known[1].data
+    return bytes(obstore.get(store, path).bytes())
+
+
+def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead, int]:
+    """One ranged GET of the first ``nbytes`` (a HEAD too for an empty object); the requests.
+
+    A range past the end of the object is answered with the bytes there are (HTTP servers,
+    S3 and local files alike), and the GET's metadata equals a HEAD's, so source stamps taken
+    from it are the same. Raises FileNotFoundError when there is no object.
+    """
+    try:
+        result = obstore.get(store, path, options={"range": (0, nbytes)})
+        data = bytes(result.bytes())
+    except FileNotFoundError:
+        raise
+    except BaseError as err:
+        record_read(1, 0)
+        if is_network_failure(err):  # a HEAD would wait for the same server again
+            raise
+        # Object stores refuse any range of an empty object; a HEAD tells whether it is empty.
+        # Otherwise the GET's error is the one to report (a 403 refuses the HEAD as well).
+        record_head()
+        try:
+            meta: dict[str, Any] | None = dict(obstore.head(store, path))
+        except BaseError:
+            meta = None
+        if meta is None or meta["size"]:
+            raise
+        return ObjectHead(b"", meta), 2
+    record_read(1, len(data))
+    return ObjectHead(data, dict(result.meta)), 1
 
 
 class BlockCachedReader(io.RawIOBase):
@@ -36,13 +170,17 @@ class BlockCachedReader(io.RawIOBase):
     store, path
         The object to read.
     size
-        The object's size in bytes; looked up with a HEAD request when not given.
+        The object's size in bytes; when neither it nor ``head`` is given, the prefetch's
+        ranged GET tells it (or, with ``prefetch=0``, a HEAD request).
     block_size
         Reads are rounded out to whole blocks of this many bytes.
     prefetch
         Bytes fetched from the start of the object on open (0 to disable).
     max_blocks
         Blocks kept in memory; the least recently used are dropped beyond this.
+    head
+        The object's first bytes and metadata, already fetched (see :func:`read_head`): the
+        reader starts from them, and fetches only what the prefetch asks for beyond them.
 
     Attributes
     ----------
@@ -53,6 +191,8 @@ class BlockCachedReader(io.RawIOBase):
     meta
         The object's metadata (``size``, ``last_modified``, ``e_tag``, ``version``) as the store
         reported it when the reader opened, or None if the size was given.
+    head
+        The first bytes and metadata the reader started from, or None if the size was given.
     """
 
     def __init__(
@@ -65,6 +205,7 @@ class BlockCachedReader(io.RawIOBase):
         prefetch: int = DEFAULT_PREFETCH,
         max_blocks: int = DEFAULT_MAX_BLOCKS,
         name: str | None = None,
+        head: ObjectHead | None = None,
     ) -> None:
         super().__init__()
         if block_size <= 0:
@@ -79,41 +220,57 @@ class BlockCachedReader(io.RawIOBase):
         self.requests = 0
         self.bytes_fetched = 0
         self.meta: dict[str, Any] | None = None
-        if size is None and prefetch > 0:
-            self._open_with_prefetch(-(-prefetch // block_size) * block_size)
-            return
-        if size is None:
+        self.head: ObjectHead | None = head
+        if size is None and head is None and prefetch > 0:
+            self.head = self._fetch_head(-(-prefetch // block_size) * block_size)
+        if self.head is not None:
+            self._start_from(self.head)
+            size = self.head.size
+        elif size is None:
             size = self._head_size()
         self._size = int(size)
         if prefetch > 0 and self._size:
             self._ensure(0, min(prefetch, self._size))
 
-    def _open_with_prefetch(self, prefetch: int) -> None:
-        """Learn the size and read the first blocks with one ranged GET (no HEAD)."""
-        self.requests += 1
+    def _fetch_head(self, nbytes: int) -> ObjectHead:
+        """Learn the metadata and read the first bytes with one ranged GET (no HEAD)."""
         try:
-            result = obstore.get(self._store, self._path, options={"range": (0, prefetch)})
-            data = bytes(result.bytes())
+            head, requests = _fetch_head(self._store, self._path, nbytes)
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
-        except BaseError:
-            # Object stores refuse any range of an empty object; learn that from a HEAD.
-            self._size = self._head_size()
-            if self._size:
-                raise
-            return
-        self.meta = dict(result.meta)
-        self._size = int(self.meta["size"])
-        self.bytes_fetched += len(data)
-        record_read(1, len(data))
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
+        except BaseError as err:
+            raise network_failure(err, self.name) or ChunkReadError(
+                f"could not read the start of {redact(self.name)!r}: {describe(err)}"
+            ) from err
+        self.requests += requests
+        self.bytes_fetched += len(head.data)
+        return head
+
+    def _start_from(self, head: ObjectHead) -> None:
+        """Cache the whole blocks of ``head`` (and its last, short block at the object's end)."""
+        self.meta = dict(head.meta)
+        data = head.data
         for block, start in enumerate(range(0, len(data), self._block_size)):
-            self._blocks[block] = data[start : start + self._block_size]
+            piece = data[start : start + self._block_size]
+            if len(piece) == self._block_size or start + len(piece) == head.size:
+                self._blocks[block] = piece
 
     @classmethod
     def from_url(cls, url: str, registry: ObjectStoreRegistry, **options: Any) -> BlockCachedReader:
-        """Open ``url`` through ``registry`` (which must allow it)."""
+        """Open ``url`` through ``registry`` (which must allow it).
+
+        Inside a :func:`sharing_heads` block, a reader of an object whose head was already
+        fetched starts from it, and the head this reader fetches is kept for later readers.
+        """
         store, path = registry.resolve(url)
-        return cls(store, path, name=url, **options)
+        shared = _shared.get()
+        if shared is None:
+            return cls(store, path, name=url, **options)
+        known = shared.get((id(store), path))
+        reader = cls(store, path, name=url, head=known[1] if known else None, **options)
+        if known is None and reader.head is not None:
+            shared[(id(store), path)] = (store, reader.head)
+        return reader
 
     @property
     def size(self) -> int:
@@ -125,13 +282,13 @@ class BlockCachedReader(io.RawIOBase):
         try:
             meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{self.name!r} does not exist") from err
+            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
-            raise ChunkReadError(
-                f"could not look up the size of {self.name!r}: {_first_line(err)}"
+            raise network_failure(err, self.name) or ChunkReadError(
+                f"could not look up the size of {redact(self.name)!r}: {describe(err)}"
             ) from err
         self.meta = meta
-        record_read(1, 0)
+        record_head()
         size: int = meta["size"]
         return size
 
@@ -147,11 +304,11 @@ class BlockCachedReader(io.RawIOBase):
                     self._store, self._path, starts=starts, ends=ends, coalesce=0
                 )
             except FileNotFoundError as err:
-                raise ChunkReadError(f"{self.name!r} does not exist") from err
+                raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
             except BaseError as err:
-                raise ChunkReadError(
-                    f"could not read bytes {starts[0]}-{ends[-1]} of {self.name!r}; it may be "
-                    f"shorter than its reported size {self._size}: {_first_line(err)}"
+                raise network_failure(err, self.name) or ChunkReadError(
+                    f"could not read bytes {starts[0]}-{ends[-1]} of {redact(self.name)!r}; it "
+                    f"may be shorter than its reported size {self._size}: {describe(err)}"
                 ) from err
             runs = _count_runs(missing)
             self.requests += runs
@@ -160,7 +317,7 @@ class BlockCachedReader(io.RawIOBase):
                 data = bytes(buffer)
                 if len(data) != e - s:
                     raise ChunkReadError(
-                        f"{self.name!r} is shorter than its reported size {self._size}"
+                        f"{redact(self.name)!r} is shorter than its reported size {self._size}"
                     )
                 self.bytes_fetched += len(data)
                 self._blocks[block] = data
@@ -237,11 +394,6 @@ class BlockCachedReader(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of an obstore error (the rest is a Rust debug dump)."""
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def _count_runs(blocks: list[int]) -> int:

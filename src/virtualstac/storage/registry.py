@@ -24,6 +24,8 @@ from obstore.store import (
 )
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
+from virtualstac.storage.failures import redact
 from virtualstac.storage.urls import normalize_url
 
 if TYPE_CHECKING:
@@ -126,17 +128,31 @@ class ObjectStoreRegistry:
     'tmp/data.nc'
     """
 
-    def __init__(self, stores: Mapping[str, ObjectStore] | None = None) -> None:
-        """Create a registry, optionally from a mapping of URL prefixes to stores."""
+    def __init__(
+        self,
+        stores: Mapping[str, ObjectStore] | None = None,
+        *,
+        network: NetworkOptions = DEFAULT_NETWORK,
+    ) -> None:
+        """Create a registry, optionally from a mapping of URL prefixes to stores.
+
+        ``network`` sets the timeouts and retries of the stores the registry builds.
+        """
         self._stores: dict[str, ObjectStore] = {}
         # Per prefix, the URL its store is rooted at; None for a store standing in for it.
         self._roots: dict[str, str | None] = {}
         self._lock = threading.Lock()
+        self.network = network
         for prefix, store in (stores or {}).items():
             self.register(prefix, store)
 
     def register(
-        self, prefix: str, store: ObjectStore | None = None, **options: Any
+        self,
+        prefix: str,
+        store: ObjectStore | None = None,
+        *,
+        network: NetworkOptions | None = None,
+        **options: Any,
     ) -> ObjectStore:
         """Allow reads below ``prefix``, through ``store`` or through a store built for it.
 
@@ -148,9 +164,13 @@ class ObjectStoreRegistry:
             The obstore store to read with. If omitted, one is built for the prefix:
             ``LocalStore`` for ``file://``, ``HTTPStore`` for ``http(s)://`` (plain HTTP allowed
             for ``http://``), and ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``.
+        network
+            Timeouts and retries of the store built for this prefix (the registry's
+            ``network`` by default).
         **options
             Passed to the store constructor when building one, for example ``region=``,
             ``skip_signature=True`` (anonymous access), ``endpoint=`` or ``client_options=``.
+            ``client_options`` entries and a ``retry_config`` given here win over ``network``.
 
         Returns
         -------
@@ -158,8 +178,8 @@ class ObjectStoreRegistry:
         """
         key = _canonical_prefix(prefix)
         if store is None:
-            store = _build_store(key, options)
-        elif options:
+            store = _build_store(key, options, network or self.network)
+        elif options or network is not None:
             raise TypeError("store options are only used when no store is given")
         root = _store_root(store)
         if root is not None and _location(root) != _location(key):
@@ -170,11 +190,14 @@ class ObjectStoreRegistry:
         return store
 
     @classmethod
-    def for_url(cls, url: str, **options: Any) -> ObjectStoreRegistry:
+    def for_url(
+        cls, url: str, *, network: NetworkOptions = DEFAULT_NETWORK, **options: Any
+    ) -> ObjectStoreRegistry:
         """Return a registry that allows reads from the bucket, host or directory of ``url``.
 
         Local files allow their directory; object-store URLs allow their bucket; HTTP URLs
-        allow their directory on that host.
+        allow their directory on that host. ``network`` and ``options`` configure the store
+        as in :meth:`register`.
         """
         url = normalize_url(url)
         scheme = url.partition("://")[0]
@@ -183,7 +206,7 @@ class ObjectStoreRegistry:
             prefix = f"{parsed.scheme}://{parsed.netloc}"
         else:
             prefix = url.rsplit("/", 1)[0] + "/"
-        registry = cls()
+        registry = cls(network=network)
         registry.register(prefix, **options)
         return registry
 
@@ -227,9 +250,9 @@ class ObjectStoreRegistry:
             url = normalize_url(url)
         match = self._match(url)
         if match is None:
-            registered = ", ".join(self.prefixes) or "none"
+            registered = ", ".join(map(redact, self.prefixes)) or "none"
             raise UnregisteredURLError(
-                f"reading {url!r} is not allowed: it lies outside every registered prefix "
+                f"reading {redact(url)!r} is not allowed: it lies outside every registered prefix "
                 f"(registered: {registered}). Allow it with registry.register(prefix) if you "
                 "trust the references that point there."
             )
@@ -237,10 +260,10 @@ class ObjectStoreRegistry:
         rest = self._object_path(prefix, url)
         if rest is None:
             raise UnregisteredURLError(
-                f"reading {url!r} is not allowed: it lies below the registered prefix "
-                f"{prefix!r}, but the store registered for it is rooted at "
-                f"{self._roots[prefix]!r} and cannot reach it. Register a store rooted at or "
-                "above the objects it should read."
+                f"reading {redact(url)!r} is not allowed: it lies below the registered prefix "
+                f"{redact(prefix)!r}, but the store registered for it is rooted at "
+                f"{redact(self._roots[prefix] or '')!r} and cannot reach it. Register a store "
+                "rooted at or above the objects it should read."
             )
         if prefix.partition("://")[0] in _DECODED_SCHEMES:
             rest = unquote(rest)
@@ -273,16 +296,18 @@ class ObjectStoreRegistry:
         return None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"stores": self._stores, "roots": self._roots}
+        return {"stores": self._stores, "roots": self._roots, "network": self.network}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._stores = dict(state["stores"])
         self._roots = dict(state["roots"])
+        self.network = state["network"]
         self._lock = threading.Lock()
 
 
-def _build_store(prefix: str, options: dict[str, Any]) -> ObjectStore:
+def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) -> ObjectStore:
     scheme = prefix.partition("://")[0]
+    options = with_network_options(scheme, options, network)
     if scheme == "file":
         if options:
             raise TypeError(f"local stores take no options, got {sorted(options)}")

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from obstore.store import HTTPStore, ObjectStore
 
 from virtualstac.errors import InvalidPathError
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -87,13 +88,17 @@ class SigningRegistry(ObjectStoreRegistry):
         stores: Mapping[str, ObjectStore] | None = None,
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        network: NetworkOptions = DEFAULT_NETWORK,
     ) -> None:
-        """Create a registry signing with ``sign``, optionally from prefixes and their stores."""
-        super().__init__(stores)
+        """Create a registry signing with ``sign``, optionally from prefixes and their stores.
+
+        ``network`` sets the timeouts and retries of the stores it builds, signed ones included.
+        """
+        super().__init__(stores, network=network)
         self.sign = sign
         self.cache_size = cache_size
         self._signed_stores: OrderedDict[tuple[str, str], ObjectStore] = OrderedDict()
-        self._elsewhere = ObjectStoreRegistry()
+        self._elsewhere = ObjectStoreRegistry(network=network)
         self._signing_lock = threading.Lock()
 
     @classmethod
@@ -101,7 +106,8 @@ class SigningRegistry(ObjectStoreRegistry):
         """A signing registry allowing the prefixes of ``registry``, through the same stores."""
         if isinstance(registry, SigningRegistry):
             raise TypeError("the registry already signs its URLs; give sign= only once")
-        return cls(sign, {prefix: registry.resolve(prefix)[0] for prefix in registry.prefixes})
+        stores = {prefix: registry.resolve(prefix)[0] for prefix in registry.prefixes}
+        return cls(sign, stores, network=registry.network)
 
     def resolve(self, url: str) -> tuple[ObjectStore, str]:
         """Check ``url`` against the allow-list, sign it, and return where to read the result.
@@ -148,9 +154,10 @@ class SigningRegistry(ObjectStoreRegistry):
         with self._signing_lock:
             store = self._signed_stores.get(key)
             if store is None:
-                store = HTTPStore.from_url(
-                    f"{base}?{query}", client_options={"allow_http": scheme == "http"}
+                options = with_network_options(
+                    scheme, {"client_options": {"allow_http": scheme == "http"}}, self.network
                 )
+                store = HTTPStore.from_url(f"{base}?{query}", **options)
                 self._signed_stores[key] = store
                 while len(self._signed_stores) > self.cache_size:
                     self._signed_stores.popitem(last=False)
@@ -169,5 +176,5 @@ class SigningRegistry(ObjectStoreRegistry):
         self.sign = state["sign"]
         self.cache_size = state["cache_size"]
         self._signed_stores = OrderedDict()
-        self._elsewhere = ObjectStoreRegistry()
+        self._elsewhere = ObjectStoreRegistry(network=self.network)
         self._signing_lock = threading.Lock()

@@ -2,16 +2,17 @@
 
 >>> with counting_reads() as reads:  # doctest: +SKIP
 ...     open_virtual_dataset("s3://bucket/file.nc")
->>> reads.requests, reads.bytes  # doctest: +SKIP
-(1, 65536)
+>>> reads.requests, reads.heads, reads.bytes  # doctest: +SKIP
+(1, 0, 65536)
 
 Counted are the bulk of what virtualstac reads: headers and chunk indexes fetched by the
 block-cached reader that the TIFF, HDF5 and netCDF3 parsers read through (one request per run of
-adjacent blocks, HEAD requests included), and chunk bytes fetched by a
-:class:`~virtualstac.manifests.ManifestStore` (one request per ``get_ranges`` call; obstore may
-merge or split its ranges further). Not counted: the few bytes format detection probes when no
-parser is given, whole metadata documents (Zarr and Kerchunk JSON, Kerchunk parquet), and reads
-by other libraries, such as Icechunk reading a published repository.
+adjacent blocks), the first bytes format detection reads when no parser is given (which the
+parser then reuses), and chunk bytes fetched by a :class:`~virtualstac.manifests.ManifestStore`
+(one request per ``get_ranges`` call; obstore may merge or split its ranges further). HEAD
+requests are among the requests, and also counted on their own as ``heads``. Not counted: whole
+metadata documents (Zarr and Kerchunk JSON, Kerchunk parquet), and reads by other libraries,
+such as Icechunk reading a published repository.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["ReadStats", "counting_reads", "record_read"]
+__all__ = ["ReadStats", "counting_reads", "record_head", "record_read"]
 
 
 @dataclass(eq=False)
 class ReadStats:
-    """Requests sent and bytes received while a :func:`counting_reads` block was open."""
+    """Requests sent and bytes received while a :func:`counting_reads` block was open.
+
+    ``requests`` counts every request, ``heads`` the HEAD requests among them.
+    """
 
     requests: int = 0
     bytes: int = 0
+    heads: int = 0
 
 
 _lock = threading.Lock()
@@ -44,6 +49,16 @@ def record_read(requests: int, nbytes: int) -> None:
         for stats in _open:
             stats.requests += requests
             stats.bytes += nbytes
+
+
+def record_head() -> None:
+    """Add a HEAD request (a request that receives no bytes) to every open block."""
+    if not _open:
+        return
+    with _lock:
+        for stats in _open:
+            stats.requests += 1
+            stats.heads += 1
 
 
 @contextmanager

@@ -2,7 +2,11 @@
 
 from virtualstac.xarray.accessor import VirtualDatasetAccessor, VirtualDataTreeAccessor
 from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
-from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.open import (
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
 
 __all__ = [
     "VirtualDataTreeAccessor",
@@ -10,5 +14,6 @@ __all__ = [
     "dataset_to_group",
     "datatree_to_group",
     "open_virtual_dataset",
+    "open_virtual_datatree",
     "open_virtual_mfdataset",
 ]

@@ -38,6 +38,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
         "use_cftime",
         "concat_characters",
         "decode_coords",
+        "overview_level",
     )
 
     def open_dataset(  # type: ignore[override]
@@ -54,8 +55,12 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
         use_cftime: bool | None = None,
         concat_characters: bool = True,
         decode_coords: bool | Literal["coordinates", "all"] = True,
+        overview_level: int | None = None,
     ) -> xr.Dataset:
-        """Parse the file's metadata, then open its references with the zarr pipeline."""
+        """Parse the file's metadata, then open its references with the zarr pipeline.
+
+        ``overview_level`` opens a COG overview (0: the largest), as rasterio does.
+        """
         from virtualstac.xarray.open import open_virtual_dataset
 
         url = normalize_url(os.fspath(filename_or_obj))
@@ -68,6 +73,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             group=group,
             loadable_variables=[],
             drop_variables=drop,
+            overview_level=overview_level,
         )
         dataset: xr.Dataset = xr.open_zarr(
             virtual.virtual.to_store(registry),

@@ -1,4 +1,5 @@
-"""Opening files as virtual datasets: ``open_virtual_dataset`` and ``open_virtual_mfdataset``."""
+"""Opening files as virtual datasets and datatrees: ``open_virtual_dataset``,
+``open_virtual_mfdataset`` and ``open_virtual_datatree``."""
 
 from __future__ import annotations
 
@@ -11,16 +12,27 @@ from typing import Any, Literal, cast
 
 import obstore
 import xarray as xr
+from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceNotFoundError
+from virtualstac.manifests.group import ManifestGroup, virtual_datatree
+from virtualstac.manifests.store import ManifestStore
 from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork_safe
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
+from virtualstac.parsers.tiff import TIFFParser
+from virtualstac.parsers.tiff_overviews import (
+    overview_count,
+    overview_group,
+    overviews_as_multiscales,
+)
 from virtualstac.progress import progress as progress_bar
+from virtualstac.storage.failures import read_failure
+from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["open_virtual_dataset", "open_virtual_mfdataset"]
+__all__ = ["open_virtual_dataset", "open_virtual_datatree", "open_virtual_mfdataset"]
 
 #: Paths for ``combine="nested"``: a list per dimension of ``concat_dim``, outermost first.
 type NestedPaths = Sequence[str | NestedPaths]
@@ -35,6 +47,7 @@ def open_virtual_dataset(
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    overview_level: int | None = None,
 ) -> xr.Dataset:
     """Open one file as a virtual dataset, reading only its metadata and chunk index.
 
@@ -56,14 +69,23 @@ def open_virtual_dataset(
         Variables to leave out (also those a parser could not represent).
     decode_times
         Decode CF times of the loaded variables (as in ``xr.open_dataset``).
+    overview_level
+        A COG overview instead of the full resolution, as rasterio and rioxarray number them:
+        ``0`` the largest overview, ``1`` the next, ... Its ``x``/``y`` follow GDAL's
+        overview transform. A level the file does not have raises
+        :class:`~virtualstac.errors.OverviewNotFoundError`.
     """
     url = normalize_url(url)
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
     drop = list(drop_variables or [])
-    if parser is None:
-        options: dict[str, Any] = {"drop_variables": drop} if drop else {}
-        parser = parser_for(url, registry, **options)
-    store = parser(url, registry)
+    if overview_level is not None:
+        if group:
+            raise ValueError("give group= or overview_level=, not both")
+        if isinstance(parser, TIFFParser) and not parser.overviews:
+            raise ValueError("overview_level needs a TIFFParser with overviews=True")
+    _, store = _parse(url, registry, parser, drop)
+    if overview_level is not None:
+        group = overview_group(store.group, overview_level, url)
     loadable = (
         None
         if loadable_variables is None
@@ -76,6 +98,60 @@ def open_virtual_dataset(
     return dataset.drop_vars(dropped) if dropped else dataset
 
 
+def open_virtual_datatree(
+    url: str,
+    *,
+    parser: Parser | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+) -> xr.DataTree:
+    """Open one file and all its groups as a virtual ``xarray.DataTree``.
+
+    A TIFF with overviews becomes an image pyramid in the zarr-conventions ``multiscales``
+    layout: node ``"0"`` is the full resolution, node ``"n"`` rasterio's
+    ``overview_level=n - 1``, each with its own ``x``/``y`` and ``spatial_ref``; the root's
+    attributes describe the levels (:mod:`virtualstac.manifests.multiscales`). Other files
+    keep their own groups (HDF5/netCDF4, Zarr, Kerchunk).
+
+    Parameters
+    ----------
+    url, parser, registry, loadable_variables, drop_variables, decode_times
+        As in :func:`open_virtual_dataset`, applied to every group.
+    """
+    url = normalize_url(url)
+    registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
+    drop = list(drop_variables or [])
+    parser, store = _parse(url, registry, parser, drop)
+    if isinstance(parser, TIFFParser) and overview_count(store.group):
+        store = ManifestStore(overviews_as_multiscales(store.group), registry=registry)
+    loadable = None if loadable_variables is None else list(loadable_variables)
+    datasets = {}
+    for path, node in store.group.walk():
+        if isinstance(node, ManifestGroup):
+            dataset = store.to_virtual_dataset(
+                path, loadable_variables=loadable, decode_times=decode_times
+            )
+            datasets["/" + path] = dataset.drop_vars(
+                [name for name in drop if name in dataset.variables]
+            )
+    return virtual_datatree(datasets)
+
+
+def _parse(
+    url: str, registry: ObjectStoreRegistry, parser: Parser | None, drop: list[str]
+) -> tuple[Parser, ManifestStore]:
+    """The file's store, and the parser that read it (chosen by the format when not given)."""
+    if parser is not None:
+        return parser, parser(url, registry)
+    options: dict[str, Any] = {"drop_variables": drop} if drop else {}
+    # The parser starts from the first bytes detection read: one request, not two.
+    with sharing_heads():
+        detected = parser_for(url, registry, **options)
+        return detected, detected(url, registry)
+
+
 def _virtualize(
     url: str,
     parser: Parser | None,
@@ -84,6 +160,7 @@ def _virtualize(
     loadable_variables: list[str] | None,
     drop_variables: list[str] | None,
     decode_times: bool | None,
+    overview_level: int | None,
 ) -> xr.Dataset:
     return open_virtual_dataset(
         url,
@@ -93,6 +170,7 @@ def _virtualize(
         loadable_variables=loadable_variables,
         drop_variables=drop_variables,
         decode_times=decode_times,
+        overview_level=overview_level,
     )
 
 
@@ -110,6 +188,7 @@ def open_virtual_mfdataset(
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    overview_level: int | None = None,
     **combine_kwargs: Any,
 ) -> xr.Dataset:
     """Open many files as one virtual dataset, parsing them in parallel.
@@ -120,7 +199,7 @@ def open_virtual_mfdataset(
         A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"``. With
         ``combine="nested"``, nested lists (one level per ``concat_dim``, outermost first)
         arrange the files in several dimensions, as in ``xr.open_mfdataset``.
-    parser, registry, group, loadable_variables, drop_variables, decode_times
+    parser, registry, group, loadable_variables, drop_variables, decode_times, overview_level
         As in :func:`open_virtual_dataset`; one registry is shared by all files (by default the
         one for the first file, extended to the directory of every other file).
     combine
@@ -175,6 +254,7 @@ def open_virtual_mfdataset(
         [loadable] * len(urls),
         [drop] * len(urls),
         [decode_times] * len(urls),
+        [overview_level] * len(urls),
         **batching,
     )
     datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
@@ -263,9 +343,12 @@ def _glob_object_store(pattern: str, registry: ObjectStoreRegistry | None) -> li
     # The store is rooted at the registered prefix: URL = that prefix + the listed path.
     root_url = directory_url[: len(directory_url) - len(store_path)].rstrip("/")
     found = []
-    for batch in obstore.list(store, prefix=store_path or None):
-        for meta in batch:
-            url = f"{root_url}/{meta['path']}"
-            if fnmatch.fnmatchcase(url, pattern):
-                found.append(url)
+    try:
+        for batch in obstore.list(store, prefix=store_path or None):
+            for meta in batch:
+                url = f"{root_url}/{meta['path']}"
+                if fnmatch.fnmatchcase(url, pattern):
+                    found.append(url)
+    except BaseError as err:
+        raise read_failure(err, directory_url, "the listing of ") from err
     return sorted(found)

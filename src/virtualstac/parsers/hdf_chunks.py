@@ -1,0 +1,207 @@
+"""Chunk manifests of HDF5 datasets: where each chunk's bytes lie in the file.
+
+Chunked datasets are read from their chunk index in one pass (``chunk_iter``); contiguous
+datasets are one chunk. Chunks no Zarr codec chain can decode (some filters skipped), ranges
+past the end of the file and unfiltered chunks of the wrong size are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from virtualstac.manifests.manifest import ChunkManifest
+from virtualstac.manifests.metadata import grid_shape
+from virtualstac.parsers.hdf_metadata import Fail, Member
+
+__all__ = [
+    "check_edge_chunks",
+    "check_undefined_fill",
+    "chunked_manifest",
+    "contiguous_manifest",
+    "inlined_manifest",
+    "missing_manifest",
+]
+
+
+def chunked_manifest(
+    member: Member,
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    chunk_url: str,
+    file_size: int | None,
+    fail: Fail,
+    *,
+    unfiltered: bool,
+) -> ChunkManifest:
+    """The manifest of a chunked dataset whose array has ``shape`` (at least the dataset's)."""
+    ds = member.node
+    grid = grid_shape(shape, chunks)
+    # A dataset shrunk after writing keeps chunks beyond its shape; nothing reads them.
+    stored_grid = np.asarray(grid_shape(ds.shape, chunks), dtype=np.int64)
+    rows: list[tuple[tuple[int, ...], int, int, int]] = []
+
+    def collect(info: Any) -> None:
+        rows.append((info.chunk_offset, info.filter_mask, info.byte_offset, info.size))
+
+    ds.id.chunk_iter(collect)
+    rows = [r for r in rows if r[3] > 0]
+    if not rows:
+        return missing_manifest(grid)
+    coords = np.array([r[0] for r in rows], dtype=np.int64).reshape(len(rows), len(chunks))
+    masks = np.array([r[1] for r in rows], dtype=np.int64)
+    offsets = np.array([r[2] for r in rows], dtype=np.uint64)
+    lengths = np.array([r[3] for r in rows], dtype=np.uint64)
+    indices = coords // np.asarray(chunks, dtype=np.int64)
+    inside = (indices < stored_grid).all(axis=1)
+    indices, masks, offsets, lengths = (
+        indices[inside],
+        masks[inside],
+        offsets[inside],
+        lengths[inside],
+    )
+    if masks.any():
+        at = int(np.flatnonzero(masks)[0])
+        raise fail(
+            member.path,
+            f"has chunks stored with some filters skipped (chunk {tuple(indices[at])} has "
+            f"filter mask {int(masks[at])}); one Zarr codec chain cannot decode them",
+        )
+    _check_ranges(member, offsets, lengths, file_size, fail)
+    expected = math.prod(chunks) * ds.dtype.itemsize
+    if unfiltered and (lengths != expected).any():
+        at = int(np.flatnonzero(lengths != expected)[0])
+        raise fail(
+            member.path,
+            f"has an unfiltered chunk {tuple(indices[at])} of {int(lengths[at])} bytes; a "
+            f"chunk of shape {chunks} holds {expected}",
+        )
+    codes = np.zeros(grid, dtype=np.uint8)
+    full_offsets = np.zeros(grid, dtype=np.uint64)
+    full_lengths = np.zeros(grid, dtype=np.uint64)
+    where = tuple(indices.T)
+    codes[where] = 1
+    full_offsets[where] = offsets
+    full_lengths[where] = lengths
+    return ChunkManifest.from_path_table(
+        path_table=["", chunk_url],
+        path_codes=codes,
+        offsets=full_offsets,
+        lengths=full_lengths,
+        validate_paths=False,
+    )
+
+
+def contiguous_manifest(
+    member: Member,
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    dtype: np.dtype[Any],
+    chunk_url: str,
+    file_size: int | None,
+    fail: Fail,
+) -> ChunkManifest:
+    """The manifest of a contiguous dataset: its storage as the one chunk of its shape."""
+    dsid = member.node.id
+    grid = grid_shape(shape, chunks)
+    offset = dsid.get_offset()
+    nbytes = math.prod(shape) * dtype.itemsize
+    if offset is None or nbytes == 0:
+        # Never written: HDF5 allocates contiguous storage on first write.
+        return missing_manifest(grid)
+    length = int(dsid.get_storage_size())
+    if length != nbytes:
+        raise fail(
+            member.path,
+            f"has {length} bytes of contiguous storage for {nbytes} bytes of values",
+        )
+    offsets = np.array([offset], dtype=np.uint64)
+    lengths = np.array([length], dtype=np.uint64)
+    _check_ranges(member, offsets, lengths, file_size, fail)
+    return ChunkManifest.from_path_table(
+        path_table=[chunk_url],
+        path_codes=np.zeros(grid, dtype=np.uint8),
+        offsets=offsets.reshape(grid),
+        lengths=lengths.reshape(grid),
+        validate_paths=False,
+    )
+
+
+def check_undefined_fill(member: Member, manifest: ChunkManifest, fail: Fail) -> None:
+    """Refuse a dataset without a fill value and without storage, which HDF5 cannot read.
+
+    HDF5 reads the unwritten chunks of a dataset whose fill value is undefined as zeros (the
+    fill value the parser gives it), but refuses to read the dataset at all ("no data can be
+    read") while none of its storage was ever written.
+    """
+    if math.prod(manifest.shape_chunk_grid) and not len(manifest):
+        raise fail(
+            member.path,
+            "has no fill value (HDF5's fill value is undefined) and was never written, so HDF5 "
+            "refuses to read it",
+        )
+
+
+def check_edge_chunks(
+    member: Member, shape: tuple[int, ...], chunks: tuple[int, ...], fail: Fail
+) -> None:
+    """Refuse a stored chunk that reaches past the records of an extended dataset.
+
+    Written with fill off, the part of that chunk past the dataset's extent holds undefined
+    bytes, where netCDF reads fill values.
+    """
+    for axis, (stored, size, chunk) in enumerate(
+        zip(member.node.shape, shape, chunks, strict=True)
+    ):
+        if size > stored and stored % chunk:
+            raise fail(
+                member.path,
+                f"was written with fill off and has {stored} of {size} records along axis "
+                f"{axis}; its last stored chunk of {chunk} records holds undefined values "
+                "where netCDF reads fill values",
+            )
+
+
+def _check_ranges(
+    member: Member,
+    offsets: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.uint64],
+    file_size: int | None,
+    fail: Fail,
+) -> None:
+    """Refuse references past the end of the file (a truncated file)."""
+    if file_size is None or not offsets.size:
+        return
+    ends = offsets + lengths
+    if int(ends.max()) > file_size:
+        raise fail(
+            member.path,
+            f"references bytes up to {int(ends.max())} but the file has {file_size} bytes; "
+            "it may be truncated",
+        )
+
+
+def missing_manifest(grid: tuple[int, ...]) -> ChunkManifest:
+    """A manifest of ``grid`` with every chunk missing (read as the fill value)."""
+    empty = np.zeros(grid, dtype=np.uint64)
+    return ChunkManifest.from_path_table(
+        path_table=[""],
+        path_codes=np.zeros(grid, dtype=np.uint8),
+        offsets=empty,
+        lengths=empty,
+        validate_paths=False,
+    )
+
+
+def inlined_manifest(grid: tuple[int, ...], data: bytes) -> ChunkManifest:
+    """The whole stored dataset as the first chunk of ``grid`` (the others are missing).
+
+    The grid has more than one chunk only for a dataset extended along an unlimited dimension,
+    and none for an array of no elements.
+    """
+    if math.prod(grid) == 0 or not data:
+        return missing_manifest(grid)
+    return ChunkManifest.from_inlined_chunk(data, grid)

@@ -1,0 +1,173 @@
+"""Naming the dimensions of HDF5 datasets as netCDF-4 does, and measuring their lengths.
+
+A dataset's axes are named by its netCDF-4 dimension ids (``_Netcdf4Coordinates``), else by
+the first HDF5 dimension scale attached to each axis (``DIMENSION_LIST``), else
+``phony_dim_N``. The datasets netCDF-4 creates for dimensions without a coordinate variable
+are recognised so the parser can leave them out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+import h5py
+import numpy as np
+
+from virtualstac.parsers.hdf_metadata import Dimension, Member
+
+__all__ = ["DimensionNamer", "is_netcdf_dimension_only", "netcdf_name"]
+
+_NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable"
+# netCDF-4 names the scale of dimension "x" like this when a variable "x" is not its coordinate.
+_NON_COORD_PREFIX = "_nc4_non_coord_"
+
+
+class DimensionNamer:
+    """The dimensions of one file: by netCDF-4 dimension id, by scale, and their lengths.
+
+    A dimension's length is the longest extent of the datasets along it: netCDF-4 lets the
+    datasets along an unlimited dimension be shorter than it.
+    """
+
+    def __init__(self, url: str) -> None:
+        """Start with no dimension known, for the file at ``url`` (named in warnings)."""
+        self.url = url
+        self.dimids: dict[int, Dimension] = {}
+        self.scales: dict[Any, Dimension] = {}
+        self.lengths: dict[Hashable, int] = {}
+        self.phony_count = 0
+        #: Whether a netCDF-4 dimension id was seen (the file was written by netCDF-4).
+        self.netcdf = False
+
+    def register_scales(self, datasets: list[Member]) -> None:
+        """Make the dimension scales among ``datasets`` known as dimensions."""
+        for member in datasets:
+            if not member.is_scale:
+                continue
+            name = netcdf_name(member.name)
+            if "_Netcdf4Dimid" in member.attrs:
+                dimid = int(np.asarray(member.attrs["_Netcdf4Dimid"]).item())
+                dimension = Dimension(("dimid", dimid), name)
+                self.dimids[dimid] = dimension
+                self.netcdf = True
+            else:
+                dimension = Dimension(("scale", member.node.id), name)
+            self.scales[member.node.id] = dimension
+
+    def name_dimensions(self, member: Member, phony: list[tuple[str, int]] | None) -> None:
+        """Set ``member.dims`` and count its extent towards each dimension's length.
+
+        ``phony`` holds the phony dimensions of the member's group, as (name, length). Without
+        it (datasets of ancestor groups) axes without a dimension stay unnamed.
+        """
+        ds = member.node
+        shape = tuple(int(s) for s in ds.shape)
+        dims: list[Dimension | None] = [None] * len(shape)
+        if "_Netcdf4Coordinates" in member.attrs:
+            dimids = np.asarray(member.attrs["_Netcdf4Coordinates"]).reshape(-1).tolist()
+            if len(dimids) == len(shape) and all(d in self.dimids for d in dimids):
+                dims = [self.dimids[d] for d in dimids]
+        broken: dict[int, str] = {}
+        if any(d is None for d in dims):
+            if "DIMENSION_LIST" in member.attrs:
+                for axis in range(len(shape)):
+                    found = self._scale_dimension(ds.id, axis)
+                    if isinstance(found, str):
+                        broken[axis] = found
+                    else:
+                        dims[axis] = found
+            elif member.is_scale and shape:
+                dims[0] = self.scales[ds.id]
+        for axis, dimension in enumerate(dims):
+            if dimension is not None:
+                self.lengths[dimension.key] = max(self.lengths.get(dimension.key, 0), shape[axis])
+        if phony is None:
+            return
+        used = {d.name for d in dims if d is not None}
+        member.dims = [
+            d if d is not None else self._phony_dimension(shape[axis], phony, used)
+            for axis, d in enumerate(dims)
+        ]
+        for axis, reason in broken.items():
+            warnings.warn(
+                f"{self.url}: variable {member.path!r} has a broken dimension scale on axis "
+                f"{axis} ({reason}); the axis is named {member.dims[axis].name!r} instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def shape(self, member: Member) -> tuple[int, ...]:
+        """The array shape: the dataset's, extended along unlimited dimensions to their length."""
+        ds = member.node
+        maxshape = ds.maxshape or ds.shape
+        return tuple(
+            max(int(size), self.lengths.get(dim.key, 0))
+            if limit is None or limit > size
+            else int(size)
+            for size, limit, dim in zip(ds.shape, maxshape, member.dims, strict=True)
+        )
+
+    def _scale_dimension(self, dsid: Any, axis: int) -> Dimension | str | None:
+        """The dimension of the first scale attached to ``axis``: None without one, or why not.
+
+        Files edited after the scales were attached can reference a deleted dataset or one
+        that is not a scale; HDF5's dimension scale API fails on them, so the reason is given
+        back for the axis to get a phony name, as netCDF-4 gives axes without scales.
+        """
+        found: list[Any] = []
+
+        def first(scale: Any) -> int:
+            found.append(scale)
+            return 1  # stop after the first scale
+
+        try:
+            if not h5py.h5ds.get_num_scales(dsid, axis):
+                return None
+            h5py.h5ds.iterate(dsid, axis, first, 0)
+        except (RuntimeError, ValueError, KeyError, OSError) as err:
+            return f"HDF5 cannot follow its DIMENSION_LIST: {err}"
+        scale = found[0]
+        if scale not in self.scales:
+            if not h5py.h5ds.is_scale(scale):
+                return "DIMENSION_LIST references a dataset that is not a dimension scale"
+            # A scale outside the groups walked: ask HDF5 for its path (a search of the file).
+            path = h5py.h5i.get_name(scale)
+            if path is None:
+                return "DIMENSION_LIST references a dataset no longer linked in the file"
+            name = netcdf_name(posixpath.basename(path.decode()))
+            self.scales[scale] = Dimension(("scale", scale), name)
+        return self.scales[scale]
+
+    def _phony_dimension(
+        self, length: int, phony: list[tuple[str, int]], used: set[str]
+    ) -> Dimension:
+        """A ``phony_dim_N`` of this length in this group not yet used by the dataset."""
+        for name, size in phony:
+            if size == length and name not in used:
+                used.add(name)
+                return Dimension(("phony", name), name)
+        name = f"phony_dim_{self.phony_count}"
+        self.phony_count += 1
+        phony.append((name, length))
+        used.add(name)
+        return Dimension(("phony", name), name)
+
+
+def is_netcdf_dimension_only(member: Member) -> bool:
+    """Whether ``member`` is the dataset netCDF-4 creates for a dimension without a variable."""
+    if not member.is_scale or "NAME" not in member.attrs:
+        return False
+    value = member.attrs["NAME"]
+    return isinstance(value, bytes | np.bytes_) and bytes(value).startswith(_NETCDF_DIMENSION_ONLY)
+
+
+def netcdf_name(dataset_name: str) -> str:
+    """The netCDF name of a dataset or dimension scale: without ``_nc4_non_coord_``.
+
+    netCDF-4 stores a variable ``y`` under that prefix when a dimension ``y`` exists that is not
+    its coordinate (a ``y`` of another length or along other dimensions), and names it ``y``.
+    """
+    return dataset_name.removeprefix(_NON_COORD_PREFIX)

@@ -1,0 +1,214 @@
+"""What the HDF5 parser keeps of a dataset besides its bytes: attributes and fill value.
+
+:class:`Member` is a dataset or group as the parser walks it, with its named dimensions.
+
+Attributes become JSON (one-element arrays as scalars, byte strings as text, object references
+as paths) without the bookkeeping HDF5 dimension scales and netCDF-4 add; ``_FillValue`` is
+encoded as xarray's Zarr reader decodes it, and the fill value is what netCDF or h5py reads
+for chunks never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import h5py
+import numpy as np
+
+from virtualstac.errors import NotVirtualizableError
+from virtualstac.manifests.metadata import cf_fill_value_attribute
+
+__all__ = [
+    "Attributes",
+    "Dimension",
+    "Fail",
+    "Member",
+    "attributes",
+    "decode_text",
+    "encode_fill_attributes",
+    "fill_value",
+]
+
+#: Builds the error refusing variable ``path`` (first argument) for ``reason`` (second).
+Fail = Callable[[str, str], NotVirtualizableError]
+
+# Attributes HDF5 dimension scales and netCDF-4 use for their own bookkeeping.
+_INTERNAL_ATTRS = frozenset(
+    {
+        "DIMENSION_LIST",
+        "REFERENCE_LIST",
+        "_Netcdf4Dimid",
+        "_Netcdf4Coordinates",
+        "_nc3_strict",
+        "_NCProperties",
+    }
+)
+# CLASS and NAME belong to the dimension scale API only on datasets that are scales.
+_SCALE_ATTRS = frozenset({"CLASS", "NAME"})
+# netCDF's default fill values (netcdf.h NC_FILL_*), by numpy type code without byte order.
+_NETCDF_DEFAULT_FILL: dict[str, Any] = {
+    "i1": -127,
+    "u1": 255,
+    "i2": -32767,
+    "u2": 65535,
+    "i4": -2147483647,
+    "u4": 4294967295,
+    "i8": -9223372036854775806,
+    "u8": 18446744073709551614,
+    "f4": 9.9692099683868690e36,
+    "f8": 9.9692099683868690e36,
+    "S1": b"\x00",
+}
+
+
+class Dimension(NamedTuple):
+    """A dimension: ``key`` identifies it in the file, ``name`` is what Zarr calls it."""
+
+    key: Hashable
+    name: str
+
+
+class Member:
+    """A dataset or group found in a group, with its path relative to the parsed root."""
+
+    __slots__ = ("attrs", "dims", "is_scale", "name", "node", "path")
+
+    def __init__(self, name: str, path: str, node: Any) -> None:
+        """Wrap ``node`` (an h5py dataset or group) found as ``name`` at ``path``."""
+        self.name = name
+        self.path = path
+        self.node = node
+        self.dims: list[Dimension] = []
+        self.attrs = Attributes(node.attrs if isinstance(node, h5py.Dataset) else None)
+        self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
+
+
+class Attributes(Mapping[str, Any]):
+    """A dataset's attributes, each read from the file once however often it is asked for.
+
+    The parser asks for some more than once (``_FillValue``: for the fill value and as an
+    attribute), and each read through h5py costs tens of microseconds.
+    """
+
+    __slots__ = ("_manager", "_names", "_values")
+
+    def __init__(self, manager: h5py.AttributeManager | None) -> None:
+        """Read the names now and each value when first asked for."""
+        self._manager = manager
+        self._names = tuple(manager) if manager is not None else ()
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        """The value of attribute ``name``, read once."""
+        if name not in self._values:
+            if self._manager is None or name not in self._names:
+                raise KeyError(name)
+            self._values[name] = self._manager[name]
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the dataset has attribute ``name`` (nothing is read)."""
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        """The attribute names, in the file's order."""
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        """The number of attributes."""
+        return len(self._names)
+
+
+def attributes(
+    attrs: h5py.AttributeManager | Mapping[str, Any],
+    where: str,
+    h5file: h5py.File,
+    fail: Fail,
+    *,
+    is_scale: bool,
+) -> dict[str, Any]:
+    """The user attributes of the group or dataset at ``where``, as JSON values."""
+    result: dict[str, Any] = {}
+    for name in attrs:
+        if name in _INTERNAL_ATTRS or (is_scale and name in _SCALE_ATTRS):
+            continue
+        try:
+            value = attrs[name]
+        except (OSError, TypeError, ValueError) as err:
+            raise fail(where, f"has attribute {name!r}, which h5py cannot read: {err}") from err
+        result[name] = _attribute_value(value, where, name, h5file, fail)
+    return result
+
+
+def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail: Fail) -> Any:
+    """An attribute value as JSON: scalars for one-element arrays, lists, str for bytes."""
+    if isinstance(value, h5py.Empty):
+        return "" if value.dtype.kind in "SOU" else []
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    if isinstance(value, np.ndarray):
+        return [_attribute_value(v, where, name, h5file, fail) for v in value.tolist()]
+    if isinstance(value, bytes | np.bytes_):
+        return decode_text(bytes(value))
+    if isinstance(value, h5py.RegionReference):
+        raise fail(where, f"has attribute {name!r}, an HDF5 region reference")
+    if isinstance(value, h5py.Reference):
+        return h5file[value].name if value else ""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    raise fail(
+        where, f"has attribute {name!r} of type {type(value).__name__}, which JSON cannot hold"
+    )
+
+
+def fill_value(
+    member: Member, dtype: np.dtype[Any], *, fill_off: bool, netcdf: bool, defined: bool
+) -> Any:
+    """What unwritten chunks read as: the HDF5 fill value, as a scalar of ``dtype``.
+
+    A netCDF-4 variable written with fill off has no HDF5 fill value, but netCDF reads the
+    records past its stored extent as its ``_FillValue`` or the type's default fill.
+
+    A dataset whose fill value is undefined (``defined=False``) has none to ask h5py for:
+    HDF5 reads its unwritten chunks as zeros, where it reads them at all
+    (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`).
+    """
+    value = member.node.fillvalue if defined else np.zeros((), dtype=dtype)[()]
+    if fill_off and netcdf:
+        if "_FillValue" in member.attrs:
+            value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
+        else:
+            value = _NETCDF_DEFAULT_FILL.get(dtype.str[1:], value)
+    return np.asarray(value, dtype=dtype).reshape(())[()]
+
+
+def encode_fill_attributes(attributes: dict[str, Any], dtype: np.dtype[Any]) -> None:
+    """Encode ``_FillValue`` as xarray's Zarr reader decodes it (per data type).
+
+    ``missing_value`` stays a plain value: xarray decodes only ``_FillValue`` from Zarr.
+    """
+    if "_FillValue" not in attributes:
+        return
+    if dtype.kind in "biuf":
+        attributes["_FillValue"] = cf_fill_value_attribute(attributes["_FillValue"], dtype)
+    else:
+        # xarray's Zarr reader has no _FillValue rule for bytes or complex data.
+        del attributes["_FillValue"]
+
+
+def decode_text(raw: bytes) -> str:
+    """HDF5 text as ``str``: UTF-8, or Latin-1 for bytes that are not UTF-8."""
+    # netCDF text attributes are UTF-8 in practice; Latin-1 keeps any other byte string intact.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | np.bytes_):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)

@@ -1,0 +1,217 @@
+"""Reading a Kerchunk reference set: options, metadata documents, URLs and source versions.
+
+What the JSON and Parquet parsers share: the parsing options, reading the reference object,
+decoding metadata documents (and consolidated ``.zmetadata``), resolving each distinct
+reference URL once (``{{name}}`` templates, ``remote_protocol``, paths relative to the
+reference file), the sizes of objects referenced whole (one HEAD each) and the source versions
+the references record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+from obstore.exceptions import BaseError
+
+from virtualstac.errors import (
+    InvalidPathError,
+    SourceNotFoundError,
+    UnregisteredURLError,
+    VirtualStacError,
+)
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.sources import SourceStamp
+from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
+from virtualstac.storage.failures import quiet, read_failure, redact
+from virtualstac.storage.reader import read_whole
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import normalize_url
+
+__all__ = [
+    "NEEDS_URL",
+    "TEMPLATE",
+    "WHOLE",
+    "KerchunkOptions",
+    "KerchunkReferenceError",
+    "URLResolver",
+    "merge_consolidated",
+    "parse_document",
+    "read_object",
+    "with_recorded_sources",
+]
+
+#: A ``{{expression}}`` in a template or ``gen`` field.
+TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
+#: Length placeholder of a whole-object reference, until its size is known.
+WHOLE = -1
+NEEDS_URL = (
+    "a reference needs a URL (null URLs, which fsspec fills from its 'target' option, "
+    "are not supported)"
+)
+
+
+class KerchunkReferenceError(VirtualStacError, ValueError):
+    """A Kerchunk reference set is malformed, or uses a feature that cannot be represented."""
+
+
+class KerchunkOptions:
+    """Settings shared by both parsers."""
+
+    def __init__(
+        self,
+        drop_variables: Iterable[str],
+        root_array_name: str | None,
+        remote_protocol: str | None,
+        verify_sources: bool,
+    ) -> None:
+        self.verify_sources = verify_sources
+        if isinstance(drop_variables, str):
+            drop_variables = [drop_variables]
+        self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
+        self.root_array_name = root_array_name
+        self.remote_protocol = remote_protocol.rstrip(":/") if remote_protocol else None
+
+    def array_name_for(self, url: str) -> str:
+        """The root array's name: the option, or the reference file name without suffixes."""
+        if self.root_array_name:
+            return self.root_array_name
+        name = url.rstrip("/").rsplit("/", 1)[-1]
+        for suffix in (".gz", ".json", ".parquet", ".parq", ".zarr"):
+            name = name.removesuffix(suffix)
+        return name or "data"
+
+
+def with_recorded_sources(
+    group: ManifestGroup,
+    document: Mapping[str, Any],
+    resolver: URLResolver,
+    registry: ObjectStoreRegistry,
+    source: str,
+    options: KerchunkOptions,
+) -> ManifestGroup:
+    """Verify (unless told not to) and attach the source versions the references record."""
+    stamps = recorded_sources(document, lambda path: resolver.resolve(path, lambda: "sources"))
+    if options.verify_sources:
+        verify_sources(stamps, registry, source)
+    return group.with_source_stamps(stamps) if stamps else group
+
+
+def read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
+    """The whole object at ``url``; ``what`` names it when it does not exist."""
+    try:
+        return read_whole(url, registry)
+    except FileNotFoundError as err:
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from quiet(err)
+    except BaseError as err:
+        raise read_failure(err, url, f"{what} ") from err
+
+
+def parse_document(key: str, value: Any, source: str) -> Any:
+    """A metadata document: JSON objects as they are, strings parsed as JSON."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        text = value
+        if text.startswith("base64:"):
+            text = base64.standard_b64decode(text[7:]).decode("utf-8")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise KerchunkReferenceError(f"{source}: {key!r} is not valid JSON: {err}") from err
+    raise KerchunkReferenceError(
+        f"{source}: metadata {key!r} must be a JSON document, got {type(value).__name__}"
+    )
+
+
+def merge_consolidated(documents: dict[str, Any], source: str) -> None:
+    """Take documents from a consolidated ``.zmetadata`` that are not present on their own."""
+    for key in [k for k in documents if k.rpartition("/")[2] == ".zmetadata"]:
+        consolidated = documents.pop(key)
+        prefix = key[: -len(".zmetadata")]
+        inner = consolidated.get("metadata") if isinstance(consolidated, dict) else None
+        if not isinstance(inner, dict):
+            raise KerchunkReferenceError(f"{source}: {key!r} has no 'metadata' object")
+        for name, value in inner.items():
+            documents.setdefault(prefix + name, parse_document(prefix + name, value, source))
+
+
+class URLResolver:
+    """Turns the URLs of references into absolute URLs, each distinct URL once."""
+
+    def __init__(
+        self,
+        source: str,
+        registry: ObjectStoreRegistry,
+        options: KerchunkOptions,
+        templates: Mapping[str, Any],
+    ) -> None:
+        self.source = source
+        self.root = source.rsplit("/", 1)[0] + "/"
+        self.registry = registry
+        self.options = options
+        self.templates = {str(k): v for k, v in templates.items()}
+        for name, value in self.templates.items():
+            if not isinstance(value, str) or "{{" in value:
+                raise KerchunkReferenceError(
+                    f"{source}: template {name!r} must be a plain string (templates that are "
+                    "themselves templates need jinja2 and are not supported)"
+                )
+        self._resolved: dict[str, str] = {}
+        self.stamps: dict[str, SourceStamp] = {}  # objects referenced whole, from their HEAD
+
+    def substitute(self, text: str) -> str:
+        """Replace ``{{name}}`` by the template's value (fsspec's simple templates)."""
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1).strip()
+            if name not in self.templates:
+                raise KerchunkReferenceError(
+                    f"{self.source}: {text!r} uses template {{{{{name}}}}}, which is not "
+                    f"defined (templates: {sorted(self.templates)})"
+                )
+            return cast(str, self.templates[name])
+
+        return TEMPLATE.sub(replace, text)
+
+    def resolve(self, url: Any, key: Callable[[], str]) -> str:
+        """The absolute URL a reference points to; ``key()`` names a chunk using it."""
+        cached = self._resolved.get(url)
+        if cached is not None:
+            return cached
+        if not isinstance(url, str) or not url:
+            raise KerchunkReferenceError(
+                f"{self.source}: chunk {key()!r} references {url!r}; {NEEDS_URL}"
+            )
+        text = self.substitute(url) if "{{" in url else url
+        if self.options.remote_protocol and "://" not in text and not text.startswith("/"):
+            text = f"{self.options.remote_protocol}://{text}"
+        try:
+            resolved = normalize_url(text, root=self.root)
+        except InvalidPathError as err:
+            raise InvalidPathError(
+                f"{self.source}: chunk {key()!r} references {url!r}, which cannot be resolved: "
+                f"{err}"
+            ) from err
+        self._resolved[url] = resolved
+        return resolved
+
+    def size(self, url: str, key: str) -> int:
+        """The size of the object at ``url`` (a HEAD request), for whole-object references."""
+        if url not in self.stamps:
+            try:
+                self.stamps[url] = SourceStamp.from_meta(self.registry.head(url))
+            except UnregisteredURLError as err:
+                raise UnregisteredURLError(
+                    f"{self.source}: chunk {key!r} references the whole object {url!r}, whose "
+                    f"size must be looked up through the registry: {err}"
+                ) from err
+            except FileNotFoundError as err:
+                raise SourceNotFoundError(
+                    f"{self.source}: chunk {key!r} references the whole object {url!r}, "
+                    "which does not exist"
+                ) from err
+        return int(cast(int, self.stamps[url].size))

@@ -1,0 +1,54 @@
+"""NCZarr's netCDF bookkeeping in Zarr v2 metadata (stores netCDF-C writes).
+
+netCDF-C names an array's dimensions by fully qualified dimension references (``["/x",
+"/grp/y"]``), not always with xarray's ``_ARRAY_DIMENSIONS`` beside them: NCZarr 1 put them
+in ``.zarray`` under ``_NCZARR_ARRAY`` (``"dimrefs"``), NCZarr 2 in ``.zattrs`` under
+``_nczarr_array`` (``"dimension_references"``). The other keys (``_nczarr_attr``,
+``_nczarr_group``, ``_NCProperties``, ...) are bookkeeping, which netCDF-C and xarray hide:
+xarray hides every Zarr v2 attribute whose name starts with ``_nc`` in any case.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SCALAR_DIMENSION", "nczarr_dimensions", "without_netcdf_attributes"]
+
+#: The dimension netCDF-C gives the one axis of a scalar it stores as a one-element array.
+SCALAR_DIMENSION = "_scalar_"
+
+_ARRAY_KEYS = ("_nczarr_array", "_NCZARR_ARRAY")
+_REFERENCE_KEYS = ("dimension_references", "dimrefs")
+
+
+def nczarr_dimensions(
+    zarray: Mapping[str, Any], zattrs: Mapping[str, Any], shape: tuple[int, ...]
+) -> list[str] | None:
+    """The dimension names NCZarr records for an array of ``shape``, or None if it records none.
+
+    Each name is the last part of a dimension reference, as xarray and netCDF-C name them. A
+    netCDF scalar, which NCZarr stores with one element and no reference, gets netCDF-C's
+    ``_scalar_`` dimension, as netCDF-C names it for xarray.
+    """
+    for document in (zattrs, zarray):
+        for key in _ARRAY_KEYS:
+            info = document.get(key)
+            if not isinstance(info, Mapping):
+                continue
+            for field in _REFERENCE_KEYS:
+                references = info.get(field)
+                if not isinstance(references, list) or not all(
+                    isinstance(r, str) for r in references
+                ):
+                    continue
+                if not references and shape == (1,):
+                    return [SCALAR_DIMENSION]
+                return [posixpath.basename(r.rstrip("/")) for r in references]
+    return None
+
+
+def without_netcdf_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` without the netCDF bookkeeping xarray hides (names starting ``_nc``)."""
+    return {k: v for k, v in attributes.items() if not k.lower().startswith("_nc")}

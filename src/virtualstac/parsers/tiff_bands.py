@@ -1,0 +1,155 @@
+"""GDAL's band metadata in a TIFF: the nodata value and each band's scale and offset.
+
+GDAL keeps both in private tags. ``GDAL_NODATA`` (42113) is one ASCII number for every band,
+which GDAL rounds to the band's data type (a float32 band's ``-3.4e+38`` is the float32 nearest
+to it). ``GDAL_METADATA`` (42112) is XML whose ``<Item sample="n" role="scale">`` and
+``role="offset"`` give band ``n``'s unpacking, ``value * scale + offset``. They become the CF
+attributes xarray decodes by default: ``_FillValue``, ``scale_factor`` and ``add_offset``.
+"""
+
+from __future__ import annotations
+
+import warnings
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.metadata import replace_metadata
+
+__all__ = ["BandMetadata", "Packing", "SharedChunksError", "band_variables", "fill_value"]
+
+_GDAL_METADATA = 42112
+_GDAL_NODATA = 42113
+
+
+class SharedChunksError(ValueError):
+    """Bands of different packings share chunks, so no array can hold each band's packing."""
+
+
+@dataclass(frozen=True)
+class Packing:
+    """One band's linear unpacking, as GDAL's ``GetScale()``/``GetOffset()`` report it."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+    def attributes(self) -> dict[str, float]:
+        """CF ``scale_factor`` and ``add_offset`` (JSON floats: xarray unpacks to float64)."""
+        if self == Packing():
+            return {}
+        return {"scale_factor": self.scale, "add_offset": self.offset}
+
+
+@dataclass(frozen=True)
+class BandMetadata:
+    """The GDAL nodata text and per-band packing one TIFF page declares (None: not declared)."""
+
+    nodata: str | None
+    packings: tuple[Packing, ...] | None
+
+    @classmethod
+    def of_page(cls, page: Any, where: str) -> BandMetadata:
+        """Read a tifffile page's GDAL tags; ``where`` names the file in warnings."""
+        return cls(_nodata_text(page), _packings(page, int(page.samplesperpixel), where))
+
+    def or_else(self, other: BandMetadata | None) -> BandMetadata:
+        """This page's values, and ``other``'s where this page declares none (overviews)."""
+        if other is None:
+            return self
+        return BandMetadata(
+            self.nodata if self.nodata is not None else other.nodata,
+            self.packings if self.packings is not None else other.packings,
+        )
+
+    def packing_of_bands(self, bands: int) -> tuple[Packing, ...]:
+        """One packing per band (GDAL's identity for bands without one)."""
+        declared = self.packings or ()
+        return tuple(declared[n] if n < len(declared) else Packing() for n in range(bands))
+
+
+def fill_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
+    """The nodata value GDAL makes of ``text`` for samples of ``dtype``; None if none fits.
+
+    Floating-point bands get the number rounded to their type, as GDAL reports it (and as
+    their pixels hold it); integer bands only an integral value within their range.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        component = np.finfo(dtype).dtype
+        with np.errstate(over="ignore"):  # beyond the type's range GDAL gives +-inf too
+            return float(component.type(value))
+    if value.is_integer():
+        info = np.iinfo(dtype)
+        if info.min <= value <= info.max:
+            return int(value)
+    return None
+
+
+def band_variables(
+    pixels: ManifestArray, packings: Sequence[Packing], name: str
+) -> dict[str, ManifestArray]:
+    """Bands of different packings as one ``(y, x)`` variable each: ``{name}_1``, ...
+
+    CF gives an array one ``scale_factor`` and ``add_offset``. Band-interleaved ``pixels``
+    (``band, y, x`` in chunks of one band) split without touching a chunk; pixel-interleaved
+    ones hold every band in each chunk and raise :class:`SharedChunksError`.
+    """
+    if pixels.metadata.dimension_names != ("band", "y", "x") or pixels.chunks[0] != 1:
+        raise SharedChunksError(
+            "its bands have different scales or offsets (GDAL_METADATA) but share chunks "
+            "(pixel-interleaved), and one array has one scale_factor and add_offset"
+        )
+    variables: dict[str, ManifestArray] = {}
+    for n, packing in enumerate(packings):
+        band = pixels[n, ...]
+        attributes = {**band.metadata.attributes, **packing.attributes()}
+        metadata = replace_metadata(band.metadata, attributes=attributes)
+        variables[f"{name}_{n + 1}"] = ManifestArray(metadata, band.manifest)
+    return variables
+
+
+def _nodata_text(page: Any) -> str | None:
+    """The GDAL_NODATA tag's text (tifffile's ``page.nodata`` turns misfits into 0)."""
+    tag = page.tags.get(_GDAL_NODATA)
+    if tag is None:
+        return None
+    return str(tag.value).strip().rstrip("\x00").strip() or None
+
+
+def _packings(page: Any, bands: int, where: str) -> tuple[Packing, ...] | None:
+    tag = page.tags.get(_GDAL_METADATA)
+    if tag is None:
+        return None
+    try:
+        root = ElementTree.fromstring(str(tag.value).strip().rstrip("\x00"))
+    except ElementTree.ParseError as err:
+        _warn(f"{where}: the GDAL_METADATA tag is not XML ({err}); band scales are ignored")
+        return None
+    scales: dict[int, float] = {}
+    offsets: dict[int, float] = {}
+    for item in root.iter("Item"):
+        role, sample = item.get("role"), item.get("sample")
+        if role not in ("scale", "offset") or sample is None:
+            continue
+        try:
+            band, number = int(sample), float((item.text or "").strip())
+        except ValueError:
+            _warn(f"{where}: GDAL_METADATA {role} {item.text!r} of sample {sample!r} is ignored")
+            continue
+        if 0 <= band < bands:
+            (scales if role == "scale" else offsets)[band] = number
+    if not scales and not offsets:
+        return None
+    return tuple(Packing(scales.get(n, 1.0), offsets.get(n, 0.0)) for n in range(bands))
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=4)

@@ -1,0 +1,169 @@
+"""obstore's failures as one-line typed errors, with credentials kept out of messages.
+
+obstore's exceptions carry a multi-line Rust debug dump ("Debug source: ...") after their
+first line, and print URLs as they were given, ``user:password@`` and signed queries
+included. :func:`describe` and :func:`quiet` keep the first line with secrets redacted;
+:func:`network_failure` turns the failures a caller can act on into typed errors: a server
+that ignores ``Range`` (:class:`~virtualstac.errors.RangeNotSupportedError`), and requests
+that failed on every attempt (:class:`~virtualstac.errors.NetworkError`, or
+:class:`~virtualstac.errors.NetworkTimeoutError` when the server never answered in time).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from virtualstac.errors import (
+    ChunkReadError,
+    NetworkError,
+    NetworkTimeoutError,
+    RangeNotSupportedError,
+)
+
+__all__ = [
+    "describe",
+    "is_network_failure",
+    "network_failure",
+    "quiet",
+    "read_failure",
+    "redact",
+]
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
+# Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
+# bearer tokens passed in the query, Planetary Computer tokens).
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:sig|signature|token|access_token|api_?key|key|password|secret|"
+    r"x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"x-goog-signature|x-goog-credential)=)[^&#\s'\"]*"
+)
+_PERFORMED = re.compile(
+    r"Error performing \w+ \S+ in (?P<elapsed>[^,\s]+)(?:, after (?P<retries>\d+) retries)?"
+)
+_STATUS = re.compile(r"status code: (?P<status>\d{3}[^:\n]*)")
+_DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ns|µs|us|ms|s)")
+_UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+_KIND = re.compile(r"HttpError \{\s*kind: (?P<kind>\w+)")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***``.
+
+    Examples
+    --------
+    >>> redact("http://user:secret@host/x.nc?token=abc&v=1")
+    'http://***@host/x.nc?token=***&v=1'
+    """
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
+
+
+def quiet[E: BaseException](error: E) -> E:
+    """``error`` with its message cut down to the first line, credentials redacted.
+
+    Raise virtualstac errors ``from quiet(err)``: a traceback that shows the obstore error as
+    the cause then shows no debug dump and no credentials either.
+    """
+    lines = str(error).strip().splitlines()
+    line = redact(lines[0].strip()) if lines else ""
+    if line != str(error):
+        error.args = (line,)
+    return error
+
+
+def describe(error: BaseException) -> str:
+    """The error's type and the first line of its message, credentials redacted; the error
+    itself is cut down the same way (see :func:`quiet`)."""
+    line = str(quiet(error))
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__
+
+
+def network_failure(
+    error: BaseException, url: str, context: str = ""
+) -> NetworkError | RangeNotSupportedError | None:
+    """The typed error for ``error``, raised while reading ``url``, or None.
+
+    ``context`` goes before the URL in the message (``"chunk 'a/0' from "``). None means that
+    ``error`` is no network failure (a missing object, a refused permission, a 416 answer...):
+    the caller says what it was doing with :func:`describe`. Either way ``error`` is
+    :func:`quiet` ened.
+    """
+    failure = _classify(str(error), url, context)
+    quiet(error)
+    return failure
+
+
+def is_network_failure(error: BaseException) -> bool:
+    """Whether :func:`network_failure` would name ``error`` (which is left as it is)."""
+    return _classify(str(error), "", "") is not None
+
+
+def _classify(text: str, url: str, context: str) -> NetworkError | RangeNotSupportedError | None:
+    where = redact(url)
+    if "Range request not supported" in text:
+        host = urlsplit(url).hostname or where
+        return RangeNotSupportedError(
+            f"cannot read {context}{where!r}: the server at {host} ignores HTTP Range requests "
+            "(it answered a request for some bytes with the whole object, status 200 instead "
+            "of 206 Partial Content). virtualstac reads byte ranges only: serve the file from "
+            "a server that supports Range requests"
+        )
+    performed = _PERFORMED.search(text)
+    if performed is None:
+        return None
+    status = _STATUS.search(text)
+    kinds = _kinds(text)
+    if status is not None:
+        if not status["status"].startswith(("5", "429")):
+            return None
+        reason = f"the server answered {status['status'].strip()}"
+    elif kinds:
+        reason = _transport_reason(text, kinds)
+    else:
+        return None
+    attempts = int(performed["retries"] or 0) + 1
+    elapsed = _seconds(performed["elapsed"])
+    tried = f"{attempts} attempt{'s' if attempts > 1 else ''} in {elapsed}"
+    message = (
+        f"reading {context}{where!r} failed: {reason} ({tried}); the registry's "
+        "virtualstac.NetworkOptions set the timeouts and retries"
+    )
+    return NetworkTimeoutError(message) if "Timeout" in kinds else NetworkError(message)
+
+
+def read_failure(error: BaseException, url: str, context: str = "") -> ChunkReadError:
+    """The typed error for ``error``, raised while reading ``url``: a network failure as
+    :func:`network_failure` names it, otherwise a :class:`~virtualstac.errors.ChunkReadError`
+    with :func:`describe`'s line."""
+    return network_failure(error, url, context) or ChunkReadError(
+        f"reading {context}{redact(url)!r} failed: {describe(error)}"
+    )
+
+
+def _seconds(duration: str) -> str:
+    """A Rust ``Duration`` as printed (``61.6ms``, ``1.53s``) in seconds, or as it is."""
+    match = _DURATION.fullmatch(duration)
+    if match is None:
+        return duration
+    return f"{float(match['value']) * _UNITS[match['unit']]:.3g} s"
+
+
+def _kinds(text: str) -> set[str]:
+    return {match["kind"] for match in _KIND.finditer(text)}
+
+
+def _transport_reason(text: str, kinds: set[str]) -> str:
+    """What went wrong on the connection, from the debug dump of an HTTP error."""
+    if "Timeout" in kinds:
+        return "the server did not answer within the timeout"
+    if "ConnectionRefused" in text:
+        return "the connection was refused"
+    if "Connect" in kinds:
+        return "could not connect to the server"
+    if "IncompleteMessage" in text:
+        return "the server closed the connection before answering"
+    if "ConnectionReset" in text:
+        return "the server reset the connection"
+    if "Interrupted" in kinds:
+        return "the connection broke while the answer was read"
+    return "the request could not be sent"

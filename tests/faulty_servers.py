@@ -1,0 +1,193 @@
+"""An HTTP server on loopback that misbehaves on purpose, connection by connection.
+
+:class:`FaultyServer` serves a few files from memory and treats each new connection by the
+next of its behaviours (the last one repeats):
+
+``"serve"``
+    Answer like object storage: ``206 Partial Content`` for a ``Range``, ``HEAD``, ``ETag``
+    and ``Last-Modified``, then close the connection.
+``"hang"``
+    Accept the connection, read the request and never answer.
+``"drop"``
+    Read the request and close the connection without a word.
+``"ignore-range"``
+    Answer every request with ``200 OK`` and the whole file, whatever its ``Range`` says.
+``"unavailable"``
+    Answer ``503 Service Unavailable``, as an overloaded object store does.
+
+Its threads stop when the server is stopped (it is a context manager) and in any case after
+``lifetime`` seconds, so a test that fails half-way leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+
+__all__ = ["BEHAVIOURS", "FaultyServer"]
+
+BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range", "unavailable"})
+_LAST_MODIFIED = "Mon, 06 May 2024 10:00:00 GMT"
+_REASONS = {
+    200: "OK",
+    206: "Partial Content",
+    404: "Not Found",
+    416: "Range Not Satisfiable",
+    503: "Service Unavailable",
+}
+
+
+class FaultyServer:
+    """Serve ``files`` (name -> bytes) at :attr:`url`, each connection by the next behaviour."""
+
+    def __init__(
+        self, files: Mapping[str, bytes], *behaviours: str, lifetime: float = 60.0
+    ) -> None:
+        self._files = dict(files)
+        self._lock = threading.Lock()
+        self._behaviours: list[str] = []
+        self._first = 0
+        self.connections = 0
+        self.behave(*behaviours)
+        self._deadline = time.monotonic() + lifetime
+        self._stopped = threading.Event()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self._listener.settimeout(0.05)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, name="faulty-accept", daemon=True)
+        self._acceptor.start()
+
+    def url_for(self, name: str) -> str:
+        """The URL of the file ``name``."""
+        return f"{self.url}/{name}"
+
+    def behave(self, *behaviours: str) -> None:
+        """Treat the connections from now on by ``behaviours`` (the last one repeats)."""
+        unknown = set(behaviours) - BEHAVIOURS
+        if not behaviours or unknown:
+            raise ValueError(f"behaviours must be some of {sorted(BEHAVIOURS)}, got {behaviours}")
+        with self._lock:
+            self._behaviours = list(behaviours)
+            self._first = self.connections
+
+    def stop(self) -> None:
+        """Close every connection and wait for the server's threads to end."""
+        self._stopped.set()
+        self._acceptor.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> FaultyServer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _running(self) -> bool:
+        return not self._stopped.is_set() and time.monotonic() < self._deadline
+
+    def _accept(self) -> None:
+        try:
+            while self._running():
+                try:
+                    connection, _ = self._listener.accept()
+                except TimeoutError:
+                    continue
+                with self._lock:
+                    index = self.connections - self._first
+                    behaviour = self._behaviours[min(index, len(self._behaviours) - 1)]
+                    self.connections += 1
+                thread = threading.Thread(
+                    target=self._handle, args=(connection, behaviour), daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        finally:
+            self._listener.close()
+
+    def _handle(self, connection: socket.socket, behaviour: str) -> None:
+        with connection:
+            connection.settimeout(0.05)
+            request = self._read_request(connection)
+            if request is None or behaviour == "drop":
+                return
+            if behaviour == "hang":
+                while self._running():
+                    time.sleep(0.05)
+                return
+            connection.settimeout(5)
+            if behaviour == "unavailable":
+                connection.sendall(_head(503, {"Connection": "close", "Content-Length": "0"}))
+                return
+            connection.sendall(self._answer(*request, honour_range=behaviour == "serve"))
+
+    def _read_request(self, connection: socket.socket) -> tuple[str, str, dict[str, str]] | None:
+        """The method, path and headers of the request, or None if none arrives in time."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            if not self._running():
+                return None
+            try:
+                chunk = connection.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
+                return None
+            data += chunk
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        method, path, _ = head[0].split(" ", 2)
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return method, path, headers
+
+    def _answer(
+        self, method: str, path: str, headers: dict[str, str], *, honour_range: bool
+    ) -> bytes:
+        body = self._files.get(path.lstrip("/").split("?", 1)[0])
+        fields = {"Connection": "close", "Content-Type": "application/octet-stream"}
+        if body is None:
+            status, payload = 404, b""
+        else:
+            fields |= {"ETag": f'"{len(body)}-1"', "Last-Modified": _LAST_MODIFIED}
+            status, payload = 200, body
+            wanted = headers.get("range", "")
+            if honour_range and wanted.startswith("bytes="):
+                fields["Accept-Ranges"] = "bytes"
+                start, end = _byte_range(wanted, len(body))
+                if start >= len(body):
+                    status, payload = 416, b""
+                    fields["Content-Range"] = f"bytes */{len(body)}"
+                else:
+                    status, payload = 206, body[start:end]
+                    fields["Content-Range"] = f"bytes {start}-{end - 1}/{len(body)}"
+        fields["Content-Length"] = str(len(payload))
+        head = _head(status, fields)
+        return head if method == "HEAD" else head + payload
+
+
+def _head(status: int, fields: Mapping[str, str]) -> bytes:
+    """The status line and header fields of an answer."""
+    lines = [f"HTTP/1.1 {status} {_REASONS[status]}"]
+    lines += [f"{name}: {value}" for name, value in fields.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _byte_range(header: str, size: int) -> tuple[int, int]:
+    """``[start, end)`` of a single ``bytes=`` range of an object of ``size`` bytes."""
+    first, _, last = header.removeprefix("bytes=").split(",")[0].strip().partition("-")
+    if not first:
+        return max(size - int(last), 0), size
+    return int(first), min(int(last) + 1, size) if last else size

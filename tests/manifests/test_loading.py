@@ -1,0 +1,48 @@
+"""Loaded variables of a virtual dataset decode as xarray decodes the whole file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+
+from virtualstac import open_virtual_dataset
+
+pytestmark = [
+    # Character variables are zarr's unstable null_terminated_bytes data type.
+    pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning"),
+]
+
+
+def write_character_coordinate(path: Path, fmt: str) -> Path:
+    """A 1-D character coordinate (netCDF-C's ``fl_dmn(fl_dmn)``) beside a string variable."""
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("fl_dmn", 3)
+        ds.createDimension("strlen", 4)
+        ds.createVariable("fl_dmn", "S1", ("fl_dmn",))[:] = np.array([b"a", b"b", b"3"])
+        ds.createVariable("values", "f4", ("fl_dmn",))[:] = [1.0, 2.0, 3.0]
+        names = ds.createVariable("names", "S1", ("fl_dmn", "strlen"))
+        names[:] = netCDF4.stringtochar(np.array([b"one", b"two", b"four"], dtype="S4"))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+def test_a_character_coordinate_stays_characters_as_xarray_reads_it(
+    tmp_path: Path, fmt: str
+) -> None:
+    path = write_character_coordinate(tmp_path / f"chars_{fmt}.nc", fmt)
+    vds = open_virtual_dataset(str(path), loadable_variables=["fl_dmn", "names"])
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        # fl_dmn is the dimension's own variable, so its characters are not joined; those of
+        # names, along a dimension nothing else uses, are.
+        assert reference["fl_dmn"].dims == ("fl_dmn",)
+        assert reference["names"].dims == ("fl_dmn",)
+        for name in ("fl_dmn", "names"):
+            assert vds[name].dims == reference[name].dims
+            np.testing.assert_array_equal(vds[name].values, reference[name].values, strict=True)
+        assert vds.indexes["fl_dmn"].equals(reference.indexes["fl_dmn"])
+    # Loaded by default, being a dimension coordinate.
+    assert open_virtual_dataset(str(path))["fl_dmn"].shape == (3,)

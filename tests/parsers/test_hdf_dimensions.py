@@ -1,0 +1,96 @@
+"""Dimension names of HDF5/netCDF-4 datasets, as netCDF4 and xarray name them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf_files
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from virtualstac.errors import NotVirtualizableError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.hdf import HDFParser
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+
+def parse(path: Path, **options: Any) -> ManifestStore:
+    return HDFParser(**options)(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+def assert_reads_like_netcdf4(path: Path, store: ManifestStore) -> None:
+    ours = xr.open_zarr(store, consolidated=False, chunks=None)
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert set(ours.variables) == set(reference.variables)
+        assert set(ours.coords) == set(reference.coords)
+        assert dict(ours.sizes) == dict(reference.sizes)
+        for name, expected in reference.variables.items():
+            assert ours[name].dims == expected.dims, name
+            np.testing.assert_array_equal(ours[name].values, expected.values, strict=True)
+
+
+def write_non_coordinate_variable(path: Path) -> Path:
+    """A variable ``y`` along ``x`` beside a dimension ``y`` of another length.
+
+    netCDF-4 stores the variable as ``_nc4_non_coord_y``, since dataset ``y`` is the dimension.
+    """
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
+        ds.createDimension("x", 5)
+        ds.createDimension("y", 3)
+        ds.createVariable("y", "f4", ("x",))[:] = np.arange(5, dtype="f4") / 2
+        ds.createVariable("z", "i4", ("x", "y"))[:] = np.arange(15).reshape(5, 3)
+    return path
+
+
+def test_a_variable_named_like_another_dimension_keeps_its_netcdf_name(tmp_path: Path) -> None:
+    path = write_non_coordinate_variable(tmp_path / "non_coord.nc")
+    with netCDF4.Dataset(path) as reference:
+        assert reference["y"].dimensions == ("x",)
+    store = parse(path)
+    assert set(store.group.arrays) == {"y", "z"}
+    assert store.group["y"].metadata.dimension_names == ("x",)
+    assert store.group["z"].metadata.dimension_names == ("x", "y")
+    # xarray makes such a variable a coordinate without an index; so does our store.
+    assert_reads_like_netcdf4(path, store)
+    assert "y" not in xr.open_zarr(store, consolidated=False, chunks=None).indexes
+
+
+def test_a_non_coordinate_variable_is_dropped_by_its_netcdf_name(tmp_path: Path) -> None:
+    path = write_non_coordinate_variable(tmp_path / "non_coord.nc")
+    assert set(parse(path, drop_variables=["y"]).group.arrays) == {"z"}
+    assert set(parse(path, drop_variables=["_nc4_non_coord_y"]).group.arrays) == {"z"}
+
+
+def test_a_prefixed_dataset_beside_its_netcdf_name_raises(tmp_path: Path) -> None:
+    path = tmp_path / "both.h5"
+    with h5py.File(path, "w") as f:
+        f["y"] = np.arange(3)
+        f["_nc4_non_coord_y"] = np.arange(5)
+    with pytest.raises(NotVirtualizableError, match=r"'_nc4_non_coord_y' is netCDF-4's name"):
+        parse(path)
+    assert set(parse(path, drop_variables=["_nc4_non_coord_y"]).group.arrays) == {"y"}
+
+
+def test_broken_dimension_scales_fall_back_to_phony_names(tmp_path: Path) -> None:
+    path = hdf_files.write_hdf5_broken_scales(tmp_path / "broken.h5")
+    with pytest.warns(RuntimeWarning, match="broken dimension scale") as record:
+        store = parse(path, inline_threshold=0)
+    messages = sorted(str(w.message) for w in record)
+    assert len(messages) == 2
+    assert messages[0].startswith(f"{path}: variable 'deleted' has a broken dimension scale")
+    assert "axis 1 (HDF5 cannot follow its DIMENSION_LIST" in messages[0]
+    assert messages[1].startswith(f"{path}: variable 'not_a_scale'")
+    assert "references a dataset that is not a dimension scale" in messages[1]
+    assert "named 'phony_dim_0' instead" in messages[1]
+    group = store.group
+    assert group["deleted"].metadata.dimension_names == ("x", "phony_dim_0")
+    assert group["not_a_scale"].metadata.dimension_names == ("x", "phony_dim_0")
+    root = zarr.open_group(store, mode="r")
+    with h5py.File(path) as f:
+        for name in ("deleted", "not_a_scale", "plain", "x"):
+            np.testing.assert_array_equal(root[name][...], f[name][()], strict=True)

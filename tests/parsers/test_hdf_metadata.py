@@ -1,0 +1,64 @@
+"""Fill values of HDF5 datasets: what the HDF5 library reads where nothing was written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf_files
+import numpy as np
+import pytest
+import zarr
+
+from virtualstac.errors import NotVirtualizableError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.hdf import HDFParser
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+_NEVER_WRITTEN = [n for n, _, written, _ in hdf_files.UNDEFINED_FILL_DATASETS if not written]
+
+
+def parse(path: Path, **options: Any) -> ManifestStore:
+    return HDFParser(**options)(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+@pytest.fixture(scope="module")
+def undefined_fill(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("h5") / "undefined_fill.h5"
+    return hdf_files.write_hdf5_undefined_fill(path)
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_undefined_fill_value_reads_as_h5py_reads_it(
+    undefined_fill: Path, inline_threshold: int
+) -> None:
+    store = parse(undefined_fill, drop_variables=_NEVER_WRITTEN, inline_threshold=inline_threshold)
+    root = zarr.open_group(store, mode="r")
+    with h5py.File(undefined_fill) as f:
+        assert set(store.group.arrays) == set(f) - set(_NEVER_WRITTEN)
+        for name in store.group.arrays:
+            assert (
+                f[name].id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED
+            )
+            # Unwritten chunks (of chunked_3) read as zeros, as HDF5 reads them.
+            np.testing.assert_array_equal(root[name][...], f[name][()], strict=True)
+            # No fill value to record: the attribute stays absent.
+            assert store.group[name].metadata.attributes == {"units": "m"}
+            assert store.group[name].metadata.fill_value == 0
+    if not inline_threshold:
+        assert len(store.group["chunked_3"].manifest) == 1  # the others were never written
+
+
+@pytest.mark.parametrize("name", _NEVER_WRITTEN)
+def test_undefined_fill_value_never_written_raises(undefined_fill: Path, name: str) -> None:
+    with h5py.File(undefined_fill) as f, pytest.raises(OSError, match="no data can be read"):
+        f[name][()]  # the reference reader cannot read it either
+    others = [n for n in _NEVER_WRITTEN if n != name]
+    with pytest.raises(
+        NotVirtualizableError, match=r"fill value is undefined\) and was never"
+    ) as info:
+        parse(undefined_fill, drop_variables=others)
+    message = str(info.value)
+    assert str(undefined_fill) in message and f"variable {name!r}" in message
+    assert f"drop_variables=[{name!r}]" in message

@@ -1,0 +1,316 @@
+"""TIFF features GDAL reads its own way, read through a virtual dataset as rasterio reads them.
+
+Each case rebuilds a feature of real-world files (GDAL autotest, libtiff, image-tiff, rasterio
+test data) with GDAL or tifffile: float32 nodata, band scales and offsets, negative pixel
+scales, transforms without GeoKeys, short bottom tiles, and the refusals of what Zarr cannot
+hold.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rasterio
+import tifffile
+import xarray as xr
+
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac.parsers.tiff import TIFFParser, UnsupportedTIFFError
+
+pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiff_files import (  # noqa: E402
+    GDAL_CASES,
+    pixels,
+    write_gdal,
+    write_short_bottom_tiles,
+    write_tifffile_with_geotags,
+)
+
+# GeoTIFF tags as tifffile ``extratags``: pixel scale, tiepoint, matrix, GeoKeys of EPSG:32633.
+SCALE, TIEPOINT, MATRIX, GEOKEYS = 33550, 33922, 34264, 34735
+NORTH_UP = [2.0, 0, 0, 100.0, 0, -3.0, 0, 200.0, 0, 0, 0, 0, 0, 0, 0, 1]
+UTM_GEOKEYS = (GEOKEYS, "H", 16, [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633])
+
+
+def open_decoded(path: Path, **options: Any) -> xr.Dataset:
+    """The file as a user reads it: virtual dataset -> store -> xarray's default decoding."""
+    url = str(path)
+    registry = ObjectStoreRegistry.for_url(url)
+    virtual = open_virtual_dataset(url, parser=TIFFParser(**options), registry=registry)
+    return xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False).load()
+
+
+def rasterio_decoded(path: Path, band: int | None = None) -> np.ndarray:
+    """rasterio's read masked by nodata (as rioxarray's ``mask_and_scale``), unpacked by its
+    scales and offsets as xarray unpacks them (in float64)."""
+    with rasterio.open(path) as src:
+        # Alpha bands and internal masks also mask rasterio's reads, but are not nodata.
+        masked = src.read(band, masked=src.nodata is not None)
+        scales, offsets = src.scales, src.offsets
+    index = slice(None) if band is None else band - 1
+    scale = np.asarray(scales)[index]
+    offset = np.asarray(offsets)[index]
+    if band is None:
+        scale, offset = scale[:, None, None], offset[:, None, None]
+    values = np.ma.getdata(masked).astype(np.float64) * scale + offset
+    return np.where(np.ma.getmaskarray(masked), np.nan, values)
+
+
+def xy_from_transform(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    with rasterio.open(path) as src:
+        transform, width, height = src.transform, src.width, src.height
+    x, _ = transform @ (np.arange(width) + 0.5, np.zeros(width) + 0.5)
+    _, y = transform @ (np.zeros(height) + 0.5, np.arange(height) + 0.5)
+    return np.asarray(x), np.asarray(y)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("tiff")
+    return {name: write_gdal(directory / f"{name}.tif", **kw) for name, kw in GDAL_CASES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(GDAL_CASES))
+def test_default_decoding_masks_and_unpacks_as_rasterio(corpus: dict[str, Path], name: str) -> None:
+    ds = open_decoded(corpus[name])
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(corpus[name]))
+
+
+# -- nodata -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["-3.4e+38", "-3.40282e+38", "3.3e38", "0.1", "1e39"])
+def test_float32_nodata_is_rounded_to_the_band_type_as_gdal_does(tmp_path: Path, text: str) -> None:
+    data = pixels(1, 40, 50, "float32")
+    with np.errstate(over="ignore"):
+        data[:, 10:20, 5:25] = np.float32(float(text))  # the pixels hold the float32 value
+    path = write_gdal(tmp_path / "f32.tif", width=50, height=40, dtype="float32", nodata=0.5)
+    with rasterio.open(path, "r+") as dst:
+        dst.write(data)
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    ds = open_decoded(path)
+    with rasterio.open(path) as src:
+        nodata = src.nodata
+        expected = src.read(masked=True)
+    assert ds["band_data"].encoding["_FillValue"] == nodata
+    assert expected.mask.sum() == 200  # GDAL masks every nodata pixel
+    np.testing.assert_array_equal(np.isnan(ds["band_data"].values), expected.mask)
+    np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
+
+
+# -- scale and offset ---------------------------------------------------------------------
+
+
+def test_shared_band_scale_and_offset_are_cf_packing(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "packed.tif", count=2, dtype="int16", nodata=-9999)
+    with rasterio.open(path, "r+") as dst:
+        dst.scales, dst.offsets = (0.01, 0.01), (-5.0, -5.0)
+        data = dst.read()
+        data[:, :10, :10] = -9999
+        dst.write(data)
+    ds = open_decoded(path)
+    assert ds["band_data"].encoding["scale_factor"] == 0.01
+    assert ds["band_data"].encoding["add_offset"] == -5.0
+    assert ds["band_data"].dtype == np.float64
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
+
+
+def test_a_band_scale_alone_is_still_cf_packing(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "scaled.tif", dtype="uint16")
+    with rasterio.open(path, "r+") as dst:
+        dst.scales = (2.5,)
+    ds = open_decoded(path)
+    assert ds["band_data"].encoding["add_offset"] == 0.0
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
+
+
+def test_bands_of_different_scales_become_one_variable_each(tmp_path: Path) -> None:
+    path = write_gdal(
+        tmp_path / "bands.tif", count=3, dtype="int16", nodata=-1, interleave="band", tiled=True
+    )
+    with rasterio.open(path, "r+") as dst:
+        dst.scales, dst.offsets = (0.01, 0.5, 1.0), (5.0, 0.0, 0.0)
+    ds = open_decoded(path)
+    assert sorted(ds.data_vars) == ["band_data_1", "band_data_2", "band_data_3"]
+    assert "band" not in ds.dims
+    for band in (1, 2, 3):
+        variable = ds[f"band_data_{band}"]
+        assert variable.dims == ("y", "x")
+        assert variable.attrs["grid_mapping"] == "spatial_ref"
+        np.testing.assert_array_equal(variable.values, rasterio_decoded(path, band))
+    assert "scale_factor" not in ds["band_data_3"].encoding  # GDAL's identity: raw values
+
+
+def test_overviews_keep_the_full_images_scales(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "ovr.tif", dtype="int16", tiled=True, overviews=(2,))
+    with rasterio.open(path, "r+") as dst:
+        dst.scales, dst.offsets = (0.1,), (3.0,)
+    url = str(path)
+    group = TIFFParser()(url, ObjectStoreRegistry.for_url(url)).group
+    # GDAL reports scale 1 for an overview opened on its own; a pyramid with a different
+    # unpacking per level would give its levels different values for the same place.
+    attributes = group["overview_1/band_data"].metadata.attributes
+    assert (attributes["scale_factor"], attributes["add_offset"]) == (0.1, 3.0)
+
+
+def test_pixel_interleaved_bands_of_different_scales_are_refused(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "chunky.tif", count=2, dtype="int16")
+    with rasterio.open(path, "r+") as dst:
+        dst.scales = (0.1, 0.2)
+    with pytest.raises(UnsupportedTIFFError, match=r"chunky\.tif .*different scales or offsets"):
+        open_decoded(path)
+
+
+def test_unreadable_gdal_metadata_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "broken.tif", dtype="uint8", tags={"NOTE": "x"})
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tag = tif.pages[0].tags["GDAL_METADATA"]
+        tag.overwrite("<GDALMetadata><Item" + " " * (len(tag.value) - 19))
+    with pytest.warns(RuntimeWarning, match="GDAL_METADATA tag is not XML"):
+        ds = open_decoded(path)
+    with rasterio.open(path) as src:
+        assert src.scales == (1.0,)
+        np.testing.assert_array_equal(ds["band_data"].values, src.read())
+
+
+# -- georeferencing -----------------------------------------------------------------------
+
+
+def test_negative_y_pixel_scale_is_north_up_as_in_gdal(tmp_path: Path) -> None:
+    path = write_tifffile_with_geotags(
+        tmp_path / "negative_scale.tif",
+        (SCALE, "d", 3, (10.0, -10.0, 0.0), True),
+        (TIEPOINT, "d", 6, (2.0, 3.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+        UTM_GEOKEYS,
+    )
+    with rasterio.open(path) as src:
+        assert src.transform.e == -10.0 and src.crs == rasterio.crs.CRS.from_epsg(32633)
+    ds = open_decoded(path)
+    x, y = xy_from_transform(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+
+
+@pytest.mark.parametrize(
+    "geotags",
+    [
+        pytest.param(
+            [
+                (SCALE, "d", 3, (2.0, 3.0, 0.0), True),
+                (TIEPOINT, "d", 6, (1.0, 2.0, 0.0, 100.0, 200.0, 0.0), True),
+            ],
+            id="scale-and-tiepoint",
+        ),
+        pytest.param(
+            [(MATRIX, "d", 16, NORTH_UP, True)],
+            id="matrix",
+        ),
+    ],
+)
+def test_transform_without_geokeys_gives_xy_without_crs(
+    tmp_path: Path, geotags: list[tuple[Any, ...]]
+) -> None:
+    path = write_tifffile_with_geotags(tmp_path / "no_geokeys.tif", *geotags)
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].geotiff_tags is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no CRS keys: nothing to warn about
+        ds = open_decoded(path)
+    x, y = xy_from_transform(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+    with rasterio.open(path) as src:
+        assert src.crs is None
+        geotransform = [float(v) for v in ds["spatial_ref"].attrs["GeoTransform"].split()]
+        assert geotransform == list(src.transform.to_gdal())
+    assert "crs_wkt" not in ds["spatial_ref"].attrs
+
+
+def test_pixel_scale_with_several_tiepoints_uses_the_first_as_gdal_does(tmp_path: Path) -> None:
+    tiepoints = (0.0, 0.0, 0.0, 1000.0, 2000.0, 0.0, 10.0, 10.0, 0.0, 1070.0, 1930.0, 0.0)
+    path = write_tifffile_with_geotags(
+        tmp_path / "tiepoints.tif",
+        (SCALE, "d", 3, (7.0, 7.0, 0.0), True),
+        (TIEPOINT, "d", 12, tiepoints, True),
+        UTM_GEOKEYS,
+    )
+    ds = open_decoded(path)
+    x, y = xy_from_transform(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+
+
+# -- short bottom tiles -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planar", [False, True], ids=["chunky", "planar"])
+@pytest.mark.parametrize("compression", [None, "packbits", "zlib", "lzw"])
+def test_short_bottom_tiles_read_as_gdal_reads_them(
+    tmp_path: Path, compression: str | None, planar: bool
+) -> None:
+    path = write_short_bottom_tiles(tmp_path / "short.tif", compression=compression, planar=planar)
+    with tifffile.TiffFile(path) as tif:
+        counts = tif.pages[0].databytecounts
+        assert compression is not None or counts[-1] < counts[0]
+        from_tifffile = tif.asarray()
+    # Uncompressed short tiles are measured and PackBits ones padded; others need the option.
+    by_default = compression in (None, "packbits")
+    ds = open_decoded(path, **({} if by_default else {"short_tiles": True}))
+    with rasterio.open(path) as src:
+        expected = src.read()
+    np.testing.assert_array_equal(ds["band_data"].values, expected)
+    band_first = from_tifffile if planar else np.moveaxis(from_tifffile, -1, 0)
+    np.testing.assert_array_equal(expected, band_first)
+
+
+def test_whole_tiles_get_no_pad_codec(tmp_path: Path) -> None:
+    # GDAL stores whole tiles: a COG whose image ends inside its bottom tiles keeps the codec
+    # chain that Zarr readers without virtualstac decode.
+    path = write_gdal(tmp_path / "cog.tif", driver="COG", compress="DEFLATE", blocksize=64)
+    url = str(path)
+    array = TIFFParser()(url, ObjectStoreRegistry.for_url(url)).group["band_data"]
+    assert [c["name"] for c in array.metadata.to_dict()["codecs"]] == ["bytes", "numcodecs.zlib"]
+    uncompressed = write_gdal(tmp_path / "whole.tif", tiled=True, blockxsize=64, blockysize=64)
+    url = str(uncompressed)
+    array = TIFFParser()(url, ObjectStoreRegistry.for_url(url)).group["band_data"]
+    assert [c["name"] for c in array.metadata.to_dict()["codecs"]] == ["bytes"]
+
+
+def test_uncompressed_tiles_shorter_than_their_rows_are_refused(tmp_path: Path) -> None:
+    path = write_short_bottom_tiles(tmp_path / "truncated.tif", compression=None)
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        counts = list(tif.pages[0].databytecounts)
+        counts[1] -= 2  # a whole tile of the first row, cut short
+        tif.pages[0].tags["TileByteCounts"].overwrite(counts)
+    with pytest.raises(UnsupportedTIFFError, match=r"uncompressed tile 1 holds 6142 bytes"):
+        open_decoded(path)
+
+
+# -- refusals name the reason -------------------------------------------------------------
+
+
+def test_complex_integer_samples_are_refused_as_such(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "cint16.tif", dtype="complex_int16", data=np.ones((1, 200, 300)))
+    with rasterio.open(path) as src:
+        assert src.dtypes == ("complex_int16",)
+    with pytest.raises(
+        UnsupportedTIFFError, match=r"cint16\.tif \(IFD 0, band_data\): complex integer samples"
+    ):
+        open_decoded(path)
+
+
+def test_three_byte_samples_are_refused_for_their_size(tmp_path: Path) -> None:
+    path = tmp_path / "u24.tif"
+    tifffile.imwrite(path, np.zeros((8, 8), "uint32"), bitspersample=24)
+    with rasterio.open(path) as src:
+        assert src.dtypes == ("uint32",)  # GDAL widens what Zarr cannot hold as stored
+    with pytest.raises(UnsupportedTIFFError, match="24-bit samples of SampleFormat 1 have no Zarr"):
+        open_decoded(path)
