@@ -141,8 +141,7 @@ def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
     default = metadata.data_type.default_scalar()
     if written or same_value(metadata.fill_value, default):
         return array
-    fill = metadata.data_type.to_json_scalar(default, zarr_format=3)
-    return ManifestArray(replace_metadata(metadata, fill_value=fill), manifest)
+    return ManifestArray(replace_metadata(metadata, fill_value=default), manifest)
 
 
 def _stored_order(array: ManifestArray) -> ManifestArray:
