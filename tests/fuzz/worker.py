@@ -30,7 +30,6 @@ import resource
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import traceback
 import warnings
@@ -40,8 +39,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-
 from samples import SAMPLES
+
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.errors import VirtualStacError
 
@@ -185,9 +184,7 @@ def damage(sample: Path, target: Path, rng: np.random.Generator) -> str:
         what = f"{name}: truncated to {position} of {size} bytes"
     elif kind == "bitflip":
         flips = int(rng.integers(1, 4))
-        positions = sorted(
-            {min(position + int(rng.integers(16)), size - 1) for _ in range(flips)}
-        )
+        positions = sorted({min(position + int(rng.integers(16)), size - 1) for _ in range(flips)})
         for at in positions:
             data[at] ^= 1 << int(rng.integers(8))
         what = f"{name}: bits flipped at {positions}"
@@ -261,7 +258,10 @@ def main(output: Path, cases: int, formats: list[str]) -> None:
             started = time.perf_counter()
             result = run_case(fmt, path, originals[fmt])
             result.update(
-                event="end", case=case, format=fmt, damage=what,
+                event="end",
+                case=case,
+                format=fmt,
+                damage=what,
                 seconds=round(time.perf_counter() - started, 3),
             )
             emit(result)

@@ -130,7 +130,12 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         A CF ``coordinates`` attribute moves from the variable's attributes to its encoding, as
         xarray's readers do.
         """
-        variables = {name: array.to_virtual_variable() for name, array in self._arrays.items()}
+        variables = {}
+        for name, array in self._arrays.items():
+            try:
+                variables[name] = array.to_virtual_variable()
+            except InvalidManifestError as err:
+                raise InvalidManifestError(f"variable {name!r}: {err}") from err
         coord_names = {
             name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
         }

@@ -52,9 +52,10 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
         except VirtualStacError:
             raise
         except Exception as err:
-            stores = {getattr(getter, "store", None) for getter, *_ in batch}
-            store = stores.pop() if len(stores) == 1 else None
-            if not isinstance(store, ManifestStore):
+            store = getattr(batch[0][0], "store", None) if batch else None
+            if not isinstance(store, ManifestStore) or any(
+                getattr(getter, "store", None) is not store for getter, *_ in batch
+            ):
                 raise
             keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
             chunks = ", ".join(store.describe_chunk(key) for key in keys)

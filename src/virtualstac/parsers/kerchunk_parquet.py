@@ -29,7 +29,7 @@ from virtualstac.parsers.kerchunk_resolve import (
     with_recorded_sources,
 )
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import describe, read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -145,7 +145,9 @@ def _fetch_record_files(
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
         except (pa.ArrowException, OSError) as err:
-            raise KerchunkReferenceError(f"{url!r} is not a readable parquet file: {err}") from err
+            raise KerchunkReferenceError(
+                f"{url!r} is not a readable parquet file: {describe(err)}"
+            ) from err
 
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS) as pool:
         tables = list(pool.map(fetch, [url for _, _, url in wanted]))
