@@ -21,6 +21,7 @@ from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFor
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
 from virtualstac.parsers.corrupt import reading
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import describe, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -52,8 +53,12 @@ class ZarrParser:
         self.drop_variables = frozenset(drop_variables)
         self.array_name = array_name
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """List the store at ``url`` and reference its chunk objects."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """List the store at ``url`` and reference its chunk objects.
+
+        Without a registry, reads are allowed from the store's directory or bucket only.
+        """
+        registry = registry_or_default(url, registry)
         with reading(url, "its Zarr metadata"):
             return self._parse(url, registry)
 
