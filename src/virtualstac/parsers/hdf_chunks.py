@@ -67,7 +67,7 @@ def chunked_manifest(
         at = int(np.flatnonzero(masks)[0])
         raise fail(
             member.path,
-            f"has chunks stored with some filters skipped (chunk {tuple(indices[at])} has "
+            f"has chunks stored with some filters skipped (chunk {tuple(int(i) for i in indices[at])} has "
             f"filter mask {int(masks[at])}); one Zarr codec chain cannot decode them",
         )
     _check_ranges(member, offsets, lengths, file_size, fail)
@@ -76,7 +76,7 @@ def chunked_manifest(
         at = int(np.flatnonzero(lengths != expected)[0])
         raise fail(
             member.path,
-            f"has an unfiltered chunk {tuple(indices[at])} of {int(lengths[at])} bytes; a "
+            f"has an unfiltered chunk {tuple(int(i) for i in indices[at])} of {int(lengths[at])} bytes; a "
             f"chunk of shape {chunks} holds {expected}",
         )
     codes = np.zeros(grid, dtype=np.uint8)
