@@ -14,7 +14,7 @@ import obstore
 import xarray as xr
 from obstore.exceptions import BaseError
 
-from virtualstac.errors import SourceNotFoundError
+from virtualstac.errors import InvalidManifestError, SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork_safe
@@ -27,7 +27,7 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -114,9 +114,12 @@ def open_virtual_dataset(
         if loadable_variables is None
         else [name for name in loadable_variables if name not in drop]
     )
-    dataset = store.to_virtual_dataset(
-        group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
-    )
+    try:
+        dataset = store.to_virtual_dataset(
+            group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
+        )
+    except InvalidManifestError as err:
+        raise InvalidManifestError(f"{redact(url)}: {err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
 
