@@ -2,13 +2,17 @@
 
 A registry maps URL prefixes to obstore stores. It is also the read allow-list: a reference
 whose URL lies outside every registered prefix is refused instead of fetched, so a manifest from
-an untrusted source cannot make a reader open arbitrary local files or buckets.
+an untrusted source cannot make a reader open arbitrary local files or buckets. A prefix may be
+narrowed to exact locations below it (``only=``): the store serves the bucket or directory, but
+only those objects or directories may be read. Local paths are compared after resolving
+symbolic links and ``..`` (``os.path.realpath``), and read at their resolved path.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -23,7 +27,7 @@ from virtualstac.storage.urls import file_url_to_path, normalize_url
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
 
-__all__ = ["ObjectStoreRegistry"]
+__all__ = ["ObjectStoreRegistry", "suggested_prefix"]
 
 _DECODED_SCHEMES = ("file", "http", "https")
 
@@ -33,7 +37,42 @@ def _canonical_prefix(prefix: str) -> str:
     scheme, _, rest = url.partition("://")
     if scheme != "file" and not urlsplit(url).netloc:
         raise InvalidPathError(f"prefix {prefix!r} must name a bucket or host")
+    if scheme == "file":
+        return _real_file_url(url)
     return f"{scheme}://{rest.rstrip('/')}" if rest.rstrip("/") else f"{scheme}://"
+
+
+def _real_file_url(url: str) -> str:
+    """A ``file://`` URL with symbolic links and ``..`` resolved, without a trailing slash.
+
+    A link below an allowed directory that points elsewhere must be judged by where it points.
+    """
+    real = os.path.realpath(file_url_to_path(url))
+    return normalize_url(real).rstrip("/") if real != "/" else "file://"
+
+
+def _ancestors(url: str) -> list[str]:
+    """``url`` (no trailing slash) and each prefix of it that ends before a ``/``, longest first."""
+    found = [url.rstrip("/")]
+    head = found[0]
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        found.append(head)
+    return found
+
+
+def suggested_prefix(url: str) -> str:
+    """The directory (or bucket) to authorize so that ``url`` may be read: where it lies."""
+    try:
+        url = normalize_url(url)
+    except InvalidPathError:
+        return url
+    if url.startswith("file://"):
+        url = _real_file_url(url)
+    scheme, _, rest = url.partition("://")
+    if "/" not in rest:  # a bucket or host itself
+        return url + "/"
+    return f"{scheme}://{rest.rpartition('/')[0]}/"
 
 
 class ObjectStoreRegistry:
@@ -64,6 +103,8 @@ class ObjectStoreRegistry:
         ``network`` sets the timeouts and retries of the stores the registry builds.
         """
         self._stores: dict[str, ObjectStore] = {}
+        # Prefixes narrowed to exact locations below them; a prefix absent here allows all.
+        self._only: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self.network = network
         for prefix, store in (stores or {}).items():
@@ -74,6 +115,7 @@ class ObjectStoreRegistry:
         prefix: str,
         store: ObjectStore | None = None,
         *,
+        only: Iterable[str] | None = None,
         network: NetworkOptions | None = None,
         **options: Any,
     ) -> ObjectStore:
@@ -87,6 +129,10 @@ class ObjectStoreRegistry:
             The obstore store to read with. If omitted, one is built for the prefix:
             ``LocalStore`` for ``file://``, ``HTTPStore`` for ``http(s)://`` (plain HTTP allowed
             for ``http://``), and ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``.
+        only
+            Exact locations below ``prefix`` that may be read (objects, or directories and
+            everything below them); by default everything below ``prefix``. The store still
+            serves the whole prefix, so :meth:`allow` can add locations later.
         network
             Timeouts and retries of the store built for this prefix (the registry's
             ``network`` by default).
@@ -100,13 +146,36 @@ class ObjectStoreRegistry:
         The store now registered for the prefix.
         """
         key = _canonical_prefix(prefix)
+        locations = None if only is None else {_canonical_prefix(u) for u in only}
+        outside = [u for u in locations or () if key not in _ancestors(u)]
+        if outside:
+            raise InvalidPathError(f"locations {outside} do not lie below prefix {key!r}")
         if store is None:
             store = _build_store(key, options, network or self.network)
         elif options or network is not None:
             raise TypeError("store options are only used when no store is given")
         with self._lock:
             self._stores[key] = store
+            if locations is None:
+                self._only.pop(key, None)
+            else:
+                self._only[key] = locations
         return store
+
+    def allow(self, location: str) -> None:
+        """Allow reads at ``location`` (an object, or a directory and everything below it).
+
+        It is read through the store of the longest registered prefix above it; a location
+        below no registered prefix gets a store of its own, as :meth:`register` builds it.
+        """
+        key = _canonical_prefix(location)
+        with self._lock:
+            for candidate in _ancestors(key):
+                if candidate in self._stores:
+                    if candidate in self._only:
+                        self._only[candidate].add(key)
+                    return
+        self.register(key)
 
     @classmethod
     def for_url(
@@ -114,25 +183,35 @@ class ObjectStoreRegistry:
     ) -> ObjectStoreRegistry:
         """Return a registry that allows reads from the bucket, host or directory of ``url``.
 
-        Local files allow their directory; object-store URLs allow their bucket; HTTP URLs
-        allow their directory on that host. ``network`` and ``options`` configure the store
-        as in :meth:`register`.
+        Local files allow their directory, except at the filesystem root, where only the file
+        itself is allowed; object-store URLs allow their bucket; HTTP URLs allow their
+        directory on that host. ``network`` and ``options`` configure the store as in
+        :meth:`register`.
         """
         url = normalize_url(url)
         scheme = url.partition("://")[0]
+        only = None
         if scheme in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"):
             parsed = urlsplit(url)
             prefix = f"{parsed.scheme}://{parsed.netloc}"
         else:
             prefix = url.rsplit("/", 1)[0] + "/"
+            if scheme == "file" and _canonical_prefix(prefix) == "file://":
+                only = [url]
         registry = cls(network=network)
-        registry.register(prefix, **options)
+        registry.register(prefix, only=only, **options)
         return registry
 
     @property
     def prefixes(self) -> tuple[str, ...]:
         """The registered prefixes, longest first."""
         return tuple(sorted(self._stores, key=len, reverse=True))
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """What may be read: each prefix, or the exact locations it was narrowed to."""
+        found = {u for p in self._stores for u in self._only.get(p, {p})}
+        return tuple(sorted(found, key=len, reverse=True))
 
     def __contains__(self, url: object) -> bool:
         """Whether ``url`` lies below a registered prefix."""
@@ -159,16 +238,19 @@ class ObjectStoreRegistry:
             url = normalize_url(url)
         match = self._match(url)
         if match is None:
-            registered = ", ".join(map(redact, self.prefixes)) or "none"
+            registered = ", ".join(map(redact, self.allowed)) or "none"
+            suggested = redact(suggested_prefix(url))
             raise UnregisteredURLError(
                 f"reading {redact(url)!r} is not allowed: it lies outside every registered prefix "
-                f"(registered: {registered}). Allow it with registry.register(prefix) if you "
-                "trust the references that point there."
+                f"(registered: {registered}). If you trust the references that point there, "
+                f"authorize {suggested!r}: authorize=[{suggested!r}] when opening a catalog, or "
+                f"registry.register({suggested!r})"
             )
         prefix, store = match
         scheme = prefix.partition("://")[0]
         if scheme == "file":
-            return store, file_url_to_path(url).lstrip("/")
+            # The resolved path, which was checked: not the link, which could point elsewhere.
+            return store, file_url_to_path(_real_file_url(normalize_url(url))).lstrip("/")
         rest = url[len(prefix) :].lstrip("/")
         if scheme in _DECODED_SCHEMES:
             rest = unquote(rest)
@@ -182,22 +264,34 @@ class ObjectStoreRegistry:
     def _match(self, url: str) -> tuple[str, ObjectStore] | None:
         if url.startswith("file://") or url.startswith("/"):
             try:
-                url = normalize_url(url)
+                url = _real_file_url(normalize_url(url))
             except InvalidPathError:
                 return None
         elif ".." in unquote(urlsplit(url).path).split("/"):
             # "prefix/../elsewhere" textually starts with the prefix but names another object.
             return None
-        for prefix in self.prefixes:
-            if url == prefix or url.startswith(prefix if prefix.endswith("/") else prefix + "/"):
-                return prefix, self._stores[prefix]
+        ancestors = _ancestors(url)
+        for depth, prefix in enumerate(ancestors):
+            store = self._stores.get(prefix)
+            if store is None:
+                continue
+            only = self._only.get(prefix)
+            if only is None or not only.isdisjoint(ancestors[: depth + 1]):
+                return prefix, store
         return None
 
+    def _restricted_copy(self, into: ObjectStoreRegistry) -> None:
+        """Give ``into`` the stores and exact locations of this registry."""
+        with self._lock:
+            into._stores = dict(self._stores)
+            into._only = {prefix: set(only) for prefix, only in self._only.items()}
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"stores": self._stores, "network": self.network}
+        return {"stores": self._stores, "only": self._only, "network": self.network}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._stores = dict(state["stores"])
+        self._only = {prefix: set(only) for prefix, only in state.get("only", {}).items()}
         self.network = state["network"]
         self._lock = threading.Lock()
 
