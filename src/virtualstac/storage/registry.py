@@ -27,7 +27,7 @@ from virtualstac.storage.urls import file_url_to_path, normalize_url
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
 
-__all__ = ["ObjectStoreRegistry", "suggested_prefix"]
+__all__ = ["ObjectStoreRegistry", "suggested_prefix", "within"]
 
 _DECODED_SCHEMES = ("file", "http", "https")
 
@@ -59,6 +59,23 @@ def _ancestors(url: str) -> list[str]:
         head = head.rpartition("/")[0]
         found.append(head)
     return found
+
+
+def within(url: str, locations: Iterable[str]) -> bool:
+    """Whether ``url`` lies at or below one of ``locations``, compared as a registry compares.
+
+    Local paths are resolved (links, ``..``) on both sides; other URLs with ``..`` never match.
+    """
+    try:
+        allowed = {_canonical_prefix(location) for location in locations}
+        canonical = normalize_url(url)
+    except InvalidPathError:
+        return False
+    if canonical.startswith("file://"):
+        canonical = _real_file_url(canonical)
+    elif ".." in unquote(urlsplit(canonical).path).split("/"):
+        return False
+    return not allowed.isdisjoint(_ancestors(canonical))
 
 
 def suggested_prefix(url: str) -> str:
