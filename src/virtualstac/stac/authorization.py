@@ -122,13 +122,16 @@ def check_containers(
     A container is allowed by default when it lies in the store's home: for a store in an
     object store, its bucket; otherwise the deepest directory holding both the store and the
     document (Collection or Item JSON) that names it, on the same host (links resolved) and
-    not the root. A local store named by a remote document has no home.
+    not the root. A local store named by a remote document has no home. A document built in
+    memory (no self href) was made by the user's program: its containers are all allowed.
 
     Raises
     ------
     UnregisteredURLError
         Naming the first container refused and the prefix to authorize.
     """
+    if asset.owner is not None and not asset.owner.get_self_href():
+        return
     home = _home(asset, store_url)
     for container in containers:
         if authorization.covers(container):

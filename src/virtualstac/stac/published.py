@@ -135,7 +135,7 @@ def open_published_for(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
-        authorization=authorization,
+        **_authorizing(authorization),
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
@@ -180,13 +180,23 @@ def _open_published_items(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
-        authorization=authorization,
+        **_authorizing(authorization),
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
     if {item.id for item in items} == set(covered):
         return dataset
     return _parts_of(dataset, items, len(covered))
+
+
+def _authorizing(authorization: Authorization | None) -> dict[str, Any]:
+    """The options of :func:`open_published` that carry ``authorization``."""
+    if authorization is None:
+        return {}
+    return {
+        "authorize": authorization.prefixes,
+        "trust_catalog_endpoints": authorization.trust_catalog_endpoints,
+    }
 
 
 def _parts_of(dataset: xr.Dataset, items: list[pystac.Item], count: int) -> xr.Dataset | None:
@@ -263,21 +273,23 @@ def open_published(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
-    authorization: Authorization | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset:
     """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
 
     ``registry`` supplies credentials and endpoints for object stores (the store itself and
     its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
-    credentials from the environment, which are sent to a ``custom-s3`` endpoint only if
-    ``authorization`` trusts catalog endpoints. A store published with overviews (a
+    credentials from the environment, which are sent to a ``custom-s3`` endpoint only with
+    ``trust_catalog_endpoints``. A store published with overviews (a
     multiscales group) opens at its full resolution, or at ``overview_level`` (0: the largest
     overview).
 
     The containers (``virtual:containers``) are authorized when they lie in the store's home
     (its bucket, or the directory holding both the store and the catalog document that names
-    it), or when ``authorization`` (by default: everything ``registry`` allows) covers them.
-    Local chunks are checked where their links lead before any is read.
+    it), when the catalog was built in memory (no self href: your program made it), or when
+    ``authorize`` or ``registry`` allows them. Local chunks are checked where their links lead
+    before any is read.
 
     Raises
     ------
@@ -296,8 +308,9 @@ def open_published(
         )
     dropped = None if drop_variables is None else list(drop_variables)
     url = normalize_url(href).rstrip("/")
-    if authorization is None:
-        authorization = Authorization.of(registry=registry)
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if url.startswith("file://") and is_remote(asset.owner) and not authorization.covers(url):
         raise UnregisteredURLError(
             f"a remote catalog names the local store {url!r}; authorize it if you trust it: "
