@@ -27,7 +27,7 @@ import xarray as xr
 
 from virtualstac.errors import UnregisteredURLError
 from virtualstac.intake.base import VirtualDataSource, overview_level_of
-from virtualstac.storage.registry import ObjectStoreRegistry, within
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
 
@@ -140,7 +140,8 @@ class VirtualSource(VirtualDataSource):
             location = _named_location(url, catalog_dir)
             if remote_catalog and location.startswith("file://"):
                 continue  # a remote catalog may not make us read local files
-            prefix = ObjectStoreRegistry.for_url(location.rstrip("/") + "/x").prefixes[0]
+            # A glob's directory (ending in "/") is served by a store of that directory.
+            prefix = store_prefix(location + "x" if location.endswith("/") else location)
             if prefix in stores:
                 registry.allow(location)
             else:
@@ -170,8 +171,8 @@ def _named_location(url: str, catalog_dir: str) -> str:
     Raises
     ------
     UnregisteredURLError
-        If the entry climbs with ``..``, or a glob's directory lies above the catalog's own
-        directory that the entry starts from.
+        If the entry climbs with ``..``, or is a glob with a wildcard in the catalog's own
+        directory's path, so that its directory lies above the catalog's.
     """
     if ".." in url.replace("\\", "/").split("/"):
         raise UnregisteredURLError(
@@ -180,9 +181,11 @@ def _named_location(url: str, catalog_dir: str) -> str:
     wildcards = [url.find(c) for c in "*?[" if c in url]
     if not wildcards:
         return normalize_url(url)
-    directory = normalize_url(url[: min(wildcards)].rpartition("/")[0] + "/")
-    inside = catalog_dir and url.startswith(catalog_dir.rstrip("/") + "/")
-    if inside and not within(directory, [normalize_url(catalog_dir)]):
+    literal = url[: min(wildcards)]
+    directory = normalize_url(literal.rpartition("/")[0] + "/")
+    # A wildcard in the catalog's own path, or below it, must not widen what may be read.
+    starts_there = catalog_dir.startswith(literal) or url.startswith(catalog_dir.rstrip("/") + "/")
+    if catalog_dir and starts_there and not within(directory, [normalize_url(catalog_dir)]):
         raise UnregisteredURLError(
             f"urlpath {url!r} is a glob whose directory {directory!r} lies outside the "
             f"catalog's directory {catalog_dir!r}: put the wildcards below it"

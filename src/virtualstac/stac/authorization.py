@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pystac
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
-from virtualstac.storage.registry import ObjectStoreRegistry, within
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [
@@ -104,11 +104,7 @@ def asset_registry(url: str, owner: Any, authorization: Authorization) -> Object
     file named by a remote ``owner``), and what the user authorized."""
     registry = ObjectStoreRegistry()
     if not (url.startswith("file://") and is_remote(owner)):
-        scheme, _, rest = url.partition("://")
-        if scheme in _BUCKET_SCHEMES:
-            registry.register(f"{scheme}://{rest.split('/', 1)[0]}", only=[url])
-        else:
-            registry.register(url.rsplit("/", 1)[0] + "/", only=[url])
+        registry.register(store_prefix(url), only=[url])
     for prefix in authorization.prefixes:
         registry.allow(prefix)
     return registry

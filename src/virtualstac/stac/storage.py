@@ -28,7 +28,7 @@ import pystac
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.stac.authorization import Authorization, is_remote
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
-from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url, url_prefix
 
@@ -337,7 +337,7 @@ def stac_registry(
 def _allowed_prefix(url: str) -> str:
     if url.partition("://")[0] in _BUCKET_URL_SCHEMES:
         return url_prefix(url)
-    return url.rsplit("/", 1)[0] + "/"
+    return store_prefix(url)
 
 
 def _allow(

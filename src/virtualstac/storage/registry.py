@@ -27,9 +27,10 @@ from virtualstac.storage.urls import file_url_to_path, normalize_url
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
 
-__all__ = ["ObjectStoreRegistry", "suggested_prefix", "within"]
+__all__ = ["ObjectStoreRegistry", "store_prefix", "suggested_prefix", "within"]
 
 _DECODED_SCHEMES = ("file", "http", "https")
+_BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"})
 
 
 def _canonical_prefix(prefix: str) -> str:
@@ -59,6 +60,18 @@ def _ancestors(url: str) -> list[str]:
         head = head.rpartition("/")[0]
         found.append(head)
     return found
+
+
+def store_prefix(url: str) -> str:
+    """Where a store serving ``url`` is rooted: its bucket (object stores), or its directory
+    (HTTP; local files where their links lead), ending in ``/``."""
+    url = normalize_url(url)
+    scheme = url.partition("://")[0]
+    if scheme in _BUCKET_SCHEMES:
+        return f"{scheme}://{urlsplit(url).netloc}/"
+    if scheme == "file":
+        url = _real_file_url(url)
+    return url.rsplit("/", 1)[0] + "/"
 
 
 def within(url: str, locations: Iterable[str]) -> bool:
@@ -206,15 +219,8 @@ class ObjectStoreRegistry:
         :meth:`register`.
         """
         url = normalize_url(url)
-        scheme = url.partition("://")[0]
-        only = None
-        if scheme in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"):
-            parsed = urlsplit(url)
-            prefix = f"{parsed.scheme}://{parsed.netloc}"
-        else:
-            prefix = url.rsplit("/", 1)[0] + "/"
-            if scheme == "file" and _canonical_prefix(prefix) == "file://":
-                only = [url]
+        prefix = store_prefix(url)
+        only = [url] if prefix == "file:///" else None
         registry = cls(network=network)
         registry.register(prefix, only=only, **options)
         return registry
