@@ -51,7 +51,7 @@ def test_urlpaths_cannot_climb_out_of_the_catalog_directory(
     (tmp_path / "home" / "catalog" / "data").mkdir(parents=True)
     catalog = intake.open_catalog(str(catalog_with(tmp_path / "home" / "catalog", urlpath)))
 
-    with pytest.raises(UnregisteredURLError, match="climbs with '..'"):
+    with pytest.raises(UnregisteredURLError, match=r"climbs with '\.\.'"):
         catalog["files"].to_dask()
 
 
