@@ -73,6 +73,9 @@ def _ancestors(url: str) -> list[str]:
     while "/" in head:
         head = head.rpartition("/")[0]
         found.append(head)
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme + "://" not in found:  # the root of a hostless scheme: memory://
+        found.insert(found.index(scheme + ":/"), scheme + "://")
     return found
 
 
