@@ -91,6 +91,18 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--sources", action="store_true", help="parse the source assets even if a store exists"
     )
+    info.add_argument(
+        "--authorize",
+        action="append",
+        metavar="PREFIX",
+        help="a URL prefix the catalog may make us read beyond its own assets (repeatable): "
+        "sources of Kerchunk references, containers of a published store",
+    )
+    info.add_argument(
+        "--trust-catalog-endpoints",
+        action="store_true",
+        help="send your credentials to the S3 endpoints the catalog's storage schemes choose",
+    )
     return parser
 
 
@@ -164,7 +176,13 @@ def _info(arguments: argparse.Namespace) -> int:
     stac = pystac.read_file(arguments.url)
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
-    datasets = open_stac(stac, group_by="grid", use_published=not arguments.sources)
+    datasets = open_stac(
+        stac,
+        group_by="grid",
+        use_published=not arguments.sources,
+        authorize=arguments.authorize,
+        trust_catalog_endpoints=arguments.trust_catalog_endpoints,
+    )
     virtual = any(
         isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()
     )

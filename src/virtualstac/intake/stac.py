@@ -76,6 +76,10 @@ class StacVirtualSource(VirtualDataSource):
         largest; a template may render it as text).
     chunks
         Dask chunks of the dataset; ``{}`` (the default) keeps the files' own chunks.
+    authorize, trust_catalog_endpoints
+        What the STAC catalog may make us read beyond its own assets, and whether your
+        credentials may go to the S3 endpoints it chooses, as for
+        :func:`~virtualstac.stac.open_stac` (see ``docs/security.md``).
     metadata
         Catalog metadata.
     """
@@ -102,6 +106,8 @@ class StacVirtualSource(VirtualDataSource):
         overview_level: int | str | None = None,
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
+        authorize: Sequence[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> None:
         super().__init__(metadata=metadata)
         self.url = url
@@ -123,6 +129,8 @@ class StacVirtualSource(VirtualDataSource):
         self.concat_dim = concat_dim
         self.overview_level = overview_level_of(overview_level)
         self.chunks = {} if chunks is None else chunks
+        self.authorize = [authorize] if isinstance(authorize, str) else list(authorize or ())
+        self.trust_catalog_endpoints = bool(trust_catalog_endpoints)
         self._references: StacReferences | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
@@ -157,6 +165,8 @@ class StacVirtualSource(VirtualDataSource):
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
                 overview_level=self.overview_level,
+                authorize=self.authorize,
+                trust_catalog_endpoints=self.trust_catalog_endpoints,
             )
         return self._references
 

@@ -43,6 +43,7 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
+from virtualstac.stac.authorization import Authorization, asset_registry
 from virtualstac.stac.extension import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -205,6 +206,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset: ...
 
 
@@ -225,6 +228,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> dict[Grid | None, xr.Dataset]: ...
 
 
@@ -244,6 +249,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """Open the source assets of STAC Items as one virtual dataset.
 
@@ -259,8 +266,10 @@ def open_stac(
         ``application/json`` with role ``references``/``index``); published virtual stores
         (``virtual:format``) are skipped.
     registry
-        The read allow-list; by default :func:`~virtualstac.stac.stac_registry`: the directory
-        (or bucket) of every asset, with the store settings of their ``storage:schemes``.
+        The read allow-list; by default :func:`~virtualstac.stac.stac_registry`: the exact
+        location of every asset, with the store settings of their ``storage:schemes``. A
+        registry of your own is your authorization: everything it allows may be read, the
+        containers of a published store included.
     sign
         Applied to every URL when it is read (e.g. ``planetary_computer.sign``): asset files,
         and the chunks and sources they reference. It may add a query (a token, a pre-signed
@@ -291,6 +300,14 @@ def open_stac(
         Open this COG overview of every raster asset (0: the largest), as rasterio numbers
         them; from a published store, its level of the same number (``publish(...,
         overviews=True)``). An asset without that level raises ``OverviewNotFoundError``.
+    authorize
+        URL prefixes you trust the catalog to make us read beyond its own assets: the
+        sources of Kerchunk references, a published store's virtual chunk containers, local
+        files named by a remote catalog (see ``docs/security.md``). A refusal
+        (``UnregisteredURLError``) names the prefix to authorize.
+    trust_catalog_endpoints
+        Send your credentials to the S3 endpoints the catalog's ``custom-s3`` storage schemes
+        choose; by default requests there are unsigned.
 
     Raises
     ------
@@ -300,6 +317,8 @@ def open_stac(
         If an asset key asked for is missing from an Item.
     MixedGridsError
         If assets or Items lie on different grids and ``group_by`` is not ``"grid"``.
+    UnregisteredURLError
+        If the catalog makes us read outside its assets and what you authorized.
     """
     return _open_stac(
         stac,
@@ -316,6 +335,8 @@ def open_stac(
         concat_dim=concat_dim,
         use_published=use_published,
         overview_level=overview_level,
+        authorize=authorize,
+        trust_catalog_endpoints=trust_catalog_endpoints,
     )
 
 
@@ -335,10 +356,15 @@ def _open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if use_published:
         parse_only = {
             "sign": sign,
@@ -354,6 +380,7 @@ def _open_stac(
             drop_variables=drop_variables,
             decode_times=decode_times,
             overview_level=overview_level,
+            authorization=authorization,
         )
         if published is not None:
             return {_grid_of(published): published} if group_by == "grid" else published
@@ -369,7 +396,13 @@ def _open_stac(
     )
     tasks = [task for item in items for task in _tasks_for(item, wanted, overrides)]
     if registry is None:
-        registry = stac_registry(items, {task.key for task in tasks}, sign=sign)
+        registry = stac_registry(
+            items,
+            {task.key for task in tasks},
+            sign=sign,
+            authorize=authorization.prefixes,
+            trust_catalog_endpoints=trust_catalog_endpoints,
+        )
     elif sign is not None:
         registry = SigningRegistry.wrap(registry, sign)
     opened = _open_tasks(tasks, registry, parallel, progress)
@@ -393,10 +426,14 @@ def open_asset(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset:
     """Open one asset as a virtual dataset (its data variable named as in :func:`open_stac`).
 
-    The asset must belong to an Item, or have an absolute href.
+    The asset must belong to an Item, or have an absolute href. By default only the asset
+    (and the other assets of its Item) may be read, and what ``authorize`` names; see
+    :func:`open_stac`.
     """
     owner = asset.owner if isinstance(asset.owner, pystac.Item) else None
     key = next((k for k, a in (owner.assets if owner else {}).items() if a is asset), None)
@@ -409,10 +446,20 @@ def open_asset(
     )
     item_id = owner.id if owner is not None else "(no item)"
     task = _task(item_id, key or "data", asset, owner, overrides, explicit=True)
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if registry is None and owner is not None and key is not None:
-        registry = stac_registry(owner, [key], sign=sign)
+        registry = stac_registry(
+            owner,
+            [key],
+            sign=sign,
+            authorize=authorization.prefixes,
+            trust_catalog_endpoints=trust_catalog_endpoints,
+        )
     else:
-        registry = registry if registry is not None else ObjectStoreRegistry.for_url(task.url)
+        if registry is None:
+            registry = asset_registry(task.url, asset.owner, authorization)
         if sign is not None:
             registry = SigningRegistry.wrap(registry, sign)
     return _open_tasks([task], registry, False, False)[0]
