@@ -14,6 +14,7 @@ __all__ = [
     "InvalidChunkKeyError",
     "InvalidManifestError",
     "InvalidPathError",
+    "LimitExceededError",
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
@@ -66,6 +67,13 @@ class NotVirtualizableError(VirtualStacError, ValueError):
 
 class OverviewNotFoundError(VirtualStacError, IndexError):
     """An overview level asked for does not exist: the file has fewer (or no) overviews."""
+
+
+class LimitExceededError(VirtualStacError, MemoryError):
+    """A file claims more than a size limit allows (chunk references, decompressed metadata,
+    coordinate values): refused before the memory is allocated. The message says the figure,
+    the limit and how to raise it (:mod:`virtualstac.limits`).
+    """
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

@@ -141,12 +141,15 @@ def test_virtual_missing_and_inlined_chunks_in_one_manifest() -> None:
     assert manifest.inlined == {(2,): b"\x00\x01\x02\x03"}
 
 
-def test_zero_length_references_count_as_missing() -> None:
-    # A zero-length range is how sparse TIFFs mark tiles that were never written.
-    manifest = ChunkManifest({"0": {"path": "s3://bucket/foo.nc", "offset": 0, "length": 0}})
-
-    assert manifest.get_entry((0,)) is None
-    assert manifest.path_table == ()
+def test_zero_length_references_are_refused_naming_the_chunk() -> None:
+    # fsspec raises on them; missing chunks have the path "" (sparse TIFF parsers say so).
+    with pytest.raises(InvalidManifestError, match=r"chunk '0\.1' references 0 bytes of"):
+        ChunkManifest(
+            {
+                "0.0": {"path": "s3://bucket/foo.nc", "offset": 0, "length": 10},
+                "0.1": {"path": "s3://bucket/foo.nc", "offset": 10, "length": 0},
+            }
+        )
 
 
 def test_get_entry_refuses_indices_outside_the_grid() -> None:

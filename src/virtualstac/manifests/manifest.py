@@ -223,10 +223,15 @@ class ChunkManifest:
         table, codes = _drop_unused(table, codes)
         zero_length = (lengths == 0) & (codes > _INLINED)
         if zero_length.any():
-            # A zero-length reference reads as an empty chunk, which zarr cannot decode; it means
-            # the chunk was never written (sparse TIFF tiles), so it is missing.
-            codes = np.where(zero_length, _MISSING, codes)
-            table, codes = _drop_unused(table, codes)
+            # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
+            # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
+            index = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
+            key = separator.join(str(int(i)) for i in index) or "0"
+            path = table[int(codes[index])]
+            raise InvalidManifestError(
+                f"chunk {key!r} references 0 bytes of {path!r}; a chunk that was never "
+                "written is a missing chunk (path ''), not a reference of length 0"
+            )
         self._table = tuple(table)
         self._codes = _frozen(np.asarray(codes, dtype=_code_dtype(len(table)), order="C"))
         self._offsets = _frozen(np.asarray(offsets, dtype=np.uint64, order="C"))

@@ -16,6 +16,7 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
+import math
 import posixpath
 import threading
 from collections.abc import Iterable
@@ -25,6 +26,7 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
+from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
@@ -109,7 +111,8 @@ class HDFParser:
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url``, reading it through ``registry``."""
         reader = BlockCachedReader.from_url(url, registry)
-        group = self.parse_file(url, reader)
+        with counting_references():
+            group = self.parse_file(url, reader)
         if reader.meta is not None:
             stamp = SourceStamp.from_meta(reader.meta)
             group = group.with_source_stamps({normalize_url(url): stamp})
@@ -321,6 +324,7 @@ class _FileWalker:
             attributes=attributes,
             dimension_names=dims,
         )
+        check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
         if ds.chunks:
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)

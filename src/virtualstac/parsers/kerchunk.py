@@ -28,13 +28,14 @@ lives in ``kerchunk_parquet``, ``gen`` in ``kerchunk_gen``, one array's referenc
 
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from virtualstac.limits import counting_references, gunzip_metadata
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
@@ -103,12 +104,17 @@ class KerchunkJSONParser:
         url = normalize_url(url)
         data = read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
-            data = gzip.decompress(data)
+            try:
+                data = gunzip_metadata(data, source=url)
+            except zlib.error as err:
+                raise KerchunkReferenceError(f"{url!r} is not a readable gzip file: {err}") from err
         try:
             references = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise KerchunkReferenceError(f"{url!r} is not a JSON document: {err}") from err
-        return ManifestStore(self.parse_references(references, url, registry), registry=registry)
+        with counting_references():
+            group = self.parse_references(references, url, registry)
+        return ManifestStore(group, registry=registry)
 
     def parse_references(
         self, references: Mapping[str, Any], url: str, registry: ObjectStoreRegistry

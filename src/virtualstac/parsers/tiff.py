@@ -71,6 +71,7 @@ from virtualstac.codecs import (
     ZstdCodec,
 )
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError
+from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -191,7 +192,7 @@ class TIFFParser:
                 tif = tifffile.TiffFile(cast(IO[bytes], reader))
             except tifffile.TiffFileError as err:
                 raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
-            with tif:
+            with tif, counting_references():
                 group = self._parse(tif, url, chunk_url)
         if reader.meta is not None:
             group = group.with_source_stamps({chunk_url: SourceStamp.from_meta(reader.meta)})
@@ -465,20 +466,23 @@ class _ImageBuilder:
 
     def _manifest(self, grid: tuple[int, ...]) -> ChunkManifest:
         page = self.page
+        expected = math.prod(grid)
+        check_references(
+            expected, source=self.url, array=f"{self.parser.variable} (IFD {page.index})"
+        )
         offsets = np.asarray(page.dataoffsets, dtype=np.uint64)
         lengths = np.asarray(page.databytecounts, dtype=np.uint64)
-        expected = math.prod(grid)
         if offsets.size != expected or lengths.size != expected:
             raise self.fail(
                 f"the file lists {offsets.size} offsets and {lengths.size} byte counts for "
                 f"{expected} tiles or strips"
             )
-        # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK); a
-        # zero length makes it a missing chunk.
-        lengths = np.where(offsets == 0, np.uint64(0), lengths)
+        # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK): TIFF
+        # defines it as missing, read as the nodata value. Elsewhere a zero length is an error.
+        sparse = (offsets == 0) | (lengths == 0)
         return ChunkManifest.from_path_table(
-            path_table=[self.chunk_url],
-            path_codes=np.zeros(grid, dtype=np.uint8),
+            path_table=["", self.chunk_url],
+            path_codes=np.where(sparse, 0, 1).astype(np.uint8).reshape(grid),
             offsets=offsets.reshape(grid),
             lengths=lengths.reshape(grid),
             validate_paths=False,
