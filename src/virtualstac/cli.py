@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -109,6 +108,7 @@ def _one_line(err: BaseException) -> str:
 
 def _publish(arguments: argparse.Namespace) -> int:
     from virtualstac.stac.publish import publish
+    from virtualstac.stac.writable import check_file_writable
 
     source = Path(arguments.collection)
     document = json.loads(source.read_text())
@@ -119,6 +119,10 @@ def _publish(arguments: argparse.Namespace) -> int:
         )
     collection = pystac.Collection.from_file(str(source.resolve()))
     had_self_link = any(link.get("rel") == "self" for link in document.get("links", []))
+    output = (arguments.output or source).resolve()
+    # The store is written first and the collection last: check now that the last step can be
+    # done, rather than leave a store the saved collection does not record.
+    check_file_writable(output, "the collection")
     with ThreadPoolExecutor(arguments.workers) as pool:
         publish(
             collection,
@@ -130,7 +134,6 @@ def _publish(arguments: argparse.Namespace) -> int:
             progress=not arguments.no_progress,
             overviews=arguments.overviews,
         )
-    output = (arguments.output or source).resolve()
     _save(collection, output, include_self_link=had_self_link)
     asset = collection.assets[arguments.format]
     print(
@@ -141,20 +144,17 @@ def _publish(arguments: argparse.Namespace) -> int:
 
 
 def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool) -> None:
-    """Write the collection JSON at ``path`` atomically, links relative to its new place."""
+    """Write the collection JSON at ``path`` by renaming, links relative to its new place."""
+    from virtualstac.writers.staging import replacing
+
     for link in collection.links:
         if link.rel != "self" and not link.is_resolved():
             link.target = link.get_absolute_href() or link.target
     collection.set_self_href(str(path))
     document: dict[str, Any] = collection.to_dict(include_self_link=include_self_link)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=2)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    # Beside the file under a name of this process, which the next save removes if killed.
+    with replacing(path) as staged:
+        staged.write_text(json.dumps(document, indent=2))
 
 
 def _info(arguments: argparse.Namespace) -> int:

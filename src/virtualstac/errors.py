@@ -11,15 +11,20 @@ from __future__ import annotations
 __all__ = [
     "ChunkReadError",
     "IncompatibleArraysError",
+    "IncompatibleCodecsError",
+    "IndexerTypeError",
     "InvalidChunkKeyError",
+    "InvalidIndexerError",
     "InvalidManifestError",
     "InvalidPathError",
     "LimitExceededError",
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
+    "NotWritableError",
     "OverviewNotFoundError",
     "RangeNotSupportedError",
+    "ReadOnlyStoreError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -50,18 +55,53 @@ class IncompatibleArraysError(VirtualStacError, ValueError):
     """Arrays cannot be combined without changing what their bytes mean."""
 
 
-class UnsupportedIndexingError(VirtualStacError, IndexError):
-    """An index would cut through chunks, which references cannot express."""
+class IncompatibleCodecsError(IncompatibleArraysError, NotImplementedError):
+    """Arrays with different codec chains cannot become one Zarr array, which has one chain.
+
+    Also a ``NotImplementedError``, as VirtualiZarr raises for it: joining them would need a
+    more general notion of concatenation than one array.
+    """
+
+
+class InvalidIndexerError(VirtualStacError, IndexError, ValueError):
+    """An indexer is malformed: too many or too few indices, several ellipses, out of bounds.
+
+    An ``IndexError`` as numpy raises, and a ``ValueError`` as the array API and VirtualiZarr do.
+    """
+
+
+class IndexerTypeError(InvalidIndexerError, TypeError):
+    """An indexer of a type arrays cannot be indexed with (a string, a float, a list of them)."""
+
+
+class UnsupportedIndexingError(VirtualStacError, IndexError, ValueError, NotImplementedError):
+    """An index would cut through chunks or pick elements, which references cannot express.
+
+    An ``IndexError`` as numpy's refusals are, a ``ValueError`` as VirtualiZarr's
+    ``SubChunkIndexingError`` is, and a ``NotImplementedError`` as its refusal of fancy
+    indexing is.
+    """
 
 
 class UnsupportedOperationError(VirtualStacError, NotImplementedError):
     """An operation would need the values of virtual chunks (for example loading or arithmetic)."""
 
 
+class ReadOnlyStoreError(UnsupportedOperationError, ValueError):
+    """A write to a read-only store (a ``ValueError``, as zarr's read-only stores raise)."""
+
+
 class NotVirtualizableError(VirtualStacError, ValueError):
     """A variable's bytes cannot be referenced as Zarr chunks, or its metadata represented.
 
     The message names the file, the variable and the reason; ``drop_variables=`` skips it.
+    """
+
+
+class NotWritableError(VirtualStacError, PermissionError):
+    """A store target or catalog file cannot be written (read-only, not a directory, denied).
+
+    Raised before anything is written, naming the place and the reason.
     """
 
 

@@ -12,11 +12,12 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 
 from virtualstac import ChunkManifest, ManifestArray
 from virtualstac.errors import IncompatibleArraysError, UnsupportedOperationError
 from virtualstac.manifests import array_api
-from virtualstac.manifests.metadata import create_v3_array_metadata
+from virtualstac.manifests.metadata import create_v3_array_metadata, replace_metadata
 
 ReadVirtual = Callable[[Mapping[str, ManifestArray]], xr.Dataset]
 
@@ -106,7 +107,7 @@ def test_the_last_array_may_end_in_a_partial_chunk(
 def test_a_partial_chunk_before_the_end_is_refused(
     virtual_array: Callable[..., ManifestArray],
 ) -> None:
-    with pytest.raises(IncompatibleArraysError, match="array 0 has length 3, not a multiple"):
+    with pytest.raises(IncompatibleArraysError, match=r"Concat input 0 has array length 3 .* 2"):
         np.concatenate([virtual_array((3, 6), (2, 3)), virtual_array((4, 6), (2, 3))])
 
 
@@ -240,6 +241,168 @@ def test_result_type_uses_the_dtype_of_the_virtual_array(
     virtual_array: Callable[..., ManifestArray],
 ) -> None:
     assert np.result_type(virtual_array((2,), (2,), data_type="<i2"), np.int8) == np.int16
+
+
+def test_virtual_arrays_of_different_dtypes_have_no_result_type(
+    virtual_array: Callable[..., ManifestArray],
+) -> None:
+    a = virtual_array((2,), (2,), data_type="<i2")
+
+    assert np.result_type(a, a) == np.int16
+    with pytest.raises(ValueError, match=r"inconsistent dtypes \['int16', 'int32'\]"):
+        np.result_type(a, virtual_array((2,), (2,), data_type="<i4"))
+
+
+def test_arrays_with_different_codecs_are_refused_as_not_implemented(
+    virtual_array: Callable[..., ManifestArray],
+) -> None:
+    """VirtualiZarr raises NotImplementedError for it; ``except ValueError`` still works."""
+    zlib = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "numcodecs.zlib", "configuration": {"level": 4}},
+    ]
+    arrays = [virtual_array((4, 6), (2, 3)), virtual_array((4, 6), (2, 3), codecs=zlib)]
+
+    for builtin in (NotImplementedError, ValueError):
+        with pytest.raises(builtin, match="arrays with different codecs"):
+            np.concatenate(arrays)
+        with pytest.raises(builtin, match="arrays with different codecs"):
+            np.stack(arrays)
+
+
+def named(array: ManifestArray, *names: str) -> ManifestArray:
+    """``array`` with dimension names, which reading it through xarray needs."""
+    return ManifestArray(replace_metadata(array.metadata, dimension_names=names), array.manifest)
+
+
+# -- arrays of shards --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sharded(tmp_path: Path) -> tuple[ManifestArray, np.ndarray]:
+    """A zarr array of (8, 12) int32 in shards of (4, 6) holding chunks of (2, 3)."""
+    values = np.arange(96, dtype="<i4").reshape(8, 12)
+    path = tmp_path / "sharded.zarr"
+    array = zarr.create_array(
+        path, shape=(8, 12), chunks=(2, 3), shards=(4, 6), dtype="<i4", dimension_names=("y", "x")
+    )
+    array[:] = values
+    entries = {
+        ".".join(f.relative_to(path / "c").parts): {
+            "path": f.as_uri(),
+            "offset": 0,
+            "length": f.stat().st_size,
+        }
+        for f in (path / "c").rglob("*")
+        if f.is_file()
+    }
+    return ManifestArray(array.metadata.to_dict(), entries), values
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_a_new_axis_enters_the_shards_and_their_chunks(
+    sharded: tuple[ManifestArray, np.ndarray], read_virtual: ReadVirtual, axis: int
+) -> None:
+    marr, values = sharded
+
+    expanded = np.expand_dims(marr, axis=axis)
+
+    assert expanded.metadata.shards == tuple(np.insert([4, 6], axis, 1))
+    assert expanded.metadata.chunks == tuple(np.insert([2, 3], axis, 1))
+    np.testing.assert_array_equal(
+        read_virtual({"v": expanded})["v"].values, np.expand_dims(values, axis)
+    )
+
+
+def test_stacked_and_concatenated_shards_read_as_numpy_joins_them(
+    sharded: tuple[ManifestArray, np.ndarray], read_virtual: ReadVirtual
+) -> None:
+    marr, values = sharded
+
+    stacked = np.stack([marr, marr], axis=1)
+    joined = np.concatenate([marr, marr], axis=1)
+
+    assert (stacked.metadata.shards, stacked.metadata.chunks) == ((4, 1, 6), (2, 1, 3))
+    assert (joined.metadata.shards, joined.metadata.chunks) == ((4, 6), (2, 3))
+    ds = read_virtual(
+        {"stacked": named(stacked, "y", "copy", "x"), "joined": named(joined, "y", "x2")}
+    )
+    np.testing.assert_array_equal(ds["stacked"].values, np.stack([values, values], axis=1))
+    np.testing.assert_array_equal(ds["joined"].values, np.concatenate([values, values], axis=1))
+
+
+def test_shards_broadcast_along_new_leading_axes(
+    sharded: tuple[ManifestArray, np.ndarray], read_virtual: ReadVirtual
+) -> None:
+    marr, values = sharded
+
+    broadcast = np.broadcast_to(marr, (2, 3, 8, 12))
+
+    assert broadcast.metadata.shards == (1, 1, 4, 6)
+    assert broadcast.metadata.chunks == (1, 1, 2, 3)
+    np.testing.assert_array_equal(
+        read_virtual({"v": named(broadcast, "a", "b", "y", "x")})["v"].values,
+        np.broadcast_to(values, (2, 3, 8, 12)),
+    )
+
+
+def test_shards_of_nested_shards_gain_the_axis_at_every_level(
+    tmp_path: Path, read_virtual: ReadVirtual
+) -> None:
+    inner = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [2, 3],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        },
+    }
+    outer = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [4, 6],
+            "codecs": [inner],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        },
+    }
+    metadata = create_v3_array_metadata(
+        shape=(8, 12), data_type="<i4", chunk_shape=(8, 12), codecs=[outer]
+    )
+    marr = ManifestArray(metadata, ChunkManifest({}, shape=(1, 1)))
+
+    expanded = np.expand_dims(marr, axis=0)
+
+    (shards,) = expanded.metadata.codecs
+    (nested,) = shards.codecs
+    assert shards.chunk_shape == (1, 4, 6)
+    assert nested.chunk_shape == (1, 2, 3)
+
+
+# -- 0-d arrays --------------------------------------------------------------------------------
+
+
+def test_a_scalar_broadcasts_to_repeated_references(
+    tmp_path: Path, hdf5_array: Callable[..., ManifestArray], read_virtual: ReadVirtual
+) -> None:
+    with h5py.File(tmp_path / "scalar.h5", "w") as f:
+        f.create_dataset("data", data=np.float64(273.15))
+    scalar = _scalar_array(tmp_path / "scalar.h5")
+
+    assert scalar.shape == ()
+    broadcast = np.broadcast_to(scalar, (2, 3))
+
+    assert broadcast.chunks == (1, 1)
+    assert broadcast.manifest.shape_chunk_grid == (2, 3)
+    values = read_virtual({"v": named(broadcast, "a", "b")})["v"].values
+    np.testing.assert_array_equal(values, np.full((2, 3), 273.15))
+
+
+def _scalar_array(path: Path) -> ManifestArray:
+    """A 0-d ManifestArray over a contiguous scalar HDF5 dataset."""
+    with h5py.File(path) as f:
+        offset = f["data"].id.get_offset()
+    metadata = create_v3_array_metadata(shape=(), data_type="<f8", chunk_shape=())
+    return ManifestArray(metadata, {"0": {"path": path.as_uri(), "offset": offset, "length": 8}})
 
 
 def test_numpy_functions_outside_the_supported_set_are_refused(

@@ -192,9 +192,14 @@ def test_isel_inside_a_chunk_is_refused(
 ) -> None:
     (jan, _), _ = months
 
-    with pytest.raises(UnsupportedIndexingError, match="slice 1:3 on axis 0 does not fall on"):
+    with pytest.raises(
+        UnsupportedIndexingError,
+        match=r"axis 0 .* slice\(1, 3, None\): it would split individual chunks",
+    ):
         jan.isel(time=slice(1, 3))
-    with pytest.raises(UnsupportedIndexingError, match="cannot select index 0 on axis 0"):
+    with pytest.raises(
+        UnsupportedIndexingError, match="an integer picks one element of a chunk of 2"
+    ):
         jan.isel(time=0)
 
 

@@ -96,7 +96,32 @@ def test_to_virtual_dataset_makes_coordinates_without_indexes(root: ManifestGrou
     assert ds["air"].attrs == {"units": "K"}
     assert ds["air"].encoding["coordinates"] == "lat"
     assert all(isinstance(v.data, ManifestArray) for v in ds.variables.values())
-    assert ds["air"].data is root["air"]
+    assert ds["air"].data.manifest is root["air"].manifest
+
+
+def test_a_group_coordinates_attribute_makes_coordinates(
+    virtual_array: Callable[..., ManifestArray],
+) -> None:
+    """xarray writes one for coordinates no data variable names, and consumes it on reading."""
+    group = ManifestGroup(
+        arrays={
+            "air": virtual_array((4,), (2,), dimension_names=["time"]),
+            "station": virtual_array((3,), (3,), dimension_names=["s"]),
+        },
+        attributes={"coordinates": "station", "title": "t"},
+    )
+
+    ds = group.to_virtual_dataset()
+
+    assert set(ds.coords) == {"station"}
+    assert ds.attrs == {"title": "t"}
+
+
+def test_nbytes_virtual_counts_every_array_below(root: ManifestGroup) -> None:
+    arrays = [node for _, node in root.walk() if isinstance(node, ManifestArray)]
+
+    assert root.nbytes_virtual == sum(a.nbytes_virtual for a in arrays) > 0
+    assert ManifestGroup().nbytes_virtual == 0
 
 
 def test_to_virtual_dataset_ignores_sub_groups(root: ManifestGroup) -> None:

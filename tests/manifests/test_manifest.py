@@ -51,7 +51,9 @@ def test_an_explicit_shape_declares_a_grid_larger_than_the_keys() -> None:
 def test_an_empty_manifest_needs_a_shape() -> None:
     assert ChunkManifest(entries={}, shape=(4, 8)).dict() == {}
 
-    with pytest.raises(InvalidManifestError, match="empty manifest needs an explicit chunk grid"):
+    with pytest.raises(
+        InvalidManifestError, match="needs an explicit chunk grid shape if no chunks are given"
+    ):
         ChunkManifest(entries={})
 
 
@@ -75,12 +77,12 @@ def test_an_unknown_separator_is_refused() -> None:
 @pytest.mark.parametrize(
     ("entries", "shape", "message"),
     [
-        ({"a.0": {}}, None, "'a.0' is not made of non-negative integers"),
-        ({"-1.0": {}}, None, "'-1.0' is not made of non-negative integers"),
-        ({"+1": {}}, None, "'\\+1' is not made of non-negative integers"),
-        ({"0 ": {}}, None, "'0 ' is not made of non-negative integers"),
-        ({"0..1": {}}, None, "'0..1' is not made of non-negative integers"),
-        ({"0.0": {}, "1": {}}, None, "'1' does not have 2 indices"),
+        ({"a.0": {}}, None, "Invalid format for chunk key: 'a.0'"),
+        ({"-1.0": {}}, None, "Invalid format for chunk key: '-1.0'"),
+        ({"+1": {}}, None, "Invalid format for chunk key: '\\+1'"),
+        ({"0 ": {}}, None, "Invalid format for chunk key: '0 '"),
+        ({"0..1": {}}, None, "Invalid format for chunk key: '0..1'"),
+        ({"0.0": {}, "1": {}}, None, "Inconsistent number of dimensions: .* '1' has 1"),
         ({"0.1": {}}, (2,), "'0.1' does not have 1 indices"),
         ({"2.0": {}}, (2, 2), "'2.0' lies outside the chunk grid \\(2, 2\\)"),
         ({"1": {}, "01": {}}, None, "two chunk keys name the same chunk"),
@@ -98,7 +100,7 @@ def test_malformed_chunk_keys_are_refused(
     ("entry", "message"),
     [
         ({"path": "s3://bucket/foo.nc", "offset": -1, "length": 10}, "non-negative integers"),
-        ({"path": "s3://bucket/foo.nc", "offset": 0}, "'path', 'offset' and 'length'"),
+        ({"path": "s3://bucket/foo.nc", "offset": 0}, "keys 'path', 'offset', 'length'"),
         ({"path": "s3://bucket/foo.nc", "offset": 0, "length": 4, "data": b"x"}, "both inlined"),
         ({"path": "", "offset": 0, "length": 4, "data": "text"}, "must be bytes"),
         ({"path": INLINED_CHUNK_PATH, "offset": 0, "length": 4}, "inlined but has no data"),
@@ -107,6 +109,13 @@ def test_malformed_chunk_keys_are_refused(
 def test_invalid_entries_are_refused(entry: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidManifestError, match=message):
         ChunkManifest({"0": entry})
+
+
+def test_entries_with_unknown_keys_are_refused() -> None:
+    entry = {"path": "s3://bucket/foo.nc", "offset": 0, "length": 4, "garbage": "x"}
+
+    with pytest.raises(InvalidManifestError, match=r"chunk '0.0' also has \['garbage'\]"):
+        ChunkManifest({"0.0": entry})
 
 
 def test_a_negative_grid_shape_is_refused() -> None:
@@ -141,6 +150,47 @@ def test_virtual_missing_and_inlined_chunks_in_one_manifest() -> None:
     assert manifest.inlined == {(2,): b"\x00\x01\x02\x03"}
 
 
+def test_a_manifest_reads_like_a_mapping_of_its_present_chunks() -> None:
+    inlined = {"path": "", "offset": 0, "length": 2, "data": b"\x01\x02"}
+    manifest = ChunkManifest(
+        {**FOUR_CHUNKS, "0.1.1": inlined, "0.0.1": {"path": "", "offset": 0, "length": 0}}
+    )
+    present = {
+        "0.0.0": FOUR_CHUNKS["0.0.0"],
+        "0.1.0": FOUR_CHUNKS["0.1.0"],
+        "0.1.1": {**inlined, "path": INLINED_CHUNK_PATH},
+    }
+
+    assert manifest["0.0.0"] == FOUR_CHUNKS["0.0.0"]
+    assert manifest["0.1.1"]["data"] == b"\x01\x02"
+    assert list(manifest) == list(manifest.keys()) == list(present)
+    assert list(manifest.values()) == list(present.values())
+    assert dict(manifest.items()) == present
+    assert "0.1.0" in manifest
+    for absent in ("0.0.1", "0.2.0", "0.0", "a.b.c", 7):
+        assert absent not in manifest
+    for absent in ("0.0.1", "0.2.0", "0.0"):
+        with pytest.raises(KeyError):
+            manifest[absent]
+
+
+def test_a_scalar_manifest_has_the_one_key_0_or_c() -> None:
+    entry = {"path": "s3://bucket/foo.nc", "offset": 0, "length": 8}
+    manifest = ChunkManifest({"c": entry}, shape=())
+
+    assert manifest["c"] == manifest["0"] == entry
+    assert list(manifest.keys()) == ["0"]
+
+
+def test_the_repr_counts_inlined_chunks() -> None:
+    inlined = {"path": "", "offset": 0, "length": 1, "data": b"\x01"}
+
+    assert repr(ChunkManifest(FOUR_CHUNKS)) == "ChunkManifest<shape=(1, 2, 2)>"
+    assert repr(ChunkManifest({"0": inlined, "1": inlined})) == (
+        "ChunkManifest<shape=(2,), inlined_chunks=2>"
+    )
+
+
 def test_zero_length_references_are_refused_naming_the_chunk() -> None:
     # fsspec raises on them; missing chunks have the path "" (sparse TIFF parsers say so).
     with pytest.raises(InvalidManifestError, match=r"chunk '0\.1' references 0 bytes of"):
@@ -150,6 +200,13 @@ def test_zero_length_references_are_refused_naming_the_chunk() -> None:
                 "0.1": {"path": "s3://bucket/foo.nc", "offset": 10, "length": 0},
             }
         )
+
+
+def test_empty_inlined_chunks_count_as_missing() -> None:
+    manifest = ChunkManifest({"0": {"path": "", "offset": 0, "length": 0, "data": b""}})
+
+    assert manifest.get_entry((0,)) is None
+    assert manifest.inlined == {}
 
 
 def test_get_entry_refuses_indices_outside_the_grid() -> None:
@@ -528,7 +585,7 @@ class TestSourceStamps:
         assert restamped == old  # the same references
 
     def test_concatenation_merges_stamps(self) -> None:
-        from virtualstac.manifests.manifest import concatenate_manifests
+        from virtualstac.manifests.grid_ops import concatenate_manifests
 
         joined = concatenate_manifests(
             [self.stamped("s3://bucket/a.nc", 1), self.stamped("s3://bucket/b.nc", 2)], axis=0
@@ -537,7 +594,7 @@ class TestSourceStamps:
 
     def test_one_file_in_two_versions_is_refused(self) -> None:
         from virtualstac.errors import IncompatibleArraysError
-        from virtualstac.manifests.manifest import concatenate_manifests
+        from virtualstac.manifests.grid_ops import concatenate_manifests
 
         with pytest.raises(IncompatibleArraysError, match="two versions"):
             concatenate_manifests(

@@ -187,7 +187,10 @@ def test_every_cf_encoding_attribute_must_agree(attribute: str) -> None:
 
 
 def test_the_message_names_the_operation_and_the_array() -> None:
-    with pytest.raises(IncompatibleArraysError, match=r"cannot stack: .* array 2 has float64"):
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"cannot stack arrays with inconsistent dtypes: .* array 2 has float64",
+    ):
         check_combinable([metadata(), metadata(), metadata(data_type="<f8")], what="stack")
 
 

@@ -486,6 +486,49 @@ def test_writes_and_deletes_are_refused(store: ManifestStore) -> None:
         zarr.open_group(store, mode="a").create_array("new", shape=(1,), dtype="i1")
 
 
+def test_writes_are_refused_as_not_implemented_too(store: ManifestStore) -> None:
+    """VirtualiZarr's store raises NotImplementedError, zarr's read-only stores ValueError."""
+    value = PROTOTYPE.buffer.from_bytes(b"{}")
+    for write in (store.set, store.set_if_not_exists):
+        with pytest.raises(
+            NotImplementedError, match=r"'zarr\.json': a ManifestStore is read-only"
+        ):
+            asyncio.run(write("zarr.json", value))
+    with pytest.raises(NotImplementedError, match="cannot delete 'x'"):
+        asyncio.run(store.delete("x"))
+
+
+def test_a_group_path_is_not_a_key(sample: Sample) -> None:
+    root = ManifestGroup(groups={"model": sample.group()})
+    store = ManifestStore(root, registry=ObjectStoreRegistry.for_url(str(sample.path)))
+
+    with pytest.raises(ValueError, match="Key requested is a group, not a key: 'model'"):
+        get(store, "model")
+    assert get(store, "model/zarr.json") is not None
+    assert get(store, "model/nothing") is None
+
+
+def test_list_dir_of_a_group_gives_arrays_then_groups_in_their_order(sample: Sample) -> None:
+    inner = sample.group()
+    root = ManifestGroup(
+        arrays={"b": inner["x"], "a": inner["y"]},
+        groups={"z": inner, "m": inner},
+    )
+    store = ManifestStore(root)
+
+    assert collect(store.list_dir("")) == ["zarr.json", "b", "a", "z", "m"]
+
+
+def test_nbytes_virtual_is_the_size_of_every_reference(sample: Sample) -> None:
+    group = sample.group()
+    store = ManifestStore(ManifestGroup(arrays={"t": group["temperature"]}, groups={"g": group}))
+
+    expected = group["temperature"].nbytes_virtual + sum(
+        array.nbytes_virtual for array in group.arrays.values()
+    )
+    assert store.nbytes_virtual == expected
+
+
 def test_with_read_only_gives_an_equal_copy_and_refuses_writable(store: ManifestStore) -> None:
     copy = store.with_read_only(True)
 
@@ -655,7 +698,7 @@ def test_unknown_loadable_variables_are_named(store: ManifestStore) -> None:
 def test_to_virtual_datatree_covers_nested_groups(sample: Sample) -> None:
     leaf = sample.group()
     root = ManifestGroup(
-        arrays={"elevation": leaf["elevation"]},  # type: ignore[dict-item]
+        arrays={"elevation": leaf["elevation"]},
         groups={"model": ManifestGroup(groups={"run1": leaf}, attributes={"source": "h5py"})},
     )
     store = ManifestStore(root, registry=ObjectStoreRegistry.for_url(str(sample.path)))

@@ -6,7 +6,7 @@ from pathlib import Path
 import obstore
 import pytest
 from obstore.exceptions import PermissionDeniedError
-from obstore.store import HTTPStore, LocalStore, S3Store
+from obstore.store import HTTPStore, LocalStore, MemoryStore, S3Store
 
 from servers import HTTPServer, S3Server
 from virtualstac import ObjectStoreRegistry
@@ -130,6 +130,95 @@ def test_local_files_resolve_to_their_absolute_path(tmp_path: Path) -> None:
     assert read(registry, source.as_uri()) == b"0123456789"
 
 
+def test_a_local_store_rooted_at_its_prefix_receives_paths_below_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.nc").write_bytes(b"rooted")
+    store = LocalStore(prefix=data)
+    registry = ObjectStoreRegistry({data.as_uri(): store})
+
+    assert registry.resolve((data / "x.nc").as_uri()) == (store, "x.nc")
+    assert registry.resolve(str(data / "x.nc")) == (store, "x.nc")
+    assert read(registry, (data / "x.nc").as_uri()) == b"rooted"
+
+
+def test_a_local_store_rooted_at_the_filesystem_root_receives_absolute_paths(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "x.nc").write_bytes(b"anywhere")
+    store = LocalStore()
+    registry = ObjectStoreRegistry({"file://": store})
+
+    assert registry.resolve((tmp_path / "x.nc").as_uri()) == (store, str(tmp_path / "x.nc")[1:])
+    assert read(registry, (tmp_path / "x.nc").as_uri()) == b"anywhere"
+    assert ObjectStoreRegistry({"file:///": store}).prefixes == ("file://",)
+
+
+def test_a_local_store_rooted_above_its_prefix_receives_paths_from_its_root(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.nc").write_bytes(b"above")
+    registry = ObjectStoreRegistry({data.as_uri(): LocalStore(prefix=tmp_path)})
+
+    assert registry.resolve((data / "x.nc").as_uri())[1] == "data/x.nc"
+    assert read(registry, (data / "x.nc").as_uri()) == b"above"
+    assert (tmp_path / "x.nc").as_uri() not in registry
+
+
+def test_a_store_rooted_below_its_prefix_cannot_reach_the_rest_of_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.nc").write_bytes(b"reachable")
+    (tmp_path / "y.nc").write_bytes(b"not through this store")
+    registry = ObjectStoreRegistry({tmp_path.as_uri(): LocalStore(prefix=data)})
+
+    assert read(registry, (data / "x.nc").as_uri()) == b"reachable"
+    assert (tmp_path / "y.nc").as_uri() not in registry
+    with pytest.raises(UnregisteredURLError, match=r"rooted at 'file://.*/data' and cannot reach"):
+        registry.resolve((tmp_path / "y.nc").as_uri())
+
+
+def test_percent_encoded_names_resolve_below_a_rooted_local_store(tmp_path: Path) -> None:
+    data = tmp_path / "my data"
+    data.mkdir()
+    (data / "values #1.bin").write_bytes(b"spaces")
+    registry = ObjectStoreRegistry({data.as_uri(): LocalStore(prefix=data)})
+
+    assert registry.resolve((data / "values #1.bin").as_uri())[1] == "values #1.bin"
+    assert read(registry, (data / "values #1.bin").as_uri()) == b"spaces"
+
+
+def test_a_store_standing_in_for_another_location_is_rooted_at_its_prefix(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "t2m.nc").write_bytes(b"mirrored")
+    registry = ObjectStoreRegistry({"s3://era5-pds/2024": LocalStore(prefix=tmp_path)})
+
+    assert registry.resolve("s3://era5-pds/2024/t2m.nc")[1] == "t2m.nc"
+    assert read(registry, "s3://era5-pds/2024/t2m.nc") == b"mirrored"
+
+
+def test_an_in_memory_store_needs_no_bucket() -> None:
+    store = MemoryStore()
+    obstore.put(store, "scratch/a.bin", b"in memory")
+    registry = ObjectStoreRegistry({"memory://": store})
+
+    assert registry.resolve("memory://scratch/a.bin") == (store, "scratch/a.bin")
+    assert read(registry, "memory://scratch/a.bin") == b"in memory"
+
+
+def test_rooted_stores_survive_pickling(tmp_path: Path) -> None:
+    (tmp_path / "x.nc").write_bytes(b"pickled")
+    registry = ObjectStoreRegistry({tmp_path.as_uri(): LocalStore(prefix=tmp_path)})
+
+    copy = pickle.loads(pickle.dumps(registry))
+
+    assert copy.resolve((tmp_path / "x.nc").as_uri())[1] == "x.nc"
+    assert read(copy, (tmp_path / "x.nc").as_uri()) == b"pickled"
+
+
 def test_for_url_allows_the_directory_of_a_local_file(tmp_path: Path) -> None:
     (tmp_path / "a.bin").write_bytes(b"a")
     (tmp_path / "b.bin").write_bytes(b"b")
@@ -224,6 +313,37 @@ def test_an_s3_prefix_with_a_path_roots_its_store_there(s3_server: S3Server) -> 
 
     assert registry.resolve(url)[1] == "era5/t2m.bin"
     assert read(registry, url) == b"temperatures"
+
+
+def test_an_s3_store_with_a_prefix_receives_keys_below_it(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, "my-data/prefix/my-file.nc", b"below the store's prefix")
+    options = dict(s3_server.store_options)
+    store = S3Store(
+        bucket,
+        prefix="my-data/prefix",
+        endpoint=options.pop("endpoint"),
+        region=options.pop("region"),
+        access_key_id=options.pop("access_key_id"),
+        secret_access_key=options.pop("secret_access_key"),
+        client_options=options.pop("client_options"),
+    )
+    registry = ObjectStoreRegistry({f"s3://{bucket}": store})
+
+    assert registry.resolve(url) == (store, "my-file.nc")
+    assert read(registry, url) == b"below the store's prefix"
+    assert f"s3://{bucket}/elsewhere.nc" not in registry
+
+
+def test_a_store_prefix_matches_its_percent_encoded_spelling(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    s3_server.upload(bucket, "era 5/t2m.nc", b"a space in the prefix")
+    registry = ObjectStoreRegistry()
+    store = registry.register(f"s3://{bucket}/era%205", **s3_server.store_options)
+
+    assert store.prefix == "era 5"
+    assert registry.resolve(f"s3://{bucket}/era%205/t2m.nc") == (store, "t2m.nc")
+    assert read(registry, f"s3://{bucket}/era%205/t2m.nc") == b"a space in the prefix"
 
 
 def test_for_url_allows_the_bucket_of_an_s3_url(s3_server: S3Server) -> None:

@@ -19,6 +19,7 @@ import pytest
 import rasterio
 import scipy.io
 import xarray as xr
+from obstore.store import LocalStore
 
 from faulty_servers import FaultyServer
 from servers import S3Server
@@ -146,6 +147,20 @@ def test_the_format_is_detected_and_values_read_as_the_reference_reader(
     ours = read_back(vds, ObjectStoreRegistry.for_url(str(path)))
     for variable, values in expected.data_vars.items():
         assert is_virtual(vds[variable]), variable
+        np.testing.assert_array_equal(ours[variable].values, values.values, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_a_registry_of_a_store_rooted_at_the_directory_reads_every_format(
+    tmp_path: Path, name: str
+) -> None:
+    path, expected = FORMATS[name](tmp_path)
+    registry = ObjectStoreRegistry({tmp_path.as_uri(): LocalStore(prefix=tmp_path)})
+
+    vds = open_virtual_dataset(str(path), registry=registry)
+    ours = read_back(vds, registry)
+
+    for variable, values in expected.data_vars.items():
         np.testing.assert_array_equal(ours[variable].values, values.values, strict=True)
 
 

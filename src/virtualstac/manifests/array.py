@@ -13,14 +13,16 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from virtualstac.errors import (
     IncompatibleArraysError,
     InvalidManifestError,
-    UnsupportedIndexingError,
     UnsupportedOperationError,
 )
-from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest, expand_manifest
+from virtualstac.manifests.grid_ops import expand_manifest, pad_manifest, subset_manifest
+from virtualstac.manifests.manifest import MISSING_CHUNK_PATH, ChunkManifest
 from virtualstac.manifests.metadata import (
     chunk_shape_of,
     codecs_with_axis,
     grid_shape,
+    metadata_for_variable,
+    parse_metadata,
     replace_metadata,
     same_value,
 )
@@ -72,10 +74,11 @@ class ManifestArray:
         metadata
             ``ArrayV3Metadata``, or its JSON dict (as in ``zarr.json``).
         chunkmanifest
-            A :class:`ChunkManifest`, or a dict of chunk keys to entries.
+            A :class:`ChunkManifest`, or a dict of chunk keys to entries. A manifest whose grid
+            (inferred from its keys) is smaller than the array's is extended with missing
+            chunks, which read as the fill value.
         """
-        if not isinstance(metadata, ArrayV3Metadata):
-            metadata = ArrayV3Metadata.from_dict(dict(metadata))
+        metadata = parse_metadata(metadata)
         chunks = chunk_shape_of(metadata)
         expected = grid_shape(metadata.shape, chunks)
         if not isinstance(chunkmanifest, ChunkManifest):
@@ -83,7 +86,12 @@ class ManifestArray:
         if chunkmanifest.shape_chunk_grid != expected:
             if expected == () and chunkmanifest.shape_chunk_grid == (1,):
                 # A scalar's single chunk is keyed "0" in Kerchunk and VirtualiZarr manifests.
-                chunkmanifest = chunkmanifest.subset((0,))
+                chunkmanifest = subset_manifest(chunkmanifest, (0,))
+            elif len(expected) == chunkmanifest.ndim_chunk_grid and all(
+                have <= want
+                for have, want in zip(chunkmanifest.shape_chunk_grid, expected, strict=True)
+            ):
+                chunkmanifest = pad_manifest(chunkmanifest, expected)
             else:
                 raise InvalidManifestError(
                     f"manifest chunk grid {chunkmanifest.shape_chunk_grid} does not match array "
@@ -189,13 +197,33 @@ class ManifestArray:
         return implementation(*args, **kwargs)
 
     def astype(self, dtype: npt.DTypeLike, /, *, copy: bool = True) -> ManifestArray:
-        """Return self if ``dtype`` is already the array's dtype; changing it is refused."""
-        if np.dtype(dtype) != self.dtype:
-            raise UnsupportedOperationError(
-                f"cannot cast a ManifestArray from {self.dtype} to {np.dtype(dtype)}: the "
-                "referenced bytes are fixed"
-            )
-        return self
+        """Return self if ``dtype`` holds every value unchanged; other casts are refused.
+
+        That is the array's own dtype, or for fixed-length strings and bytes a wider (or
+        unsized, ``"<U"``) type of the same kind, which xarray asks for when it aligns string
+        variables: the values are the same, so the stored width is kept and no data is read.
+        """
+        target = np.dtype(dtype)
+        mine = self.dtype
+        if target == mine or (
+            target.kind == mine.kind
+            and mine.kind in "SU"
+            and (target.itemsize == 0 or target.itemsize >= mine.itemsize)
+        ):
+            return self
+        raise UnsupportedOperationError(
+            f"cannot cast a ManifestArray from {mine} to {target}: the referenced bytes are "
+            "fixed, and only a wider string or bytes type holds every value unchanged"
+        )
+
+    def with_fill_value_only(self, fill_value: Any) -> ManifestArray:
+        """An array of this shape, chunking and codecs with no chunks: it reads as ``fill_value``.
+
+        A placeholder for a variable that some files of a collection lack, so that it can be
+        concatenated with theirs.
+        """
+        metadata = replace_metadata(self._metadata, fill_value=fill_value)
+        return ManifestArray(metadata, ChunkManifest({}, shape=self._manifest.shape_chunk_grid))
 
     # -- comparison -----------------------------------------------------------------------
 
@@ -248,144 +276,22 @@ class ManifestArray:
                 f"array metadata needs a name for each of its {self.ndim} dimensions to become an "
                 f"xarray variable, got {names!r}"
             )
-        return xr.Variable(dims=tuple(names), data=self, attrs=dict(self._metadata.attributes))
+        # The variable holds the names and attributes, where xarray changes them; the array keeps
+        # what concatenation compares.
+        data = ManifestArray(metadata_for_variable(self._metadata), self._manifest)
+        return xr.Variable(dims=tuple(names), data=data, attrs=dict(self._metadata.attributes))
 
     def __getitem__(self, key: Any) -> ManifestArray:
-        """Index along chunk boundaries, returning a ManifestArray of the selected chunks.
+        """Index without reading data (see :mod:`virtualstac.manifests.indexing`).
 
         Supported: no-ops (``...``, ``slice(None)``), ``None`` (new axes), slices with step 1
-        whose ends fall on chunk boundaries (or the array end), and integers along axes whose
-        chunk size is 1. Anything that would cut through a chunk raises.
+        whose ends fall on chunk boundaries (or the array end), integers along axes whose chunk
+        size is 1, and, in uncompressed arrays, slices within one chunk along the axis that
+        varies slowest in the stored chunk. Anything that would split chunks raises.
         """
-        indexer = _normalize_key(key, self.ndim)
-        grid_index: list[slice | int] = []
-        new_shape: list[int] = []
-        new_chunks: list[int] = []
-        new_names: list[str | None] = []
-        names = self._metadata.dimension_names or (None,) * self.ndim
-        dim = 0
-        new_axes: list[int] = []
-        for item in indexer:
-            if item is None:
-                new_axes.append(len(new_shape) + len(new_axes))
-                continue
-            chunk = self.chunks[dim]
-            if isinstance(item, int):
-                grid_index.append(self._integer_to_grid(item, dim))
-            else:
-                start, stop = self._slice_bounds(item, dim)
-                grid_index.append(slice(start // chunk, -(-stop // chunk)))
-                new_shape.append(stop - start)
-                new_chunks.append(chunk)
-                new_names.append(names[dim])
-            dim += 1
-        manifest = self._manifest.subset(tuple(grid_index))
-        dropped = [axis for axis, item in enumerate(indexer) if isinstance(item, int)]
-        result = ManifestArray(
-            replace_metadata(
-                self._metadata,
-                shape=tuple(new_shape),
-                chunk_shape=tuple(new_chunks),
-                dimension_names=tuple(new_names) if self._metadata.dimension_names else None,
-                codecs=self._codecs_without(dropped),
-            ),
-            manifest,
-        )
-        for axis in new_axes:
-            result = expand_manifest_array(result, axis)
-        return result
+        from virtualstac.manifests.indexing import index_array
 
-    def _slice_bounds(self, item: slice, dim: int) -> tuple[int, int]:
-        size, chunk = self.shape[dim], self.chunks[dim]
-        start, stop, step = item.indices(size)
-        if step != 1:
-            raise UnsupportedIndexingError(
-                f"cannot index a ManifestArray with step {step} on axis {dim}: only step 1 keeps "
-                "whole chunks"
-            )
-        stop = max(stop, start)
-        if start % chunk or (stop % chunk and stop != size):
-            raise UnsupportedIndexingError(
-                f"slice {start}:{stop} on axis {dim} does not fall on chunk boundaries "
-                f"(chunk size {chunk}); a virtual array can only be cut between chunks. Load the "
-                "variable (loadable_variables) or select after opening the written store."
-            )
-        return start, stop
-
-    def _integer_to_grid(self, item: int, dim: int) -> int:
-        size, chunk = self.shape[dim], self.chunks[dim]
-        if not -size <= item < size:
-            raise UnsupportedIndexingError(
-                f"index {item} is out of bounds for axis {dim} with size {size}"
-            )
-        if chunk != 1:
-            raise UnsupportedIndexingError(
-                f"cannot select index {item} on axis {dim}: its chunks hold {chunk} elements; "
-                "use a chunk-aligned slice instead"
-            )
-        return item % size
-
-    def _codecs_without(self, axes: list[int]) -> list[dict[str, Any]]:
-        """The codec chain once the length-one chunk ``axes`` are dropped."""
-        codecs: list[Any] = list(self._metadata.codecs)
-        ndim = self.ndim
-        # The highest axis first, so that the lower axes keep their numbers.
-        for axis in sorted(axes, reverse=True):
-            try:
-                codecs = codecs_with_axis(codecs, ndim, removed=axis)
-            except ValueError as err:
-                raise UnsupportedIndexingError(f"cannot drop axis {axis}: {err}") from err
-            ndim -= 1
-        return codecs
-
-
-def _normalize_key(key: Any, ndim: int) -> list[Any]:
-    if not isinstance(key, tuple):
-        key = (key,)
-    items: list[Any] = []
-    for item in key:
-        if isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu":
-            item = int(item)
-        elif isinstance(item, np.integer):
-            item = int(item)
-        elif isinstance(item, list | np.ndarray):
-            item = _array_to_slice(np.asarray(item))
-        elif isinstance(item, bool) or not (
-            item is None or item is Ellipsis or isinstance(item, int | slice)
-        ):
-            raise UnsupportedIndexingError(
-                f"cannot index a ManifestArray with {type(item).__name__}; use slices along "
-                "chunk boundaries"
-            )
-        items.append(item)
-    if sum(1 for i in items if i is Ellipsis) > 1:
-        raise UnsupportedIndexingError("an index can only have a single ellipsis ('...')")
-    used = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if used > ndim:
-        raise UnsupportedIndexingError(f"too many indices: array is {ndim}-dimensional, got {used}")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at : at + 1] = [slice(None)] * (ndim - used)
-    else:
-        items.extend([slice(None)] * (ndim - used))
-    return items
-
-
-def _array_to_slice(array: np.ndarray[Any, Any]) -> slice:
-    """Accept an integer array only if it is a contiguous ascending range, i.e. a slice."""
-    if array.dtype.kind not in "iu" or array.ndim != 1:
-        raise UnsupportedIndexingError(
-            "cannot index a ManifestArray with boolean or multi-dimensional arrays"
-        )
-    if array.size == 0:
-        return slice(0, 0)
-    start = int(array[0])
-    if start < 0 or not np.array_equal(array, np.arange(start, start + array.size)):
-        raise UnsupportedIndexingError(
-            "cannot index a ManifestArray with an arbitrary integer array; only contiguous "
-            "chunk-aligned ranges are supported"
-        )
-    return slice(start, start + array.size)
+        return index_array(self, key)
 
 
 def expand_manifest_array(array: ManifestArray, axis: int) -> ManifestArray:

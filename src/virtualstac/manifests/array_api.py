@@ -14,7 +14,7 @@ import numpy as np
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.array import ManifestArray, expand_manifest_array
-from virtualstac.manifests.manifest import broadcast_manifest, concatenate_manifests
+from virtualstac.manifests.grid_ops import broadcast_manifest, concatenate_manifests
 from virtualstac.manifests.metadata import (
     check_combinable,
     codecs_with_axis,
@@ -106,9 +106,11 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
     for i, array in enumerate(manifest_arrays[:-1]):
         if array.shape[axis] % chunk:
             raise IncompatibleArraysError(
-                f"cannot concatenate along axis {axis}: array {i} has length {array.shape[axis]}, "
-                f"not a multiple of its chunk size {chunk}, so its last chunk is partial and the "
-                "chunks after it would land at the wrong positions"
+                "Cannot concatenate arrays with partial chunks because only regular chunk grids "
+                f"are currently supported. Concat input {i} has array length {array.shape[axis]} "
+                "along the concatenation axis which is not evenly divisible by chunk length "
+                f"{chunk}. Its length is not a multiple of its chunk size, so its last chunk is "
+                f"partial and the chunks after it would land at the wrong positions (axis {axis})."
             )
     new_shape = list(first.shape)
     new_shape[axis] = sum(a.shape[axis] for a in manifest_arrays)
@@ -173,7 +175,18 @@ def broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> ManifestArray:
 
 @_implements(np.result_type)
 def result_type(*arrays_and_dtypes: Any) -> np.dtype[Any]:
-    """The numpy result type, using each ManifestArray's dtype."""
+    """The numpy result type, using each ManifestArray's dtype.
+
+    ManifestArrays of different dtypes have none: their bytes cannot be cast to a common
+    type without reading them.
+    """
+    dtypes = {a.dtype for a in arrays_and_dtypes if isinstance(a, ManifestArray)}
+    if len(dtypes) > 1:
+        raise IncompatibleArraysError(
+            f"ManifestArrays with inconsistent dtypes {sorted(map(str, dtypes))} have no common "
+            "type: casting them would need their values. Load the variables "
+            "(loadable_variables=[...]) to combine them."
+        )
     return np.result_type(
         *(a.dtype if isinstance(a, ManifestArray) else a for a in arrays_and_dtypes)
     )

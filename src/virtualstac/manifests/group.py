@@ -66,6 +66,13 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         return dict(self._groups)
 
     @property
+    def nbytes_virtual(self) -> int:
+        """Memory used by the references of every array here and below, in bytes."""
+        return sum(a.nbytes_virtual for a in self._arrays.values()) + sum(
+            g.nbytes_virtual for g in self._groups.values()
+        )
+
+    @property
     def metadata(self) -> GroupMetadata:
         """Zarr group metadata (attributes)."""
         return self._metadata
@@ -122,13 +129,13 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         variables, coord_names = self.virtual_variables()
         coords = xr.Coordinates({n: variables[n] for n in coord_names}, indexes={})
         data_vars = {n: v for n, v in variables.items() if n not in coord_names}
-        return xr.Dataset(data_vars, coords=coords, attrs=dict(self._metadata.attributes))
+        return xr.Dataset(data_vars, coords=coords, attrs=self.dataset_attributes())
 
     def virtual_variables(self) -> tuple[dict[str, xr.Variable], set[str]]:
         """The variables of :meth:`to_virtual_dataset`, and the names of those that are coordinates.
 
-        A CF ``coordinates`` attribute moves from the variable's attributes to its encoding, as
-        xarray's readers do.
+        A variable's CF ``coordinates`` attribute moves from its attributes to its encoding, as
+        xarray's readers do; those it names, and those the group's names, are coordinates.
         """
         variables = {name: array.to_virtual_variable() for name, array in self._arrays.items()}
         coord_names = {
@@ -139,7 +146,21 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
             if isinstance(listed, str):
                 var.encoding["coordinates"] = listed
                 coord_names.update(n for n in listed.split() if n in variables)
+        listed = self._metadata.attributes.get("coordinates")
+        if isinstance(listed, str):
+            coord_names.update(n for n in listed.split() if n in variables)
         return variables, coord_names
+
+    def dataset_attributes(self) -> dict[str, Any]:
+        """The group's attributes as its dataset's.
+
+        A CF ``coordinates`` attribute of the group (xarray writes one for coordinates no data
+        variable names) is consumed, its variables made coordinates, as xarray's decoding does.
+        """
+        attrs = dict(self._metadata.attributes)
+        if isinstance(attrs.get("coordinates"), str):
+            del attrs["coordinates"]
+        return attrs
 
     def to_virtual_datasets(self) -> dict[str, xr.Dataset]:
         """Return a virtual dataset for this group and every sub-group, keyed ``/``, ``/a``, ..."""

@@ -73,7 +73,7 @@ def virtual_dataset_from_store(
         indexes=dict(indexed.xindexes),
     )
     data_vars = {n: v for n, v in variables.items() if n not in coord_names}
-    return xr.Dataset(data_vars, coords=coords, attrs=dict(node.metadata.attributes))
+    return xr.Dataset(data_vars, coords=coords, attrs=node.dataset_attributes())
 
 
 def _stackable_character_dimensions(variables: Mapping[str, xr.Variable]) -> set[Hashable]:

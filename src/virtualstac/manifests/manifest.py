@@ -13,18 +13,37 @@ as ``uint64`` arrays a reference costs 17 to 20 bytes however long its URL is.
 
 from __future__ import annotations
 
-import gc
-import itertools
 import sys
-import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from virtualstac.errors import IncompatibleArraysError, InvalidChunkKeyError, InvalidManifestError
+from virtualstac.errors import InvalidChunkKeyError, InvalidManifestError
+from virtualstac.manifests.entries import (
+    ChunkDict,
+    ChunkEntry,
+    ChunkKeySeparator,
+    as_uint64,
+    entries_to_grid,
+    format_chunk_keys,
+    gc_paused,
+    inlined_at_indices,
+    parse_chunk_key,
+    validate_grid_shape,
+)
+from virtualstac.manifests.path_table import (
+    INLINED_CHUNK_PATH,
+    INLINED_CODE,
+    MISSING_CHUNK_PATH,
+    MISSING_CODE,
+    code_dtype,
+    code_paths,
+    drop_unused,
+    normalize_table,
+    recode_path_table,
+)
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.storage.urls import normalize_url
 
@@ -36,49 +55,6 @@ __all__ = [
     "ChunkKeySeparator",
     "ChunkManifest",
 ]
-
-MISSING_CHUNK_PATH = ""
-INLINED_CHUNK_PATH = "__inlined__"
-
-_MISSING = 0
-_INLINED = 1
-
-ChunkKeySeparator = Literal[".", "/"]
-
-
-class ChunkEntry(TypedDict):
-    """One reference: a byte range in an object, or inlined bytes in ``data``."""
-
-    path: str
-    offset: int
-    length: int
-    data: NotRequired[bytes]
-
-
-ChunkDict = dict[str, ChunkEntry]
-
-
-def _code_dtype(table_size: int) -> np.dtype[Any]:
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if table_size <= np.iinfo(dtype).max + 1:
-            return np.dtype(dtype)
-    return np.dtype(np.uint64)
-
-
-@contextmanager
-def _gc_paused() -> Generator[None]:
-    """Pause the cyclic GC while building millions of small acyclic objects (dicts, strings).
-
-    Each allocation burst otherwise triggers collections that rescan every object made so far,
-    which roughly doubles the time to build or export a large manifest.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _frozen(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -109,7 +85,7 @@ class ChunkManifest:
     _inlined: dict[tuple[int, ...], bytes]
     _separator: ChunkKeySeparator
 
-    @_gc_paused()
+    @gc_paused()
     def __init__(
         self,
         entries: Mapping[str, Mapping[str, Any]],
@@ -138,64 +114,13 @@ class ChunkManifest:
         """
         if separator not in (".", "/"):
             raise InvalidChunkKeyError(f"chunk key separator must be '.' or '/', got {separator!r}")
-        keys = list(entries)
-        values = list(entries.values())
-        indices = _parse_chunk_keys(keys, separator, None if shape is None else len(shape))
-        if shape is None:
-            if not keys:
-                raise InvalidManifestError("an empty manifest needs an explicit chunk grid shape")
-            shape = tuple(int(m) + 1 for m in indices.max(axis=0))
-        grid = _validate_grid_shape(shape)
-        flat = _flat_positions(indices, grid, keys)
-
-        try:
-            paths = [v["path"] for v in values]
-            offsets = np.fromiter((v["offset"] for v in values), dtype=np.uint64, count=len(values))
-            lengths = np.fromiter((v["length"] for v in values), dtype=np.uint64, count=len(values))
-        except (KeyError, TypeError) as err:
-            raise InvalidManifestError(
-                "each entry must be a dict with 'path', 'offset' and 'length'"
-            ) from err
-        except (OverflowError, ValueError) as err:
-            raise InvalidManifestError("offsets and lengths must be non-negative integers") from err
-
-        table_index: dict[str, int] = {MISSING_CHUNK_PATH: _MISSING, INLINED_CHUNK_PATH: _INLINED}
-        codes = np.fromiter(
-            (table_index.setdefault(p, len(table_index)) for p in paths),
-            dtype=np.int64,
-            count=len(paths),
-        )
-        inlined: dict[tuple[int, ...], bytes] = {}
-        for i in (i for i, v in enumerate(values) if "data" in v):
-            data = values[i]["data"]
-            if not isinstance(data, bytes | bytearray | memoryview):
-                raise InvalidManifestError(f"inlined data of chunk {keys[i]!r} must be bytes")
-            if codes[i] not in (_MISSING, _INLINED):
-                raise InvalidManifestError(
-                    f"chunk {keys[i]!r} has both inlined data and the path {paths[i]!r}"
-                )
-            codes[i] = _INLINED
-            inlined[tuple(int(x) for x in indices[i])] = bytes(data)
-        for position in np.flatnonzero(codes == _INLINED).tolist():
-            if tuple(int(x) for x in indices[position]) not in inlined:
-                raise InvalidManifestError(
-                    f"chunk {keys[position]!r} is marked inlined but has no data"
-                )
-
-        size = int(np.prod(grid, dtype=np.int64))
-        full_codes = np.zeros(size, dtype=np.int64)
-        full_offsets = np.zeros(size, dtype=np.uint64)
-        full_lengths = np.zeros(size, dtype=np.uint64)
-        full_codes[flat] = codes
-        full_offsets[flat] = offsets
-        full_lengths[flat] = lengths
-        table = list(table_index)
+        parts = entries_to_grid(entries, shape, separator)
         self._init_parts(
-            table,
-            full_codes.reshape(grid),
-            full_offsets.reshape(grid),
-            full_lengths.reshape(grid),
-            inlined,
+            parts.table,
+            parts.codes,
+            parts.offsets,
+            parts.lengths,
+            parts.inlined,
             separator,
             validate_paths=validate_paths,
             root=root,
@@ -215,13 +140,22 @@ class ChunkManifest:
         stamps: Mapping[str, SourceStamp] | None = None,
     ) -> None:
         if validate_paths:
-            table, codes = _normalize_table(table, codes, root)
+            table, codes = normalize_table(table, codes, root)
             stamps = {normalize_url(k, root=root): v for k, v in (stamps or {}).items()}
         for i, path in enumerate(table[2:], start=2):
             if not path or path == INLINED_CHUNK_PATH:
                 raise InvalidManifestError(f"path table entry {i} is a reserved path {path!r}")
-        table, codes = _drop_unused(table, codes)
-        zero_length = (lengths == 0) & (codes > _INLINED)
+        table, codes = drop_unused(table, codes)
+        empty = [index for index, data in inlined.items() if not data]
+        if empty:
+            # An empty inlined chunk holds nothing to decode: the chunk is missing.
+            emptied = np.zeros(codes.shape, dtype=bool)
+            for index in empty:
+                emptied[index] = True
+                del inlined[index]
+            codes = np.where(emptied, MISSING_CODE, codes)
+            table, codes = drop_unused(table, codes)
+        zero_length = (lengths == 0) & (codes > INLINED_CODE)
         if zero_length.any():
             # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
             # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
@@ -233,7 +167,7 @@ class ChunkManifest:
                 "written is a missing chunk (path ''), not a reference of length 0"
             )
         self._table = tuple(table)
-        self._codes = _frozen(np.asarray(codes, dtype=_code_dtype(len(table)), order="C"))
+        self._codes = _frozen(np.asarray(codes, dtype=code_dtype(len(table)), order="C"))
         self._offsets = _frozen(np.asarray(offsets, dtype=np.uint64, order="C"))
         self._lengths = _frozen(np.asarray(lengths, dtype=np.uint64, order="C"))
         self._inlined = inlined
@@ -261,7 +195,7 @@ class ChunkManifest:
                 f"codes, offsets and lengths differ in shape: "
                 f"{codes.shape}, {offsets.shape}, {lengths.shape}"
             )
-        _validate_grid_shape(codes.shape)
+        validate_grid_shape(codes.shape)
         self = cls.__new__(cls)
         self._init_parts(
             list(table),
@@ -305,31 +239,15 @@ class ChunkManifest:
             Directory or URL that relative paths are resolved against.
         """
         paths = np.asarray(paths)
-        offsets_arr = _as_uint64(offsets, "offsets")
-        lengths_arr = _as_uint64(lengths, "lengths")
+        offsets_arr = as_uint64(offsets, "offsets")
+        lengths_arr = as_uint64(lengths, "lengths")
         if not (paths.shape == offsets_arr.shape == lengths_arr.shape):
             raise InvalidManifestError(
                 f"paths, offsets and lengths must have the same shape, got "
                 f"{paths.shape}, {offsets_arr.shape} and {lengths_arr.shape}"
             )
-        table, codes = _code_paths(paths)
-        inlined_bytes: dict[tuple[int, ...], bytes] = {}
-        for index, data in (inlined or {}).items():
-            index = tuple(int(i) for i in index)
-            if len(index) != paths.ndim or any(
-                not 0 <= i < s for i, s in zip(index, paths.shape, strict=True)
-            ):
-                raise InvalidChunkKeyError(f"inlined chunk {index} lies outside grid {paths.shape}")
-            if codes[index] not in (_MISSING, _INLINED):
-                raise InvalidManifestError(
-                    f"chunk {index} has both inlined data and the path {str(paths[index])!r}"
-                )
-            codes[index] = _INLINED
-            inlined_bytes[index] = bytes(data)
-        for found in np.argwhere(codes == _INLINED):
-            index = tuple(int(i) for i in found)
-            if index not in inlined_bytes:
-                raise InvalidManifestError(f"chunk {index} is marked inlined but has no data")
+        table, codes = code_paths(paths)
+        inlined_bytes = inlined_at_indices(inlined or {}, codes, paths)
         return cls._from_parts(
             table,
             codes,
@@ -358,26 +276,12 @@ class ChunkManifest:
         ``path_table=["s3://bucket/a.nc"]`` and ``path_codes=np.zeros(grid, int)``. A table entry
         ``""`` marks missing chunks.
         """
-        codes_in = np.asarray(path_codes)
-        if codes_in.dtype.kind not in "iu":
-            raise InvalidManifestError(f"path_codes must be integers, got dtype {codes_in.dtype}")
-        if codes_in.size and (codes_in.min() < 0 or codes_in.max() >= len(path_table)):
-            raise InvalidManifestError("path_codes must index into path_table")
-        table = [MISSING_CHUNK_PATH, INLINED_CHUNK_PATH]
-        lookup = np.empty(len(path_table), dtype=np.int64)
-        for i, path in enumerate(path_table):
-            if path == INLINED_CHUNK_PATH:
-                raise InvalidManifestError("inlined chunks need from_arrays(..., inlined=)")
-            if path == MISSING_CHUNK_PATH:
-                lookup[i] = _MISSING
-            else:
-                lookup[i] = len(table)
-                table.append(path)
+        table, codes = recode_path_table(path_table, path_codes)
         return cls._from_parts(
             table,
-            lookup[codes_in],
-            _as_uint64(offsets, "offsets"),
-            _as_uint64(lengths, "lengths"),
+            codes,
+            as_uint64(offsets, "offsets"),
+            as_uint64(lengths, "lengths"),
             validate_paths=validate_paths,
             root=root,
         )
@@ -389,12 +293,12 @@ class ChunkManifest:
         This is how parsers store a small variable they read at parse time: one chunk, or the
         first chunk of a grid extended along an unlimited dimension.
         """
-        grid = _validate_grid_shape(shape)
+        grid = validate_grid_shape(shape)
         if 0 in grid:
             raise InvalidManifestError(f"a chunk grid of shape {grid} has no chunk to inline")
         first = (0,) * len(grid)
         codes = np.zeros(grid, dtype=np.uint8)
-        codes[first] = _INLINED
+        codes[first] = INLINED_CODE
         lengths = np.zeros(grid, dtype=np.uint64)
         lengths[first] = len(data)
         # Valid by construction (no paths to check): set the parts directly, as _init_parts
@@ -431,7 +335,8 @@ class ChunkManifest:
         return int(np.count_nonzero(self._codes))
 
     def __repr__(self) -> str:
-        return f"ChunkManifest<shape={self.shape_chunk_grid}>"
+        inlined = f", inlined_chunks={len(self._inlined)}" if self._inlined else ""
+        return f"ChunkManifest<shape={self.shape_chunk_grid}{inlined}>"
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -508,10 +413,10 @@ class ChunkManifest:
                 f"chunk index {indices} lies outside grid {self.shape_chunk_grid}"
             )
         code = int(self._codes[indices])
-        if code == _MISSING:
+        if code == MISSING_CODE:
             return None
         offset, length = int(self._offsets[indices]), int(self._lengths[indices])
-        if code == _INLINED:
+        if code == INLINED_CODE:
             return {
                 "path": INLINED_CHUNK_PATH,
                 "offset": offset,
@@ -532,7 +437,7 @@ class ChunkManifest:
         """Yield the path of every virtual chunk (inlined and missing chunks have none)."""
         table = self._table
         for code in self._codes.ravel().tolist():
-            if code > _INLINED:
+            if code > INLINED_CODE:
                 yield table[code]
 
     def chunk_keys(self, flat_positions: npt.ArrayLike | None = None) -> list[str]:
@@ -543,9 +448,42 @@ class ChunkManifest:
             if flat_positions is None
             else np.asarray(flat_positions, dtype=np.int64)
         )
-        return _format_chunk_keys(positions, shape, self._separator)
+        return format_chunk_keys(positions, shape, self._separator)
 
-    @_gc_paused()
+    # -- the mapping of chunk keys to entries ---------------------------------------------
+
+    def __getitem__(self, key: str) -> ChunkEntry:
+        """The entry of the chunk keyed ``key`` (``"i.j.k"``); ``KeyError`` if it is missing."""
+        indices = parse_chunk_key(key, self._separator, self.shape_chunk_grid)
+        entry = None if indices is None else self.get_entry(indices)
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is the key of a chunk that is not missing."""
+        if not isinstance(key, str):
+            return False
+        indices = parse_chunk_key(key, self._separator, self.shape_chunk_grid)
+        return indices is not None and self.get_entry(indices) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        """The keys of the chunks that are not missing, in C order."""
+        return iter(self.keys())
+
+    def keys(self) -> KeysView[str]:
+        """The keys of the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().keys()
+
+    def values(self) -> ValuesView[ChunkEntry]:
+        """The entries of the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().values()
+
+    def items(self) -> ItemsView[str, ChunkEntry]:
+        """``(key, entry)`` for the chunks that are not missing (as :meth:`dict` has them)."""
+        return self.dict().items()
+
+    @gc_paused()
     def dict(self) -> ChunkDict:
         """Return the manifest as ``{chunk key: entry}``; missing chunks are left out.
 
@@ -553,7 +491,7 @@ class ChunkManifest:
         """
         codes = self._codes.ravel()
         present = np.flatnonzero(codes)
-        keys = _format_chunk_keys(present, self.shape_chunk_grid, self._separator)
+        keys = format_chunk_keys(present, self.shape_chunk_grid, self._separator)
         table = np.asarray(self._table, dtype=object)
         paths = table[codes[present]].tolist()
         offsets = self._offsets.ravel()[present].tolist()
@@ -615,7 +553,7 @@ class ChunkManifest:
         """
         if isinstance(new, str):
             table: list[str] = [*self._table[:2], new]
-            codes = np.where(self._codes > _INLINED, 2, self._codes)
+            codes = np.where(self._codes > INLINED_CODE, 2, self._codes)
         elif callable(new):
             table = [*self._table[:2], *(new(p) for p in self._table[2:])]
             codes = self._codes
@@ -629,29 +567,6 @@ class ChunkManifest:
             self._inlined,
             self._separator,
             validate_paths=True,
-        )
-
-    def subset(self, index: tuple[slice | int, ...]) -> ChunkManifest:
-        """Return the manifest of a sub-grid selected by slices and integers of grid indices."""
-        codes = self._codes[index]
-        positions = np.arange(self._codes.size).reshape(self.shape_chunk_grid)[index]
-        inlined: dict[tuple[int, ...], bytes] = {}
-        if self._inlined:
-            old_to_new = {
-                tuple(int(i) for i in np.unravel_index(int(p), self.shape_chunk_grid)): new
-                for new, p in zip(
-                    np.ndindex(positions.shape), positions.ravel().tolist(), strict=True
-                )
-            }
-            inlined = {old_to_new[k]: v for k, v in self._inlined.items() if k in old_to_new}
-        return ChunkManifest._from_parts(
-            self._table,
-            codes,
-            self._offsets[index],
-            self._lengths[index],
-            inlined,
-            self._separator,
-            stamps=self._stamps,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -682,256 +597,3 @@ def _rebuild(
     return ChunkManifest._from_parts(
         table, codes, offsets, lengths, inlined, separator, stamps=stamps
     )
-
-
-def concatenate_manifests(manifests: Sequence[ChunkManifest], axis: int) -> ChunkManifest:
-    """Join manifests along an existing grid axis, relabelling chunk keys."""
-    if not manifests:
-        raise InvalidManifestError("need at least one manifest to concatenate")
-    table, codes = _merge_tables(manifests)
-    inlined: dict[tuple[int, ...], bytes] = {}
-    shift = 0
-    for m in manifests:
-        for index, data in m._inlined.items():
-            moved = list(index)
-            moved[axis] += shift
-            inlined[tuple(moved)] = data
-        shift += m.shape_chunk_grid[axis]
-    return ChunkManifest._from_parts(
-        table,
-        np.concatenate(codes, axis=axis),
-        np.concatenate([m._offsets for m in manifests], axis=axis),
-        np.concatenate([m._lengths for m in manifests], axis=axis),
-        inlined,
-        manifests[0]._separator,
-        stamps=_merge_stamps(manifests),
-    )
-
-
-def _merge_stamps(manifests: Sequence[ChunkManifest]) -> dict[str, SourceStamp]:
-    merged: dict[str, SourceStamp] = {}
-    for m in manifests:
-        for path, stamp in m._stamps.items():
-            if merged.setdefault(path, stamp) != stamp:
-                raise IncompatibleArraysError(
-                    f"{path!r} was referenced in two versions ({merged[path]} and {stamp}); it "
-                    "changed between parses, so its references cannot be trusted together"
-                )
-    return merged
-
-
-def expand_manifest(manifest: ChunkManifest, axis: int) -> ChunkManifest:
-    """Insert a grid axis of length one at ``axis``."""
-    inlined = {(*k[:axis], 0, *k[axis:]): v for k, v in manifest._inlined.items()}
-    return ChunkManifest._from_parts(
-        manifest._table,
-        np.expand_dims(manifest._codes, axis),
-        np.expand_dims(manifest._offsets, axis),
-        np.expand_dims(manifest._lengths, axis),
-        inlined,
-        manifest._separator,
-        stamps=manifest._stamps,
-    )
-
-
-def broadcast_manifest(manifest: ChunkManifest, grid_shape: tuple[int, ...]) -> ChunkManifest:
-    """Broadcast the grid to ``grid_shape`` by repeating references (numpy rules)."""
-    codes = np.broadcast_to(manifest._codes, grid_shape)
-    inlined: dict[tuple[int, ...], bytes] = {}
-    if manifest._inlined:
-        lead = len(grid_shape) - manifest.ndim_chunk_grid
-        for target in np.ndindex(grid_shape):
-            source = tuple(
-                0 if s == 1 else t
-                for t, s in zip(target[lead:], manifest.shape_chunk_grid, strict=True)
-            )
-            if source in manifest._inlined:
-                inlined[target] = manifest._inlined[source]
-    return ChunkManifest._from_parts(
-        manifest._table,
-        np.array(codes),
-        np.array(np.broadcast_to(manifest._offsets, grid_shape)),
-        np.array(np.broadcast_to(manifest._lengths, grid_shape)),
-        inlined,
-        manifest._separator,
-        stamps=manifest._stamps,
-    )
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-_BLOCK = 65536
-
-
-def _code_paths(paths: np.ndarray[Any, Any]) -> tuple[list[str], npt.NDArray[np.int64]]:
-    """Distinct paths (after the two reserved ones) and each chunk's code into them.
-
-    Paths usually come in long runs (the chunks of one file are adjacent), so only the first
-    path of each run goes through the dict. Otherwise the array is converted to Python strings
-    a block at a time, so that millions of temporary strings never exist at once.
-    """
-    table_index: dict[str, int] = {MISSING_CHUNK_PATH: _MISSING, INLINED_CHUNK_PATH: _INLINED}
-    flat = paths.ravel()
-    if flat.dtype.kind not in "UT":
-        flat = flat.astype(np.dtypes.StringDType())
-    codes = np.empty(flat.size, dtype=np.int64)
-    if flat.size:
-        starts = np.flatnonzero(np.concatenate([[True], flat[1:] != flat[:-1]]))
-        if len(starts) * 8 <= flat.size:
-            run_codes = [table_index.setdefault(p, len(table_index)) for p in flat[starts].tolist()]
-            codes = np.repeat(np.asarray(run_codes, dtype=np.int64), np.diff([*starts, flat.size]))
-        else:
-            for begin in range(0, flat.size, _BLOCK):
-                block = flat[begin : begin + _BLOCK].tolist()
-                codes[begin : begin + len(block)] = [
-                    table_index.setdefault(p, len(table_index)) for p in block
-                ]
-    # Fresh copies, so the table does not pin the arena of a temporary string it came from.
-    table = [p.encode().decode() for p in table_index]
-    return table, codes.reshape(paths.shape)
-
-
-def _validate_grid_shape(shape: Iterable[int]) -> tuple[int, ...]:
-    try:
-        grid = tuple(int(s) for s in shape)
-    except (TypeError, ValueError) as err:
-        raise InvalidManifestError(f"chunk grid shape must be integers, got {shape!r}") from err
-    if any(s < 0 for s in grid):
-        raise InvalidManifestError(f"chunk grid shape must be non-negative, got {grid}")
-    return grid
-
-
-def _as_uint64(values: npt.ArrayLike, name: str) -> npt.NDArray[np.uint64]:
-    array = np.asarray(values)
-    if array.dtype.kind not in "iu":
-        raise InvalidManifestError(f"{name} must be integers, got dtype {array.dtype}")
-    if array.dtype.kind == "i" and array.size and array.min() < 0:
-        raise InvalidManifestError(f"{name} must be non-negative")
-    return array.astype(np.uint64, copy=False)
-
-
-def _parse_chunk_keys(keys: list[str], separator: str, ndim: int | None) -> npt.NDArray[np.int64]:
-    """Parse ``"i.j.k"`` keys into an ``(n, ndim)`` integer array, vectorised."""
-    if not keys:
-        return np.zeros((0, ndim or 0), dtype=np.int64)
-    if ndim == 0:
-        if keys != ["0"] and keys != ["c"]:
-            raise InvalidChunkKeyError(f"a 0-d chunk grid has the single key '0', got {keys[:3]}")
-        return np.zeros((1, 0), dtype=np.int64)
-    if not all(isinstance(k, str) for k in keys):
-        raise InvalidChunkKeyError("chunk keys must be strings")
-    expected = keys[0].count(separator) + 1 if ndim is None else ndim
-    counts = np.strings.count(np.asarray(keys, dtype=np.dtypes.StringDType()), separator)
-    if (counts != expected - 1).any():
-        bad = keys[int(np.flatnonzero(counts != expected - 1)[0])]
-        raise InvalidChunkKeyError(
-            f"chunk key {bad!r} does not have {expected} indices separated by {separator!r}"
-        )
-    text = " ".join(keys)
-    if separator != " ":
-        text = text.replace(separator, " ")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            numbers = np.fromstring(text, dtype=np.int64, sep=" ")
-        except (ValueError, DeprecationWarning):
-            numbers = np.zeros(0, dtype=np.int64)
-    if (
-        numbers.size != len(keys) * expected
-        or (numbers < 0).any()
-        or _has_non_digits(keys, separator)
-    ):
-        bad = next((k for k in keys if not all(p.isdigit() for p in k.split(separator))), keys[0])
-        raise InvalidChunkKeyError(f"chunk key {bad!r} is not made of non-negative integers")
-    return numbers.reshape(len(keys), expected)
-
-
-def _has_non_digits(keys: list[str], separator: str) -> bool:
-    # fromstring accepts signs and whitespace inside a key; a key must be digits only.
-    sample = "".join(keys).replace(separator, "")
-    return not sample.isdigit()
-
-
-def _flat_positions(
-    indices: npt.NDArray[np.int64], grid: tuple[int, ...], keys: list[str]
-) -> npt.NDArray[np.int64]:
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64)
-    if indices.shape[1] != len(grid):
-        raise InvalidChunkKeyError(
-            f"chunk key {keys[0]!r} has {indices.shape[1]} indices but the grid {grid} "
-            f"has {len(grid)} dimensions"
-        )
-    if len(grid) == 0:
-        return np.zeros(1, dtype=np.int64)
-    outside = (indices >= np.asarray(grid, dtype=np.int64)).any(axis=1)
-    if outside.any():
-        bad = keys[int(np.flatnonzero(outside)[0])]
-        raise InvalidChunkKeyError(f"chunk key {bad!r} lies outside the chunk grid {grid}")
-    flat = np.ravel_multi_index(tuple(indices.T), grid)
-    if np.bincount(flat, minlength=1).max() > 1:
-        raise InvalidChunkKeyError("two chunk keys name the same chunk (e.g. '1' and '01')")
-    return cast(npt.NDArray[np.int64], flat)
-
-
-def _format_chunk_keys(
-    positions: npt.NDArray[np.int64], shape: tuple[int, ...], separator: str
-) -> list[str]:
-    if not shape:
-        return ["0"] * len(positions)
-    size = int(np.prod(shape, dtype=np.int64))
-    if len(positions) * 4 >= size:
-        # Dense grids: joining pre-made digit strings in C order beats vectorised formatting.
-        digits = [[str(i) for i in range(s)] for s in shape]
-        every = [separator.join(t) for t in itertools.product(*digits)]
-        if len(positions) == size:
-            return every
-        return [every[p] for p in positions.tolist()]
-    coords = np.unravel_index(positions, shape)
-    keys = coords[0].astype(np.dtypes.StringDType())
-    for axis in coords[1:]:
-        keys = np.strings.add(np.strings.add(keys, separator), axis.astype(np.dtypes.StringDType()))
-    return cast(list[str], keys.tolist())
-
-
-def _normalize_table(
-    table: Sequence[str], codes: np.ndarray[Any, Any], root: str | None
-) -> tuple[list[str], np.ndarray[Any, Any]]:
-    """Normalise each distinct path once, merging paths that name the same object."""
-    normalized: dict[str, int] = {MISSING_CHUNK_PATH: _MISSING, INLINED_CHUNK_PATH: _INLINED}
-    lookup = np.arange(len(table), dtype=np.int64)
-    for i, path in enumerate(table[2:], start=2):
-        lookup[i] = normalized.setdefault(normalize_url(path, root=root), len(normalized))
-    if len(normalized) == len(table):
-        return list(normalized), codes
-    return list(normalized), lookup[codes]
-
-
-def _drop_unused(
-    table: Sequence[str], codes: np.ndarray[Any, Any]
-) -> tuple[list[str], np.ndarray[Any, Any]]:
-    """Remove table entries no chunk refers to, so the table lists exactly the referenced paths."""
-    if len(table) <= 2:
-        return list(table), codes
-    used = np.bincount(np.ravel(codes), minlength=len(table)) > 0
-    used[:2] = True
-    if used.all():
-        return list(table), codes
-    lookup = np.cumsum(used) - 1
-    return [p for p, u in zip(table, used, strict=True) if u], lookup[codes]
-
-
-def _merge_tables(
-    manifests: Sequence[ChunkManifest],
-) -> tuple[list[str], list[np.ndarray[Any, Any]]]:
-    merged: dict[str, int] = {}
-    codes = []
-    for m in manifests:
-        lookup = np.fromiter(
-            (merged.setdefault(p, len(merged)) for p in m._table),
-            dtype=np.int64,
-            count=len(m._table),
-        )
-        codes.append(lookup[m._codes])
-    return list(merged), codes

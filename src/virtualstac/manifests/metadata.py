@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -13,7 +14,11 @@ import numpy as np
 from zarr.core.dtype import ZDType, parse_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
-from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
+from virtualstac.errors import (
+    IncompatibleArraysError,
+    IncompatibleCodecsError,
+    InvalidManifestError,
+)
 
 __all__ = [
     "CF_ENCODING_ATTRS",
@@ -23,6 +28,8 @@ __all__ = [
     "create_v3_array_metadata",
     "grid_shape",
     "json_safe",
+    "metadata_for_variable",
+    "parse_metadata",
     "replace_metadata",
     "same_value",
 ]
@@ -161,13 +168,61 @@ def grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
 
 
 def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metadata:
-    """Return a copy of ``metadata`` with fields replaced (``chunk_shape`` sets the grid)."""
+    """Return a copy of ``metadata`` with fields replaced (``chunk_shape`` sets the grid).
+
+    A ``fill_value`` is given as a value of the array's data type (``np.nan``, say), not in
+    its JSON spelling.
+    """
     as_dict = metadata.to_dict()
     if "chunk_shape" in changes:
         chunk_shape = tuple(int(c) for c in changes.pop("chunk_shape"))
         as_dict["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": chunk_shape}}
+    if "fill_value" in changes:
+        changes["fill_value"] = _fill_value_json(metadata.data_type, changes["fill_value"])
     as_dict.update(changes)
     return ArrayV3Metadata.from_dict(as_dict)
+
+
+def parse_metadata(metadata: ArrayV3Metadata | Mapping[str, Any]) -> ArrayV3Metadata:
+    """``metadata``, or its dict form (as in ``zarr.json``) parsed.
+
+    A fill value in the dict may be a number of the data type, NaN and infinities included,
+    as well as zarr's JSON spelling of one (``"NaN"``).
+    """
+    if isinstance(metadata, ArrayV3Metadata):
+        return metadata
+    as_dict = dict(metadata)
+    fill = as_dict.get("fill_value")
+    if isinstance(fill, float | np.floating) and not math.isfinite(fill):
+        as_dict["fill_value"] = json_safe(float(fill))
+    return ArrayV3Metadata.from_dict(as_dict)
+
+
+def metadata_for_variable(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
+    """The metadata of an array wrapped in an ``xarray.Variable``: the variable holds the rest.
+
+    Dimension names and attributes live on the variable, where xarray changes them; the array
+    keeps only the CF encoding attributes (:data:`CF_ENCODING_ATTRS`), which concatenation
+    compares so that arrays packed differently are never joined.
+    """
+    kept = {k: v for k, v in metadata.attributes.items() if k in CF_ENCODING_ATTRS}
+    if metadata.dimension_names is None and len(kept) == len(metadata.attributes):
+        return metadata
+    # Every other field is immutable, so the copy shares them (as create_v3_array_metadata does).
+    stripped = copy.copy(metadata)
+    object.__setattr__(stripped, "attributes", kept)
+    object.__setattr__(stripped, "dimension_names", None)
+    return stripped
+
+
+def _fill_value_json(data_type: ZDType[Any, Any], value: Any) -> Any:
+    try:
+        return data_type.to_json_scalar(data_type.cast_scalar(value), zarr_format=3)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise InvalidManifestError(
+            f"fill value {value!r} cannot be stored in an array of "
+            f"{data_type.to_json(zarr_format=3)}: {err}"
+        ) from err
 
 
 @runtime_checkable
@@ -193,26 +248,47 @@ def codecs_with_axis(
 ) -> list[dict[str, Any]]:
     """A codec chain (as JSON dicts) once a length-one chunk axis is inserted or removed.
 
-    ``ndim`` is the number of chunk dimensions before the change. Array-to-array codecs that
-    do not implement :class:`AxisAwareCodec` (zarr's ``transpose``, say) cannot follow the
-    change: :class:`ValueError` names them.
+    ``codecs`` are codec objects or their JSON dicts; ``ndim`` is the number of chunk
+    dimensions before the change. A sharding codec gets the axis in its inner chunk shape (and
+    its inner codecs, which may shard again). Array-to-array codecs that do not implement
+    :class:`AxisAwareCodec` (zarr's ``transpose``, say) cannot follow the change:
+    :class:`ValueError` names them.
     """
-    from zarr.abc.codec import ArrayArrayCodec
+    return [
+        cast(dict[str, Any], _codec_with_axis(c, ndim, inserted, removed).to_dict()) for c in codecs
+    ]
 
-    chain: list[dict[str, Any]] = []
-    for codec in codecs:
-        if isinstance(codec, ArrayArrayCodec):
-            if not isinstance(codec, AxisAwareCodec):
-                raise ValueError(
-                    f"the array-to-array codec {codec.to_dict()['name']!r} depends on the "
-                    "chunk's dimensions and cannot follow an added or removed axis"
-                )
-            if inserted is not None:
-                codec = codec.with_axis_inserted(inserted, ndim)
-            if removed is not None:
-                codec = codec.with_axis_removed(removed, ndim)
-        chain.append(cast(dict[str, Any], codec.to_dict()))
-    return chain
+
+def _codec_with_axis(codec: Any, ndim: int, inserted: int | None, removed: int | None) -> Any:
+    from zarr.abc.codec import ArrayArrayCodec
+    from zarr.codecs import ShardingCodec
+    from zarr.registry import get_codec_class
+
+    if isinstance(codec, Mapping):
+        codec = get_codec_class(str(codec["name"])).from_dict(dict(codec))
+    if isinstance(codec, ShardingCodec):
+        inner = list(codec.chunk_shape)
+        if inserted is not None:
+            inner.insert(inserted, 1)
+        if removed is not None:
+            # The shard is one element long on this axis, so its inner chunks are too.
+            del inner[removed]
+        return dataclasses.replace(
+            codec,
+            chunk_shape=tuple(inner),
+            codecs=tuple(_codec_with_axis(c, ndim, inserted, removed) for c in codec.codecs),
+        )
+    if isinstance(codec, ArrayArrayCodec):
+        if not isinstance(codec, AxisAwareCodec):
+            raise ValueError(
+                f"the array-to-array codec {codec.to_dict()['name']!r} depends on the "
+                "chunk's dimensions and cannot follow an added or removed axis"
+            )
+        if inserted is not None:
+            codec = codec.with_axis_inserted(inserted, ndim)
+        if removed is not None:
+            codec = codec.with_axis_removed(removed, ndim)
+    return codec
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -238,14 +314,15 @@ def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "conca
     for i, other in enumerate(metadatas[1:], start=1):
         if other.data_type != first.data_type:
             raise IncompatibleArraysError(
-                f"cannot {what}: array 0 has data type {first.data_type.to_json(zarr_format=3)}, "
-                f"array {i} has {other.data_type.to_json(zarr_format=3)}"
+                f"cannot {what} arrays with inconsistent dtypes: array 0 has data type "
+                f"{first.data_type.to_json(zarr_format=3)}, array {i} has "
+                f"{other.data_type.to_json(zarr_format=3)}"
             )
         if not _same_codecs(first, other):
             first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
             other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
-            raise IncompatibleArraysError(
-                f"cannot {what}: array 0 has codecs {first_codecs}, "
+            raise IncompatibleCodecsError(
+                f"cannot {what} arrays with different codecs: array 0 has {first_codecs}, "
                 f"array {i} has {other_codecs}; one Zarr array has one codec chain"
             )
         if not same_value(first.fill_value, other.fill_value):

@@ -26,7 +26,12 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from virtualstac.errors import ChunkReadError, UnregisteredURLError
+from virtualstac.errors import (
+    ChunkReadError,
+    InvalidChunkKeyError,
+    ReadOnlyStoreError,
+    UnregisteredURLError,
+)
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
@@ -131,6 +136,11 @@ class ManifestStore(Store):
     def registry(self) -> ObjectStoreRegistry:
         """The registry chunk bytes are read through."""
         return self._registry
+
+    @property
+    def nbytes_virtual(self) -> int:
+        """Memory used by the references of every array in the store, in bytes."""
+        return self._group.nbytes_virtual
 
     @property
     def supports_consolidated_metadata(self) -> bool:
@@ -242,6 +252,11 @@ class ManifestStore(Store):
             return prototype.buffer.from_bytes(data[start:end])
         located = self._locate_chunk(key)
         if located is None:
+            if key.strip("/") and isinstance(self._nodes.get(key.strip("/")), ManifestGroup):
+                raise InvalidChunkKeyError(
+                    f"Key requested is a group, not a key: {key!r}; its metadata is at "
+                    f"'{key.strip('/')}/{_METADATA_KEY}'"
+                )
             return None
         _, array, coords = located
         entry = array.manifest.get_entry(coords)
@@ -382,11 +397,15 @@ class ManifestStore(Store):
 
     async def set(self, key: str, value: Buffer) -> None:
         """Refuse: the store is read-only."""
-        self._check_writable()
+        raise ReadOnlyStoreError(f"cannot write {key!r}: a ManifestStore is read-only")
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        """Refuse: the store is read-only."""
+        raise ReadOnlyStoreError(f"cannot write {key!r}: a ManifestStore is read-only")
 
     async def delete(self, key: str) -> None:
         """Refuse: the store is read-only."""
-        self._check_writable()
+        raise ReadOnlyStoreError(f"cannot delete {key!r}: a ManifestStore is read-only")
 
     # -- listing --------------------------------------------------------------------------
 
@@ -425,7 +444,7 @@ class ManifestStore(Store):
             # A group's members come from the tree: zarr lists groups to find their members,
             # and enumerating every chunk key of every array for that costs seconds at 1M.
             yield _METADATA_KEY
-            for name in [*node.groups, *node.arrays]:
+            for name in node:  # arrays, then groups, each in the order they were given
                 yield name
             return
         base = f"{prefix}/" if prefix else ""

@@ -47,6 +47,7 @@ from virtualstac.parsers.hdf_dimensions import (
 )
 from virtualstac.parsers.hdf_filters import UnsupportedFilterError, codecs_for_filters
 from virtualstac.parsers.hdf_metadata import Member, decode_text, encode_fill_attributes
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -108,8 +109,12 @@ class HDFParser:
         self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
         self.inline_threshold = int(inline_threshold)
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Parse the file at ``url``, reading it through ``registry``."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Parse the file at ``url``, reading it through ``registry``.
+
+        Without a registry, reads are allowed from the file's directory or bucket only.
+        """
+        registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
         with counting_references():
             group = self.parse_file(url, reader)

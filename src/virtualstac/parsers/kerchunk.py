@@ -51,6 +51,7 @@ from virtualstac.parsers.kerchunk_resolve import (
     read_object,
     with_recorded_sources,
 )
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -99,8 +100,13 @@ class KerchunkJSONParser:
             drop_variables, root_array_name, remote_protocol, verify_sources
         )
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Read the reference file at ``url`` through ``registry`` and build its store."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Read the reference file at ``url`` through ``registry`` and build its store.
+
+        Without a registry, reads are allowed from the reference file's directory or bucket
+        only, which must then also hold the files it references.
+        """
+        registry = registry_or_default(url, registry)
         url = normalize_url(url)
         data = read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:

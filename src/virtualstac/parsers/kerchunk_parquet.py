@@ -28,6 +28,7 @@ from virtualstac.parsers.kerchunk_resolve import (
     read_object,
     with_recorded_sources,
 )
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
 from virtualstac.storage.failures import read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -64,8 +65,13 @@ class KerchunkParquetParser:
             drop_variables, root_array_name, remote_protocol, verify_sources
         )
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Read the reference set at ``url`` (its directory) through ``registry``."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Read the reference set at ``url`` (its directory) through ``registry``.
+
+        Without a registry, reads are allowed from the directory or bucket holding the
+        reference set only, which must then also hold the files it references.
+        """
+        registry = registry_or_default(url, registry)
         root = normalize_url(url).rstrip("/")
         zmetadata = read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:

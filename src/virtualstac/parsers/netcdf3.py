@@ -44,6 +44,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -153,8 +154,12 @@ class NetCDF3Parser:
         self.inline_threshold = int(inline_threshold)
         self.max_chunk_bytes = int(max_chunk_bytes)
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Parse the file at ``url``, reading it through ``registry``."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Parse the file at ``url``, reading it through ``registry``.
+
+        Without a registry, reads are allowed from the file's directory or bucket only.
+        """
+        registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
         with counting_references():
             group = self.parse_file(url, reader)

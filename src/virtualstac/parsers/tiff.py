@@ -78,6 +78,7 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.tiff_bands import (
     BandMetadata,
     SharedChunksError,
@@ -181,8 +182,12 @@ class TIFFParser:
             f"band_layout={self.band_layout!r}, variable={self.variable!r})"
         )
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """Read the TIFF headers at ``url`` through ``registry`` and return its virtual store."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """Read the TIFF headers at ``url`` through ``registry`` and return its virtual store.
+
+        Without a registry, reads are allowed from the file's directory or bucket only.
+        """
+        registry = registry_or_default(url, registry)
         chunk_url = normalize_url(url)
         reader = BlockCachedReader.from_url(
             url, registry, block_size=self.block_size, prefetch=self.prefetch

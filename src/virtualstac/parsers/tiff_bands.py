@@ -109,7 +109,7 @@ def band_variables(
         )
     variables: dict[str, ManifestArray] = {}
     for n, packing in enumerate(packings):
-        band = pixels[n]
+        band = pixels[n, ...]
         attributes = {**band.metadata.attributes, **packing.attributes()}
         metadata = replace_metadata(band.metadata, attributes=attributes)
         variables[f"{name}_{n + 1}"] = ManifestArray(metadata, band.manifest)

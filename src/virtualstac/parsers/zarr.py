@@ -22,6 +22,7 @@ from virtualstac.errors import SourceNotFoundError, UnknownFormatError
 from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
+from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -53,8 +54,12 @@ class ZarrParser:
         self.drop_variables = frozenset(drop_variables)
         self.array_name = array_name
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
-        """List the store at ``url`` and reference its chunk objects."""
+    def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
+        """List the store at ``url`` and reference its chunk objects.
+
+        Without a registry, reads are allowed from the store's directory or bucket only.
+        """
+        registry = registry_or_default(url, registry)
         root_url = normalize_url(url).rstrip("/")
         store, root_path = registry.resolve(root_url)
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)

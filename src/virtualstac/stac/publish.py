@@ -6,9 +6,11 @@ adds the store to the Collection as an asset in today's community conventions (s
 :mod:`virtualstac.stac.published_asset`). Publishing again appends only the items the asset
 does not list yet (``virtual:items``), and does nothing when there are none.
 
-A failed publish changes nothing: sources are all parsed before anything is written, Icechunk
-commits once at the end, Kerchunk files are renamed into place, and the Collection is changed
-only after the store was written.
+A failed publish changes nothing: the target is checked to be writable and sources are all
+parsed before anything is written, Icechunk commits once at the end, Kerchunk files are renamed
+into place, and the Collection is changed only after the store was written. A publish killed
+after writing the store and before its Collection was saved is completed by the next publish of
+that Collection (see :mod:`virtualstac.stac.publish_recovery`).
 
 >>> publish(collection, "s3://bucket/scenes.icechunk", registry=registry)  # doctest: +SKIP
 """
@@ -18,19 +20,19 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import pystac
 import xarray as xr
 
-from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
+from virtualstac.errors import NotWritableError
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
-from virtualstac.stac.published import scheme_options
+from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
 from virtualstac.stac.published_asset import (
     MEDIA_TYPES,
     PublishedStore,
@@ -39,12 +41,10 @@ from virtualstac.stac.published_asset import (
     storage_scheme,
 )
 from virtualstac.stac.targets import PublishError, Target, store_options
+from virtualstac.stac.writable import check_target_writable
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.urls import normalize_url
 
 __all__ = ["PublishError", "publish"]
-
-_VERSION_PROP = "virtual:version"
 
 
 def publish(
@@ -112,9 +112,13 @@ def publish(
 
     Raises
     ------
+    NotWritableError
+        If the target cannot be written (checked before anything is).
     PublishError
         If the target holds a store the Collection does not record, the repository moved on
-        since the Collection recorded it, or an item has no self href.
+        since the Collection recorded it, or an item has no self href. A store written by an
+        interrupted publish of this Collection (same self href, asset key, items and
+        sources) is not refused but adopted.
     IncompatibleArraysError
         If new items do not fit the published store (another grid, other variables, or times
         before its end).
@@ -124,13 +128,32 @@ def publish(
     items, collection = _items_and_collection(stac, collection)
     key = asset_key or format
     place = Target.of(target, storage_options, registry)
-    previous = _Previous.of(collection.assets.get(key), key, place, format)
+    previous = PreviousStore.of(collection.assets.get(key), key, place, format)
+    wanted = None if assets is None else list(assets)
+    unrecorded = {item.id: item for item in items if item.id not in previous.items}
+    try:
+        check_target_writable(place, inside=format == "icechunk")
+    except NotWritableError as err:
+        unwritable: NotWritableError | None = err  # raised below unless there is nothing to do
+    else:
+        unwritable = None
+        place.clean_leftovers()  # before looking at the store: it may finish a killed swap
+        previous = recover(
+            previous,
+            place,
+            format=format,
+            kerchunk_format=kerchunk_format,
+            catalog=collection.get_self_href(),
+            asset=key,
+            sources_of=lambda item_id: _sources(unrecorded[item_id], wanted),
+        )
     new = sorted((item for item in items if item.id not in previous.items), key=_moment)
-    if not new:
+    if not new and not previous.adopted:
         if previous.recorded:
             return collection
         raise UnsupportedAssetError("no STAC items to publish")
-    wanted = None if assets is None else list(assets)
+    if unwritable is not None:
+        raise unwritable
     sources = tuple(source for item in new for source in _sources(item, wanted))
 
     def open_level(overview_level: int | None) -> xr.Dataset:
@@ -147,18 +170,23 @@ def publish(
         )
         return cast(xr.Dataset, level)
 
-    dataset: Levels = open_levels(open_level) if overviews else open_level(None)
+    # With nothing new, the adopted store is recorded as it is.
+    dataset: Levels | None = None
+    if new:
+        dataset = open_levels(open_level) if overviews else open_level(None)
     ids = (*previous.items, *(item.id for item in new))
-    message = f"publish {len(new)} items: {new[0].id} .. {new[-1].id}"
+    record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
     if format == "icechunk":
         version = publish_repository(
             dataset,
             place,
             base=previous.version if previous.recorded else None,
+            containers=previous.containers,
             concat_dim=concat_dim,
             registry=registry,
-            message=message,
+            message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
             metadata={"virtualstac.items": len(new)},
+            record=record,
         )
         store = PublishedStore(
             "icechunk",
@@ -178,6 +206,7 @@ def publish(
             previous_containers=previous.containers if previous.recorded else None,
             concat_dim=concat_dim,
             registry=registry,
+            record=replace(record, items=ids, sources=(*previous.sources, *sources)),
             schemes=previous.schemes,
         )
         store = PublishedStore(
@@ -196,44 +225,6 @@ def publish(
         collection, key, store, described, _schemes(place, store.containers, registry)
     )
     return collection
-
-
-@dataclass(frozen=True)
-class _Previous:
-    """What the Collection records about a store already published at the target."""
-
-    recorded: bool
-    items: tuple[str, ...] = ()
-    version: str | None = None
-    containers: tuple[str, ...] = ()
-    sources: tuple[SourceAsset, ...] = ()
-    schemes: Mapping[str, Mapping[str, Any]] | None = None
-
-    @classmethod
-    def of(cls, asset: pystac.Asset | None, key: str, target: Target, format: str) -> _Previous:
-        if asset is None:
-            return cls(False)
-        recorded_format = asset.extra_fields.get(FORMAT_PROP)
-        if recorded_format != format:
-            raise PublishError(
-                f"the collection's asset {key!r} is not a published {format} store "
-                f"(virtual:format {recorded_format!r}); choose another asset_key"
-            )
-        href = asset.get_absolute_href() or asset.href
-        if normalize_url(href).rstrip("/") != target.url:
-            # Published elsewhere before: this publish starts a new store and replaces the asset.
-            return cls(False)
-        return cls(
-            True,
-            items=tuple(asset.extra_fields.get(ITEMS_PROP) or ()),
-            version=asset.extra_fields.get(_VERSION_PROP),
-            containers=tuple(asset.extra_fields.get(CONTAINERS_PROP) or ()),
-            sources=tuple(
-                SourceAsset(str(entry["key"]), str(entry["href"]))
-                for entry in asset.extra_fields.get("vrt:hrefs") or ()
-            ),
-            schemes=scheme_options(asset),
-        )
 
 
 def _items_and_collection(

@@ -1,15 +1,19 @@
 """Publishing a virtual dataset as an Icechunk repository: create it, or append new items.
 
 Nothing is committed before everything succeeded: references are written into a session (into
-a fork of it, see :func:`virtualstac.writers.write_icechunk`) and committed once; containers
-added for new sources are saved to the repository's configuration only after that commit. A
-repository created by a publish that then fails is removed again.
+a fork of it, see :func:`virtualstac.writers.write_icechunk`) and committed once, with a
+:class:`~virtualstac.stac.publish_recovery.PublishRecord` in the commit's metadata; containers
+added for new sources are saved to the repository's configuration only after that commit (and
+restored from the record by the next publish, should this one be killed in between). A new
+local repository is created and committed beside the target, then renamed into place; one on an
+object store, where nothing can be renamed whole, is created in place and removed again if the
+publish fails (if killed, the next publish adopts the empty repository it left).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import icechunk
@@ -21,15 +25,21 @@ from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
-from virtualstac.stac.targets import PublishError, Target
+from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
+from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import write_icechunk
-from virtualstac.writers.icechunk_containers import ensure_containers, required_containers
+from virtualstac.writers.icechunk_containers import (
+    container_for,
+    ensure_containers,
+    required_containers,
+)
+from virtualstac.writers.staging import replacing
 
 __all__ = ["BRANCH", "RepositoryVersion", "one_step_per_chunk", "publish_repository"]
 
-#: The branch publishes commit to.
-BRANCH = "main"
+# What Icechunk writes, under its fixed first snapshot id, before a new repository exists.
+_CREATION_FILES = frozenset({"snapshots/1CECHNKREP0F1RSTCMT0", "transactions/1CECHNKREP0F1RSTCMT0"})
 
 
 @dataclass(frozen=True)
@@ -41,75 +51,76 @@ class RepositoryVersion:
     dataset: xr.Dataset
 
 
+@dataclass(frozen=True)
+class _Commit:
+    """What to commit: the dataset, along which dimension, the message, metadata and record."""
+
+    dataset: Levels
+    concat_dim: str
+    registry: ObjectStoreRegistry | None
+    message: str
+    metadata: Mapping[str, Any]
+    record: PublishRecord
+
+    def metadata_with(
+        self, containers: Iterable[str], summary: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        record = replace(self.record, containers=tuple(sorted(containers)))
+        return {**self.metadata, **summary, RECORD_KEY: record.to_json()}
+
+
 def publish_repository(
-    dataset: Levels,
+    dataset: Levels | None,
     target: Target,
     *,
     base: str | None,
+    containers: Sequence[str] = (),
     concat_dim: str,
     registry: ObjectStoreRegistry | None,
     message: str,
     metadata: Mapping[str, Any],
+    record: PublishRecord,
 ) -> RepositoryVersion:
-    """Commit ``dataset`` to the repository at ``target``.
+    """Commit ``dataset`` to the repository at ``target``; describe it if ``dataset`` is None.
 
     ``base`` is the snapshot the catalog records; None creates the repository, otherwise the
-    dataset is appended along ``concat_dim`` to the branch, which must still be at ``base``.
+    dataset is appended along ``concat_dim`` to the branch, which must still be at ``base``
+    (written as the first data when ``base`` is the repository's initial commit).
+    ``containers`` must be declared in the repository (they are, unless a publish was killed
+    between its commit and saving them). ``record`` goes into the commit's metadata.
     A sequence of datasets is an image pyramid (finest first), written and appended level by
     level as a multiscales group (:mod:`virtualstac.stac.levels`).
     """
-    storage = target.icechunk_storage()
-    if base is None:
-        if icechunk.Repository.exists(storage):
-            raise PublishError(
-                f"{target.href} already holds an Icechunk repository that this collection does "
-                "not record; publish to a new target, or delete it first"
-            )
-        return _create(dataset, target, storage, concat_dim, registry, message, metadata)
-    return _append(dataset, target, storage, base, concat_dim, registry, message, metadata)
-
-
-def _create(
-    dataset: Levels,
-    target: Target,
-    storage: Any,
-    concat_dim: str,
-    registry: ObjectStoreRegistry | None,
-    message: str,
-    metadata: Mapping[str, Any],
-) -> RepositoryVersion:
-    group = pyramid_group(
-        dataset,
-        lambda _, level: one_step_per_chunk(
-            with_time_encoding(level, concat_dim).virtual.to_group(), concat_dim
-        ),
+    commit = (
+        None
+        if dataset is None
+        else _Commit(dataset, concat_dim, registry, message, metadata, record)
     )
-    containers = required_containers(group, registry)
-    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
-    repository = icechunk.Repository.create(storage, config=config)
-    try:
-        session = repository.writable_session(BRANCH)
-        summary = write_icechunk(group, session.store)
-        snapshot = session.commit(message, metadata={**metadata, **summary.as_metadata()})
-    except BaseException:
-        target.remove_repository()
-        raise
-    return _version(repository, snapshot)
+    with icechunk_failures(target.href):
+        if base is None:
+            if commit is None:
+                raise ValueError("a new repository needs a dataset to publish")
+            return _create(commit, target)
+        return _update(commit, target, base, containers, registry)
 
 
-def _append(
-    dataset: Levels,
+def _update(
+    commit: _Commit | None,
     target: Target,
-    storage: Any,
     base: str,
-    concat_dim: str,
+    containers: Sequence[str],
     registry: ObjectStoreRegistry | None,
-    message: str,
-    metadata: Mapping[str, Any],
 ) -> RepositoryVersion:
+    """Append to the repository, or describe it (``commit`` None); its branch must be at base."""
+    storage = target.icechunk_storage()
     config = icechunk.Repository.fetch_config(storage) or icechunk.RepositoryConfig.default()
     declared = set(config.virtual_chunk_containers or {})
+    missing = [prefix for prefix in containers if prefix not in declared]
     repository = icechunk.Repository.open(storage)
+    if missing:
+        ensure_containers(config, [container_for(prefix, registry) for prefix in missing])
+        repository = icechunk.Repository.open(storage, config=config)
+        repository.save_config()
     head = repository.lookup_branch(BRANCH)
     if head != base:
         raise PublishError(
@@ -117,8 +128,15 @@ def _append(
             f"collection records {base}: someone else published since. Reload the collection "
             "that recorded the newer snapshot and publish again"
         )
+    if commit is None:
+        return _version(repository, base)
+    initial = next(iter(repository.ancestry(snapshot_id=base))).parent_id is None
+    if initial:
+        group = _first_group(commit.dataset, commit.concat_dim)
+        return _version(*_commit(repository, storage, group, commit, append=False))
     published = repository.readonly_session(snapshot_id=base).store
-    check_levels(dataset, published, target.href)
+    check_levels(commit.dataset, published, target.href)
+    dim = commit.concat_dim
 
     def appended(path: str, level: xr.Dataset) -> ManifestGroup:
         existing = xr.open_zarr(
@@ -129,22 +147,72 @@ def _append(
             mask_and_scale=False,
             chunks=None,
         )
-        check_appendable(existing, level, concat_dim, target.href)
-        return one_step_per_chunk(
-            encode_like(level, existing, concat_dim).virtual.to_group(), concat_dim
-        )
+        check_appendable(existing, level, dim, target.href)
+        return one_step_per_chunk(encode_like(level, existing, dim).virtual.to_group(), dim)
 
-    group = pyramid_group(dataset, appended)
-    ensure_containers(config, required_containers(group, registry))
-    grown = set(config.virtual_chunk_containers or {}) != declared
+    group = pyramid_group(commit.dataset, appended)
+    return _version(*_commit(repository, storage, group, commit, append=True))
+
+
+def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+    return pyramid_group(
+        dataset,
+        lambda _, level: one_step_per_chunk(
+            with_time_encoding(level, concat_dim).virtual.to_group(), concat_dim
+        ),
+    )
+
+
+def _create(commit: _Commit, target: Target) -> RepositoryVersion:
+    group = _first_group(commit.dataset, commit.concat_dim)
+    containers = required_containers(group, commit.registry)
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    if target.is_local:
+        path = target.path
+        if path.exists() and not (path.is_dir() and not any(path.iterdir())):
+            raise PublishError(f"{target.href} already exists and is not an Icechunk repository")
+        with replacing(path) as staged:
+            storage = icechunk.local_filesystem_storage(str(staged))
+            repository = icechunk.Repository.create(storage, config=config)
+            _, snapshot = _commit(repository, storage, group, commit, append=False)
+        return _version(icechunk.Repository.open(target.icechunk_storage()), snapshot)
+    store, key = target.store()
+    found = target.listing(store, key)
+    if not found <= _CREATION_FILES:
+        raise PublishError(f"{target.href} holds objects but no Icechunk repository")
+    if found:  # the first files of a creation that was killed before it completed
+        target.remove_repository()
+    storage = target.icechunk_storage()
+    repository = icechunk.Repository.create(storage, config=config)
+    try:
+        return _version(*_commit(repository, storage, group, commit, append=False))
+    except BaseException:
+        target.remove_repository()
+        raise
+
+
+def _commit(
+    repository: Any, storage: Any, group: ManifestGroup, commit: _Commit, *, append: bool
+) -> tuple[Any, str]:
+    """Write ``group`` on the branch and commit it; save containers it added afterwards.
+
+    Returns the repository (opened anew with the added containers) and the snapshot.
+    """
+    config = repository.config
+    declared = set(config.virtual_chunk_containers or {})
+    ensure_containers(config, required_containers(group, commit.registry))
+    containers = set(config.virtual_chunk_containers or {})
+    grown = containers != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
-    summary = write_icechunk(group, session.store, append_dim=concat_dim)
-    snapshot = session.commit(message, metadata={**metadata, **summary.as_metadata()})
+    summary = write_icechunk(group, session.store, append_dim=commit.concat_dim if append else None)
+    snapshot = session.commit(
+        commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
+    )
     if grown:
         repository.save_config()
-    return _version(repository, snapshot)
+    return repository, str(snapshot)
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:

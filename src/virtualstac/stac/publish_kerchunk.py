@@ -3,7 +3,10 @@
 Kerchunk files cannot be appended to, so a republish reads the published references (through
 virtualstac's Kerchunk parser, which checks that their sources have not changed), appends the
 new items' references, and writes the union under a temporary name that is then renamed over
-the old file: readers see the old or the new references, never a mix.
+the old file (a local parquet directory is swapped in whole): readers see the old or the new
+references, never a mix. The references record which publish wrote them
+(:class:`~virtualstac.stac.publish_recovery.PublishRecord`), so that the next publish can adopt
+references whose catalog save was interrupted.
 """
 
 from __future__ import annotations
@@ -11,17 +14,19 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import obstore
 import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests import ManifestGroup, ManifestStore
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.stac.appending import check_appendable
-from virtualstac.stac.levels import Levels, check_levels, pyramid_group
+from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
+from virtualstac.stac.publish_recovery import RECORD_KEY, PublishRecord
 from virtualstac.stac.published import reading_registry
 from virtualstac.stac.published_asset import multihash_sha256
 from virtualstac.stac.targets import PublishError, Target
@@ -48,26 +53,31 @@ class ReferencesVersion:
 
 
 def publish_references(
-    dataset: Levels,
+    dataset: Levels | None,
     target: Target,
     *,
     kerchunk_format: KerchunkFormat,
     previous_containers: Sequence[str] | None,
     concat_dim: str,
     registry: ObjectStoreRegistry | None,
+    record: PublishRecord,
     schemes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ReferencesVersion:
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
     ``previous_containers`` are the prefixes the published references point to (None when
     nothing is published there yet). A sequence of datasets is an image pyramid (finest
-    first), written as a multiscales group (:mod:`virtualstac.stac.levels`).
+    first), written as a multiscales group (:mod:`virtualstac.stac.levels`). With ``dataset``
+    None nothing is written: the published references are described as they are.
+    ``record`` (its containers filled in) is written into the references.
     """
     if kerchunk_format not in ("json", "parquet"):
         raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
     parser = f"kerchunk-{kerchunk_format}"
     combined: dict[str, xr.Dataset] = {}
     if previous_containers is None:
+        if dataset is None:
+            raise ValueError("new references need a dataset to publish")
         if target.exists():
             raise PublishError(
                 f"{target.href} already exists and this collection does not record it; publish "
@@ -79,6 +89,8 @@ def publish_references(
             return dataset_to_group(level)
     else:
         published = _open_references(target, parser, previous_containers, registry, schemes)
+        if dataset is None:
+            return _described(target, kerchunk_format, previous_containers, published)
         check_levels(dataset, published, target.href)
 
         def joined(path: str, level: xr.Dataset) -> ManifestGroup:
@@ -88,19 +100,37 @@ def publish_references(
             return dataset_to_group(combined[path])
 
     group = pyramid_group(dataset, joined)
+    containers = tuple(spec.prefix for spec in required_containers(group, registry))
+    notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
     size = checksum = None
     if kerchunk_format == "json":
-        data = json.dumps(kerchunk_refs(group), allow_nan=False).encode()
+        data = json.dumps(kerchunk_refs(group, notes=notes), allow_nan=False).encode()
         target.write_file(data)
         size, checksum = len(data), multihash_sha256(data)
+    elif target.is_local:
+        write_kerchunk(group, target.path, format="parquet", notes=notes)
     else:
         with tempfile.TemporaryDirectory(prefix="virtualstac-") as work:
             directory = Path(work) / "references"
-            write_kerchunk(group, directory, format="parquet")
+            write_kerchunk(group, directory, format="parquet", notes=notes)
             target.write_directory(directory)
-    containers = tuple(spec.prefix for spec in required_containers(group, registry))
     described = combined["" if isinstance(dataset, xr.Dataset) else "0"]
     return ReferencesVersion(parser, containers, described, size, checksum)
+
+
+def _described(
+    target: Target, kerchunk_format: str, containers: Sequence[str], published: ManifestStore
+) -> ReferencesVersion:
+    """The references at ``target`` as they are (a JSON file's size and checksum read)."""
+    size = checksum = None
+    if kerchunk_format == "json":
+        store, path = target.store()
+        data = bytes(obstore.get(store, path).bytes())
+        size, checksum = len(data), multihash_sha256(data)
+    dataset = published.to_virtual_dataset(group=level_group(published, None, target.href) or "")
+    return ReferencesVersion(
+        f"kerchunk-{kerchunk_format}", tuple(containers), dataset, size, checksum
+    )
 
 
 def _open_references(

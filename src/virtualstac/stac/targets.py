@@ -6,15 +6,19 @@ reference file (JSON) or directory (parquet). Object-store targets take the same
 ``secret_access_key``, ``skip_signature``, ``client_options``); they are used to reach the store
 and are never written into STAC.
 
-Kerchunk files are written under a temporary name and then renamed over the old ones, so a
-reader (or a failed publish) never sees half a file.
+Kerchunk files are written under a temporary name that names its writer (host and process) and
+then renamed over the old ones, so a reader (or a failed or killed publish) never sees half a
+file. A local parquet directory is swapped in whole; on an object store, whose objects can only
+be renamed one at a time, the staged directory lists its files in a journal before the renames
+start, so that the next publish finishes a swap that a killed one began.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,16 +30,35 @@ import obstore
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path, normalize_url
+from virtualstac.writers.staging import clean_leftovers, orphaned, replacing, temporary_name
 
-__all__ = ["PublishError", "Target", "store_options"]
+__all__ = ["PublishError", "Target", "icechunk_failures", "store_options"]
 
 # Icechunk's own storages; other schemes can hold Kerchunk files but not repositories.
 _ICECHUNK_SCHEMES = ("file", "s3", "s3a", "gs", "gcs")
 _PARQUET_METADATA = ".zmetadata"
+# Written into a staged directory once all its files are uploaded: the files to move in.
+_JOURNAL = ".virtualstac-staged"
 
 
 class PublishError(VirtualStacError, ValueError):
     """A store cannot be published where, or as, asked."""
+
+
+@contextmanager
+def icechunk_failures(href: str) -> Iterator[None]:
+    """Turn Icechunk's own errors into :class:`PublishError` naming the repository.
+
+    Icechunk's messages continue with a trace of its internals: only their first line is kept
+    (the error stays chained).
+    """
+    try:
+        yield
+    except icechunk.IcechunkError as err:
+        lines = str(err).strip().splitlines()
+        reason = lines[0] if lines else type(err).__name__
+        message = f"cannot publish to the Icechunk repository at {href}: {reason}"
+        raise PublishError(message) from err
 
 
 def _truthy(value: Any) -> bool:
@@ -76,6 +99,11 @@ class Target:
     def is_local(self) -> bool:
         """Whether the target is on the local filesystem."""
         return self.scheme == "file"
+
+    @property
+    def path(self) -> Path:
+        """The local path of a local target."""
+        return Path(file_url_to_path(self.url))
 
     @property
     def href(self) -> str:
@@ -132,15 +160,12 @@ class Target:
         if self.is_local:
             shutil.rmtree(file_url_to_path(self.url), ignore_errors=True)
             return
-        store, prefix = self._store()
-        for batch in obstore.list(store, prefix=prefix + "/"):
-            paths = [entry["path"] for entry in batch]
-            if paths:
-                obstore.delete(store, paths)
+        store, prefix = self.store()
+        self._delete_below(store, prefix)
 
     # -- Kerchunk files ---------------------------------------------------------------------
 
-    def _store(self) -> tuple[Any, str]:
+    def store(self) -> tuple[Any, str]:
         """An obstore store and the target's path in it."""
         if self.is_local:
             registry = ObjectStoreRegistry()
@@ -152,7 +177,7 @@ class Target:
 
     def exists(self) -> bool:
         """Whether an object, or a directory with a Kerchunk parquet index, is at the target."""
-        store, path = self._store()
+        store, path = self.store()
         for candidate in (path, f"{path}/{_PARQUET_METADATA}"):
             try:
                 obstore.head(store, candidate)
@@ -167,8 +192,12 @@ class Target:
 
     def write_file(self, data: bytes) -> None:
         """Write ``data`` to a temporary object next to the target, then rename it into place."""
-        store, path = self._store()
-        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        if self.is_local:
+            with replacing(self.path) as staged:
+                staged.write_bytes(data)
+            return
+        store, path = self.store()
+        temporary = temporary_name(path)
         obstore.put(store, temporary, data)
         try:
             obstore.rename(store, temporary, path)
@@ -177,14 +206,15 @@ class Target:
             raise
 
     def write_directory(self, directory: Path) -> None:
-        """Replace the directory at the target with the files of a local ``directory``.
+        """Replace the object-store directory at the target with the files of ``directory``.
 
-        The files are uploaded under a temporary prefix and renamed into place, the parquet
-        metadata (which readers open first) last; files of the old version that the new one
-        lacks are deleted afterwards.
+        The files are uploaded under a temporary prefix, then a journal listing them; then
+        they are renamed into place, the parquet metadata (which readers open first) last,
+        and files of the old version that the new one lacks are deleted. A publish killed
+        after the journal was written is finished by :meth:`clean_leftovers`.
         """
-        store, path = self._store()
-        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        store, path = self.store()
+        temporary = temporary_name(path)
         files = sorted(
             (p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()),
             key=lambda name: name == _PARQUET_METADATA,
@@ -192,29 +222,61 @@ class Target:
         try:
             for name in files:
                 obstore.put(store, f"{temporary}/{name}", (directory / name).read_bytes())
+            obstore.put(store, f"{temporary}/{_JOURNAL}", json.dumps(files).encode())
         except BaseException:
             self._delete_below(store, temporary)
             raise
-        old = self._listing(store, path)
+        self._move_in(store, temporary, path, files)
+
+    def _move_in(self, store: Any, temporary: str, path: str, files: list[str]) -> None:
+        staged = self.listing(store, temporary)
+        old = self.listing(store, path)
         for name in files:
-            obstore.rename(store, f"{temporary}/{name}", f"{path}/{name}")
+            if name in staged:
+                obstore.rename(store, f"{temporary}/{name}", f"{path}/{name}")
         stale = [f"{path}/{name}" for name in old - set(files)]
         if stale:
             obstore.delete(store, stale)
         self._delete_below(store, temporary)
 
-    def _listing(self, store: Any, path: str) -> set[str]:
+    def clean_leftovers(self) -> None:
+        """Finish or remove what publishes to this target that were killed left beside it.
+
+        Only temporaries of dead processes of this host are touched (see
+        :func:`virtualstac.writers.staging.orphaned`): a staged directory whose journal was
+        written is moved in, as the killed publish would have; anything else is deleted.
+        """
+        if self.is_local:
+            clean_leftovers(self.path)
+            return
+        store, path = self.store()
+        parent, _, name = path.rpartition("/")
+        found = obstore.list_with_delimiter(store, prefix=parent or None)
+        for entry in found["objects"]:
+            if orphaned(entry["path"].rpartition("/")[2], name):
+                obstore.delete(store, entry["path"])
+        for prefix in found["common_prefixes"]:
+            if not orphaned(prefix.rstrip("/").rpartition("/")[2], name):
+                continue
+            temporary = prefix.rstrip("/")
+            try:
+                journal = bytes(obstore.get(store, f"{temporary}/{_JOURNAL}").bytes())
+            except FileNotFoundError:
+                self._delete_below(store, temporary)
+                continue
+            self._move_in(store, temporary, path, list(json.loads(journal)))
+
+    def listing(self, store: Any, path: str) -> set[str]:
+        """The object names below ``path`` in ``store``, relative to it."""
         found: set[str] = set()
         for batch in obstore.list(store, prefix=path + "/"):
             found.update(entry["path"][len(path) + 1 :] for entry in batch)
         return found
 
     def _delete_below(self, store: Any, path: str) -> None:
-        leftovers = [f"{path}/{name}" for name in self._listing(store, path)]
+        leftovers = [f"{path}/{name}" for name in self.listing(store, path)]
         if leftovers:
             obstore.delete(store, leftovers)
-        if self.is_local:
-            shutil.rmtree("/" + path, ignore_errors=True)
 
 
 def store_options(url: str, registry: ObjectStoreRegistry | None) -> dict[str, Any] | None:

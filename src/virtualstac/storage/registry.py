@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import obstore
-from obstore.store import HTTPStore, LocalStore, ObjectStore, from_url
+from obstore.store import (
+    AzureStore,
+    GCSStore,
+    HTTPStore,
+    LocalStore,
+    ObjectStore,
+    S3Store,
+    from_url,
+)
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
 from virtualstac.storage.failures import redact
-from virtualstac.storage.urls import file_url_to_path, normalize_url
+from virtualstac.storage.urls import normalize_url
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
@@ -26,23 +34,90 @@ if TYPE_CHECKING:
 __all__ = ["ObjectStoreRegistry"]
 
 _DECODED_SCHEMES = ("file", "http", "https")
+# Schemes whose URLs may name no bucket or host: the local filesystem, an in-memory store.
+_HOSTLESS_SCHEMES = ("file", "memory")
+# Spellings of one kind of location, so that a store built for ``s3://`` serves ``s3a://``.
+_SCHEME_FAMILIES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "azure": "az"}
 
 
 def _canonical_prefix(prefix: str) -> str:
+    if prefix in ("file://", "file:///"):
+        return "file://"
     url = normalize_url(prefix)
     scheme, _, rest = url.partition("://")
-    if scheme != "file" and not urlsplit(url).netloc:
+    if scheme not in _HOSTLESS_SCHEMES and not urlsplit(url).netloc:
         raise InvalidPathError(f"prefix {prefix!r} must name a bucket or host")
     return f"{scheme}://{rest.rstrip('/')}" if rest.rstrip("/") else f"{scheme}://"
+
+
+# Object-store classes, the scheme of their URLs, and the config key naming their bucket.
+_BUCKET_STORES = (
+    (S3Store, "s3", "bucket"),
+    (GCSStore, "gs", "bucket"),
+    (AzureStore, "az", "container_name"),
+)
+
+
+def _store_root(store: ObjectStore) -> str | None:
+    """The URL below which ``store`` finds its objects, where the store says; else ``None``.
+
+    Object paths given to a store are relative to its root: ``LocalStore(prefix="/data")``
+    reads ``x.nc`` from ``/data/x.nc``, ``S3Store("b", prefix="p")`` reads it from
+    ``s3://b/p/x.nc`` and an ``HTTPStore`` reads it below its URL.
+    """
+    if isinstance(store, LocalStore):
+        return "file://" if store.prefix is None else _canonical_prefix(str(store.prefix))
+    if isinstance(store, HTTPStore):
+        parts = urlsplit(store.url)
+        return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+    for kind, scheme, key in _BUCKET_STORES:
+        if isinstance(store, kind):
+            bucket = store.config.get(key)
+            if not bucket:
+                return None
+            prefix = (store.prefix or "").strip("/")
+            return f"{scheme}://{bucket}/{prefix}".rstrip("/")
+    return None
+
+
+def _location(url: str) -> tuple[str, str]:
+    """The kind of storage and the bucket or host a URL names, whatever its spelling."""
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0]
+    scheme = _SCHEME_FAMILIES.get(scheme, scheme)
+    if scheme == "az":
+        host = host.split("@", 1)[0]  # abfs://container@account.dfs.core.windows.net
+    return scheme, host
+
+
+def _path_below(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` (both URL paths), or ``None`` if it lies elsewhere.
+
+    Whole segments are compared, each percent-decoded: stores report their roots decoded
+    (``S3Store.prefix`` is ``"my data"`` for ``s3://bucket/my%20data``).
+    """
+    root_parts = [part for part in root.split("/") if part]
+    parts = path.lstrip("/").split("/")
+    if len(parts) < len(root_parts) or any(
+        unquote(part) != unquote(expected)
+        for part, expected in zip(parts[: len(root_parts)], root_parts, strict=True)
+    ):
+        return None
+    return "/".join(parts[len(root_parts) :])
 
 
 class ObjectStoreRegistry:
     """Map URL prefixes to obstore stores; the longest matching prefix wins.
 
-    A prefix is ``scheme://bucket-or-host[/path]``. The store registered for it is rooted at that
-    prefix (as ``obstore.store.from_url(prefix)`` builds it), so the object path passed to the
-    store is the rest of the URL. ``file://`` prefixes are the exception: their stores are rooted
-    at ``/`` and receive the absolute path, which lets one local store serve many prefixes.
+    A prefix is ``scheme://bucket-or-host[/path]`` (``file://`` and ``memory://`` need no
+    host). The object path a URL resolves to is relative to where its store is rooted, as the
+    store itself says, for every scheme: ``{"file:///data": LocalStore(prefix="/data")}``
+    resolves ``file:///data/x.nc`` to ``x.nc``, ``{"file://": LocalStore()}`` resolves it to
+    ``data/x.nc``, and ``S3Store("bucket", prefix="era5")`` registered for ``s3://bucket``
+    resolves ``s3://bucket/era5/t2m.nc`` to ``t2m.nc``. A store that stands in for another
+    location (a local mirror of a bucket, an in-memory store) is rooted at its prefix. A URL
+    below a prefix whose store cannot reach it (it is rooted elsewhere) is refused like an
+    unregistered one.
 
     Examples
     --------
@@ -64,6 +139,8 @@ class ObjectStoreRegistry:
         ``network`` sets the timeouts and retries of the stores the registry builds.
         """
         self._stores: dict[str, ObjectStore] = {}
+        # Per prefix, the URL its store is rooted at; None for a store standing in for it.
+        self._roots: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self.network = network
         for prefix, store in (stores or {}).items():
@@ -104,8 +181,12 @@ class ObjectStoreRegistry:
             store = _build_store(key, options, network or self.network)
         elif options or network is not None:
             raise TypeError("store options are only used when no store is given")
+        root = _store_root(store)
+        if root is not None and _location(root) != _location(key):
+            root = None  # the store stands in for the prefix: its objects are named below it
         with self._lock:
             self._stores[key] = store
+            self._roots[key] = root
         return store
 
     @classmethod
@@ -136,7 +217,15 @@ class ObjectStoreRegistry:
 
     def __contains__(self, url: object) -> bool:
         """Whether ``url`` lies below a registered prefix."""
-        return isinstance(url, str) and self._match(url) is not None
+        if not isinstance(url, str):
+            return False
+        if url.startswith(("/", "file://")):
+            try:
+                url = normalize_url(url)
+            except InvalidPathError:
+                return False
+        match = self._match(url)
+        return match is not None and self._object_path(match[0], url) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.prefixes)
@@ -150,12 +239,14 @@ class ObjectStoreRegistry:
     def resolve(self, url: str) -> tuple[ObjectStore, str]:
         """Return the store that serves ``url`` and the object path within that store.
 
+        The path is relative to the store's root (see the class description).
+
         Raises
         ------
         UnregisteredURLError
             If ``url`` lies outside every registered prefix.
         """
-        if url.startswith("/"):
+        if url.startswith(("/", "file://")):
             url = normalize_url(url)
         match = self._match(url)
         if match is None:
@@ -166,13 +257,24 @@ class ObjectStoreRegistry:
                 "trust the references that point there."
             )
         prefix, store = match
-        scheme = prefix.partition("://")[0]
-        if scheme == "file":
-            return store, file_url_to_path(url).lstrip("/")
-        rest = url[len(prefix) :].lstrip("/")
-        if scheme in _DECODED_SCHEMES:
+        rest = self._object_path(prefix, url)
+        if rest is None:
+            raise UnregisteredURLError(
+                f"reading {redact(url)!r} is not allowed: it lies below the registered prefix "
+                f"{redact(prefix)!r}, but the store registered for it is rooted at "
+                f"{redact(self._roots[prefix] or '')!r} and cannot reach it. Register a store "
+                "rooted at or above the objects it should read."
+            )
+        if prefix.partition("://")[0] in _DECODED_SCHEMES:
             rest = unquote(rest)
         return store, rest
+
+    def _object_path(self, prefix: str, url: str) -> str | None:
+        """The path of ``url`` (which lies below ``prefix``) within the prefix's store."""
+        root = self._roots[prefix]
+        if root is None:
+            return url[len(prefix) :].lstrip("/")
+        return _path_below(urlsplit(url).path, urlsplit(root).path)
 
     def head(self, url: str) -> dict[str, Any]:
         """Return the metadata of ``url``: ``size``, ``last_modified``, ``e_tag``, ``version``."""
@@ -194,10 +296,11 @@ class ObjectStoreRegistry:
         return None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"stores": self._stores, "network": self.network}
+        return {"stores": self._stores, "roots": self._roots, "network": self.network}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._stores = dict(state["stores"])
+        self._roots = dict(state["roots"])
         self.network = state["network"]
         self._lock = threading.Lock()
 

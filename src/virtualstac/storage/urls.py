@@ -53,8 +53,8 @@ def normalize_url(path: str, *, root: str | None = None) -> str:
         return _local_path_to_url(path)
     if root is None:
         raise InvalidPathError(
-            f"relative chunk path {path!r} is ambiguous; pass an absolute path or URL, "
-            "or give root= to resolve it against"
+            f"relative chunk path {path!r} is ambiguous: paths must be absolute (a local path "
+            "starting with '/' or a URL), or give root= to resolve it against"
         )
     return join_url(normalize_url(root), path)
 

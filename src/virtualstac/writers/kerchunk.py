@@ -10,9 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +24,7 @@ from virtualstac.manifests.metadata import json_safe
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.inlining import inline_small_chunks
+from virtualstac.writers.staging import replacing
 from virtualstac.writers.zarr_v2 import v2_metadata
 
 __all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
@@ -95,10 +94,17 @@ def _array_keys(path: str, array: ManifestArray, positions: np.ndarray[Any, Any]
     return [f"{path}/{k}" for k in keys]
 
 
-def kerchunk_refs(group: ManifestGroup, *, root: str | None = None) -> dict[str, Any]:
+def kerchunk_refs(
+    group: ManifestGroup,
+    *,
+    root: str | None = None,
+    notes: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Return version-1 Kerchunk references ``{"version": 1, "refs": {...}}`` for a group tree.
 
-    Inlined chunks are written as ``base64:`` strings; missing chunks are left out.
+    Inlined chunks are written as ``base64:`` strings; missing chunks are left out. ``notes``
+    join the source versions in the top-level ``virtualstac`` section, which readers other
+    than virtualstac ignore.
     """
     refs: dict[str, Any] = {
         key: json.dumps(doc, allow_nan=False) for key, doc in kerchunk_metadata(group).items()
@@ -122,10 +128,21 @@ def kerchunk_refs(group: ManifestGroup, *, root: str | None = None) -> dict[str,
     result: dict[str, Any] = {"version": 1, "refs": refs}
     if root_url is not None:
         result["templates"] = {ROOT_TEMPLATE: root_url.rstrip("/")}
-    sources = _source_stamps(group, root_url)
-    if sources:
-        result[SOURCES_KEY] = {"sources": sources}
+    section = _section(group, root_url, notes)
+    if section:
+        result[SOURCES_KEY] = section
     return result
+
+
+def _section(
+    group: ManifestGroup, root: str | None, notes: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The ``virtualstac`` section: source versions and the caller's notes."""
+    section: dict[str, Any] = dict(notes or {})
+    sources = _source_stamps(group, root)
+    if sources:
+        section["sources"] = sources
+    return section
 
 
 def _source_stamps(group: ManifestGroup, root: str | None) -> dict[str, Any]:
@@ -144,15 +161,19 @@ def _source_stamps(group: ManifestGroup, root: str | None) -> dict[str, Any]:
 
 
 def _write_parquet(
-    group: ManifestGroup, directory: Path, record_size: int, root: str | None
+    group: ManifestGroup,
+    directory: Path,
+    record_size: int,
+    root: str | None,
+    notes: Mapping[str, Any] | None,
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     metadata = kerchunk_metadata(group)
     root_url = normalize_url(root) if root is not None else None
     document: dict[str, Any] = {"metadata": metadata, "record_size": record_size}
-    sources = _source_stamps(group, root_url)
-    if sources:
-        document[SOURCES_KEY] = {"sources": sources}
+    section = _section(group, root_url, notes)
+    if section:
+        document[SOURCES_KEY] = section
     (directory / ".zmetadata").write_text(json.dumps(document, allow_nan=False))
     for path, array in _walk_arrays(group):
         manifest = array.manifest
@@ -188,21 +209,6 @@ def _write_parquet(
             )
 
 
-@contextmanager
-def _staging(target: Path) -> Iterator[Path]:
-    """A path beside ``target`` to write to; it replaces ``target`` only if writing succeeded.
-
-    Readers never see a half-written reference file or parquet directory, and a failed write
-    leaves a previous one as it was.
-    """
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as scratch:
-        staged = Path(scratch) / target.name
-        yield staged
-        if target.is_dir():
-            target.rename(Path(scratch) / "replaced")  # removed with the scratch directory
-        staged.replace(target)
-
-
 def write_kerchunk(
     group: ManifestGroup,
     path: str | Path | None = None,
@@ -212,6 +218,7 @@ def write_kerchunk(
     root: str | None = None,
     inline_threshold: int = 0,
     registry: ObjectStoreRegistry | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Write a group tree as Kerchunk references.
 
@@ -224,8 +231,9 @@ def write_kerchunk(
     format
         ``"dict"`` returns the references; ``"json"`` writes version-1 JSON; ``"parquet"`` writes
         the layout fsspec's ``LazyReferenceMapper`` reads (``.zmetadata`` + ``refs.N.parq``).
-        Both are written beside ``path`` and moved there when complete: a failure leaves
-        nothing half-written, and an existing output as it was.
+        Both are written beside ``path`` and renamed there when complete (a parquet directory
+        is swapped in whole, see :mod:`virtualstac.writers.staging`): a failure, or a kill,
+        leaves nothing half-written, and an existing output as it was.
     record_size
         References per parquet file.
     root
@@ -238,6 +246,9 @@ def write_kerchunk(
         ``inline_threshold`` does; 0 inlines nothing read.
     registry
         Where those chunks may be read from; needed when ``inline_threshold`` is positive.
+    notes
+        JSON values recorded in the references' top-level ``virtualstac`` section (beside the
+        source versions), such as which publish wrote them.
 
     Returns
     -------
@@ -248,13 +259,13 @@ def write_kerchunk(
             raise ValueError("inline_threshold needs a registry to read the chunks through")
         group = inline_small_chunks(group, inline_threshold, registry)
     if format == "dict":
-        return kerchunk_refs(group, root=root)
+        return kerchunk_refs(group, root=root, notes=notes)
     if path is None:
         raise ValueError(f"format={format!r} needs a path to write to")
     target = Path(path)
     if format == "json":
-        document = json.dumps(kerchunk_refs(group, root=root), allow_nan=False)
-        with _staging(target) as staged:
+        document = json.dumps(kerchunk_refs(group, root=root, notes=notes), allow_nan=False)
+        with replacing(target) as staged:
             staged.write_text(document)
         return None
     if format == "parquet":
@@ -263,7 +274,7 @@ def write_kerchunk(
         if root is not None:
             # Parquet reference sets have no templates section to map {{root}} back.
             raise ValueError("root= is only supported for format='dict' or 'json'")
-        with _staging(target) as staged:
-            _write_parquet(group, staged, record_size, root)
+        with replacing(target) as staged:
+            _write_parquet(group, staged, record_size, root, notes)
         return None
     raise ValueError(f"format must be 'dict', 'json' or 'parquet', got {format!r}")
