@@ -159,9 +159,9 @@ class ChunkManifest:
         if zero_length.any():
             # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
             # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
-            index = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
-            key = separator.join(str(int(i)) for i in index) or "0"
-            path = table[int(codes[index])]
+            at = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
+            key = separator.join(str(int(i)) for i in at) or "0"
+            path = table[int(codes[at])]
             raise InvalidManifestError(
                 f"chunk {key!r} references 0 bytes of {path!r}; a chunk that was never "
                 "written is a missing chunk (path ''), not a reference of length 0"

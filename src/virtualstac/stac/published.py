@@ -26,7 +26,7 @@ from virtualstac.errors import VirtualStacError
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
-from virtualstac.stac.icechunk_reads import CheckedIcechunkStore
+from virtualstac.stac.icechunk_reads import CheckedIcechunkStore, check_local_sources
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -315,6 +315,7 @@ def _icechunk_store(
         if version
         else repository.readonly_session("main")
     )
+    check_local_sources(repository, session.snapshot_id, url)
     return CheckedIcechunkStore(session.store, url)
 
 
