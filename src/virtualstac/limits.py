@@ -36,6 +36,7 @@ __all__ = [
     "check_open_references",
     "check_references",
     "counting_references",
+    "fits_in_memory",
     "get_limits",
     "gunzip_metadata",
     "limits",
@@ -195,10 +196,16 @@ def gunzip_metadata(data: bytes, *, source: str) -> bytes:
 
 
 def check_coordinate(nbytes: int, *, source: str, name: str) -> None:
-    """Refuse building coordinate ``name`` of ``nbytes`` in memory beyond ``coordinate_bytes``."""
+    """Refuse building variable ``name`` (a coordinate, or a loaded variable) of ``nbytes`` in
+    memory beyond ``coordinate_bytes``."""
     if nbytes > _current.coordinate_bytes:
         raise _exceeded(
-            f"{source}: coordinate {name!r} would take {nbytes:,} bytes in memory",
+            f"{source}: variable {name!r} would take {nbytes:,} bytes in memory",
             nbytes,
             "coordinate_bytes",
         )
+
+
+def fits_in_memory(nbytes: int) -> bool:
+    """Whether a coordinate of ``nbytes`` may be built in memory (``coordinate_bytes``)."""
+    return nbytes <= _current.coordinate_bytes

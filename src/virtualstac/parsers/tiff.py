@@ -71,7 +71,7 @@ from virtualstac.codecs import (
     ZstdCodec,
 )
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError
-from virtualstac.limits import check_references, counting_references
+from virtualstac.limits import check_references, counting_references, fits_in_memory
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -272,9 +272,13 @@ class _ImageBuilder:
             spatial_ref = {**crs_attributes, "GeoTransform": geo.geotransform_text}
             arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), spatial_ref)
             if geo.is_rectilinear:
+                # Coordinates too big to hold are left to the GeoTransform: the virtual dataset
+                # computes them lazily (manifests/geotransform.py).
                 x_attrs, y_attrs = geo.coordinate_attributes()
-                arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
-                arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
+                if fits_in_memory(8 * page.imagewidth):
+                    arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
+                if fits_in_memory(8 * page.imagelength):
+                    arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
         variable, packings = self.parser.variable, self.bands.packing_of_bands(samples)
         if len(set(packings)) == 1:
             attributes.update(packings[0].attributes())
