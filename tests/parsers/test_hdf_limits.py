@@ -66,3 +66,12 @@ def test_datasets_within_the_limit_open_and_count_toward_the_open(tmp_path: Path
             parse(path)
     with virtualstac.limits.limits(references_per_array=600, references_per_open=1200):
         parse(path)
+
+
+def test_variable_length_strings_are_refused_before_they_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "strings.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("names", shape=(10**9,), chunks=(10**6,), dtype=h5py.string_dtype())
+
+    with pytest.raises(LimitExceededError, match=r"variable 'names' would take 8,000,000,000"):
+        parse(path)

@@ -139,6 +139,17 @@ class ChunkManifest:
         root: str | None,
         stamps: Mapping[str, SourceStamp] | None = None,
     ) -> None:
+        zero_length = (lengths == 0) & (codes > INLINED_CODE)
+        if zero_length.any():
+            # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
+            # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
+            at = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
+            index = tuple(int(i) for i in at)
+            raise InvalidManifestError(
+                f"zero-length chunk reference to {table[int(codes[at])]!r} at index {index} "
+                f"(chunk {separator.join(map(str, index)) or '0'!r}); a chunk that was never "
+                "written is a missing chunk (path ''), not a reference of length 0"
+            )
         if validate_paths:
             table, codes = normalize_table(table, codes, root)
             stamps = {normalize_url(k, root=root): v for k, v in (stamps or {}).items()}
@@ -155,17 +166,6 @@ class ChunkManifest:
                 del inlined[index]
             codes = np.where(emptied, MISSING_CODE, codes)
             table, codes = drop_unused(table, codes)
-        zero_length = (lengths == 0) & (codes > INLINED_CODE)
-        if zero_length.any():
-            # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
-            # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
-            at = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
-            key = separator.join(str(int(i)) for i in at) or "0"
-            path = table[int(codes[at])]
-            raise InvalidManifestError(
-                f"chunk {key!r} references 0 bytes of {path!r}; a chunk that was never "
-                "written is a missing chunk (path ''), not a reference of length 0"
-            )
         self._table = tuple(table)
         self._codes = _frozen(np.asarray(codes, dtype=code_dtype(len(table)), order="C"))
         self._offsets = _frozen(np.asarray(offsets, dtype=np.uint64, order="C"))

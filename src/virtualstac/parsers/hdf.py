@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
-from virtualstac.limits import check_references, counting_references
+from virtualstac.limits import check_coordinate, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
@@ -383,6 +383,9 @@ class _FileWalker:
     ) -> ManifestArray:
         """Variable-length strings: their chunks hold heap addresses, so inline the values."""
         from numcodecs.vlen import VLenUTF8
+
+        # Each string is at least a Python object reference once read.
+        check_coordinate(member.node.size * 8, source=self.url, name=member.path)
 
         ds = member.node
         # xarray decodes _FillValue by the data type, and has no rule for strings.
