@@ -27,15 +27,8 @@ from typing import Any
 import numpy as np
 
 from _common import Row, format_bytes, print_table, progress, run_worker, worker_main
-from bench_parsers import (
-    SINGLE_FILES,
-    _log_lines,
-    _peer_importable,
-    _registry,
-    _start_http,
-    write_cog,
-    write_netcdf,
-)
+from bench_files import SINGLE_FILES, write_cog, write_netcdf
+from bench_parsers import _log_lines, _peer_importable, _registry, _start_http
 
 SCRIPT = Path(__file__).resolve()
 
