@@ -32,7 +32,6 @@ __all__ = [
     "LimitExceededError",
     "Limits",
     "check_coordinate",
-    "check_metadata_size",
     "check_open_references",
     "check_references",
     "counting_references",
@@ -164,12 +163,6 @@ def check_open_references(total: int, *, source: str) -> None:
         raise _exceeded(
             f"{source}: its arrays have {total:,} chunk references", total, "references_per_open"
         )
-
-
-def check_metadata_size(size: int, *, source: str) -> None:
-    """Refuse ``size`` bytes of metadata from ``source`` beyond ``metadata_bytes``."""
-    if size > _current.metadata_bytes:
-        raise _exceeded(f"{source}: {size:,} bytes of metadata", size, "metadata_bytes")
 
 
 def gunzip_metadata(data: bytes, *, source: str) -> bytes:
