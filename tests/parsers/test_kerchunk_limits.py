@@ -18,7 +18,7 @@ import pytest
 import tifffile
 
 import virtualstac.limits
-from virtualstac.errors import LimitExceededError
+from virtualstac.errors import CorruptFileError, LimitExceededError
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.kerchunk import (
     KerchunkJSONParser,
@@ -94,7 +94,7 @@ def test_a_billion_chunk_array_is_refused_with_memory_capped(tmp_path: Path) -> 
 
     out = bounded.run_capped(
         f"""
-        from virtualstac.errors import LimitExceededError
+        from virtualstac.errors import CorruptFileError, LimitExceededError
         from virtualstac.parsers.kerchunk import KerchunkJSONParser
         from virtualstac.storage.registry import ObjectStoreRegistry
         url = {path.as_uri()!r}
@@ -152,7 +152,7 @@ def test_a_truncated_gzip_file_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "refs.json.gz"
     path.write_bytes(gzip.compress(b'{".zgroup": "{\\"zarr_format\\": 2}"}')[:-12])
 
-    with pytest.raises(KerchunkReferenceError, match="not a readable gzip file"):
+    with pytest.raises(CorruptFileError, match=r"refs\.json\.gz is damaged: reading its gzip stream"):
         parse_json(path)
 
 

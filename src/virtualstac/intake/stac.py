@@ -35,11 +35,20 @@ import xarray as xr
 from pystac_client import Client, ItemSearch
 
 from virtualstac.intake.base import VirtualDataSource, overview_level_of
+from virtualstac.parsers.corrupt import reading
 from virtualstac.stac.dataset import StacReferences, open_stac_references
 
 __all__ = ["StacVirtualSource"]
 
 #: Arguments that make ``url`` the root of a STAC API to search.
+#: What pystac raises for JSON that is no valid STAC.
+_STAC_ERRORS = (
+    pystac.STACError,
+    pystac.STACTypeError,
+    pystac.errors.DuplicateObjectKeyError,
+    pystac.errors.RequiredPropertyMissing,
+)
+
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
 
@@ -122,14 +131,15 @@ class StacVirtualSource(VirtualDataSource):
             return Client.open(self.url).search(**self.search_parameters)
         # A relative path would be resolved against whatever the working directory is later.
         url = self.url if "://" in self.url else os.path.abspath(self.url)
-        document = pystac.StacIO.default().read_json(url)
-        if document.get("type") == "FeatureCollection":
-            return pystac.ItemCollection.from_dict(document)
-        if "conformsTo" in document and any(
-            link.get("rel") == "search" for link in document.get("links", [])
-        ):
-            return Client.open(url).search()
-        found = pystac.read_dict(document, href=url)
+        with reading(url, "its STAC JSON", also=_STAC_ERRORS):
+            document = pystac.StacIO.default().read_json(url)
+            if document.get("type") == "FeatureCollection":
+                return pystac.ItemCollection.from_dict(document)
+            if "conformsTo" in document and any(
+                link.get("rel") == "search" for link in document.get("links", [])
+            ):
+                return Client.open(url).search()
+            found = pystac.read_dict(document, href=url)
         if not isinstance(found, pystac.Item | pystac.Catalog):
             raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
         return found

@@ -29,7 +29,6 @@ lives in ``kerchunk_parquet``, ``gen`` in ``kerchunk_gen``, one array's referenc
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,6 +38,7 @@ from virtualstac.limits import counting_references, gunzip_metadata
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_gen import expand_generators, select_generated
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_parquet import KerchunkParquetParser
@@ -110,15 +110,15 @@ class KerchunkJSONParser:
         url = normalize_url(url)
         data = read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
-            try:
+            with reading(url, "its gzip stream"):
                 data = gunzip_metadata(data, source=url)
-            except zlib.error as err:
-                raise KerchunkReferenceError(f"{url!r} is not a readable gzip file: {err}") from err
         try:
             references = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise KerchunkReferenceError(f"{url!r} is not a JSON document: {err}") from err
-        with counting_references():
+        except RecursionError as err:
+            raise KerchunkReferenceError(f"{url!r} nests JSON too deeply to read") from err
+        with reading(url, "its references"), counting_references():
             group = self.parse_references(references, url, registry)
         return ManifestStore(group, registry=registry)
 

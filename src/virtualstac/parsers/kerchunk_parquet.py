@@ -18,6 +18,7 @@ from obstore.exceptions import BaseError
 from virtualstac.limits import check_open_references, check_references, counting_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_resolve import (
     KerchunkOptions,
@@ -30,7 +31,7 @@ from virtualstac.parsers.kerchunk_resolve import (
 )
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import describe, read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -72,13 +73,18 @@ class KerchunkParquetParser:
         reference set only, which must then also hold the files it references.
         """
         registry = registry_or_default(url, registry)
+        with reading(url, "its references"):
+            return self._parse(url, registry)
+
+    def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """Read the metadata of the reference set at ``url``, then build its store."""
         root = normalize_url(url).rstrip("/")
         zmetadata = read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
             content = json.loads(zmetadata)
             record_size = int(content["record_size"])
             metadata = content["metadata"]
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, RecursionError) as err:
             raise KerchunkReferenceError(
                 f"{root}/.zmetadata is not Kerchunk parquet metadata "
                 "(a JSON object with 'metadata' and 'record_size')"
@@ -88,9 +94,9 @@ class KerchunkParquetParser:
         documents = {key: parse_document(key, value, root) for key, value in metadata.items()}
         merge_consolidated(documents, root)
         with counting_references():
-            return self._parse(root, documents, record_size, content, registry)
+            return self._build(root, documents, record_size, content, registry)
 
-    def _parse(
+    def _build(
         self,
         root: str,
         documents: dict[str, Any],
@@ -164,8 +170,10 @@ def _fetch_record_files(
             raise read_failure(err, url) from err
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
-        except (pa.ArrowInvalid, OSError) as err:
-            raise KerchunkReferenceError(f"{url!r} is not a readable parquet file: {err}") from err
+        except (pa.ArrowException, OSError) as err:
+            raise KerchunkReferenceError(
+                f"{url!r} is not a readable parquet file: {describe(err)}"
+            ) from err
 
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS) as pool:
         tables = list(pool.map(fetch, [url for _, _, url in wanted]))

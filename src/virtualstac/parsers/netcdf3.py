@@ -44,6 +44,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -171,8 +172,10 @@ class NetCDF3Parser:
 
     def parse_file(self, url: str, reader: BlockCachedReader) -> ManifestGroup:
         """Build the group of the netCDF3 file ``url``, whose bytes ``reader`` reads."""
-        header = _HeaderDecoder(url, reader).header()
-        return _GroupBuilder(normalize_url(url), reader, header, self).group()
+        with reading(url, "its netCDF-3 header"):
+            header = _HeaderDecoder(url, reader).header()
+        with reading(url, "its variables' data layout"):
+            return _GroupBuilder(normalize_url(url), reader, header, self).group()
 
 
 class _HeaderDecoder:

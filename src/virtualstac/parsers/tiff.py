@@ -70,7 +70,7 @@ from virtualstac.codecs import (
     WebPCodec,
     ZstdCodec,
 )
-from virtualstac.errors import NotVirtualizableError, UnknownFormatError
+from virtualstac.errors import CorruptFileError, NotVirtualizableError, UnknownFormatError
 from virtualstac.limits import check_references, counting_references, fits_in_memory
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
@@ -78,6 +78,7 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.tiff_bands import (
     BandMetadata,
@@ -193,11 +194,12 @@ class TIFFParser:
             url, registry, block_size=self.block_size, prefetch=self.prefetch
         )
         with reader:
-            try:
-                tif = tifffile.TiffFile(cast(IO[bytes], reader))
-            except tifffile.TiffFileError as err:
-                raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
-            with tif, counting_references():
+            with reading(url, "its IFD chain"):
+                try:
+                    tif = tifffile.TiffFile(cast(IO[bytes], reader))
+                except tifffile.TiffFileError as err:
+                    raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
+            with tif, reading(url, "its IFDs and tags"), counting_references():
                 group = self._parse(tif, url, chunk_url)
         if reader.meta is not None:
             group = group.with_source_stamps({chunk_url: SourceStamp.from_meta(reader.meta)})
@@ -485,6 +487,14 @@ class _ImageBuilder:
             raise self.fail(
                 f"the file lists {offsets.size} offsets and {lengths.size} byte counts for "
                 f"{expected} tiles or strips"
+            )
+        # Offset 0 is the file header: bytes to read there are a damaged offset, not a segment
+        # left unwritten (GDAL would read the header as pixels).
+        damaged = np.flatnonzero((offsets == 0) & (lengths != 0))
+        if damaged.size:
+            raise CorruptFileError(
+                f"{self.url} is damaged: IFD {page.index} puts {int(lengths[damaged[0]])} bytes "
+                f"of tile or strip {int(damaged[0])} at offset 0, inside the TIFF header"
             )
         # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK): TIFF
         # defines it as missing, read as the nodata value. Elsewhere a zero length is an error.

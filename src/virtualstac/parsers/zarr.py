@@ -18,12 +18,13 @@ import obstore
 from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualstac.errors import SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
 from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import describe, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -60,14 +61,19 @@ class ZarrParser:
         Without a registry, reads are allowed from the store's directory or bucket only.
         """
         registry = registry_or_default(url, registry)
+        with reading(url, "its Zarr metadata"):
+            return self._parse(url, registry)
+
+    def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         root_url = normalize_url(url).rstrip("/")
         store, root_path = registry.resolve(root_url)
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
         try:
             sizes = _list_sizes(store, prefix)
             documents = {
-                key: json.loads(
-                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes())
+                key: _json_document(
+                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
+                    f"{root_url}/{key}",
                 )
                 for key in sizes
                 if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
@@ -118,6 +124,16 @@ class ZarrParser:
             else:
                 groups[name] = self._v3_group(f"{here}{name}", documents, sizes, base_url)
         return ManifestGroup(arrays=arrays, groups=groups, attributes=document.get("attributes"))
+
+
+def _json_document(data: bytes, url: str) -> Any:
+    """A metadata document's JSON; a damaged one raises :class:`CorruptFileError`."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+        raise CorruptFileError(
+            f"{redact(url)} is damaged: it is not JSON ({describe(err)})"
+        ) from err
 
 
 def _v3_array(

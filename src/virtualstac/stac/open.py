@@ -53,13 +53,14 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
 __all__ = [
@@ -547,6 +548,7 @@ def _task(
             f"asset {key!r} of item {item_id!r} is a published {asset.extra_fields[FORMAT_PROP]} "
             "store, not a source file; open it with its own reader (e.g. xr.open_zarr)"
         )
+    check_not_local_on_api(key, asset, item)
     href = asset.get_absolute_href() or asset.href
     if "://" not in href and not href.startswith("/"):
         raise InvalidPathError(
@@ -922,11 +924,7 @@ def _concat_items(
     if len(parts) == 1:
         return parts[0]
     try:
-        combined = xr.concat(
-            parts,
-            dim=dim,
-            **EXACT_COMBINE,
-        )
+        combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
     except ValueError as err:
         ids = ", ".join(item.id for item in items)
         raise IncompatibleArraysError(
