@@ -19,6 +19,7 @@ __all__ = [
     "InvalidIndexerError",
     "InvalidManifestError",
     "InvalidPathError",
+    "LimitExceededError",
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
@@ -108,6 +109,13 @@ class NotWritableError(VirtualStacError, PermissionError):
 
 class OverviewNotFoundError(VirtualStacError, IndexError):
     """An overview level asked for does not exist: the file has fewer (or no) overviews."""
+
+
+class LimitExceededError(VirtualStacError, MemoryError):
+    """A file claims more than a size limit allows (chunk references, decompressed metadata,
+    coordinate values): refused before the memory is allocated. The message says the figure,
+    the limit and how to raise it (:mod:`virtualstac.limits`).
+    """
 
 
 class UnregisteredURLError(VirtualStacError, PermissionError):

@@ -16,6 +16,7 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
+import math
 import posixpath
 import threading
 from collections.abc import Iterable
@@ -30,6 +31,7 @@ from virtualstac.errors import (
     SourceNotFoundError,
     UnknownFormatError,
 )
+from virtualstac.limits import check_coordinate, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
@@ -120,7 +122,8 @@ class HDFParser:
         """
         registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
-        group = self.parse_file(url, reader)
+        with counting_references():
+            group = self.parse_file(url, reader)
         if reader.meta is not None:
             stamp = SourceStamp.from_meta(reader.meta)
             group = group.with_source_stamps({normalize_url(url): stamp})
@@ -346,6 +349,7 @@ class _FileWalker:
             attributes=attributes,
             dimension_names=dims,
         )
+        check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
         if ds.chunks:
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
@@ -399,6 +403,9 @@ class _FileWalker:
     ) -> ManifestArray:
         """Variable-length strings: their chunks hold heap addresses, so inline the values."""
         from numcodecs.vlen import VLenUTF8
+
+        # Each string is at least a Python object reference once read.
+        check_coordinate(member.node.size * 8, source=self.url, name=member.path)
 
         ds = member.node
         # xarray decodes _FillValue by the data type, and has no rule for strings.

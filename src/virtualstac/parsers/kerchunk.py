@@ -28,13 +28,13 @@ lives in ``kerchunk_parquet``, ``gen`` in ``kerchunk_gen``, one array's referenc
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from virtualstac.limits import counting_references, gunzip_metadata
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
@@ -110,15 +110,15 @@ class KerchunkJSONParser:
         url = normalize_url(url)
         data = read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
-            with reading(url, "its gzip stream", also=(OSError,)):
-                data = gzip.decompress(data)
+            with reading(url, "its gzip stream"):
+                data = gunzip_metadata(data, source=url)
         try:
             references = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise KerchunkReferenceError(f"{url!r} is not a JSON document: {err}") from err
         except RecursionError as err:
             raise KerchunkReferenceError(f"{url!r} nests JSON too deeply to read") from err
-        with reading(url, "its references"):
+        with reading(url, "its references"), counting_references():
             group = self.parse_references(references, url, registry)
         return ManifestStore(group, registry=registry)
 

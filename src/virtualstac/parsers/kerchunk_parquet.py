@@ -15,6 +15,7 @@ from typing import Any
 import obstore
 from obstore.exceptions import BaseError
 
+from virtualstac.limits import check_open_references, check_references, counting_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.corrupt import reading
@@ -76,6 +77,7 @@ class KerchunkParquetParser:
             return self._parse(url, registry)
 
     def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """Read the metadata of the reference set at ``url``, then build its store."""
         root = normalize_url(url).rstrip("/")
         zmetadata = read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
@@ -91,6 +93,18 @@ class KerchunkParquetParser:
             raise KerchunkReferenceError(f"{root}/.zmetadata has an invalid record_size")
         documents = {key: parse_document(key, value, root) for key, value in metadata.items()}
         merge_consolidated(documents, root)
+        with counting_references():
+            return self._build(root, documents, record_size, content, registry)
+
+    def _build(
+        self,
+        root: str,
+        documents: dict[str, Any],
+        record_size: int,
+        content: Mapping[str, Any],
+        registry: ObjectStoreRegistry,
+    ) -> ManifestStore:
+        """The store of a reference set whose metadata is read."""
         # Relative URLs are relative to the directory holding the reference set's directory.
         resolver = URLResolver(root, registry, self._options, {})
         tables = _fetch_record_files(root, documents, record_size, registry, self._options)
@@ -123,7 +137,7 @@ def _fetch_record_files(
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    wanted: list[tuple[str, int, str]] = []
+    counts: dict[str, int] = {}
     for key, zarray in documents.items():
         path, _, name = key.rpartition("/")
         if name != ".zarray" or not isinstance(zarray, Mapping):
@@ -136,6 +150,12 @@ def _fetch_record_files(
             count = math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue  # the metadata translation reports malformed .zarray documents
+        # Counted again, into the open's total, when their grids are built.
+        check_references(count, source=root, array=path, add_to_open=False)
+        counts[path] = count
+    check_open_references(sum(counts.values()), source=root)
+    wanted: list[tuple[str, int, str]] = []
+    for path, count in counts.items():
         directory = join_url(root, path) if path else root
         for number in range(math.ceil(count / record_size)):
             wanted.append((path, number, f"{directory}/refs.{number}.parq"))

@@ -33,7 +33,7 @@ from virtualstac.stac.authorization import (
     is_remote,
 )
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
-from virtualstac.stac.icechunk_reads import CheckedIcechunkStore
+from virtualstac.stac.icechunk_reads import CheckedIcechunkStore, check_local_sources
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -363,6 +363,7 @@ def _icechunk_store(
     if any(prefix.startswith("file://") for prefix in containers):
         # Icechunk follows links below a local container: check where each chunk leads.
         check_local_locations(session.all_virtual_chunk_locations(), containers)
+    check_local_sources(repository, session.snapshot_id, url)
     return CheckedIcechunkStore(session.store, url)
 
 
