@@ -70,8 +70,12 @@ def test_publish_saves_the_collection_in_place(
     target = tmp_path / "scenes.icechunk"
     assert main(["publish", str(catalog), str(target), "--assets", "B02"]) == 0
     out, err = capsys.readouterr()
-    assert out == f"published 2 items to {target}; saved {catalog}\n"
+    assert out == (
+        f"published 2 items (2 new, 0 appended, 0 already present) to {target}; saved {catalog}\n"
+    )
     assert "virtualizing: 2/2" in err
+    assert "writing and committing: 1/1" in err
+    assert "<00:00" in err  # the bars show the time remaining
     saved = json.loads(catalog.read_text())
     assert saved["assets"]["icechunk"]["virtual:items"] == ["S0", "S1"]
     assert [link["rel"] for link in saved["links"]].count("store") == 1
@@ -130,7 +134,7 @@ def test_info_prints_the_dataset_of_a_published_collection(
     capsys.readouterr()
     assert main(["info", str(catalog)]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith("Collection scenes, opened from its published store:\n")
+    assert shown.startswith(f"Collection scenes, opened from its published store {target}:\n")
     assert "B02          (time, y, x) uint16" in shown
     assert main(["info", "--sources", str(catalog.parent / "S0" / "S0.json")]) == 0
     parsed = capsys.readouterr().out
