@@ -16,8 +16,9 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     # Icechunk's Rust warnings are silenced when virtualstac is imported (unless ICECHUNK_LOG).
     arguments = _parser().parse_args(argv)
-    _log_to_stderr(verbose=arguments.verbose)
+    refused = _refused_option(arguments) if arguments.command == "publish" else None
+    if refused is not None:
+        print(f"{_PROGRAM}: error: {refused}", file=sys.stderr)
+        return 2
     try:
-        if arguments.command == "publish":
-            refused = _refused_option(arguments)
-            if refused is not None:
-                print(f"{_PROGRAM}: error: {refused}", file=sys.stderr)
-                return 2
-            status = _publish(arguments)
-        else:
-            status = _info(arguments)
+        with _logging_to_stderr(verbose=arguments.verbose):
+            status = _publish(arguments) if arguments.command == "publish" else _info(arguments)
         sys.stdout.flush()  # here, so that a closed pipe is met inside the try
     except BrokenPipeError:
         # The reader went away (``virtualstac info ... | head -1``): stop quietly. Python's
@@ -61,15 +59,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _log_to_stderr(*, verbose: bool) -> None:
-    """Show virtualstac's warnings (with ``verbose``, what it reads and writes) on stderr."""
+@contextmanager
+def _logging_to_stderr(*, verbose: bool) -> Iterator[None]:
+    """Show virtualstac's warnings (with ``verbose``, what it reads and writes) on stderr.
+
+    Only while the command runs: ``main`` called in-process leaves logging as it found it.
+    """
     logger = logging.getLogger("virtualstac")
-    if not any(getattr(h, "_virtualstac_cli", False) for h in logger.handlers):
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(f"{_PROGRAM}: %(message)s"))
-        handler._virtualstac_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{_PROGRAM}: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _refused_option(arguments: argparse.Namespace) -> str | None:

@@ -7,8 +7,10 @@ from typing import Any
 
 import pystac
 import xarray as xr
+from pystac.utils import make_absolute_href
 
 from virtualstac.manifests import ManifestArray
+from virtualstac.stac.open import Grid
 from virtualstac.stac.published import published_asset
 
 __all__ = ["dataset_summary", "opened_store", "sources_of"]
@@ -23,23 +25,27 @@ def opened_store(stac: pystac.Item | pystac.Collection) -> pystac.Asset | None:
     return asset
 
 
-def dataset_summary(grid: Any, dataset: xr.Dataset) -> dict[str, Any]:
+def dataset_summary(grid: Grid | None, dataset: xr.Dataset) -> dict[str, Any]:
     """The grid, dimensions and variables of ``dataset`` (with their chunk references)."""
     variables = {str(name): _variable(variable) for name, variable in dataset.variables.items()}
-    counts = [v["references"] for v in variables.values()]
+    counts = [v["references"] for v in variables.values() if v["references"] is not None]
     return {
-        "grid": None if grid is None else str(grid),
+        "grid": None if grid is None else _grid(grid),
         "dims": {str(name): int(size) for name, size in dataset.sizes.items()},
         "variables": variables,
-        # Counted only in virtual references: a published store is read as values.
-        "references": None if None in counts else sum(counts),
+        # Counted in virtual references only: a published store is read as values, and
+        # coordinates computed from a geotransform reference nothing.
+        "references": sum(counts) if counts else None,
     }
 
 
 def sources_of(asset: pystac.Asset | None, datasets: Iterable[xr.Dataset]) -> list[str]:
-    """The source files behind the datasets: the store's ``vrt:hrefs``, or the manifests'."""
+    """The sources behind the datasets: the store's ``vrt:hrefs`` (the item assets it was
+    published from, absolute), or the files the manifests reference."""
     if asset is not None:
-        return sorted({str(entry["href"]) for entry in asset.extra_fields.get("vrt:hrefs") or ()})
+        owner = None if asset.owner is None else asset.owner.get_self_href()
+        hrefs = (str(entry["href"]) for entry in asset.extra_fields.get("vrt:hrefs") or ())
+        return sorted({make_absolute_href(href, owner) for href in hrefs})
     return sorted(
         {
             path
@@ -49,6 +55,11 @@ def sources_of(asset: pystac.Asset | None, datasets: Iterable[xr.Dataset]) -> li
             for path in variable.data.manifest.path_table
         }
     )
+
+
+def _grid(grid: Grid) -> dict[str, Any]:
+    transform = None if grid.transform is None else list(grid.transform)
+    return {"crs": grid.crs, "shape": list(grid.shape), "transform": transform}
 
 
 def _variable(variable: xr.Variable) -> dict[str, Any]:
