@@ -154,6 +154,18 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print a machine-readable summary, as JSON"
     )
     info.add_argument("--no-progress", action="store_true", help="no progress bars")
+    info.add_argument(
+        "--authorize",
+        action="append",
+        metavar="PREFIX",
+        help="a URL prefix the catalog may make us read beyond its own assets (repeatable): "
+        "sources of Kerchunk references, containers of a published store",
+    )
+    info.add_argument(
+        "--trust-catalog-endpoints",
+        action="store_true",
+        help="send your credentials to the S3 endpoints the catalog's storage schemes choose",
+    )
     return parser
 
 
@@ -252,6 +264,8 @@ def _info(arguments: argparse.Namespace) -> int:
         group_by="grid",
         use_published=not arguments.sources,
         progress=not arguments.no_progress,
+        authorize=arguments.authorize,
+        trust_catalog_endpoints=arguments.trust_catalog_endpoints,
     )
     virtual = any(
         isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()

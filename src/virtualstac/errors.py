@@ -9,7 +9,9 @@ also derives from the builtin exception a Python user would expect (``ValueError
 from __future__ import annotations
 
 __all__ = [
+    "ChunkDecodeError",
     "ChunkReadError",
+    "CorruptFileError",
     "IncompatibleArraysError",
     "IncompatibleCodecsError",
     "IndexerTypeError",
@@ -17,6 +19,7 @@ __all__ = [
     "InvalidIndexerError",
     "InvalidManifestError",
     "InvalidPathError",
+    "LimitExceededError",
     "NetworkError",
     "NetworkTimeoutError",
     "NotVirtualizableError",
@@ -108,6 +111,13 @@ class OverviewNotFoundError(VirtualStacError, IndexError):
     """An overview level asked for does not exist: the file has fewer (or no) overviews."""
 
 
+class LimitExceededError(VirtualStacError, MemoryError):
+    """A file claims more than a size limit allows (chunk references, decompressed metadata,
+    coordinate values): refused before the memory is allocated. The message says the figure,
+    the limit and how to raise it (:mod:`virtualstac.limits`).
+    """
+
+
 class UnregisteredURLError(VirtualStacError, PermissionError):
     """A URL lies outside every prefix of the object store registry (the read allow-list)."""
 
@@ -116,12 +126,26 @@ class UnknownFormatError(VirtualStacError, ValueError):
     """A file's format could not be recognised, or no parser handles it."""
 
 
+class CorruptFileError(VirtualStacError, ValueError):
+    """A file's header or metadata is damaged: it cannot be parsed as the format it claims.
+
+    The message names the file and what was being read; the parser's own exception is chained.
+    """
+
+
 class SourceNotFoundError(VirtualStacError, FileNotFoundError):
     """A source file or directory does not exist."""
 
 
 class ChunkReadError(VirtualStacError, OSError):
     """The bytes of a referenced chunk could not be read as referenced."""
+
+
+class ChunkDecodeError(ChunkReadError):
+    """A chunk's bytes were read but do not decode with its array's codecs: the source is
+    damaged, or the reference's offset or length is wrong. The message names the chunk key, the
+    source URL, the offset and the length.
+    """
 
 
 class SourceChangedError(ChunkReadError):

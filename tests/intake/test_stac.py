@@ -26,7 +26,7 @@ from stac_archive import (
     write_archive,
 )
 from virtualstac import ManifestArray
-from virtualstac.errors import ChunkReadError
+from virtualstac.errors import ChunkReadError, CorruptFileError
 from virtualstac.intake import StacVirtualSource
 from virtualstac.stac import publish
 
@@ -229,3 +229,23 @@ def test_sign_by_import_path_reads_a_signed_directory(
     )
     with pytest.raises(ValueError, match="cannot be imported"):
         StacVirtualSource(**arguments, sign="servers.no_such_function")
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ('{"type": "Feature", "stac_version": "1.1.0", "id": "a"', json.JSONDecodeError),
+        ('{"type": "Feature", "stac_version": "1.1.0", "id": "a", "links": []}', pystac.STACError),
+        (b'{"type": "Catalog\xff"}', UnicodeDecodeError),
+    ],
+)
+def test_malformed_stac_json_names_the_file(
+    tmp_path: Path, text: str | bytes, cause: type[Exception]
+) -> None:
+    path = tmp_path / "item.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(CorruptFileError, match=r"item\.json is damaged: reading its STAC JSON"):
+        StacVirtualSource(str(path)).read()
+    with pytest.raises(CorruptFileError) as caught:
+        StacVirtualSource(str(path)).stac()
+    assert isinstance(caught.value.__cause__, cause)

@@ -73,15 +73,9 @@ EXCLUDED = {
         "VirtualiZarr 2.8 removed ManifestArray.chunks; the seed API documents it, and our "
         "chunk manager makes xarray's chunked-array handling explain that loading needs a store"
     ),
-    **dict.fromkeys(
-        [
-            "test_manifest.py::TestZeroLengthChunks::test_from_arrays_raises",
-            "test_manifest.py::TestZeroLengthChunks::test_dict_constructor_raises",
-            "test_manifest.py::TestZeroLengthChunks::test_inlined_dict_constructor_raises",
-            "test_manifest.py::TestZeroLengthChunks::test_manifestarray_raises",
-        ],
-        "VirtualiZarr 2.8 refuses zero-length references; we read them as missing chunks, which "
-        "is what GDAL and libtiff do with sparse tiles (offset and byte count 0)",
+    "test_manifest.py::TestZeroLengthChunks::test_inlined_dict_constructor_raises": (
+        "VirtualiZarr 2.8 refuses empty inlined chunks; we read them as missing chunks (they "
+        "hold nothing to decode); zero-length references are refused as VirtualiZarr does"
     ),
     **dict.fromkeys(
         [

@@ -408,5 +408,99 @@ def _scalar_array(path: Path) -> ManifestArray:
 def test_numpy_functions_outside_the_supported_set_are_refused(
     virtual_array: Callable[..., ManifestArray],
 ) -> None:
-    with pytest.raises(UnsupportedOperationError, match=r"numpy.transpose is not supported.*stack"):
-        np.transpose(virtual_array((2, 3), (1, 3)))
+    with pytest.raises(UnsupportedOperationError, match=r"numpy.flip is not supported.*stack"):
+        np.flip(virtual_array((2, 3), (1, 3)))
+
+
+# -- pixel-interleaved rasters: the transpose order follows the axes ---------------------------
+
+
+@pytest.fixture
+def interleaved(tmp_path: Path) -> tuple[list[ManifestArray], list[np.ndarray]]:
+    """Two 3-band uint16 GeoTIFFs written by GDAL pixel-interleaved (a chunk holds every band,
+    stored (y, x, band)) with the horizontal predictor; their band_data arrays, rasterio's reads.
+    """
+    import rasterio
+
+    from virtualstac.parsers import TIFFParser
+    from virtualstac.storage.registry import ObjectStoreRegistry
+
+    arrays, values = [], []
+    rng = np.random.default_rng(3)
+    for name in ("a.tif", "b.tif"):
+        path = tmp_path / name
+        data = rng.integers(0, 60000, (3, 40, 48), dtype="uint16")
+        profile = {"driver": "GTiff", "width": 48, "height": 40, "count": 3, "dtype": "uint16"}
+        tiling = {"tiled": True, "blockxsize": 16, "blockysize": 16, "interleave": "pixel"}
+        with rasterio.open(path, "w", **profile, **tiling, compress="deflate", predictor=2) as f:
+            f.write(data)
+        with rasterio.open(path) as f:
+            values.append(f.read())
+        store = TIFFParser()(path.as_uri(), ObjectStoreRegistry.for_url(path.as_uri()))
+        array = store.group["band_data"]
+        assert isinstance(array, ManifestArray)
+        arrays.append(array)
+    return arrays, values
+
+
+def transpose_order(array: ManifestArray) -> list[int]:
+    first = array.metadata.codecs[0].to_dict()
+    assert first["name"] == "transpose"
+    return list(first["configuration"]["order"])
+
+
+def test_stacked_pixel_interleaved_rasters_read_as_the_stacked_values(
+    interleaved: tuple[list[ManifestArray], list[np.ndarray]], read_virtual: ReadVirtual
+) -> None:
+    arrays, values = interleaved
+    assert transpose_order(arrays[0]) == [1, 2, 0]
+
+    stacked = np.stack(arrays)
+    at_end = np.stack(arrays, axis=-1)
+
+    assert transpose_order(stacked) == [0, 2, 3, 1]
+    np.testing.assert_array_equal(read_virtual({"v": stacked})["v"].values, np.stack(values))
+    np.testing.assert_array_equal(
+        read_virtual({"v": at_end})["v"].values, np.stack(values, axis=-1)
+    )
+    # Dropping the stacked axis again gives back the file's own layout.
+    assert transpose_order(stacked[1, ...]) == [1, 2, 0]
+    np.testing.assert_array_equal(read_virtual({"v": stacked[1, ...]})["v"].values, values[1])
+
+
+def test_expanded_and_broadcast_pixel_interleaved_rasters_keep_their_values(
+    interleaved: tuple[list[ManifestArray], list[np.ndarray]], read_virtual: ReadVirtual
+) -> None:
+    (array, _), (value, _) = interleaved
+
+    expanded = np.expand_dims(array, axis=1)
+    broadcast = np.broadcast_to(array, (2, *array.shape))
+
+    assert transpose_order(expanded) == [2, 1, 3, 0]
+    np.testing.assert_array_equal(
+        read_virtual({"v": expanded})["v"].values, np.expand_dims(value, 1)
+    )
+    np.testing.assert_array_equal(
+        read_virtual({"v": broadcast})["v"].values, np.broadcast_to(value, (2, *value.shape))
+    )
+
+
+def test_transposing_moves_references_and_keeps_the_stored_layout(
+    interleaved: tuple[list[ManifestArray], list[np.ndarray]], read_virtual: ReadVirtual
+) -> None:
+    (array, _), (value, _) = interleaved
+
+    stored_order = np.transpose(array, (1, 2, 0))
+    band_last_x_first = array.transpose(2, 1, 0)
+
+    # The chunks' own order: no transpose codec is needed any more.
+    assert "transpose" not in [c.to_dict()["name"] for c in stored_order.metadata.codecs]
+    assert stored_order.chunks == (16, 16, 3)
+    np.testing.assert_array_equal(
+        read_virtual({"v": stored_order})["v"].values, np.transpose(value, (1, 2, 0))
+    )
+    np.testing.assert_array_equal(
+        read_virtual({"v": band_last_x_first})["v"].values, value.transpose(2, 1, 0)
+    )
+    with pytest.raises(ValueError, match="not a permutation"):
+        np.transpose(array, (0, 0, 1))

@@ -191,12 +191,15 @@ def test_the_repr_counts_inlined_chunks() -> None:
     )
 
 
-def test_zero_length_references_count_as_missing() -> None:
-    # A zero-length range is how sparse TIFFs mark tiles that were never written.
-    manifest = ChunkManifest({"0": {"path": "s3://bucket/foo.nc", "offset": 0, "length": 0}})
-
-    assert manifest.get_entry((0,)) is None
-    assert manifest.path_table == ()
+def test_zero_length_references_are_refused_naming_the_chunk() -> None:
+    # fsspec raises on them; missing chunks have the path "" (sparse TIFF parsers say so).
+    with pytest.raises(InvalidManifestError, match=r"reference to '.*foo.nc' at index \(0, 1\)"):
+        ChunkManifest(
+            {
+                "0.0": {"path": "s3://bucket/foo.nc", "offset": 0, "length": 10},
+                "0.1": {"path": "s3://bucket/foo.nc", "offset": 10, "length": 0},
+            }
+        )
 
 
 def test_empty_inlined_chunks_count_as_missing() -> None:

@@ -19,20 +19,24 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from kerchunk_refs import (
+    SIMPLE_ZARRAY,
+    assert_same,
+    open_fsspec,
+    open_ours,
+    parse_json,
+    parse_parquet,
+    registry_for,
+    write_refs,
+)
 
 from servers import HTTPServer
 from virtualstac import open_virtual_dataset
-from virtualstac.errors import InvalidPathError, SourceNotFoundError, UnregisteredURLError
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parsers.kerchunk import (
-    KerchunkJSONParser,
-    KerchunkParquetParser,
-    KerchunkReferenceError,
-)
+from virtualstac.parsers.kerchunk import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.protocol import Parser
-from virtualstac.parsers.zarr import ZarrParser
-from virtualstac.parsers.zarr_v2 import V2MetadataError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 pytestmark = [
@@ -65,50 +69,6 @@ def hdf5_refs(path: Path, **options: Any) -> dict[str, Any]:
 def needs_jinja2() -> None:
     """fsspec expands ``gen`` references only with jinja2 templates."""
     pytest.importorskip("jinja2")
-
-
-def registry_for(path: Path) -> ObjectStoreRegistry:
-    """Reads allowed below pytest's base directory, which holds every test's files."""
-    registry = ObjectStoreRegistry()
-    registry.register(path.parents[1].as_uri() + "/")
-    return registry
-
-
-def parse_json(path: Path, **options: Any) -> ManifestStore:
-    return KerchunkJSONParser(**options)(str(path), registry_for(path))
-
-
-def parse_parquet(path: Path, **options: Any) -> ManifestStore:
-    return KerchunkParquetParser(**options)(str(path), registry_for(path))
-
-
-def open_ours(store: ManifestStore, group: str | None = None) -> xr.Dataset:
-    return xr.open_zarr(store, group=group, consolidated=False, chunks=None)
-
-
-def open_fsspec(fo: Any, group: str | None = None, **options: Any) -> xr.Dataset:
-    return xr.open_dataset(
-        "reference://",
-        engine="zarr",
-        group=group,
-        chunks=None,
-        backend_kwargs={"consolidated": False, "storage_options": {"fo": fo, **options}},
-    )
-
-
-def assert_same(ours: xr.Dataset, expected: xr.Dataset) -> None:
-    """Same variables, dimensions, decoded values, dtypes and attributes."""
-    assert set(ours.variables) == set(expected.variables)
-    assert dict(ours.sizes) == dict(expected.sizes)
-    for name, variable in expected.variables.items():
-        actual = ours.variables[name]
-        assert actual.dims == variable.dims, name
-        assert actual.dtype == variable.dtype, name
-        np.testing.assert_array_equal(actual.values, variable.values, strict=True)
-        for key, value in variable.attrs.items():
-            np.testing.assert_equal(actual.attrs[key], value)
-    for key, value in expected.attrs.items():
-        np.testing.assert_equal(ours.attrs[key], value)
 
 
 def assert_same_tree(actual: ManifestStore, expected: ManifestStore) -> None:
@@ -637,162 +597,3 @@ def test_round_trip_through_our_kerchunk_writer(netcdf4_file: Path, tmp_path: Pa
         for name, array in original.group.arrays.items():
             assert store.group[name].manifest == array.manifest, name
         assert_same(open_ours(store), open_ours(original))
-
-
-# -- errors --------------------------------------------------------------------------------
-
-
-def write_refs(tmp_path: Path, references: Any, name: str = "bad.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(references))
-    return path
-
-
-SIMPLE_ZARRAY = json.dumps(
-    {
-        "zarr_format": 2,
-        "shape": [4],
-        "chunks": [2],
-        "dtype": "<i4",
-        "fill_value": None,
-        "order": "C",
-        "filters": None,
-        "compressor": None,
-    }
-)
-
-
-@pytest.mark.parametrize(
-    ("references", "match"),
-    [
-        ({"version": 2, "refs": {}}, r"unknown reference version 2"),
-        (
-            {"version": 1, "refs": {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["{{nope}}/x.bin", 0, 8]}},
-            r"uses template \{\{nope\}\}, which is not defined",
-        ),
-        (
-            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["/tmp/x.bin", 0]},
-            r"chunk 'v/0' is \['/tmp/x.bin', 0\]; a reference is \[url\] or \[url, offset",
-        ),
-        ({"v/.zarray": SIMPLE_ZARRAY, "v/1": [None, 0, 8]}, r"chunk 'v/1' references None"),
-        ({"v/.zarray": SIMPLE_ZARRAY, "v/1": 17}, r"chunk 'v/1' is a int"),
-        ({"v/.zarray": "{not json"}, r"'v/.zarray' is not valid JSON"),
-        (
-            {
-                "version": 1,
-                "refs": {"v/.zarray": SIMPLE_ZARRAY},
-                "gen": [
-                    {
-                        "key": "v/{{i}}",
-                        "url": "/x",
-                        "offset": "{{ i|int }}",
-                        "length": "8",
-                        "dimensions": {"i": {"stop": 2}},
-                    }
-                ],
-            },
-            r"\{\{ i\|int \}\}.*syntax that is not supported",
-        ),
-        (
-            {
-                "version": 1,
-                "refs": {"v/.zarray": SIMPLE_ZARRAY},
-                "gen": [{"key": "v/{{i}}", "url": "/x", "offset": "0", "dimensions": {"i": [0]}}],
-            },
-            r"needs both 'offset' and 'length'",
-        ),
-        (
-            {
-                "version": 1,
-                "refs": {"v/.zarray": SIMPLE_ZARRAY},
-                "gen": [{"key": "v/{{k}}", "url": "/x", "dimensions": {"i": [0]}}],
-            },
-            r"uses 'k', which is neither a dimension nor a template",
-        ),
-    ],
-)
-def test_malformed_references(tmp_path: Path, references: Any, match: str) -> None:
-    with pytest.raises(KerchunkReferenceError, match=match):
-        parse_json(write_refs(tmp_path, references))
-
-
-@pytest.mark.parametrize(
-    ("zarray", "match"),
-    [
-        ({"compressor": {"id": "no-such-codec"}}, r"array 'v'.*codec 'no-such-codec' has no"),
-        (
-            {"dtype": "|O", "filters": [{"id": "pickle"}]},
-            r"object dtype with object codec 'pickle'",
-        ),
-        ({"dtype": [["a", "<i4"]]}, r"structured dtype"),
-        ({"fill_value": "oops"}, r"fill_value 'oops' is not a int32 value"),
-        ({"chunks": [0]}, r"chunks \[0\] do not fit shape \[4\]"),
-        (
-            {"filters": [{"id": "zlib"}, {"id": "delta", "dtype": "<i4"}]},
-            r"array filter 'delta' follows a byte filter",
-        ),
-    ],
-)
-def test_unrepresentable_metadata(tmp_path: Path, zarray: dict[str, Any], match: str) -> None:
-    document = {**json.loads(SIMPLE_ZARRAY), **zarray}
-    path = write_refs(tmp_path, {"v/.zarray": json.dumps(document)})
-    with pytest.raises(V2MetadataError, match=rf"bad\.json.*{match}"):
-        parse_json(path)
-
-
-def test_paths_may_not_climb_out_of_the_reference_directory(tmp_path: Path) -> None:
-    path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["../secret.bin", 0, 8]})
-    with pytest.raises(InvalidPathError, match=r"chunk 'v/0' references '../secret.bin'"):
-        parse_json(path)
-
-
-def test_whole_object_references_need_a_size(tmp_path: Path) -> None:
-    path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["s3://elsewhere/x.bin"]})
-    with pytest.raises(UnregisteredURLError, match=r"chunk 'v/0' references the whole object"):
-        parse_json(path)
-    path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["missing.bin"]})
-    with pytest.raises(SourceNotFoundError, match=r"missing\.bin', which does not exist"):
-        parse_json(path)
-
-
-def test_missing_and_invalid_files(tmp_path: Path) -> None:
-    with pytest.raises(SourceNotFoundError, match=r"reference file .*nothing\.json"):
-        parse_json(tmp_path / "nothing.json")
-    (tmp_path / "text.json").write_text("not json")
-    with pytest.raises(KerchunkReferenceError, match=r"text\.json' is not a JSON document"):
-        parse_json(tmp_path / "text.json")
-    (tmp_path / "empty.parq").mkdir()
-    with pytest.raises(SourceNotFoundError, match=r"parquet metadata .*empty\.parq/\.zmetadata"):
-        parse_parquet(tmp_path / "empty.parq")
-    (tmp_path / "empty.parq" / ".zmetadata").write_text('{"metadata": {}}')
-    with pytest.raises(KerchunkReferenceError, match=r"not Kerchunk parquet metadata"):
-        parse_parquet(tmp_path / "empty.parq")
-
-
-# -- the shared Zarr v2 translation, through ZarrParser ------------------------------------
-
-
-def test_zarr_v2_store(tmp_path: Path) -> None:
-    path = tmp_path / "v2.zarr"
-    rng = np.random.default_rng(3)
-    dataset = xr.Dataset(
-        {
-            "temp": (("t", "y"), rng.normal(size=(6, 4)).astype(">f4")),
-            "flag": (("y",), np.array([1, 0, 1, 1], dtype="u1")),
-        },
-        coords={"t": np.arange(6), "y": np.arange(4) * 0.5},
-        attrs={"title": "v2"},
-    )
-    encoding = {"temp": {"chunks": (4, 2), "_FillValue": -1.0}}
-    dataset.to_zarr(path, zarr_format=2, encoding=encoding, consolidated=False)
-    dataset.to_zarr(path, group="inner", zarr_format=2, consolidated=False, mode="a")
-    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
-    temp = store.group["temp"]
-    assert temp.manifest.shape_chunk_grid == (2, 2)
-    assert temp.manifest.get_entry((1, 1))["path"] == (path / "temp" / "1.1").as_uri()
-    expected = xr.open_zarr(path, consolidated=False, chunks=None)
-    assert_same(open_ours(store), expected)
-    assert_same(
-        open_ours(store, "inner"),
-        xr.open_zarr(path, group="inner", consolidated=False, chunks=None),
-    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from servers import HTTPServer, add_token
 from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
 from virtualstac import ManifestArray, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac import StacReferences, open_stac, stac_registry
 from virtualstac.stac.backend import StacBackendEntrypoint
 from virtualstac.storage.signing import SigningRegistry
@@ -127,7 +129,14 @@ def test_sign_reaches_the_sources_a_kerchunk_asset_references(
         ),
     )
     requested = len(http_server.requests(path, method=None))
-    opened = xr.open_dataset(item, engine="virtualstac", assets=["refs"], sign=add_token)
+    # The netCDF file is no asset of the item: reading it through the references is the
+    # user's call.
+    expected = re.escape(f"authorize=['{source.rsplit('/', 1)[0]}/']")
+    with pytest.raises(UnregisteredURLError, match=expected):
+        xr.open_dataset(item, engine="virtualstac", assets=["refs"], sign=add_token)
+    opened = xr.open_dataset(
+        item, engine="virtualstac", assets=["refs"], sign=add_token, authorize=[source]
+    )
     with xr.open_dataset(path, engine="netcdf4") as direct:
         xr.testing.assert_identical(opened.load(), direct.load())
     # Every read of the JSON and of the netCDF file it references carried the token.

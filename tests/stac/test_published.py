@@ -167,6 +167,24 @@ def test_a_source_changed_after_publishing_fails_with_a_virtualstac_error(
         open_published(collection.assets[format])["B02"].isel(time=0).values  # noqa: B018
 
 
+def test_a_local_source_rewritten_within_the_same_second_is_caught(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    """Icechunk compares whole seconds; the publish stamped the file to the nanosecond."""
+    collection = published_collection(scenes, tmp_path)
+    source = scenes.files["S2_0"]["B02"]
+    before = source.stat()
+    data = bytearray(source.read_bytes())
+    data[-1] ^= 0xFF  # the same size, different pixels
+    source.write_bytes(bytes(data))
+    second, fraction = divmod(before.st_mtime_ns, 10**9)
+    same_second = second * 10**9 + (fraction + 1) % 10**9
+    os.utime(source, ns=(same_second, same_second))
+
+    with pytest.raises(SourceChangedError, match=r"B02\.tif.*changed after it was published"):
+        open_published(collection.assets["icechunk"])
+
+
 def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) -> None:
     collection = published_collection(scenes, tmp_path)
     del collection.assets["icechunk"].extra_fields["virtual:containers"]

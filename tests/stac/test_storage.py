@@ -47,8 +47,8 @@ def stored_item(
     return item
 
 
-def read(item: pystac.Item | list[pystac.Item], virtual: xr.Dataset) -> xr.Dataset:
-    registry = stac_registry(item)
+def read(item: pystac.Item | list[pystac.Item], virtual: xr.Dataset, **trust: Any) -> xr.Dataset:
+    registry = stac_registry(item, **trust)
     return xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)
 
 
@@ -75,7 +75,7 @@ def test_custom_s3_anonymous_scheme_reads_a_public_bucket(
     assert store.config["skip_signature"] == "true"
 
 
-def test_private_buckets_need_credentials_from_the_environment(
+def test_private_buckets_need_credentials_from_the_environment_and_a_trusted_endpoint(
     s3_server: S3Server,
     cog: Path,
     make_item: MakeItem,
@@ -93,7 +93,12 @@ def test_private_buckets_need_credentials_from_the_environment(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_access_key)
     signed = stored_item(make_item, url, {"moto": moto_scheme(s3_server)}, ["moto"])
-    np.testing.assert_array_equal(read(signed, open_stac(signed))["B02"].values, read_band(cog))
+    # The endpoint is the catalog's choice: the credentials go there only if the user says so.
+    with pytest.raises(ChunkReadError, match="403 Forbidden"):
+        open_stac(signed)
+    trusted = open_stac(signed, trust_catalog_endpoints=True)
+    values = read(signed, trusted, trust_catalog_endpoints=True)["B02"].values
+    np.testing.assert_array_equal(values, read_band(cog))
 
 
 def test_requester_pays_sends_the_header(
@@ -115,7 +120,9 @@ def test_requester_pays_sends_the_header(
         open_stac(refused)
 
     paying = stored_item(make_item, url, {"gw": {**gateway, "requester_pays": True}}, ["gw"])
-    np.testing.assert_array_equal(read(paying, open_stac(paying))["B02"].values, read_band(cog))
+    trusted = open_stac(paying, trust_catalog_endpoints=True)
+    values = read(paying, trusted, trust_catalog_endpoints=True)["B02"].values
+    np.testing.assert_array_equal(values, read_band(cog))
 
 
 def test_each_scheme_may_have_its_own_timeouts_and_retries(make_item: MakeItem) -> None:
@@ -162,7 +169,7 @@ def test_schemes_declared_on_the_collection_apply_to_its_items(
     np.testing.assert_array_equal(read(saved, open_stac(saved))["B02"].values, read_band(cog))
 
 
-def test_kerchunk_references_may_point_into_buckets_a_scheme_names(
+def test_kerchunk_references_into_a_bucket_a_scheme_names_need_the_users_authorization(
     s3_server: S3Server,
     netcdf_items: tuple[list[pystac.Item], list[Path]],
     tmp_path: Path,
@@ -188,11 +195,16 @@ def test_kerchunk_references_may_point_into_buckets_a_scheme_names(
     with pytest.raises(UnregisteredURLError, match=f"s3://{sources}/"):
         open_stac(index)
 
+    # A scheme naming the bucket says how to reach it, not that the catalog may read there.
     index.assets["refs"].extra_fields["storage:refs"] = ["refs", "sources"]
     index.properties["storage:schemes"] = schemes
-    through = open_stac(index)
+    with pytest.raises(UnregisteredURLError, match=rf"authorize=\['s3://{sources}/'\]"):
+        open_stac(index)
+
+    through = open_stac(index, authorize=[f"s3://{sources}/"])
     with xr.open_dataset(path, engine="netcdf4") as direct:
-        xr.testing.assert_equal(read(index, through)["t2m"].load(), direct["t2m"].load())
+        values = read(index, through, authorize=[f"s3://{sources}/"])["t2m"].load()
+        xr.testing.assert_equal(values, direct["t2m"].load())
 
 
 def test_aws_and_azure_schemes_set_region_payer_and_account() -> None:
@@ -228,7 +240,13 @@ def test_aws_and_azure_schemes_set_region_payer_and_account() -> None:
     hosted = StorageScheme.from_dict(
         "minio", {"type": "custom-s3", "platform": "https://{bucket}.minio.example.org"}
     )
+    # The catalog chose the endpoint: no credentials are sent there unless it is trusted.
     assert hosted.store_options("s3://scenes/B04.tif") == {
+        "endpoint": "https://scenes.minio.example.org",
+        "virtual_hosted_style_request": True,
+        "skip_signature": True,
+    }
+    assert hosted.store_options("s3://scenes/B04.tif", trust_endpoint=True) == {
         "endpoint": "https://scenes.minio.example.org",
         "virtual_hosted_style_request": True,
     }

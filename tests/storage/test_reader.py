@@ -214,6 +214,30 @@ def test_least_recently_used_blocks_are_dropped(tmp_path: Path) -> None:
     assert reader.requests == before + 1
 
 
+def test_a_read_longer_than_the_cache_returns_every_byte(counting: BlockCachedReader) -> None:
+    small = open_reader(counting.name, block_size=1024, prefetch=0, max_blocks=2)
+    expected = bytes(i % 251 for i in range(10_000))
+
+    assert small.read_range(100, 9_000) == expected[100:9_000]  # nine blocks through a cache of two
+    assert small.read_range(8_500, 8_600) == expected[8_500:8_600]  # the last blocks stay cached
+
+
+def test_tifffile_reads_tile_offsets_larger_than_the_cache(tmp_path: Path) -> None:
+    """A header read bigger than the whole cache (a huge TIFF's tile offsets) is not lost."""
+    path = tmp_path / "many_tiles.tif"
+    image = np.arange(1024 * 1024, dtype="<u2").reshape(1024, 1024)
+    tifffile.imwrite(path, image, tile=(16, 16))  # 4096 tiles: 32 KiB of offsets and counts
+
+    reader = open_reader(path.as_uri(), block_size=1024, prefetch=0, max_blocks=4)
+    with tifffile.TiffFile(reader) as tif:
+        page = tif.pages.first
+        offsets, counts = page.dataoffsets, page.databytecounts
+
+    with tifffile.TiffFile(path) as tif:
+        assert offsets == tif.pages.first.dataoffsets
+        assert counts == tif.pages.first.databytecounts
+
+
 def test_invalid_seeks_and_block_sizes_are_refused(counting: BlockCachedReader) -> None:
     with pytest.raises(ValueError, match="negative seek position"):
         counting.seek(-1)

@@ -67,8 +67,10 @@ def test_unregistered_urls_are_refused_with_the_registered_prefixes_listed() -> 
 
     message = (
         r"reading 's3://other-bucket/x.nc' is not allowed: it lies outside every registered "
-        r"prefix \(registered: https://example.org/data, s3://era5-pds\)\. "
-        r"Allow it with registry.register\(prefix\)"
+        r"prefix \(registered: https://example.org/data, s3://era5-pds\)\. If you trust the "
+        r"references that point there, authorize 's3://other-bucket/': "
+        r"authorize=\['s3://other-bucket/'\] when opening a catalog, or "
+        r"registry.register\('s3://other-bucket/'\)"
     )
     with pytest.raises(UnregisteredURLError, match=message):
         registry.resolve("s3://other-bucket/x.nc")
@@ -230,6 +232,91 @@ def test_for_url_allows_the_directory_of_a_local_file(tmp_path: Path) -> None:
     assert str(tmp_path.parent / "elsewhere.bin") not in registry
 
 
+def test_for_url_of_a_file_at_the_root_allows_only_that_file() -> None:
+    registry = ObjectStoreRegistry.for_url("/data.nc")
+
+    assert registry.allowed == ("file:///data.nc",)
+    assert "/data.nc" in registry
+    assert "/etc/passwd" not in registry
+    with pytest.raises(UnregisteredURLError, match=r"authorize 'file:///etc/'"):
+        registry.resolve("file:///etc/passwd")
+
+
+# -- exact locations and links ------------------------------------------------------------------
+
+
+def test_a_prefix_narrowed_to_exact_locations_reads_only_those(tmp_path: Path) -> None:
+    for name in ("decoy.nc", "secret.txt", "store.zarr/zarr.json"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(name.encode())
+    registry = ObjectStoreRegistry()
+    registry.register(
+        tmp_path.as_uri(), only=[str(tmp_path / "decoy.nc"), str(tmp_path / "store.zarr")]
+    )
+
+    assert read(registry, (tmp_path / "decoy.nc").as_uri()) == b"decoy.nc"
+    assert read(registry, (tmp_path / "store.zarr/zarr.json").as_uri()) == b"store.zarr/zarr.json"
+    assert (tmp_path / "decoy.nc.bak").as_uri() not in registry
+    with pytest.raises(UnregisteredURLError, match=rf"authorize '{tmp_path.as_uri()}/'"):
+        registry.resolve((tmp_path / "secret.txt").as_uri())
+
+    registry.allow((tmp_path / "secret.txt").as_uri())
+    assert read(registry, (tmp_path / "secret.txt").as_uri()) == b"secret.txt"
+    assert registry.prefixes == (tmp_path.as_uri(),)
+
+
+def test_a_wider_prefix_allows_what_a_narrowed_one_below_it_does_not(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "other.nc").write_bytes(b"other")
+    registry = ObjectStoreRegistry()
+    registry.register((tmp_path / "data").as_uri(), only=[str(tmp_path / "data" / "a.nc")])
+    assert (tmp_path / "data" / "other.nc").as_uri() not in registry
+
+    registry.register(tmp_path.as_uri())
+
+    assert read(registry, (tmp_path / "data" / "other.nc").as_uri()) == b"other"
+
+
+def test_exact_locations_must_lie_below_their_prefix(tmp_path: Path) -> None:
+    with pytest.raises(InvalidPathError, match="do not lie below prefix"):
+        ObjectStoreRegistry().register(str(tmp_path / "a"), only=[str(tmp_path / "b.nc")])
+
+
+def test_links_are_judged_by_where_they_point(tmp_path: Path) -> None:
+    allowed, private = tmp_path / "allowed", tmp_path / "private"
+    allowed.mkdir()
+    private.mkdir()
+    (private / "key.pem").write_bytes(b"secret")
+    (allowed / "data.nc").write_bytes(b"data")
+    (allowed / "key.nc").symlink_to(private / "key.pem")
+    (allowed / "sub").symlink_to(private)
+    (allowed / "alias.nc").symlink_to(allowed / "data.nc")
+    registry = ObjectStoreRegistry()
+    store = registry.register(str(allowed) + "/")
+
+    for link in (allowed / "key.nc", allowed / "sub" / "key.pem"):
+        assert link.as_uri() not in registry
+        with pytest.raises(UnregisteredURLError, match=rf"authorize '{private.as_uri()}/'"):
+            registry.resolve(link.as_uri())
+    # A link that stays inside is read at the path it points to.
+    assert registry.resolve((allowed / "alias.nc").as_uri()) == (
+        store,
+        str(allowed / "data.nc").lstrip("/"),
+    )
+
+
+def test_a_linked_prefix_allows_where_it_points(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.nc").write_bytes(b"a")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    registry = ObjectStoreRegistry()
+    registry.register(str(tmp_path / "link") + "/")
+
+    assert registry.prefixes == ((tmp_path / "real").as_uri(),)
+    assert read(registry, (tmp_path / "link" / "a.nc").as_uri()) == b"a"
+    assert read(registry, (tmp_path / "real" / "a.nc").as_uri()) == b"a"
+
+
 def test_head_reports_size_and_modification_time(tmp_path: Path) -> None:
     (tmp_path / "a.bin").write_bytes(b"x" * 1234)
     registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
@@ -381,11 +468,13 @@ def test_a_registry_survives_pickling(s3_server: S3Server, tmp_path: Path) -> No
     (tmp_path / "local.bin").write_bytes(b"local")
     registry = ObjectStoreRegistry()
     registry.register(f"s3://{bucket}", **s3_server.store_options)
-    registry.register(str(tmp_path) + "/")
+    registry.register(str(tmp_path) + "/", only=[str(tmp_path / "local.bin")])
+    (tmp_path / "other.bin").write_bytes(b"other")
 
     copy = pickle.loads(pickle.dumps(registry))
 
     assert copy.prefixes == registry.prefixes
+    assert str(tmp_path / "other.bin") not in copy
     assert read(copy, url) == b"pickled"
     assert read(copy, str(tmp_path / "local.bin")) == b"local"
     copy.register("s3://another-bucket", region="us-east-1", skip_signature=True)

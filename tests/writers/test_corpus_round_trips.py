@@ -243,12 +243,21 @@ def test_kerchunk(tmp_path: Path, corpus: Callable[[str], Path], name: str, form
         assert_decoded_like_the_reference_reader(name, path, by_us)
 
 
-def test_band_first_chunky_tiff_needs_icechunk_or_the_native_layout(
+def test_band_first_chunky_tiff_is_written_to_kerchunk_in_its_stored_order(
     tmp_path: Path, corpus: Callable[[str], Path]
 ) -> None:
-    from virtualstac.errors import UnsupportedOperationError
+    imagecodecs.numcodecs.register_codecs()
+    path = corpus("tiff-cog_deflate_pred2_rgb_u16")
+    virtual = source_store(path).to_virtual_dataset()
+    assert virtual["band_data"].dims == ("band", "y", "x")
 
-    virtual = source_store(corpus("tiff-cog_deflate_pred2_rgb_u16")).to_virtual_dataset()
-    with pytest.raises(UnsupportedOperationError, match=r"band_layout='native'"):
-        virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
-    assert not (tmp_path / "refs.json").exists()
+    virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
+
+    fs = fsspec.filesystem("reference", fo=str(tmp_path / "refs.json"), remote_protocol="file")
+    read = xr.open_dataset(fs.get_mapper(), engine="zarr", consolidated=False, zarr_format=2)
+    # Zarr v2 has no (y, x, band) chunk layout behind a (band, y, x) array: the dimensions
+    # come in the stored order, under their names.
+    assert read["band_data"].dims == ("y", "x", "band")
+    with rasterio.open(path) as src:
+        expected = src.read()
+    np.testing.assert_array_equal(read["band_data"].transpose("band", "y", "x").values, expected)

@@ -60,6 +60,21 @@ def test_round_trip_and_commit_metadata(
     assert info.metadata["virtualstac.references"] == 32
 
 
+def test_commits_stamp_local_sources_to_the_nanosecond(
+    tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
+) -> None:
+    repository = create_repository(tmp_path / "repo", virtual)
+    session = repository.writable_session("main")
+    snapshot = virtual.virtual.to_icechunk(session.store, commit="stamped")
+
+    stamps = next(iter(repository.ancestry(snapshot_id=snapshot))).metadata[
+        "virtualstac.local_files"
+    ]
+    assert stamps == {
+        path.as_uri(): [path.stat().st_size, path.stat().st_mtime_ns] for path in archive
+    }
+
+
 def test_only_the_needed_prefix_is_declared(
     tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
 ) -> None:

@@ -35,11 +35,20 @@ import xarray as xr
 from pystac_client import Client, ItemSearch
 
 from virtualstac.intake.base import VirtualDataSource, overview_level_of
+from virtualstac.parsers.corrupt import reading
 from virtualstac.stac.dataset import StacReferences, open_stac_references
 
 __all__ = ["StacVirtualSource"]
 
 #: Arguments that make ``url`` the root of a STAC API to search.
+#: What pystac raises for JSON that is no valid STAC.
+_STAC_ERRORS = (
+    pystac.STACError,
+    pystac.STACTypeError,
+    pystac.errors.DuplicateObjectKeyError,
+    pystac.errors.RequiredPropertyMissing,
+)
+
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
 
@@ -67,6 +76,10 @@ class StacVirtualSource(VirtualDataSource):
         largest; a template may render it as text).
     chunks
         Dask chunks of the dataset; ``{}`` (the default) keeps the files' own chunks.
+    authorize, trust_catalog_endpoints
+        What the STAC catalog may make us read beyond its own assets, and whether your
+        credentials may go to the S3 endpoints it chooses, as for
+        :func:`~virtualstac.stac.open_stac` (see ``docs/security.md``).
     metadata
         Catalog metadata.
     """
@@ -93,6 +106,8 @@ class StacVirtualSource(VirtualDataSource):
         overview_level: int | str | None = None,
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
+        authorize: Sequence[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> None:
         super().__init__(metadata=metadata)
         self.url = url
@@ -114,6 +129,8 @@ class StacVirtualSource(VirtualDataSource):
         self.concat_dim = concat_dim
         self.overview_level = overview_level_of(overview_level)
         self.chunks = {} if chunks is None else chunks
+        self.authorize = [authorize] if isinstance(authorize, str) else list(authorize or ())
+        self.trust_catalog_endpoints = bool(trust_catalog_endpoints)
         self._references: StacReferences | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
@@ -122,14 +139,15 @@ class StacVirtualSource(VirtualDataSource):
             return Client.open(self.url).search(**self.search_parameters)
         # A relative path would be resolved against whatever the working directory is later.
         url = self.url if "://" in self.url else os.path.abspath(self.url)
-        document = pystac.StacIO.default().read_json(url)
-        if document.get("type") == "FeatureCollection":
-            return pystac.ItemCollection.from_dict(document)
-        if "conformsTo" in document and any(
-            link.get("rel") == "search" for link in document.get("links", [])
-        ):
-            return Client.open(url).search()
-        found = pystac.read_dict(document, href=url)
+        with reading(url, "its STAC JSON", also=_STAC_ERRORS):
+            document = pystac.StacIO.default().read_json(url)
+            if document.get("type") == "FeatureCollection":
+                return pystac.ItemCollection.from_dict(document)
+            if "conformsTo" in document and any(
+                link.get("rel") == "search" for link in document.get("links", [])
+            ):
+                return Client.open(url).search()
+            found = pystac.read_dict(document, href=url)
         if not isinstance(found, pystac.Item | pystac.Catalog):
             raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
         return found
@@ -147,6 +165,8 @@ class StacVirtualSource(VirtualDataSource):
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
                 overview_level=self.overview_level,
+                authorize=self.authorize,
+                trust_catalog_endpoints=self.trust_catalog_endpoints,
             )
         return self._references
 

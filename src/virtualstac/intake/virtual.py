@@ -11,6 +11,11 @@ Registered under the ``intake.drivers`` entry point, so a catalog entry says::
 
 ``to_dask()`` parses the files' headers and chunk indexes (never their data), combines the
 virtual datasets, and opens the result through a ManifestStore as a dask-backed dataset.
+
+What may be read is what ``urlpath`` names: each file, or a glob's directory (the part before
+its first wildcard, which must not climb out of the catalog's directory); never through
+``..``, and local files only from a local catalog. ``authorize`` adds prefixes the user trusts
+(the sources of Kerchunk references, for example).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from typing import Any
 
 import xarray as xr
 
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.intake.base import VirtualDataSource, overview_level_of
-from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
 
@@ -43,6 +49,9 @@ class VirtualSource(VirtualDataSource):
     storage_options
         Options of the object store the files are read from (``region``, ``endpoint``,
         ``skip_signature``, ...), used for every URL prefix the files live under.
+    authorize
+        URL prefixes you trust the files to make us read besides themselves (the sources of
+        Kerchunk references), or local files a remote catalog names.
     chunks
         Dask chunks of the opened dataset; ``{}`` (the default) keeps the files' own chunks.
     metadata
@@ -64,6 +73,7 @@ class VirtualSource(VirtualDataSource):
         storage_options: dict[str, Any] | None = None,
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
+        authorize: Sequence[str] | str | None = None,
     ) -> None:
         super().__init__(metadata=metadata)
         if combine not in ("by_coords", "nested"):
@@ -77,6 +87,7 @@ class VirtualSource(VirtualDataSource):
         self.decode_times = decode_times
         self.overview_level = overview_level_of(overview_level)
         self.storage_options = dict(storage_options or {})
+        self.authorize = [authorize] if isinstance(authorize, str) else list(authorize or ())
         self.chunks = {} if chunks is None else chunks
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
@@ -90,7 +101,8 @@ class VirtualSource(VirtualDataSource):
         """Parse the files once; later calls reuse the references."""
         if self._virtual is None:
             urls = self._urls()
-            registry = self._registry_for([urls] if isinstance(urls, str) else urls)
+            named = [self.urlpath] if isinstance(self.urlpath, str) else list(self.urlpath)
+            registry = self._registry_for(named)
             if isinstance(urls, str) and not any(c in urls for c in "*?["):
                 self._virtual = open_virtual_dataset(
                     urls,
@@ -118,14 +130,25 @@ class VirtualSource(VirtualDataSource):
         return self._virtual
 
     def _registry_for(self, urls: list[str]) -> ObjectStoreRegistry:
-        """Allow the directories (or buckets) of the files, with the catalog's store options."""
+        """Allow what ``urlpath`` names (each file, or a glob's directory) and what the user
+        authorized, read with the catalog's store options."""
+        catalog_dir = str((self.metadata or {}).get("catalog_dir") or "")
+        remote_catalog = "://" in catalog_dir and not catalog_dir.startswith("file://")
         registry = ObjectStoreRegistry()
+        stores: set[str] = set()
         for url in urls:
-            # A glob's directory is that of its literal part.
-            literal = url.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-            if literal + "x" not in registry:
-                prefix = ObjectStoreRegistry.for_url(literal + "x").prefixes[0]
-                registry.register(prefix, **self.storage_options)
+            location = _named_location(url, catalog_dir)
+            if remote_catalog and location.startswith("file://"):
+                continue  # a remote catalog may not make us read local files
+            # A glob's directory (ending in "/") is served by a store of that directory.
+            prefix = store_prefix(location + "x" if location.endswith("/") else location)
+            if prefix in stores:
+                registry.allow(location)
+            else:
+                registry.register(prefix, only=[location], **self.storage_options)
+                stores.add(prefix)
+        for prefix in self.authorize:
+            registry.allow(prefix)
         return registry
 
     def _parsed(self) -> xr.Dataset:
@@ -140,3 +163,31 @@ class VirtualSource(VirtualDataSource):
 
     def _close(self) -> None:
         self._virtual = None
+
+
+def _named_location(url: str, catalog_dir: str) -> str:
+    """What one ``urlpath`` entry names: the file, or a glob's literal directory.
+
+    Raises
+    ------
+    UnregisteredURLError
+        If the entry climbs with ``..``, or is a glob with a wildcard in the catalog's own
+        directory's path, so that its directory lies above the catalog's.
+    """
+    if ".." in url.replace("\\", "/").split("/"):
+        raise UnregisteredURLError(
+            f"urlpath {url!r} climbs with '..': name the files or directory directly"
+        )
+    wildcards = [url.find(c) for c in "*?[" if c in url]
+    if not wildcards:
+        return normalize_url(url)
+    literal = url[: min(wildcards)]
+    directory = normalize_url(literal.rpartition("/")[0] + "/")
+    # A wildcard in the catalog's own path, or below it, must not widen what may be read.
+    starts_there = catalog_dir.startswith(literal) or url.startswith(catalog_dir.rstrip("/") + "/")
+    if catalog_dir and starts_there and not within(directory, [normalize_url(catalog_dir)]):
+        raise UnregisteredURLError(
+            f"urlpath {url!r} is a glob whose directory {directory!r} lies outside the "
+            f"catalog's directory {catalog_dir!r}: put the wildcards below it"
+        )
+    return directory

@@ -8,6 +8,7 @@ from virtualstac.manifests.manifest import (
     ChunkEntry,
     ChunkManifest,
 )
+from virtualstac.manifests.pipeline import ManifestCodecPipeline
 from virtualstac.manifests.store import ManifestStore
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "ChunkEntry",
     "ChunkManifest",
     "ManifestArray",
+    "ManifestCodecPipeline",
     "ManifestGroup",
     "ManifestStore",
 ]

@@ -225,6 +225,14 @@ class ManifestArray:
         metadata = replace_metadata(self._metadata, fill_value=fill_value)
         return ManifestArray(metadata, ChunkManifest({}, shape=self._manifest.shape_chunk_grid))
 
+    def transpose(self, *axes: Any) -> ManifestArray:
+        """Permute the axes (all reversed without ``axes``), as ``numpy.ndarray.transpose``."""
+        from virtualstac.manifests import array_api
+
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+            axes = () if axes[0] is None else tuple(axes[0])
+        return array_api.transpose(self, axes=axes or None)
+
     # -- comparison -----------------------------------------------------------------------
 
     def __eq__(self, other: object) -> npt.NDArray[np.bool_]:  # type: ignore[override]

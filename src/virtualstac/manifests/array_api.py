@@ -15,6 +15,7 @@ import numpy as np
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.array import ManifestArray, expand_manifest_array
 from virtualstac.manifests.grid_ops import broadcast_manifest, concatenate_manifests
+from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
     check_combinable,
     codecs_with_axis,
@@ -22,7 +23,14 @@ from virtualstac.manifests.metadata import (
     replace_metadata,
 )
 
-__all__ = ["HANDLED_FUNCTIONS", "broadcast_to", "concatenate", "expand_dims", "stack"]
+__all__ = [
+    "HANDLED_FUNCTIONS",
+    "broadcast_to",
+    "concatenate",
+    "expand_dims",
+    "stack",
+    "transpose",
+]
 
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -171,6 +179,50 @@ def broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> ManifestArray:
     )
     manifest = broadcast_manifest(x.manifest, grid_shape(shape, chunks))
     return ManifestArray(metadata, manifest)
+
+
+@_implements(np.transpose, "axes")
+def transpose(x: ManifestArray, /, *, axes: Sequence[int] | None = None) -> ManifestArray:
+    """Permute the axes by permuting the chunk grid; the chunks' bytes stay as they are.
+
+    The stored layout of a chunk does not change, so a ``transpose`` codec in front of the
+    chain (added if there is none, dropped when it becomes the identity) maps the new axes
+    to it, and the codecs after it see the chunk they saw before.
+    """
+    from zarr.codecs import TransposeCodec
+
+    perm = list(range(x.ndim))[::-1] if axes is None else [int(a) for a in axes]
+    perm = [_normalize_axis(a, x.ndim) for a in perm]
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"axes {list(axes or [])} are not a permutation of {x.ndim} axes")
+    if perm == list(range(x.ndim)):
+        return x
+    codecs: list[Any] = list(x.metadata.codecs)
+    stored = list(range(x.ndim))  # the old axis at each position of the stored chunk
+    if codecs and isinstance(codecs[0], TransposeCodec):
+        stored = [int(o) for o in codecs.pop(0).order]
+    new_axis = {old: new for new, old in enumerate(perm)}
+    order = [new_axis[old] for old in stored]
+    if order != list(range(x.ndim)):
+        codecs.insert(0, TransposeCodec(order=order))
+    names = x.metadata.dimension_names
+    manifest = x.manifest
+    transposed = ChunkManifest.from_arrays(
+        paths=manifest.paths.transpose(perm),
+        offsets=manifest.offsets.transpose(perm),
+        lengths=manifest.lengths.transpose(perm),
+        inlined={tuple(k[p] for p in perm): v for k, v in manifest.inlined.items()},
+        validate_paths=False,
+        separator=manifest.separator,
+    ).with_source_stamps(manifest.source_stamps)
+    metadata = replace_metadata(
+        x.metadata,
+        shape=tuple(x.shape[p] for p in perm),
+        chunk_shape=tuple(x.chunks[p] for p in perm),
+        dimension_names=tuple(names[p] for p in perm) if names is not None else None,
+        codecs=[c.to_dict() for c in codecs],
+    )
+    return ManifestArray(metadata, transposed)
 
 
 @_implements(np.result_type)

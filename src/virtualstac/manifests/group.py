@@ -137,7 +137,12 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         A variable's CF ``coordinates`` attribute moves from its attributes to its encoding, as
         xarray's readers do; those it names, and those the group's names, are coordinates.
         """
-        variables = {name: array.to_virtual_variable() for name, array in self._arrays.items()}
+        variables = {}
+        for name, array in self._arrays.items():
+            try:
+                variables[name] = array.to_virtual_variable()
+            except InvalidManifestError as err:
+                raise InvalidManifestError(f"variable {name!r}: {err}") from err
         coord_names = {
             name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
         }

@@ -10,7 +10,9 @@ import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.geotransform import geotransform_coordinates
 from virtualstac.manifests.group import ManifestGroup
 
 if TYPE_CHECKING:
@@ -65,12 +67,16 @@ def virtual_dataset_from_store(
     # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
     # virtual ones cannot, since an index needs the values. One Dataset is built from both.
     indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
+    # Raster coordinates too big to be arrays come from the GeoTransform, computed lazily.
+    sizes = {dim: n for variable in variables.values() for dim, n in variable.sizes.items()}
+    ranged = geotransform_coordinates(variables, sizes)
     coords = xr.Coordinates(
         {
             **{n: variables[n] for n in coord_names if n not in indexed},
             **indexed.variables,
+            **ranged.variables,
         },
-        indexes=dict(indexed.xindexes),
+        indexes={**indexed.xindexes, **ranged.xindexes},
     )
     data_vars = {n: v for n, v in variables.items() if n not in coord_names}
     return xr.Dataset(data_vars, coords=coords, attrs=node.dataset_attributes())
@@ -111,6 +117,9 @@ def _load(
     import xarray as xr
     from xarray.backends.zarr import FillValueCoder
 
+    table = array.manifest.path_table
+    source = table[0] if table else "an inlined array"
+    check_coordinate(array.size * array.dtype.itemsize, source=source, name=path)
     values = _read(store, path, array)
     attrs = dict(array.metadata.attributes)
     attrs.pop("coordinates", None)

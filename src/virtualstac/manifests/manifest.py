@@ -139,6 +139,17 @@ class ChunkManifest:
         root: str | None,
         stamps: Mapping[str, SourceStamp] | None = None,
     ) -> None:
+        zero_length = (lengths == 0) & (codes > INLINED_CODE)
+        if zero_length.any():
+            # A zero-length reference reads as no bytes, which no codec decodes (fsspec raises).
+            # Formats that define never-written chunks (sparse TIFF tiles) make them missing.
+            at = np.unravel_index(int(np.flatnonzero(zero_length)[0]), zero_length.shape)
+            index = tuple(int(i) for i in at)
+            raise InvalidManifestError(
+                f"zero-length chunk reference to {table[int(codes[at])]!r} at index {index} "
+                f"(chunk {separator.join(map(str, index)) or '0'!r}); a chunk that was never "
+                "written is a missing chunk (path ''), not a reference of length 0"
+            )
         if validate_paths:
             table, codes = normalize_table(table, codes, root)
             stamps = {normalize_url(k, root=root): v for k, v in (stamps or {}).items()}
@@ -146,14 +157,14 @@ class ChunkManifest:
             if not path or path == INLINED_CHUNK_PATH:
                 raise InvalidManifestError(f"path table entry {i} is a reserved path {path!r}")
         table, codes = drop_unused(table, codes)
-        zero_length = (lengths == 0) & (codes > INLINED_CODE)
-        for index in [index for index, data in inlined.items() if not data]:
-            zero_length[index] = True
-            del inlined[index]
-        if zero_length.any():
-            # A zero-length chunk reads as empty bytes, which zarr cannot decode; it means the
-            # chunk was never written (sparse TIFF tiles), so it is missing.
-            codes = np.where(zero_length, MISSING_CODE, codes)
+        empty = [index for index, data in inlined.items() if not data]
+        if empty:
+            # An empty inlined chunk holds nothing to decode: the chunk is missing.
+            emptied = np.zeros(codes.shape, dtype=bool)
+            for index in empty:
+                emptied[index] = True
+                del inlined[index]
+            codes = np.where(emptied, MISSING_CODE, codes)
             table, codes = drop_unused(table, codes)
         self._table = tuple(table)
         self._codes = _frozen(np.asarray(codes, dtype=code_dtype(len(table)), order="C"))

@@ -249,23 +249,39 @@ def codecs_with_axis(
     """A codec chain (as JSON dicts) once a length-one chunk axis is inserted or removed.
 
     ``codecs`` are codec objects or their JSON dicts; ``ndim`` is the number of chunk
-    dimensions before the change. A sharding codec gets the axis in its inner chunk shape (and
-    its inner codecs, which may shard again). Array-to-array codecs that do not implement
-    :class:`AxisAwareCodec` (zarr's ``transpose``, say) cannot follow the change:
-    :class:`ValueError` names them.
+    dimensions before the change. zarr's ``transpose`` gets the axis in its order, and the
+    codecs after it get it where the transposed chunk has it. A sharding codec gets the axis
+    in its inner chunk shape (and its inner codecs, which may shard again). Other
+    array-to-array codecs that do not implement :class:`AxisAwareCodec` cannot follow the
+    change: :class:`ValueError` names them.
     """
     return [
-        cast(dict[str, Any], _codec_with_axis(c, ndim, inserted, removed).to_dict()) for c in codecs
+        cast(dict[str, Any], c.to_dict()) for c in _chain_with_axis(codecs, ndim, inserted, removed)
     ]
+
+
+def _chain_with_axis(
+    codecs: Iterable[Any], ndim: int, inserted: int | None, removed: int | None
+) -> list[Any]:
+    from zarr.codecs import TransposeCodec
+    from zarr.registry import get_codec_class
+
+    chain: list[Any] = []
+    for codec in codecs:
+        if isinstance(codec, Mapping):
+            codec = get_codec_class(str(codec["name"])).from_dict(dict(codec))
+        if isinstance(codec, TransposeCodec):
+            codec, inserted, removed = transpose_with_axis(codec, inserted, removed)
+        else:
+            codec = _codec_with_axis(codec, ndim, inserted, removed)
+        chain.append(codec)
+    return chain
 
 
 def _codec_with_axis(codec: Any, ndim: int, inserted: int | None, removed: int | None) -> Any:
     from zarr.abc.codec import ArrayArrayCodec
     from zarr.codecs import ShardingCodec
-    from zarr.registry import get_codec_class
 
-    if isinstance(codec, Mapping):
-        codec = get_codec_class(str(codec["name"])).from_dict(dict(codec))
     if isinstance(codec, ShardingCodec):
         inner = list(codec.chunk_shape)
         if inserted is not None:
@@ -276,7 +292,7 @@ def _codec_with_axis(codec: Any, ndim: int, inserted: int | None, removed: int |
         return dataclasses.replace(
             codec,
             chunk_shape=tuple(inner),
-            codecs=tuple(_codec_with_axis(c, ndim, inserted, removed) for c in codec.codecs),
+            codecs=tuple(_chain_with_axis(codec.codecs, ndim, inserted, removed)),
         )
     if isinstance(codec, ArrayArrayCodec):
         if not isinstance(codec, AxisAwareCodec):
@@ -289,6 +305,30 @@ def _codec_with_axis(codec: Any, ndim: int, inserted: int | None, removed: int |
         if removed is not None:
             codec = codec.with_axis_removed(removed, ndim)
     return codec
+
+
+def transpose_with_axis(
+    codec: Any, inserted: int | None, removed: int | None
+) -> tuple[Any, int | None, int | None]:
+    """A ``transpose`` codec once a length-one axis is inserted at or removed from its input.
+
+    Returns the codec and where the axis is inserted into or removed from its output (the
+    transposed chunk), which is what the codecs after it see. An inserted axis keeps the
+    position it has in the input (``[1, 2, 0]`` with an axis inserted at 0 becomes
+    ``[0, 2, 3, 1]``): a length-one axis changes no byte wherever it stands.
+    """
+    from zarr.codecs import TransposeCodec
+
+    order = [int(o) for o in codec.order]
+    if removed is not None:
+        at = order.index(removed)
+        order = [o - (o > removed) for o in order if o != removed]
+        codec, removed = TransposeCodec(order=order), at
+    if inserted is not None:
+        order = [o + (o >= inserted) for o in order]
+        order.insert(inserted, inserted)
+        codec = TransposeCodec(order=order)
+    return codec, inserted, removed
 
 
 def same_value(a: Any, b: Any) -> bool:

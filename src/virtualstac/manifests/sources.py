@@ -3,17 +3,24 @@
 A parser records each object's last-modified time and ETag as it reads the header. Writers
 store them with the references (Icechunk checksums, Kerchunk metadata), so that reading a chunk
 of an object that has changed since fails instead of returning different bytes.
+
+Icechunk compares whole seconds, so a local file rewritten with the same size within the same
+second passes its check. Local files therefore also get a :class:`LocalFileStamp` (size and
+nanosecond modification time) when published, which virtualstac checks when it opens the store.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["SourceStamp"]
+from virtualstac.storage.urls import file_url_to_path
+
+__all__ = ["LocalFileStamp", "SourceStamp"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +72,39 @@ class SourceStamp:
             etag=data.get("etag"),
             size=data.get("size"),
         )
+
+
+@dataclass(frozen=True)
+class LocalFileStamp:
+    """The version of a local file to the nanosecond: its size and modification time."""
+
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, url: str) -> LocalFileStamp | None:
+        """The stamp of the ``file://`` URL's file now, or None if it is not a local file."""
+        if not url.startswith("file://"):
+            return None
+        try:
+            status = os.stat(file_url_to_path(url))
+        except OSError:
+            return None  # missing now: reading it fails with its own error
+        return cls(status.st_size, status.st_mtime_ns)
+
+    @classmethod
+    def of_all(cls, urls: Iterable[str]) -> dict[str, LocalFileStamp]:
+        """The stamps of the local files among ``urls``."""
+        stamps = {url: cls.of(url) for url in urls}
+        return {url: stamp for url, stamp in stamps.items() if stamp is not None}
+
+    def to_json(self) -> list[int]:
+        """``[size, mtime_ns]``, as recorded in Icechunk commit metadata."""
+        return [self.size, self.mtime_ns]
+
+    @classmethod
+    def from_json(cls, data: Any) -> LocalFileStamp:
+        """Inverse of :meth:`to_json`; ValueError if ``data`` is not two integers."""
+        if not isinstance(data, list | tuple) or len(data) != 2:
+            raise ValueError(f"a local file stamp is [size, mtime_ns], got {data!r}")
+        return cls(int(data[0]), int(data[1]))

@@ -8,6 +8,7 @@ from typing import Any
 import obstore
 
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import read_head
@@ -57,8 +58,14 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     store, path = registry.resolve(url)
     prefix = path.rstrip("/")
     if _exists(store, f"{prefix}/.zmetadata"):
-        metadata = json.loads(bytes(obstore.get(store, f"{prefix}/.zmetadata").bytes()))
-        return "kerchunk-parquet" if "record_size" in metadata else "zarr"
+        zmetadata = f"{url.rstrip('/')}/.zmetadata"
+        with reading(zmetadata, "its JSON"):
+            metadata = json.loads(bytes(obstore.get(store, f"{prefix}/.zmetadata").bytes()))
+        return (
+            "kerchunk-parquet"
+            if isinstance(metadata, dict) and "record_size" in metadata
+            else "zarr"
+        )
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
     raise SourceNotFoundError(

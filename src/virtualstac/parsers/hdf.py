@@ -16,6 +16,7 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
+import math
 import posixpath
 import threading
 from collections.abc import Iterable
@@ -24,13 +25,20 @@ from typing import IO, Any, NamedTuple
 import h5py
 import numpy as np
 
-from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import (
+    CorruptFileError,
+    NotVirtualizableError,
+    SourceNotFoundError,
+    UnknownFormatError,
+)
+from virtualstac.limits import check_coordinate, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers import hdf_metadata
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.hdf_chunks import (
     check_edge_chunks,
     check_undefined_fill,
@@ -114,7 +122,8 @@ class HDFParser:
         """
         registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
-        group = self.parse_file(url, reader)
+        with counting_references():
+            group = self.parse_file(url, reader)
         if reader.meta is not None:
             stamp = SourceStamp.from_meta(reader.meta)
             group = group.with_source_stamps({normalize_url(url): stamp})
@@ -131,7 +140,8 @@ class HDFParser:
                 h5file = h5py.File(file, "r")
             except OSError as err:
                 raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
-            with h5file:
+            # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
+            with h5file, reading(url, "its HDF5 groups and links", also=(OSError,)):
                 return _FileWalker(url, h5file, self).root()
 
 
@@ -204,6 +214,10 @@ class _FileWalker:
             if node is None:
                 if not drop:
                     continue
+                if not isinstance(link, h5py.SoftLink):
+                    raise CorruptFileError(
+                        f"{self.url} is damaged: the object {relative!r} links to cannot be read"
+                    )
                 raise self.fail(relative, f"is a soft link to {link.path!r}, which does not exist")
             if isinstance(node, h5py.Dataset | h5py.Group):
                 members.append(Member(name, relative, node))
@@ -248,7 +262,9 @@ class _FileWalker:
                 raise self.fail(
                     member.path, f"is netCDF-4's name for a variable {name!r}, which also exists"
                 )
-            arrays[name] = self.array(member)
+            where = f"dataset {member.path!r} (its layout, attributes and chunk index)"
+            with reading(self.url, where, also=(OSError,)):
+                arrays[name] = self.array(member)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
             plan.group.attrs, plan.path or "/", self.file, self.fail, is_scale=False
@@ -290,6 +306,13 @@ class _FileWalker:
         if layout == h5py.h5d.COMPACT:
             values = self.read(member)
         elif ds.size * dtype.itemsize < self.parser.inline_threshold:
+            if ds.chunks and not _filters(dcpl):
+                # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
+                # check the chunk sizes, as for referenced chunks, before trusting the values.
+                chunks = tuple(int(c) for c in ds.chunks)
+                chunked_manifest(
+                    member, shape, chunks, self.chunk_url, self.size, self.fail, unfiltered=True
+                )
             try:
                 values = ds[()]
             except (OSError, ValueError):
@@ -326,6 +349,7 @@ class _FileWalker:
             attributes=attributes,
             dimension_names=dims,
         )
+        check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
         if ds.chunks:
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
@@ -379,6 +403,9 @@ class _FileWalker:
     ) -> ManifestArray:
         """Variable-length strings: their chunks hold heap addresses, so inline the values."""
         from numcodecs.vlen import VLenUTF8
+
+        # Each string is at least a Python object reference once read.
+        check_coordinate(member.node.size * 8, source=self.url, name=member.path)
 
         ds = member.node
         # xarray decodes _FillValue by the data type, and has no rule for strings.

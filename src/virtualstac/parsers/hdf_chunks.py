@@ -67,7 +67,7 @@ def chunked_manifest(
         at = int(np.flatnonzero(masks)[0])
         raise fail(
             member.path,
-            f"has chunks stored with some filters skipped (chunk {tuple(indices[at])} has "
+            f"has chunks stored with some filters skipped (chunk {_index(indices[at])} has "
             f"filter mask {int(masks[at])}); one Zarr codec chain cannot decode them",
         )
     _check_ranges(member, offsets, lengths, file_size, fail)
@@ -76,7 +76,7 @@ def chunked_manifest(
         at = int(np.flatnonzero(lengths != expected)[0])
         raise fail(
             member.path,
-            f"has an unfiltered chunk {tuple(indices[at])} of {int(lengths[at])} bytes; a "
+            f"has an unfiltered chunk {_index(indices[at])} of {int(lengths[at])} bytes; a "
             f"chunk of shape {chunks} holds {expected}",
         )
     codes = np.zeros(grid, dtype=np.uint8)
@@ -205,3 +205,8 @@ def inlined_manifest(grid: tuple[int, ...], data: bytes) -> ChunkManifest:
     if math.prod(grid) == 0 or not data:
         return missing_manifest(grid)
     return ChunkManifest.from_inlined_chunk(data, grid)
+
+
+def _index(indices: Any) -> tuple[int, ...]:
+    """Grid indices as plain ints, which print as ``(1, 2)`` rather than ``np.int64(1)``."""
+    return tuple(int(i) for i in indices)

@@ -28,16 +28,17 @@ lives in ``kerchunk_parquet``, ``gen`` in ``kerchunk_gen``, one array's referenc
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from virtualstac.limits import counting_references, gunzip_metadata
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_gen import expand_generators, select_generated
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_parquet import KerchunkParquetParser
@@ -109,12 +110,17 @@ class KerchunkJSONParser:
         url = normalize_url(url)
         data = read_object(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
-            data = gzip.decompress(data)
+            with reading(url, "its gzip stream"):
+                data = gunzip_metadata(data, source=url)
         try:
             references = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise KerchunkReferenceError(f"{url!r} is not a JSON document: {err}") from err
-        return ManifestStore(self.parse_references(references, url, registry), registry=registry)
+        except RecursionError as err:
+            raise KerchunkReferenceError(f"{url!r} nests JSON too deeply to read") from err
+        with reading(url, "its references"), counting_references():
+            group = self.parse_references(references, url, registry)
+        return ManifestStore(group, registry=registry)
 
     def parse_references(
         self, references: Mapping[str, Any], url: str, registry: ObjectStoreRegistry

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from virtualstac.limits import check_references
 from virtualstac.parsers.kerchunk_resolve import (
     TEMPLATE,
     WHOLE,
@@ -66,18 +67,17 @@ def _expand_generator(generator: Any, resolver: URLResolver) -> Generated:
         raise KerchunkReferenceError(
             f"{source}: a 'gen' entry needs both 'offset' and 'length', or neither"
         )
-    axes: dict[str, np.ndarray[Any, Any]] = {}
-    for name, spec in dict(generator["dimensions"]).items():
-        if isinstance(spec, list):
-            axes[name] = np.asarray(spec)
-        elif isinstance(spec, Mapping) and "stop" in spec:
-            axes[name] = np.arange(spec.get("start", 0), spec["stop"], spec.get("step", 1))
-        else:
-            raise KerchunkReferenceError(
-                f"{source}: gen dimension {name!r} must be a list or {{start, stop, step}}"
-            )
+    dimensions = dict(generator["dimensions"])
+    lengths_of = {name: _dimension_length(name, spec, source) for name, spec in dimensions.items()}
+    count = math.prod(lengths_of.values())
+    check_references(count, source=source, array=f"gen {generator['key']}", add_to_open=False)
+    axes: dict[str, np.ndarray[Any, Any]] = {
+        name: np.asarray(spec)
+        if isinstance(spec, list)
+        else np.arange(spec.get("start", 0), spec["stop"], spec.get("step", 1))
+        for name, spec in dimensions.items()
+    }
     grids = np.meshgrid(*axes.values(), indexing="ij") if axes else []
-    count = math.prod(len(a) for a in axes.values())
     names: dict[str, Any] = dict(resolver.templates)
     names.update({name: g.reshape(-1) for name, g in zip(axes, grids, strict=True)})
     keys = _render(str(generator["key"]), names, count, source)
@@ -89,6 +89,22 @@ def _expand_generator(generator: Any, resolver: URLResolver) -> Generated:
         offsets = np.zeros(count, dtype=np.int64)
         lengths = np.full(count, WHOLE, dtype=np.int64)
     return keys, urls, offsets, lengths
+
+
+def _dimension_length(name: str, spec: Any, source: str) -> int:
+    """How many values a ``gen`` dimension has, without building them."""
+    if isinstance(spec, list):
+        return len(spec)
+    if isinstance(spec, Mapping) and "stop" in spec:
+        try:
+            return len(range(spec.get("start", 0), spec["stop"], spec.get("step", 1)))
+        except (TypeError, ValueError) as err:
+            raise KerchunkReferenceError(
+                f"{source}: gen dimension {name!r} needs integer start, stop and step: {err}"
+            ) from err
+    raise KerchunkReferenceError(
+        f"{source}: gen dimension {name!r} must be a list or {{start, stop, step}}"
+    )
 
 
 def _render(template: str, names: Mapping[str, Any], count: int, source: str) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
+from virtualstac.limits import check_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.parsers.kerchunk_resolve import (
     NEEDS_URL,
@@ -40,6 +41,7 @@ class ChunkGrid:
         self.resolver = resolver
         self.grid = node.grid
         size = math.prod(self.grid)
+        check_references(size, source=resolver.source, array=node.path or "/")
         self.codes = np.zeros(size, dtype=np.int64)
         self.offsets = np.zeros(size, dtype=np.int64)
         self.lengths = np.zeros(size, dtype=np.int64)
@@ -219,6 +221,14 @@ class ChunkGrid:
                 at = whole & (self.codes == code)
                 url = resolved[code - 2]
                 self.lengths[at] = self.resolver.size(url, self.key(int(np.flatnonzero(at)[0])))
+        empty = (self.lengths == 0) & (self.codes != _MISSING)
+        if empty.any():
+            at = int(np.flatnonzero(empty)[0])
+            what = "inlines no bytes" if self.codes[at] == _INLINED else "references 0 bytes"
+            raise KerchunkReferenceError(
+                f"{self.resolver.source}: chunk {self.key(at)!r} {what}, which no codec "
+                "decodes (fsspec refuses it too); a chunk that was never written has no key"
+            )
         table = ["", "", *resolved]
         # A scalar's single chunk as a grid of one (ManifestArray accepts it for 0-d arrays).
         shape = self.grid or (1,)

@@ -15,8 +15,10 @@ from typing import Any
 import obstore
 from obstore.exceptions import BaseError
 
+from virtualstac.limits import check_open_references, check_references, counting_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_resolve import (
     KerchunkOptions,
@@ -29,7 +31,7 @@ from virtualstac.parsers.kerchunk_resolve import (
 )
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import describe, read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -71,13 +73,18 @@ class KerchunkParquetParser:
         reference set only, which must then also hold the files it references.
         """
         registry = registry_or_default(url, registry)
+        with reading(url, "its references"):
+            return self._parse(url, registry)
+
+    def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """Read the metadata of the reference set at ``url``, then build its store."""
         root = normalize_url(url).rstrip("/")
         zmetadata = read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
             content = json.loads(zmetadata)
             record_size = int(content["record_size"])
             metadata = content["metadata"]
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, RecursionError) as err:
             raise KerchunkReferenceError(
                 f"{root}/.zmetadata is not Kerchunk parquet metadata "
                 "(a JSON object with 'metadata' and 'record_size')"
@@ -86,6 +93,18 @@ class KerchunkParquetParser:
             raise KerchunkReferenceError(f"{root}/.zmetadata has an invalid record_size")
         documents = {key: parse_document(key, value, root) for key, value in metadata.items()}
         merge_consolidated(documents, root)
+        with counting_references():
+            return self._build(root, documents, record_size, content, registry)
+
+    def _build(
+        self,
+        root: str,
+        documents: dict[str, Any],
+        record_size: int,
+        content: Mapping[str, Any],
+        registry: ObjectStoreRegistry,
+    ) -> ManifestStore:
+        """The store of a reference set whose metadata is read."""
         # Relative URLs are relative to the directory holding the reference set's directory.
         resolver = URLResolver(root, registry, self._options, {})
         tables = _fetch_record_files(root, documents, record_size, registry, self._options)
@@ -118,7 +137,7 @@ def _fetch_record_files(
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    wanted: list[tuple[str, int, str]] = []
+    counts: dict[str, int] = {}
     for key, zarray in documents.items():
         path, _, name = key.rpartition("/")
         if name != ".zarray" or not isinstance(zarray, Mapping):
@@ -131,6 +150,12 @@ def _fetch_record_files(
             count = math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue  # the metadata translation reports malformed .zarray documents
+        # Counted again, into the open's total, when their grids are built.
+        check_references(count, source=root, array=path, add_to_open=False)
+        counts[path] = count
+    check_open_references(sum(counts.values()), source=root)
+    wanted: list[tuple[str, int, str]] = []
+    for path, count in counts.items():
         directory = join_url(root, path) if path else root
         for number in range(math.ceil(count / record_size)):
             wanted.append((path, number, f"{directory}/refs.{number}.parq"))
@@ -145,8 +170,10 @@ def _fetch_record_files(
             raise read_failure(err, url) from err
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
-        except (pa.ArrowInvalid, OSError) as err:
-            raise KerchunkReferenceError(f"{url!r} is not a readable parquet file: {err}") from err
+        except (pa.ArrowException, OSError) as err:
+            raise KerchunkReferenceError(
+                f"{url!r} is not a readable parquet file: {describe(err)}"
+            ) from err
 
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS) as pool:
         tables = list(pool.map(fetch, [url for _, _, url in wanted]))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
+from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -43,6 +44,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -160,7 +162,8 @@ class NetCDF3Parser:
         """
         registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
-        group = self.parse_file(url, reader)
+        with counting_references():
+            group = self.parse_file(url, reader)
         if reader.meta is not None:
             # Record the file's version, so reads fail if it changes (e.g. records appended).
             stamp = SourceStamp.from_meta(reader.meta)
@@ -169,8 +172,10 @@ class NetCDF3Parser:
 
     def parse_file(self, url: str, reader: BlockCachedReader) -> ManifestGroup:
         """Build the group of the netCDF3 file ``url``, whose bytes ``reader`` reads."""
-        header = _HeaderDecoder(url, reader).header()
-        return _GroupBuilder(normalize_url(url), reader, header, self).group()
+        with reading(url, "its netCDF-3 header"):
+            header = _HeaderDecoder(url, reader).header()
+        with reading(url, "its variables' data layout"):
+            return _GroupBuilder(normalize_url(url), reader, header, self).group()
 
 
 class _HeaderDecoder:
@@ -363,22 +368,26 @@ class _GroupBuilder:
             lengths[0] = self.numrecs
         shape = tuple(lengths)
         # Records and the single block of a fixed-size variable: (start offset, C-ordered shape).
-        if is_record and len(self.record_variables) > 1:
-            block_shape = shape[1:]
-            starts = variable.begin + self.recsize * np.arange(self.numrecs, dtype=np.uint64)
-            lead: tuple[int, ...] = (1,)
-        else:
-            block_shape = shape
-            starts = np.array([variable.begin], dtype=np.uint64)
-            lead = ()
+        interleaved = is_record and len(self.record_variables) > 1
+        block_shape = shape[1:] if interleaved else shape
+        blocks = self.numrecs if interleaved else 1
         block_bytes = math.prod(block_shape) * dtype.itemsize
-        end = int(starts[-1]) + block_bytes if starts.size else 0
+        # Checked before the record offsets are built: a header can claim 2**32 records.
+        end = variable.begin + self.recsize * (blocks - 1) + block_bytes if blocks else 0
         if math.prod(shape) and end > self.reader.size:
             raise self.fail(
                 variable,
                 f"references bytes up to {end}, but the file has {self.reader.size} bytes; "
                 "it is truncated",
             )
+        if interleaved:
+            # One reference per record at least: counted in full once the chunks are known.
+            check_references(blocks, source=self.url, array=variable.name, add_to_open=False)
+            starts = variable.begin + self.recsize * np.arange(self.numrecs, dtype=np.uint64)
+            lead: tuple[int, ...] = (1,)
+        else:
+            starts = np.array([variable.begin], dtype=np.uint64)
+            lead = ()
         attributes = _attributes(variable.attributes)
         fill_value = variable.nc_type.default_fill
         if "_FillValue" in variable.attributes:
@@ -399,7 +408,9 @@ class _GroupBuilder:
                 *lead,
                 *_block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes),
             )
-            manifest = self.referenced(starts, block_shape, chunks[len(lead) :], dtype, shape)
+            manifest = self.referenced(
+                variable.name, starts, block_shape, chunks[len(lead) :], dtype, shape
+            )
         chunks = tuple(max(1, c) for c in chunks)
         try:
             metadata = create_v3_array_metadata(
@@ -439,6 +450,7 @@ class _GroupBuilder:
 
     def referenced(
         self,
+        name: str,
         starts: np.ndarray[Any, Any],
         block_shape: tuple[int, ...],
         block_chunks: tuple[int, ...],
@@ -447,6 +459,7 @@ class _GroupBuilder:
     ) -> ChunkManifest:
         """References to ``block_chunks``-shaped pieces of each C-ordered block at ``starts``."""
         block_grid = grid_shape(block_shape, tuple(max(1, c) for c in block_chunks))
+        check_references(starts.size * math.prod(block_grid), source=self.url, array=name)
         chunk_bytes = math.prod(block_chunks) * dtype.itemsize
         within = np.arange(math.prod(block_grid), dtype=np.uint64) * np.uint64(chunk_bytes)
         offsets = (starts[:, None] + within[None, :]).reshape(

@@ -70,13 +70,15 @@ from virtualstac.codecs import (
     WebPCodec,
     ZstdCodec,
 )
-from virtualstac.errors import NotVirtualizableError, UnknownFormatError
+from virtualstac.errors import CorruptFileError, NotVirtualizableError, UnknownFormatError
+from virtualstac.limits import check_references, counting_references, fits_in_memory
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.tiff_bands import (
     BandMetadata,
@@ -192,11 +194,12 @@ class TIFFParser:
             url, registry, block_size=self.block_size, prefetch=self.prefetch
         )
         with reader:
-            try:
-                tif = tifffile.TiffFile(cast(IO[bytes], reader))
-            except tifffile.TiffFileError as err:
-                raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
-            with tif:
+            with reading(url, "its IFD chain"):
+                try:
+                    tif = tifffile.TiffFile(cast(IO[bytes], reader))
+                except tifffile.TiffFileError as err:
+                    raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
+            with tif, reading(url, "its IFDs and tags"), counting_references():
                 group = self._parse(tif, url, chunk_url)
         if reader.meta is not None:
             group = group.with_source_stamps({chunk_url: SourceStamp.from_meta(reader.meta)})
@@ -271,9 +274,13 @@ class _ImageBuilder:
             spatial_ref = {**crs_attributes, "GeoTransform": geo.geotransform_text}
             arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), spatial_ref)
             if geo.is_rectilinear:
+                # Coordinates too big to hold are left to the GeoTransform: the virtual dataset
+                # computes them lazily (manifests/geotransform.py).
                 x_attrs, y_attrs = geo.coordinate_attributes()
-                arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
-                arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
+                if fits_in_memory(8 * page.imagewidth):
+                    arrays["x"] = _inlined(geo.x_coords(page.imagewidth), ("x",), x_attrs)
+                if fits_in_memory(8 * page.imagelength):
+                    arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
         variable, packings = self.parser.variable, self.bands.packing_of_bands(samples)
         if len(set(packings)) == 1:
             attributes.update(packings[0].attributes())
@@ -470,20 +477,31 @@ class _ImageBuilder:
 
     def _manifest(self, grid: tuple[int, ...]) -> ChunkManifest:
         page = self.page
+        expected = math.prod(grid)
+        check_references(
+            expected, source=self.url, array=f"{self.parser.variable} (IFD {page.index})"
+        )
         offsets = np.asarray(page.dataoffsets, dtype=np.uint64)
         lengths = np.asarray(page.databytecounts, dtype=np.uint64)
-        expected = math.prod(grid)
         if offsets.size != expected or lengths.size != expected:
             raise self.fail(
                 f"the file lists {offsets.size} offsets and {lengths.size} byte counts for "
                 f"{expected} tiles or strips"
             )
-        # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK); a
-        # zero length makes it a missing chunk.
-        lengths = np.where(offsets == 0, np.uint64(0), lengths)
+        # Offset 0 is the file header: bytes to read there are a damaged offset, not a segment
+        # left unwritten (GDAL would read the header as pixels).
+        damaged = np.flatnonzero((offsets == 0) & (lengths != 0))
+        if damaged.size:
+            raise CorruptFileError(
+                f"{self.url} is damaged: IFD {page.index} puts {int(lengths[damaged[0]])} bytes "
+                f"of tile or strip {int(damaged[0])} at offset 0, inside the TIFF header"
+            )
+        # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK): TIFF
+        # defines it as missing, read as the nodata value. Elsewhere a zero length is an error.
+        sparse = (offsets == 0) | (lengths == 0)
         return ChunkManifest.from_path_table(
-            path_table=[self.chunk_url],
-            path_codes=np.zeros(grid, dtype=np.uint8),
+            path_table=["", self.chunk_url],
+            path_codes=np.where(sparse, 0, 1).astype(np.uint8).reshape(grid),
             offsets=offsets.reshape(grid),
             lengths=lengths.reshape(grid),
             validate_paths=False,

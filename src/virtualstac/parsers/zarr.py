@@ -9,6 +9,7 @@ were never written stay missing and read as the fill value.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,11 +18,13 @@ import obstore
 from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualstac.errors import SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
+from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
+from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import describe, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -58,14 +61,19 @@ class ZarrParser:
         Without a registry, reads are allowed from the store's directory or bucket only.
         """
         registry = registry_or_default(url, registry)
+        with reading(url, "its Zarr metadata"):
+            return self._parse(url, registry)
+
+    def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         root_url = normalize_url(url).rstrip("/")
         store, root_path = registry.resolve(root_url)
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
         try:
             sizes = _list_sizes(store, prefix)
             documents = {
-                key: json.loads(
-                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes())
+                key: _json_document(
+                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
+                    f"{root_url}/{key}",
                 )
                 for key in sizes
                 if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
@@ -74,19 +82,22 @@ class ZarrParser:
             raise read_failure(err, root_url, "the Zarr store ") from err
         base_url = "/".join(p for p in (root_url, self.group) if p)
         root_name = self.array_name or base_url.rsplit("/", 1)[-1].removesuffix(".zarr")
-        if documents.get("zarr.json", {}).get("node_type") == "array":
-            array = _v3_array("", documents["zarr.json"], sizes, base_url)
-            group = ManifestGroup(arrays={root_name: array})
-        elif "zarr.json" in documents:
-            group = self._v3_group("", documents, sizes, base_url)
-        elif ".zgroup" in documents or ".zarray" in documents:
-            from virtualstac.parsers.zarr_v2 import v2_group_from_documents
+        with counting_references():
+            if documents.get("zarr.json", {}).get("node_type") == "array":
+                array = _v3_array("", documents["zarr.json"], sizes, base_url)
+                group = ManifestGroup(arrays={root_name: array})
+            elif "zarr.json" in documents:
+                group = self._v3_group("", documents, sizes, base_url)
+            elif ".zgroup" in documents or ".zarray" in documents:
+                from virtualstac.parsers.zarr_v2 import v2_group_from_documents
 
-            group = v2_group_from_documents(
-                documents, sizes, base_url, self.drop_variables, root_name
-            )
-        else:
-            raise SourceNotFoundError(f"no Zarr metadata (zarr.json or .zgroup) at {base_url!r}")
+                group = v2_group_from_documents(
+                    documents, sizes, base_url, self.drop_variables, root_name
+                )
+            else:
+                raise SourceNotFoundError(
+                    f"no Zarr metadata (zarr.json or .zgroup) at {base_url!r}"
+                )
         return ManifestStore(group, registry=registry)
 
     def _v3_group(
@@ -115,6 +126,16 @@ class ZarrParser:
         return ManifestGroup(arrays=arrays, groups=groups, attributes=document.get("attributes"))
 
 
+def _json_document(data: bytes, url: str) -> Any:
+    """A metadata document's JSON; a damaged one raises :class:`CorruptFileError`."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+        raise CorruptFileError(
+            f"{redact(url)} is damaged: it is not JSON ({describe(err)})"
+        ) from err
+
+
 def _v3_array(
     path: str, document: dict[str, Any], sizes: Mapping[str, int], base_url: str
 ) -> ManifestArray:
@@ -138,6 +159,7 @@ def _manifest(
 ) -> ChunkManifest:
     """Reference every chunk object of one array whole; unlisted chunks stay missing."""
     encoding = metadata.chunk_key_encoding
+    check_references(math.prod(grid), source=array_url, array=array_url)
     table: list[str] = [""]
     codes = np.zeros(grid, dtype=np.int64)
     lengths = np.zeros(grid, dtype=np.uint64)

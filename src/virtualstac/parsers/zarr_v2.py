@@ -35,6 +35,7 @@ from zarr.registry import get_codec_class
 # Registers the imagecodecs_* codecs (TIFF compressions) that tifffile's references name.
 import virtualstac.codecs  # noqa: F401
 from virtualstac.errors import InvalidManifestError, VirtualStacError
+from virtualstac.limits import check_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -439,6 +440,7 @@ def v2_group_from_documents(
         valid, positions = parse_chunk_keys(chunk_keys, node.separator, grid)
         array_url = join_url(base_url, node.path) if node.path else base_url.rstrip("/")
         size = math.prod(grid)
+        check_references(size, source=base_url, array=node.path or "/")
         codes = np.zeros(size, dtype=np.int64)
         lengths = np.zeros(size, dtype=np.uint64)
         codes[positions] = np.arange(1, positions.size + 1)

@@ -16,7 +16,13 @@ import xarray as xr
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.metadata import CF_ENCODING_ATTRS, same_value
 
-__all__ = ["DEFAULT_TIME_ENCODING", "check_appendable", "encode_like", "with_time_encoding"]
+__all__ = [
+    "DEFAULT_TIME_ENCODING",
+    "check_appendable",
+    "encode_like",
+    "ordered_like",
+    "with_time_encoding",
+]
 
 #: How a datetime coordinate without an encoding of its own is stored: exact to the
 #: microsecond (STAC datetimes have fractional seconds) and the same for every append.
@@ -75,6 +81,23 @@ def check_appendable(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str
             continue
         _check_fixed(name, published, variable, where, indexed=name in existing.indexes)
     _check_order(existing, new, dim, where)
+
+
+def ordered_like(dataset: xr.Dataset, existing: xr.Dataset) -> xr.Dataset:
+    """``dataset`` with each variable's dimensions in the order the store has them.
+
+    Kerchunk stores a pixel-interleaved raster in its stored ``(y, x, band)`` order (see
+    :mod:`virtualstac.writers.zarr_v2`); new items, opened ``(band, y, x)``, are transposed to
+    it, which moves references only.
+    """
+    changed = {
+        name: variable.transpose(*existing.variables[name].dims)
+        for name, variable in dataset.variables.items()
+        if name in existing.variables
+        and variable.dims != existing.variables[name].dims
+        and set(variable.dims) == set(existing.variables[name].dims)
+    }
+    return dataset.assign(changed) if changed else dataset
 
 
 def _without(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:

@@ -36,7 +36,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
     """Open STAC objects and archival files through chunk references (``engine="virtualstac"``).
 
     Options for STAC objects: ``assets``, ``sign``, ``parallel``, ``concat_dim``,
-    ``loadable_variables`` and ``registry``, as for :func:`~virtualstac.stac.open_stac`.
+    ``loadable_variables``, ``registry``, ``authorize`` and ``trust_catalog_endpoints``, as
+    for :func:`~virtualstac.stac.open_stac`.
     ``sign``, ``registry`` and ``overview_level`` (a COG overview, 0 the largest) work for
     files too.
     """
@@ -49,6 +50,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
         "parallel",
         "concat_dim",
         "loadable_variables",
+        "authorize",
+        "trust_catalog_endpoints",
     )
 
     def open_dataset(  # type: ignore[override]
@@ -71,6 +74,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
         concat_dim: str | None = None,
         loadable_variables: Iterable[str] | None = None,
         overview_level: int | None = None,
+        authorize: Iterable[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> xr.Dataset:
         """Open a STAC object like :func:`open_stac_dataset`, or a file by its references."""
         decoding: dict[str, Any] = {
@@ -98,6 +103,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
                 drop_variables=drop,
                 concat_dim=concat_dim,
                 overview_level=overview_level,
+                authorize=authorize,
+                trust_catalog_endpoints=trust_catalog_endpoints,
                 **decoding,
             )
         unused = {
@@ -105,6 +112,8 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
             "parallel": parallel or None,
             "concat_dim": concat_dim,
             "loadable_variables": loadable_variables,
+            "authorize": authorize,
+            "trust_catalog_endpoints": trust_catalog_endpoints or None,
         }
         given = sorted(name for name, value in unused.items() if value is not None)
         if given:

@@ -19,11 +19,13 @@ import xarray as xr
 from pystac_client import ItemSearch
 
 from virtualstac.manifests import ManifestArray
+from virtualstac.stac.authorization import Authorization, asset_registry
 from virtualstac.stac.open import StacSource, _items_of, open_asset, open_stac
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
+from virtualstac.storage.urls import normalize_url
 
 __all__ = ["StacReferences", "open_stac_dataset", "open_stac_references"]
 
@@ -74,11 +76,16 @@ def open_stac_references(
     drop_variables: Iterable[str] | None = None,
     concat_dim: str | None = None,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> StacReferences:
     """Parse the assets (headers and chunk indexes only) and keep the registry to read them.
 
     Arguments as for :func:`open_stac_dataset`.
     """
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if isinstance(stac, ItemSearch):
         stac = stac.item_collection()
     elif not isinstance(stac, pystac.Item | pystac.Catalog | pystac.ItemCollection | pystac.Asset):
@@ -96,6 +103,7 @@ def open_stac_references(
             registry=registry,
             drop_variables=drop_variables,
             overview_level=overview_level,
+            authorization=authorization,
         )
         if published is not None:
             return StacReferences(published, None)
@@ -112,6 +120,8 @@ def open_stac_references(
             loadable_variables=loadable,
             drop_variables=drop_variables,
             overview_level=overview_level,
+            authorize=authorize,
+            trust_catalog_endpoints=trust_catalog_endpoints,
         )
     else:
         virtual = open_stac(
@@ -127,12 +137,14 @@ def open_stac_references(
             concat_dim=concat_dim,
             use_published=False,
             overview_level=overview_level,
+            authorize=authorize,
+            trust_catalog_endpoints=trust_catalog_endpoints,
         )
     references = StacReferences(virtual, registry)
     if registry is None and references.is_virtual:
         # The registry open_stac built, built again: items are listed only now, so the items
         # of a collection whose published store opened are never enumerated.
-        references = StacReferences(virtual, _default_registry(stac, assets, sign))
+        references = StacReferences(virtual, _default_registry(stac, assets, sign, authorization))
     return references
 
 
@@ -150,6 +162,8 @@ def open_stac_dataset(
     concat_dim: str | None = None,
     chunks: Mapping[str, Any] | None = None,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
     **decoding: Any,
 ) -> xr.Dataset:
     """Open STAC Items (or one Asset) as a lazy dataset of values.
@@ -172,6 +186,10 @@ def open_stac_dataset(
     overview_level
         A COG overview of the raster assets (0: the largest), as rasterio numbers them; from
         a published store, its level of that number.
+    authorize, trust_catalog_endpoints
+        What you trust the catalog to make us read beyond its own assets, and whether your
+        credentials may go to the S3 endpoints it chooses: see
+        :func:`~virtualstac.stac.open_stac` and ``docs/security.md``.
     **decoding
         CF decoding options of ``xr.open_zarr`` (``mask_and_scale``, ``decode_times``, ...).
     """
@@ -187,6 +205,8 @@ def open_stac_dataset(
         drop_variables=drop_variables,
         concat_dim=concat_dim,
         overview_level=overview_level,
+        authorize=authorize,
+        trust_catalog_endpoints=trust_catalog_endpoints,
     )
     return references.to_dataset(chunks, **decoding)
 
@@ -195,13 +215,28 @@ def _default_registry(
     stac: StacSource | pystac.Asset,
     assets: Iterable[str] | None,
     sign: Callable[[str], str] | None,
+    authorization: Authorization,
 ) -> ObjectStoreRegistry:
     """The registry :func:`open_stac` (or :func:`open_asset`) builds when given none."""
+    trust = authorization.trust_catalog_endpoints
     if isinstance(stac, pystac.Asset):
         owner = stac.owner if isinstance(stac.owner, pystac.Item) else None
         key = next((k for k, a in (owner.assets if owner else {}).items() if a is stac), None)
         if owner is not None and key is not None:
-            return stac_registry(owner, [key], sign=sign)
-        plain = ObjectStoreRegistry.for_url(stac.get_absolute_href() or stac.href)
+            return stac_registry(
+                owner,
+                [key],
+                sign=sign,
+                authorize=authorization.prefixes,
+                trust_catalog_endpoints=trust,
+            )
+        url = normalize_url(stac.get_absolute_href() or stac.href)
+        plain = asset_registry(url, stac.owner, authorization)
         return plain if sign is None else SigningRegistry.wrap(plain, sign)
-    return stac_registry(_items_of(stac), assets, sign=sign)
+    return stac_registry(
+        _items_of(stac),
+        assets,
+        sign=sign,
+        authorize=authorization.prefixes,
+        trust_catalog_endpoints=trust,
+    )

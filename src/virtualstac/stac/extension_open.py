@@ -48,6 +48,8 @@ class StacOpener:
         concat_dim: str | None = None,
         use_published: bool = True,
         overview_level: int | None = None,
+        authorize: Iterable[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> xr.Dataset: ...
 
     @overload
@@ -67,6 +69,8 @@ class StacOpener:
         concat_dim: str | None = None,
         use_published: bool = True,
         overview_level: int | None = None,
+        authorize: Iterable[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> dict[Grid | None, xr.Dataset]: ...
 
     def to_xarray(
@@ -85,13 +89,16 @@ class StacOpener:
         concat_dim: str | None = None,
         use_published: bool = True,
         overview_level: int | None = None,
+        authorize: Iterable[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
         """Open the object's source assets as one virtual dataset (see :func:`open_stac`).
 
         An Item becomes one dataset of its assets' variables; a Collection becomes a datacube
         of its items along ``time`` (or ``concat_dim``). A published virtual store of the
         Collection (for an Item: its own, or its Collection's) is opened instead, unless
-        ``use_published=False``.
+        ``use_published=False``. ``authorize`` and ``trust_catalog_endpoints`` say what the
+        catalog may make us read beyond its own assets (see ``docs/security.md``).
         """
         from virtualstac.stac.open import _open_stac
 
@@ -110,6 +117,8 @@ class StacOpener:
             concat_dim=concat_dim,
             use_published=use_published,
             overview_level=overview_level,
+            authorize=authorize,
+            trust_catalog_endpoints=trust_catalog_endpoints,
         )
 
 
@@ -128,6 +137,8 @@ class AssetOpener:
         drop_variables: Iterable[str] | None = None,
         decode_times: bool | None = None,
         overview_level: int | None = None,
+        authorize: Iterable[str] | str | None = None,
+        trust_catalog_endpoints: bool = False,
     ) -> xr.Dataset:
         """Open this asset alone as a virtual dataset (see :func:`open_stac`)."""
         from virtualstac.stac.open import open_asset
@@ -141,4 +152,6 @@ class AssetOpener:
             drop_variables=drop_variables,
             decode_times=decode_times,
             overview_level=overview_level,
+            authorize=authorize,
+            trust_catalog_endpoints=trust_catalog_endpoints,
         )

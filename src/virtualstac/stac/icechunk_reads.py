@@ -6,6 +6,11 @@ multi-line Rust trace. Read through virtualstac, the same failures raise
 :class:`~virtualstac.errors.SourceChangedError`, :class:`~virtualstac.errors.ChunkReadError`
 and :class:`~virtualstac.errors.UnregisteredURLError`, naming the chunk, the store and
 Icechunk's reason.
+
+Icechunk compares source modification times to the second. For local files, which a
+publish stamps to the nanosecond (:class:`~virtualstac.manifests.sources.LocalFileStamp`),
+:func:`check_local_sources` catches a rewrite within the same second and of the same size
+when virtualstac opens the store; plain Icechunk readers keep Icechunk's own check.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from virtualstac.errors import (
     UnregisteredURLError,
     VirtualStacError,
 )
+from virtualstac.manifests.sources import LocalFileStamp
+from virtualstac.writers.icechunk import LOCAL_FILES_KEY
 
-__all__ = ["CheckedIcechunkStore"]
+__all__ = ["CheckedIcechunkStore", "check_local_sources"]
 
 
 class CheckedIcechunkStore(WrapperStore[Any]):
@@ -70,3 +77,34 @@ class CheckedIcechunkStore(WrapperStore[Any]):
                 "changed files again"
             )
         return ChunkReadError(f"{where} could not be read: {reason}")
+
+
+def check_local_sources(repository: Any, snapshot_id: str, location: str) -> None:
+    """Refuse a snapshot whose local source files changed since they were published.
+
+    Each commit records the stamps of the local files it referenced; the newest record of a
+    file counts. Files missing now are left to the read, which names them.
+
+    Raises
+    ------
+    SourceChangedError
+        Naming the first changed file and the published store at ``location``.
+    """
+    recorded: dict[str, Any] = {}
+    for snapshot in repository.ancestry(snapshot_id=snapshot_id):
+        stamps = snapshot.metadata.get(LOCAL_FILES_KEY)
+        if isinstance(stamps, dict):
+            for url, stamp in stamps.items():
+                recorded.setdefault(url, stamp)
+    for url, stamp in recorded.items():
+        try:
+            published = LocalFileStamp.from_json(stamp)
+        except ValueError:
+            continue  # not a record virtualstac wrote: Icechunk's own check applies
+        now = LocalFileStamp.of(url)
+        if now is not None and now != published:
+            raise SourceChangedError(
+                f"source {url!r} of the published Icechunk store at {location} changed after "
+                f"it was published (size {published.size} -> {now.size}, modified "
+                f"{published.mtime_ns} -> {now.mtime_ns} ns); publish the changed files again"
+            )

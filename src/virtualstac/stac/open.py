@@ -44,6 +44,7 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
+from virtualstac.stac.authorization import Authorization, asset_registry
 from virtualstac.stac.extension import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -54,13 +55,14 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.open import _executor, open_virtual_dataset
 
 _log = logging.getLogger(__name__)
@@ -207,6 +209,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset: ...
 
 
@@ -227,6 +231,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> dict[Grid | None, xr.Dataset]: ...
 
 
@@ -246,6 +252,8 @@ def open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """Open the source assets of STAC Items as one virtual dataset.
 
@@ -261,8 +269,10 @@ def open_stac(
         ``application/json`` with role ``references``/``index``); published virtual stores
         (``virtual:format``) are skipped.
     registry
-        The read allow-list; by default :func:`~virtualstac.stac.stac_registry`: the directory
-        (or bucket) of every asset, with the store settings of their ``storage:schemes``.
+        The read allow-list; by default :func:`~virtualstac.stac.stac_registry`: the exact
+        location of every asset, with the store settings of their ``storage:schemes``. A
+        registry of your own is your authorization: everything it allows may be read, the
+        containers of a published store included.
     sign
         Applied to every URL when it is read (e.g. ``planetary_computer.sign``): asset files,
         and the chunks and sources they reference. It may add a query (a token, a pre-signed
@@ -293,6 +303,14 @@ def open_stac(
         Open this COG overview of every raster asset (0: the largest), as rasterio numbers
         them; from a published store, its level of the same number (``publish(...,
         overviews=True)``). An asset without that level raises ``OverviewNotFoundError``.
+    authorize
+        URL prefixes you trust the catalog to make us read beyond its own assets: the
+        sources of Kerchunk references, a published store's virtual chunk containers, local
+        files named by a remote catalog (see ``docs/security.md``). A refusal
+        (``UnregisteredURLError``) names the prefix to authorize.
+    trust_catalog_endpoints
+        Send your credentials to the S3 endpoints the catalog's ``custom-s3`` storage schemes
+        choose; by default requests there are unsigned.
 
     Raises
     ------
@@ -302,6 +320,8 @@ def open_stac(
         If an asset key asked for is missing from an Item.
     MixedGridsError
         If assets or Items lie on different grids and ``group_by`` is not ``"grid"``.
+    UnregisteredURLError
+        If the catalog makes us read outside its assets and what you authorized.
     """
     return _open_stac(
         stac,
@@ -318,6 +338,8 @@ def open_stac(
         concat_dim=concat_dim,
         use_published=use_published,
         overview_level=overview_level,
+        authorize=authorize,
+        trust_catalog_endpoints=trust_catalog_endpoints,
     )
 
 
@@ -337,10 +359,15 @@ def _open_stac(
     concat_dim: str | None = None,
     use_published: bool = True,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if use_published:
         parse_only = {
             "sign": sign,
@@ -356,6 +383,7 @@ def _open_stac(
             drop_variables=drop_variables,
             decode_times=decode_times,
             overview_level=overview_level,
+            authorization=authorization,
         )
         if published is not None:
             return {_grid_of(published): published} if group_by == "grid" else published
@@ -371,7 +399,13 @@ def _open_stac(
     )
     tasks = [task for item in items for task in _tasks_for(item, wanted, overrides)]
     if registry is None:
-        registry = stac_registry(items, {task.key for task in tasks}, sign=sign)
+        registry = stac_registry(
+            items,
+            {task.key for task in tasks},
+            sign=sign,
+            authorize=authorization.prefixes,
+            trust_catalog_endpoints=trust_catalog_endpoints,
+        )
     elif sign is not None:
         registry = SigningRegistry.wrap(registry, sign)
     opened = _open_tasks(tasks, registry, parallel, progress)
@@ -395,10 +429,14 @@ def open_asset(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset:
     """Open one asset as a virtual dataset (its data variable named as in :func:`open_stac`).
 
-    The asset must belong to an Item, or have an absolute href.
+    The asset must belong to an Item, or have an absolute href. By default only the asset
+    (and the other assets of its Item) may be read, and what ``authorize`` names; see
+    :func:`open_stac`.
     """
     owner = asset.owner if isinstance(asset.owner, pystac.Item) else None
     key = next((k for k, a in (owner.assets if owner else {}).items() if a is asset), None)
@@ -411,10 +449,20 @@ def open_asset(
     )
     item_id = owner.id if owner is not None else "(no item)"
     task = _task(item_id, key or "data", asset, owner, overrides, explicit=True)
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
     if registry is None and owner is not None and key is not None:
-        registry = stac_registry(owner, [key], sign=sign)
+        registry = stac_registry(
+            owner,
+            [key],
+            sign=sign,
+            authorize=authorization.prefixes,
+            trust_catalog_endpoints=trust_catalog_endpoints,
+        )
     else:
-        registry = registry if registry is not None else ObjectStoreRegistry.for_url(task.url)
+        if registry is None:
+            registry = asset_registry(task.url, asset.owner, authorization)
         if sign is not None:
             registry = SigningRegistry.wrap(registry, sign)
     return _open_tasks([task], registry, False, False)[0]
@@ -550,6 +598,7 @@ def _task(
             f"asset {key!r} of item {item_id!r} is a published {asset.extra_fields[FORMAT_PROP]} "
             "store, not a source file; open it with its own reader (e.g. xr.open_zarr)"
         )
+    check_not_local_on_api(key, asset, item)
     href = asset.get_absolute_href() or asset.href
     if "://" not in href and not href.startswith("/"):
         raise InvalidPathError(
@@ -930,11 +979,7 @@ def _concat_items(
     if len(parts) == 1:
         return parts[0]
     try:
-        combined = xr.concat(
-            parts,
-            dim=dim,
-            **EXACT_COMBINE,
-        )
+        combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
     except ValueError as err:
         ids = ", ".join(item.id for item in items)
         raise IncompatibleArraysError(

@@ -180,6 +180,8 @@ def publish(
             concat_dim=concat_dim,
             use_published=False,
             overview_level=overview_level,
+            # The publisher owns the catalog: its storage schemes' endpoints are trusted.
+            trust_catalog_endpoints=registry is None,
         )
         return cast(xr.Dataset, level)
 

@@ -22,9 +22,9 @@ import obstore
 import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
-from virtualstac.manifests import ManifestGroup, ManifestStore
+from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
-from virtualstac.stac.appending import check_appendable
+from virtualstac.stac.appending import check_appendable, ordered_like
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import RECORD_KEY, PublishRecord
 from virtualstac.stac.published import reading_registry
@@ -33,7 +33,8 @@ from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
 from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
-from virtualstac.xarray.combine import EXACT_COMBINE
+from virtualstac.writers.zarr_v2 import with_v2_fill_value
+from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.convert import dataset_to_group
 
 __all__ = ["KerchunkFormat", "ReferencesVersion", "publish_references"]
@@ -95,6 +96,7 @@ def publish_references(
 
         def joined(path: str, level: xr.Dataset) -> ManifestGroup:
             existing = published.to_virtual_dataset(group=path)
+            level = ordered_like(_as_written(level), existing)
             check_appendable(existing, level, concat_dim, target.href)
             combined[path] = _concat(existing, level, concat_dim, target.href)
             return dataset_to_group(combined[path])
@@ -146,12 +148,23 @@ def _open_references(
     return read(target.url, reading)
 
 
+def _as_written(dataset: xr.Dataset) -> xr.Dataset:
+    """``dataset`` with the fill values its arrays have once written as Kerchunk and read back,
+    so that they join the published arrays, which were read back."""
+    changed = {
+        name: xr.Variable(
+            variable.dims, with_v2_fill_value(variable.data), variable.attrs, variable.encoding
+        )
+        for name, variable in dataset.variables.items()
+        if isinstance(variable.data, ManifestArray)
+    }
+    return dataset.assign(changed) if changed else dataset
+
+
 def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:
     try:
-        return xr.concat(
-            [existing, new],
-            dim=dim,
-            **EXACT_COMBINE,
+        return concat_virtual(
+            [existing, new], dim, labels=[f"the store at {where}", "the new items"]
         )
     except ValueError as err:
         raise IncompatibleArraysError(

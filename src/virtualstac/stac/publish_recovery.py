@@ -154,7 +154,7 @@ class PreviousStore:
                 SourceAsset(str(entry["key"]), str(entry["href"]))
                 for entry in asset.extra_fields.get("vrt:hrefs") or ()
             ),
-            schemes=scheme_options(asset),
+            schemes=scheme_options(asset, trust_endpoints=True),
         )
 
     def adopt(

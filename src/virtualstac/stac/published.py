@@ -3,10 +3,11 @@
 A Collection (or Item) that carries a published asset (``virtual:format``) opens from it: an
 Icechunk repository at the recorded snapshot (``virtual:version``), authorizing exactly the
 virtual chunk containers in ``virtual:containers``; Kerchunk references through virtualstac's
-Kerchunk parsers, allowed to read exactly those prefixes. An Item whose parent Collection has a
-store covering it (``virtual:items``) opens as its part of that store, when the part can be
-told: its ``start_datetime``..``end_datetime``, or its datetime when the store has one time step
-per item. Otherwise its sources are parsed, as before.
+Kerchunk parsers, allowed to read exactly those prefixes. A catalog is untrusted: containers
+outside the store's home need the user's authorization (:mod:`virtualstac.stac.authorization`).
+An Item whose parent Collection has a store covering it (``virtual:items``) opens as its part
+of that store, when the part can be told: its ``start_datetime``..``end_datetime``, or its
+datetime when the store has one time step per item. Otherwise its sources are parsed, as before.
 
 The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`` returns.
 """
@@ -22,11 +23,17 @@ import numpy as np
 import pystac
 import xarray as xr
 
-from virtualstac.errors import VirtualStacError
+from virtualstac.errors import UnregisteredURLError, VirtualStacError
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
+from virtualstac.stac.authorization import (
+    Authorization,
+    check_containers,
+    check_local_locations,
+    is_remote,
+)
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
-from virtualstac.stac.icechunk_reads import CheckedIcechunkStore
+from virtualstac.stac.icechunk_reads import CheckedIcechunkStore, check_local_sources
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -80,6 +87,7 @@ def open_published_for(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    authorization: Authorization | None = None,
 ) -> xr.Dataset | None:
     """Open the published store behind ``stac``, or return None.
 
@@ -90,6 +98,8 @@ def open_published_for(
     ``group``, ...); given together with a published store they are refused rather than
     silently ignored. ``assets`` selects the store's variables of those names, as parsing the
     assets would name them; an asset the store has no variable for is refused.
+    ``authorization`` is what the user allows beyond the store's home (see
+    :func:`open_published`).
     """
     if isinstance(stac, pystac.Collection):
         asset = published_asset(stac)
@@ -112,6 +122,7 @@ def open_published_for(
             drop_variables=drop_variables,
             decode_times=decode_times,
             overview_level=overview_level,
+            authorization=authorization,
         )
     else:
         return None
@@ -124,6 +135,7 @@ def open_published_for(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
+        **_authorizing(authorization),
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
@@ -141,6 +153,7 @@ def _open_published_items(
     drop_variables: Iterable[str] | None,
     decode_times: bool | None,
     overview_level: int | None,
+    authorization: Authorization | None,
 ) -> xr.Dataset | None:
     """Items of one Collection whose published store covers them all: their part of it.
 
@@ -167,12 +180,23 @@ def _open_published_items(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
+        **_authorizing(authorization),
     )
     if assets is not None:
         dataset = _select_assets(dataset, list(assets), asset)
     if {item.id for item in items} == set(covered):
         return dataset
     return _parts_of(dataset, items, len(covered))
+
+
+def _authorizing(authorization: Authorization | None) -> dict[str, Any]:
+    """The options of :func:`open_published` that carry ``authorization``."""
+    if authorization is None:
+        return {}
+    return {
+        "authorize": authorization.prefixes,
+        "trust_catalog_endpoints": authorization.trust_catalog_endpoints,
+    }
 
 
 def _parts_of(dataset: xr.Dataset, items: list[pystac.Item], count: int) -> xr.Dataset | None:
@@ -249,18 +273,30 @@ def open_published(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> xr.Dataset:
     """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
 
     ``registry`` supplies credentials and endpoints for object stores (the store itself and
     its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
-    credentials from the environment. A store published with overviews (a multiscales
-    group) opens at its full resolution, or at ``overview_level`` (0: the largest overview).
+    credentials from the environment, which are sent to a ``custom-s3`` endpoint only with
+    ``trust_catalog_endpoints``. A store published with overviews (a
+    multiscales group) opens at its full resolution, or at ``overview_level`` (0: the largest
+    overview).
+
+    The containers (``virtual:containers``) are authorized when they lie in the store's home
+    (its bucket, or the directory holding both the store and the catalog document that names
+    it), when the catalog was built in memory (no self href: your program made it), or when
+    ``authorize`` or ``registry`` allows them. Local chunks are checked where their links lead
+    before any is read.
 
     Raises
     ------
     PublishedStoreError
         If the asset lacks its format, href or containers.
+    UnregisteredURLError
+        If a container, or a local store named by a remote catalog, is not authorized.
     """
     fmt = asset.extra_fields.get(FORMAT_PROP)
     href = asset.get_absolute_href() or asset.href
@@ -272,7 +308,16 @@ def open_published(
         )
     dropped = None if drop_variables is None else list(drop_variables)
     url = normalize_url(href).rstrip("/")
-    schemes = scheme_options(asset)
+    authorization = Authorization.of(
+        authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
+    )
+    if url.startswith("file://") and is_remote(asset.owner) and not authorization.covers(url):
+        raise UnregisteredURLError(
+            f"a remote catalog names the local store {url!r}; authorize it if you trust it: "
+            f"authorize=[{url!r}]"
+        )
+    check_containers(asset, url, containers, authorization)
+    schemes = scheme_options(asset, trust_endpoints=authorization.trust_catalog_endpoints)
     if fmt == "icechunk":
         store = _icechunk_store(asset, url, containers, schemes, registry)
     else:
@@ -315,11 +360,21 @@ def _icechunk_store(
         if version
         else repository.readonly_session("main")
     )
+    if any(prefix.startswith("file://") for prefix in containers):
+        # Icechunk follows links below a local container: check where each chunk leads.
+        check_local_locations(session.all_virtual_chunk_locations(), containers)
+    check_local_sources(repository, session.snapshot_id, url)
     return CheckedIcechunkStore(session.store, url)
 
 
-def scheme_options(asset: pystac.Asset) -> dict[str, dict[str, Any]]:
-    """Store options per bucket from the owner's ``storage:schemes`` (no credentials there)."""
+def scheme_options(
+    asset: pystac.Asset, *, trust_endpoints: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Store options per bucket from the owner's ``storage:schemes`` (no credentials there).
+
+    A ``custom-s3`` endpoint is the catalog's choice: requests to it are unsigned unless
+    ``trust_endpoints`` (a publisher owns its catalog and trusts it).
+    """
     owner = asset.owner
     declared: Mapping[str, Any] = {}
     if isinstance(owner, pystac.Collection):
@@ -339,6 +394,8 @@ def scheme_options(asset: pystac.Asset) -> dict[str, dict[str, Any]]:
             options["endpoint"] = endpoint
             if endpoint.startswith("http://"):
                 options["client_options"] = {"allow_http": True}
+            if not trust_endpoints:
+                options["skip_signature"] = "true"
         if scheme.get("anonymous"):
             options["skip_signature"] = "true"
         if scheme.get("requester_pays"):

@@ -7,10 +7,12 @@ The `storage extension <https://github.com/stac-extensions/storage>`_ v2.0.0 dec
 schemes they may be read with in ``storage:refs``. Publishers also add ``anonymous: true``
 (VEDA, xpystac), which the extension does not define, for buckets read without credentials.
 
-:func:`stac_registry` turns these into the read allow-list: one store per asset directory or
-bucket, configured with the scheme's region, requester pays, anonymous access and, for
-``custom-s3`` platforms, the endpoint. Credentials come from the environment (obstore reads
-``AWS_ACCESS_KEY_ID`` and the like) unless the scheme is anonymous.
+:func:`stac_registry` turns these into the read allow-list: the exact location of every asset,
+read through one store per asset directory or bucket, configured with the scheme's region,
+requester pays, anonymous access and, for ``custom-s3`` platforms, the endpoint. Credentials
+come from the environment (obstore reads ``AWS_ACCESS_KEY_ID`` and the like) unless the scheme
+is anonymous, and go only to the provider's own endpoints: an endpoint the catalog chooses
+(``custom-s3``) gets unsigned requests unless the user trusts it (see ``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from urllib.parse import urlsplit
 import pystac
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.stac.authorization import Authorization, is_remote
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
-from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url, url_prefix
 
@@ -116,11 +119,13 @@ class StorageScheme:
             return self.type == "ms-azure"
         return False
 
-    def store_options(self, url: str) -> dict[str, Any]:
+    def store_options(self, url: str, *, trust_endpoint: bool = False) -> dict[str, Any]:
         """Options for the obstore store that reads ``url`` (``ObjectStoreRegistry.register``).
 
         Only ``s3://`` (``aws-s3``, ``custom-s3``) and ``az://`` (``ms-azure``) URLs take
-        options; ``http(s)://`` URLs are read without signing whatever their scheme says.
+        options; ``http(s)://`` URLs are read without signing whatever their scheme says. A
+        ``custom-s3`` endpoint is the catalog's choice: requests to it are unsigned (no
+        credentials leave) unless ``trust_endpoint``.
         """
         if not self.applies_to(url):
             return {}
@@ -142,6 +147,8 @@ class StorageScheme:
             options["virtual_hosted_style_request"] = "{bucket}" in self.platform
             if endpoint.startswith("http://"):
                 options["client_options"] = {"allow_http": True}
+            if not trust_endpoint:
+                options["skip_signature"] = True
         return options
 
 
@@ -247,14 +254,21 @@ def stac_registry(
     sign: Callable[[str], str] | None = None,
     network: NetworkOptions = DEFAULT_NETWORK,
     scheme_network: Mapping[str, NetworkOptions] | None = None,
+    authorize: Iterable[str] | str | None = None,
+    trust_catalog_endpoints: bool = False,
 ) -> ObjectStoreRegistry:
     """The read allow-list :func:`~virtualstac.stac.open_stac` builds by default.
 
-    It allows the directory (for local and HTTP files) or the bucket (for object stores) of
-    every asset of the Items, or of the ``assets`` named, configured from their storage
-    schemes; buckets that an asset's scheme names (its ``bucket`` variable) are allowed too,
-    so the Kerchunk references of an asset may point there. With ``sign``, every URL is
-    signed before it is read (see :class:`~virtualstac.storage.signing.SigningRegistry`).
+    It allows the exact location of every asset of the Items (an object, or a directory such
+    as a Zarr store and everything below it), so the references of one asset (Kerchunk) may
+    point at the other assets of its Item and nowhere else. A remote Item (read from a URL)
+    may not name local files. ``authorize`` adds prefixes the user trusts; the error raised
+    for a reference outside the list names the prefix to authorize. ``assets`` names the
+    assets whose storage schemes must be usable (an error otherwise); the others are
+    allowed when their schemes are. Stores are configured from the storage schemes, one per
+    directory (local and HTTP files) or bucket; ``custom-s3`` endpoints chosen by the catalog
+    are sent unsigned requests unless ``trust_catalog_endpoints``. With ``sign``, every URL
+    is signed before it is read (see :class:`~virtualstac.storage.signing.SigningRegistry`).
     Without it, hrefs that arrive signed (with a query, as pystac-client's ``modifier=``
     leaves them) lend their query to every read below their directory.
 
@@ -266,34 +280,55 @@ def stac_registry(
         registry = stac_registry(items, sign=sign)
         xr.open_zarr(open_stac(items, registry=registry).virtual.to_store(registry))
     """
+    authorization = Authorization.of(authorize, trust_catalog_endpoints=trust_catalog_endpoints)
     registry = ObjectStoreRegistry(network=network)
     per_scheme = dict(scheme_network or {})
     queries: dict[str, str] = {}
+    registered: set[str] = set()
+    buckets: dict[str, tuple[dict[str, Any], NetworkOptions | None]] = {}
     wanted = None if assets is None else set(assets)
     finder = _SchemeFinder()
     for item in [items] if isinstance(items, pystac.Item) else items:
+        remote = is_remote(item)
         for key, asset in item.assets.items():
-            if wanted is not None and key not in wanted:
-                continue
             located = _absolute_href(asset)
             if located is None:
                 continue
             url, query = located
-            schemes = finder.schemes(asset, item)
+            if remote and url.startswith("file://"):
+                continue  # a remote catalog may not make us read local files
+            try:
+                schemes = finder.schemes(asset, item)
+            except StorageSchemeError:
+                if wanted is None or key in wanted:
+                    raise
+                continue
             applicable = next((s for s in schemes if s.applies_to(url)), None)
-            options = applicable.store_options(url) if applicable is not None else {}
+            options = (
+                applicable.store_options(url, trust_endpoint=authorization.trust_catalog_endpoints)
+                if applicable is not None
+                else {}
+            )
             # The scheme that configures the store decides; an http(s) asset has none, so the
             # first scheme it names does.
             named = [s.key for s in ([applicable] if applicable else []) + schemes]
             chosen = next((per_scheme[k] for k in named if k in per_scheme), None)
-            _allow(registry, _allowed_prefix(url), options, chosen)
+            _allow(registry, registered, _allowed_prefix(url), url, options, chosen)
             if query:
                 queries[_allowed_prefix(url)] = query
             for scheme in schemes:
                 bucket = scheme.variables.get("bucket")
                 if bucket and scheme.type in ("aws-s3", "custom-s3"):
-                    options = scheme.store_options(f"s3://{bucket}")
-                    _allow(registry, f"s3://{bucket}", options, per_scheme.get(scheme.key))
+                    # How to reach the bucket, should the user authorize reading there.
+                    trust = authorization.trust_catalog_endpoints
+                    options = scheme.store_options(f"s3://{bucket}", trust_endpoint=trust)
+                    buckets.setdefault(f"s3://{bucket}", (options, per_scheme.get(scheme.key)))
+    for prefix in authorization.prefixes:
+        bucket = url_prefix(prefix)
+        if bucket in buckets and bucket not in registered:
+            _allow(registry, registered, bucket, prefix, *buckets[bucket])
+        else:
+            registry.allow(prefix)
     if sign is None and queries:
         sign = PresignedQueries(queries)
     return registry if sign is None else SigningRegistry.wrap(registry, sign)
@@ -302,15 +337,20 @@ def stac_registry(
 def _allowed_prefix(url: str) -> str:
     if url.partition("://")[0] in _BUCKET_URL_SCHEMES:
         return url_prefix(url)
-    return url.rsplit("/", 1)[0] + "/"
+    return store_prefix(url)
 
 
 def _allow(
     registry: ObjectStoreRegistry,
+    registered: set[str],
     prefix: str,
+    location: str,
     options: dict[str, Any],
     network: NetworkOptions | None,
 ) -> None:
     # The first asset to name a directory or bucket decides how it is read.
-    if prefix.rstrip("/") not in registry.prefixes:
-        registry.register(prefix, network=network, **options)
+    if prefix.rstrip("/") not in registered:
+        registry.register(prefix, only=[location], network=network, **options)
+        registered.add(prefix.rstrip("/"))
+    else:
+        registry.allow(location)

@@ -292,10 +292,15 @@ class BlockCachedReader(io.RawIOBase):
         size: int = meta["size"]
         return size
 
-    def _ensure(self, start: int, end: int) -> None:
-        """Make sure the blocks covering ``[start, end)`` are cached, in one request."""
+    def _ensure(self, start: int, end: int) -> list[bytes]:
+        """The blocks covering ``[start, end)``, fetching those not cached in one request.
+
+        They are returned rather than looked up in the cache afterwards: a read longer than the
+        cache (a TIFF's millions of tile offsets) evicts its own first blocks.
+        """
         first, last = start // self._block_size, (end - 1) // self._block_size
-        missing = [b for b in range(first, last + 1) if b not in self._blocks]
+        blocks = {b: self._blocks[b] for b in range(first, last + 1) if b in self._blocks}
+        missing = [b for b in range(first, last + 1) if b not in blocks]
         if missing:
             starts = [b * self._block_size for b in missing]
             ends = [min((b + 1) * self._block_size, self._size) for b in missing]
@@ -320,21 +325,20 @@ class BlockCachedReader(io.RawIOBase):
                         f"{redact(self.name)!r} is shorter than its reported size {self._size}"
                     )
                 self.bytes_fetched += len(data)
-                self._blocks[block] = data
+                self._blocks[block] = blocks[block] = data
         for block in range(first, last + 1):
             self._blocks.move_to_end(block)
         while len(self._blocks) > self._max_blocks:
             self._blocks.popitem(last=False)
+        return [blocks[b] for b in range(first, last + 1)]
 
     def read_range(self, start: int, end: int) -> bytes:
         """Return bytes ``[start, end)`` of the object (clamped to its size)."""
         end = min(end, self._size)
         if start >= end:
             return b""
-        self._ensure(start, end)
-        first, last = start // self._block_size, (end - 1) // self._block_size
-        data = b"".join(self._blocks[b] for b in range(first, last + 1))
-        offset = first * self._block_size
+        data = b"".join(self._ensure(start, end))
+        offset = start // self._block_size * self._block_size
         return data[start - offset : end - offset]
 
     # -- io.RawIOBase ---------------------------------------------------------------------

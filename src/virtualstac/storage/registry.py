@@ -2,13 +2,17 @@
 
 A registry maps URL prefixes to obstore stores. It is also the read allow-list: a reference
 whose URL lies outside every registered prefix is refused instead of fetched, so a manifest from
-an untrusted source cannot make a reader open arbitrary local files or buckets.
+an untrusted source cannot make a reader open arbitrary local files or buckets. A prefix may be
+narrowed to exact locations below it (``only=``): the store serves the bucket or directory, but
+only those objects or directories may be read. Local paths are compared after resolving
+symbolic links and ``..`` (``os.path.realpath``), and read at their resolved path.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -26,18 +30,19 @@ from obstore.store import (
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
 from virtualstac.storage.failures import redact
-from virtualstac.storage.urls import normalize_url
+from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
 
-__all__ = ["ObjectStoreRegistry"]
+__all__ = ["ObjectStoreRegistry", "store_prefix", "suggested_prefix", "within"]
 
 _DECODED_SCHEMES = ("file", "http", "https")
 # Schemes whose URLs may name no bucket or host: the local filesystem, an in-memory store.
 _HOSTLESS_SCHEMES = ("file", "memory")
 # Spellings of one kind of location, so that a store built for ``s3://`` serves ``s3a://``.
 _SCHEME_FAMILIES = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "azure": "az"}
+_BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"})
 
 
 def _canonical_prefix(prefix: str) -> str:
@@ -47,7 +52,74 @@ def _canonical_prefix(prefix: str) -> str:
     scheme, _, rest = url.partition("://")
     if scheme not in _HOSTLESS_SCHEMES and not urlsplit(url).netloc:
         raise InvalidPathError(f"prefix {prefix!r} must name a bucket or host")
+    if scheme == "file":
+        return _real_file_url(url)
     return f"{scheme}://{rest.rstrip('/')}" if rest.rstrip("/") else f"{scheme}://"
+
+
+def _real_file_url(url: str) -> str:
+    """A ``file://`` URL with symbolic links and ``..`` resolved, without a trailing slash.
+
+    A link below an allowed directory that points elsewhere must be judged by where it points.
+    """
+    real = os.path.realpath(file_url_to_path(url))
+    return normalize_url(real).rstrip("/") if real != "/" else "file://"
+
+
+def _ancestors(url: str) -> list[str]:
+    """``url`` (no trailing slash) and each prefix of it that ends before a ``/``, longest first."""
+    found = [url.rstrip("/")]
+    head = found[0]
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        found.append(head)
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme + "://" not in found:  # the root of a hostless scheme: memory://
+        found.insert(found.index(scheme + ":/"), scheme + "://")
+    return found
+
+
+def store_prefix(url: str) -> str:
+    """Where a store serving ``url`` is rooted: its bucket (object stores), or its directory
+    (HTTP; local files where their links lead), ending in ``/``."""
+    url = normalize_url(url)
+    scheme = url.partition("://")[0]
+    if scheme in _BUCKET_SCHEMES:
+        return f"{scheme}://{urlsplit(url).netloc}/"
+    if scheme == "file":
+        url = _real_file_url(url)
+    return url.rsplit("/", 1)[0] + "/"
+
+
+def within(url: str, locations: Iterable[str]) -> bool:
+    """Whether ``url`` lies at or below one of ``locations``, compared as a registry compares.
+
+    Local paths are resolved (links, ``..``) on both sides; other URLs with ``..`` never match.
+    """
+    try:
+        allowed = {_canonical_prefix(location) for location in locations}
+        canonical = normalize_url(url)
+    except InvalidPathError:
+        return False
+    if canonical.startswith("file://"):
+        canonical = _real_file_url(canonical)
+    elif ".." in unquote(urlsplit(canonical).path).split("/"):
+        return False
+    return not allowed.isdisjoint(_ancestors(canonical))
+
+
+def suggested_prefix(url: str) -> str:
+    """The directory (or bucket) to authorize so that ``url`` may be read: where it lies."""
+    try:
+        url = normalize_url(url)
+    except InvalidPathError:
+        return url
+    if url.startswith("file://"):
+        url = _real_file_url(url)
+    scheme, _, rest = url.partition("://")
+    if "/" not in rest:  # a bucket or host itself
+        return url + "/"
+    return f"{scheme}://{rest.rpartition('/')[0]}/"
 
 
 # Object-store classes, the scheme of their URLs, and the config key naming their bucket.
@@ -141,6 +213,8 @@ class ObjectStoreRegistry:
         self._stores: dict[str, ObjectStore] = {}
         # Per prefix, the URL its store is rooted at; None for a store standing in for it.
         self._roots: dict[str, str | None] = {}
+        # Prefixes narrowed to exact locations below them; a prefix absent here allows all.
+        self._only: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self.network = network
         for prefix, store in (stores or {}).items():
@@ -151,6 +225,7 @@ class ObjectStoreRegistry:
         prefix: str,
         store: ObjectStore | None = None,
         *,
+        only: Iterable[str] | None = None,
         network: NetworkOptions | None = None,
         **options: Any,
     ) -> ObjectStore:
@@ -164,6 +239,10 @@ class ObjectStoreRegistry:
             The obstore store to read with. If omitted, one is built for the prefix:
             ``LocalStore`` for ``file://``, ``HTTPStore`` for ``http(s)://`` (plain HTTP allowed
             for ``http://``), and ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``.
+        only
+            Exact locations below ``prefix`` that may be read (objects, or directories and
+            everything below them); by default everything below ``prefix``. The store still
+            serves the whole prefix, so :meth:`allow` can add locations later.
         network
             Timeouts and retries of the store built for this prefix (the registry's
             ``network`` by default).
@@ -177,6 +256,10 @@ class ObjectStoreRegistry:
         The store now registered for the prefix.
         """
         key = _canonical_prefix(prefix)
+        locations = None if only is None else {_canonical_prefix(u) for u in only}
+        outside = [u for u in locations or () if key not in _ancestors(u)]
+        if outside:
+            raise InvalidPathError(f"locations {outside} do not lie below prefix {key!r}")
         if store is None:
             store = _build_store(key, options, network or self.network)
         elif options or network is not None:
@@ -187,7 +270,26 @@ class ObjectStoreRegistry:
         with self._lock:
             self._stores[key] = store
             self._roots[key] = root
+            if locations is None:
+                self._only.pop(key, None)
+            else:
+                self._only[key] = locations
         return store
+
+    def allow(self, location: str) -> None:
+        """Allow reads at ``location`` (an object, or a directory and everything below it).
+
+        It is read through the store of the longest registered prefix above it; a location
+        below no registered prefix gets a store of its own, as :meth:`register` builds it.
+        """
+        key = _canonical_prefix(location)
+        with self._lock:
+            for candidate in _ancestors(key):
+                if candidate in self._stores:
+                    if candidate in self._only:
+                        self._only[candidate].add(key)
+                    return
+        self.register(key)
 
     @classmethod
     def for_url(
@@ -195,19 +297,16 @@ class ObjectStoreRegistry:
     ) -> ObjectStoreRegistry:
         """Return a registry that allows reads from the bucket, host or directory of ``url``.
 
-        Local files allow their directory; object-store URLs allow their bucket; HTTP URLs
-        allow their directory on that host. ``network`` and ``options`` configure the store
-        as in :meth:`register`.
+        Local files allow their directory (where their links lead), except at the filesystem
+        root, where only the file itself is allowed; object-store URLs allow their bucket;
+        HTTP URLs allow their directory on that host. ``network`` and ``options`` configure
+        the store as in :meth:`register`.
         """
         url = normalize_url(url)
-        scheme = url.partition("://")[0]
-        if scheme in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"):
-            parsed = urlsplit(url)
-            prefix = f"{parsed.scheme}://{parsed.netloc}"
-        else:
-            prefix = url.rsplit("/", 1)[0] + "/"
+        prefix = store_prefix(url)
+        only = [url] if prefix == "file:///" else None
         registry = cls(network=network)
-        registry.register(prefix, **options)
+        registry.register(prefix, only=only, **options)
         return registry
 
     @property
@@ -215,13 +314,19 @@ class ObjectStoreRegistry:
         """The registered prefixes, longest first."""
         return tuple(sorted(self._stores, key=len, reverse=True))
 
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """What may be read: each prefix, or the exact locations it was narrowed to."""
+        found = {u for p in self._stores for u in self._only.get(p, {p})}
+        return tuple(sorted(found, key=len, reverse=True))
+
     def __contains__(self, url: object) -> bool:
         """Whether ``url`` lies below a registered prefix."""
         if not isinstance(url, str):
             return False
         if url.startswith(("/", "file://")):
             try:
-                url = normalize_url(url)
+                url = _real_file_url(normalize_url(url))
             except InvalidPathError:
                 return False
         match = self._match(url)
@@ -247,14 +352,17 @@ class ObjectStoreRegistry:
             If ``url`` lies outside every registered prefix.
         """
         if url.startswith(("/", "file://")):
-            url = normalize_url(url)
+            # The resolved path is checked and read, not the link, which could point elsewhere.
+            url = _real_file_url(normalize_url(url))
         match = self._match(url)
         if match is None:
-            registered = ", ".join(map(redact, self.prefixes)) or "none"
+            registered = ", ".join(map(redact, self.allowed)) or "none"
+            suggested = redact(suggested_prefix(url))
             raise UnregisteredURLError(
                 f"reading {redact(url)!r} is not allowed: it lies outside every registered prefix "
-                f"(registered: {registered}). Allow it with registry.register(prefix) if you "
-                "trust the references that point there."
+                f"(registered: {registered}). If you trust the references that point there, "
+                f"authorize {suggested!r}: authorize=[{suggested!r}] when opening a catalog, or "
+                f"registry.register({suggested!r})"
             )
         prefix, store = match
         rest = self._object_path(prefix, url)
@@ -284,23 +392,41 @@ class ObjectStoreRegistry:
     def _match(self, url: str) -> tuple[str, ObjectStore] | None:
         if url.startswith("file://") or url.startswith("/"):
             try:
-                url = normalize_url(url)
+                url = _real_file_url(normalize_url(url))
             except InvalidPathError:
                 return None
         elif ".." in unquote(urlsplit(url).path).split("/"):
             # "prefix/../elsewhere" textually starts with the prefix but names another object.
             return None
-        for prefix in self.prefixes:
-            if url == prefix or url.startswith(prefix if prefix.endswith("/") else prefix + "/"):
-                return prefix, self._stores[prefix]
+        ancestors = _ancestors(url)
+        for depth, prefix in enumerate(ancestors):
+            store = self._stores.get(prefix)
+            if store is None:
+                continue
+            only = self._only.get(prefix)
+            if only is None or not only.isdisjoint(ancestors[: depth + 1]):
+                return prefix, store
         return None
 
+    def _restricted_copy(self, into: ObjectStoreRegistry) -> None:
+        """Give ``into`` the stores, their roots and the exact locations of this registry."""
+        with self._lock:
+            into._stores = dict(self._stores)
+            into._roots = dict(self._roots)
+            into._only = {prefix: set(only) for prefix, only in self._only.items()}
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"stores": self._stores, "roots": self._roots, "network": self.network}
+        return {
+            "stores": self._stores,
+            "roots": self._roots,
+            "only": self._only,
+            "network": self.network,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._stores = dict(state["stores"])
         self._roots = dict(state["roots"])
+        self._only = {prefix: set(only) for prefix, only in state.get("only", {}).items()}
         self.network = state["network"]
         self._lock = threading.Lock()
 

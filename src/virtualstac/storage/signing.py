@@ -106,8 +106,9 @@ class SigningRegistry(ObjectStoreRegistry):
         """A signing registry allowing the prefixes of ``registry``, through the same stores."""
         if isinstance(registry, SigningRegistry):
             raise TypeError("the registry already signs its URLs; give sign= only once")
-        stores = {prefix: registry.resolve(prefix)[0] for prefix in registry.prefixes}
-        return cls(sign, stores, network=registry.network)
+        signing = cls(sign, network=registry.network)
+        registry._restricted_copy(signing)
+        return signing
 
     def resolve(self, url: str) -> tuple[ObjectStore, str]:
         """Check ``url`` against the allow-list, sign it, and return where to read the result.

@@ -11,8 +11,8 @@ branch, as it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -30,9 +30,12 @@ from virtualstac.manifests.metadata import (
     json_safe,
     replace_metadata,
 )
-from virtualstac.manifests.sources import SourceStamp
+from virtualstac.manifests.sources import LocalFileStamp, SourceStamp
 
-__all__ = ["IcechunkWriteError", "WriteSummary", "write_icechunk"]
+__all__ = ["LOCAL_FILES_KEY", "IcechunkWriteError", "WriteSummary", "write_icechunk"]
+
+#: Commit metadata key of the local files' stamps: ``{url: [size, mtime_ns]}``.
+LOCAL_FILES_KEY = "virtualstac.local_files"
 
 
 class IcechunkWriteError(VirtualStacError, RuntimeError):
@@ -41,16 +44,21 @@ class IcechunkWriteError(VirtualStacError, RuntimeError):
 
 @dataclass(frozen=True)
 class WriteSummary:
-    """What a write put into a repository: sources, references and referenced bytes."""
+    """What a write put into a repository: sources, references and referenced bytes.
+
+    ``local_files`` holds the nanosecond stamps of the local files referenced, which the
+    commit records (:data:`LOCAL_FILES_KEY`) for virtualstac to check when it opens the store.
+    """
 
     sources: int
     references: int
     referenced_bytes: int
     arrays: int
+    local_files: Mapping[str, LocalFileStamp] = field(default_factory=dict)
 
     @classmethod
     def of(cls, group: ManifestGroup) -> WriteSummary:
-        """Count what ``group`` references."""
+        """Count what ``group`` references, and stamp the local files among its sources."""
         sources: set[str] = set()
         references = referenced = arrays = 0
         for _, node in group.walk():
@@ -61,16 +69,22 @@ class WriteSummary:
                 virtual = manifest.path_codes >= 0
                 references += int(virtual.sum())
                 referenced += int(manifest.lengths[virtual].sum())
-        return cls(len(sources), references, referenced, arrays)
+        local = LocalFileStamp.of_all(sorted(sources))
+        return cls(len(sources), references, referenced, arrays, local)
 
-    def as_metadata(self) -> dict[str, int]:
+    def as_metadata(self) -> dict[str, Any]:
         """The summary as Icechunk commit metadata."""
-        return {
+        metadata: dict[str, Any] = {
             "virtualstac.sources": self.sources,
             "virtualstac.references": self.references,
             "virtualstac.referenced_bytes": self.referenced_bytes,
             "virtualstac.arrays": self.arrays,
         }
+        if self.local_files:
+            metadata[LOCAL_FILES_KEY] = {
+                url: stamp.to_json() for url, stamp in self.local_files.items()
+            }
+        return metadata
 
 
 def write_icechunk(

@@ -25,7 +25,7 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.inlining import inline_small_chunks
 from virtualstac.writers.staging import replacing
-from virtualstac.writers.zarr_v2 import v2_metadata
+from virtualstac.writers.zarr_v2 import in_v2_layout, v2_metadata
 
 __all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
 
@@ -58,8 +58,11 @@ def _walk_arrays(group: ManifestGroup, prefix: str = "") -> Iterator[tuple[str, 
 def kerchunk_metadata(group: ManifestGroup) -> dict[str, dict[str, Any]]:
     """The Zarr v2 metadata documents of a group tree, keyed as in a Zarr v2 store.
 
-    Attributes are strict JSON: non-finite floats are spelled ``"NaN"``/``"Infinity"``.
+    Attributes are strict JSON: non-finite floats are spelled ``"NaN"``/``"Infinity"``. Arrays
+    whose chunks only a v3 ``transpose`` describes are written in their stored axis order
+    (:func:`~virtualstac.writers.zarr_v2.in_v2_layout`).
     """
+    group = in_v2_layout(group)
     documents: dict[str, dict[str, Any]] = {}
     for path, node in group.walk():
         key = f"{path}/" if path else ""
@@ -106,6 +109,7 @@ def kerchunk_refs(
     join the source versions in the top-level ``virtualstac`` section, which readers other
     than virtualstac ignore.
     """
+    group = in_v2_layout(group)
     refs: dict[str, Any] = {
         key: json.dumps(doc, allow_nan=False) for key, doc in kerchunk_metadata(group).items()
     }
@@ -168,6 +172,7 @@ def _write_parquet(
     notes: Mapping[str, Any] | None,
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    group = in_v2_layout(group)
     metadata = kerchunk_metadata(group)
     root_url = normalize_url(root) if root is not None else None
     document: dict[str, Any] = {"metadata": metadata, "record_size": record_size}

@@ -3,6 +3,11 @@
 Kerchunk references describe Zarr v2 stores, so each array's v3 codec chain is folded back into
 v2's ``filters`` + ``compressor``, the byte order moves into the dtype, and CF fill values move
 into ``fill_value`` (which zarr v2 readers, xarray included, use as the mask value).
+
+Zarr v2 knows two chunk layouts, C and Fortran order. An array whose chunks are stored in another
+axis order (a pixel-interleaved TIFF's ``(y, x, band)`` behind a ``(band, y, x)`` array) is
+written in its stored order instead (:func:`in_v2_layout`): its dimensions are permuted, named as
+before, so xarray reads the same values under the same names.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ from typing import Any
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
+from zarr.codecs import TransposeCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.codecs import PadCodec
 from virtualstac.errors import UnsupportedOperationError
-from virtualstac.manifests.metadata import chunk_shape_of
+from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.manifests.array_api import transpose
+from virtualstac.manifests.metadata import chunk_shape_of, replace_metadata, same_value
 
-__all__ = ["v2_metadata"]
+__all__ = ["in_v2_layout", "v2_metadata", "with_v2_fill_value"]
 
 _FILL_ATTRIBUTES = ("_FillValue", "missing_value")
 
@@ -101,6 +109,49 @@ def v2_metadata(
     if names is not None:
         attributes["_ARRAY_DIMENSIONS"] = list(names)
     return zarray, attributes
+
+
+def in_v2_layout(group: ManifestGroup) -> ManifestGroup:
+    """``group`` with every array whose chunks only a v3 ``transpose`` describes in stored order.
+
+    Such an array (its chain starts with a transpose that is neither C nor Fortran order) is
+    transposed to the order its chunks are stored in, which drops the codec; its dimension
+    names follow their axes.
+    """
+    arrays = {name: _stored_order(array) for name, array in group.arrays.items()}
+    groups = {name: in_v2_layout(sub) for name, sub in group.groups.items()}
+    return ManifestGroup(arrays, groups, group.metadata.attributes)
+
+
+def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
+    """``array`` with the fill value it has once written as Kerchunk and read back.
+
+    An array without a CF ``_FillValue`` whose chunks are all there is written with
+    ``fill_value: null`` (nothing to mask), which reads back as the data type's default, zero:
+    a netCDF variable such as an integer ``crs`` (netCDF's default fill) would otherwise not
+    join the same variable read from published references.
+    """
+    metadata = array.metadata
+    manifest = array.manifest
+    complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
+    if np.dtype(metadata.data_type.to_native_dtype()).kind not in "biufc":
+        return array
+    # The rule v2_metadata writes fill values by.
+    written = "_FillValue" in metadata.attributes or not (complete or _is_zero(metadata.fill_value))
+    default = metadata.data_type.default_scalar()
+    if written or same_value(metadata.fill_value, default):
+        return array
+    return ManifestArray(replace_metadata(metadata, fill_value=default), manifest)
+
+
+def _stored_order(array: ManifestArray) -> ManifestArray:
+    codecs = array.metadata.codecs
+    if not codecs or not isinstance(codecs[0], TransposeCodec):
+        return array
+    order = [int(o) for o in codecs[0].order]
+    if order == list(range(array.ndim))[::-1]:
+        return array  # Fortran order, which v2 has
+    return transpose(array, axes=order)
 
 
 def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> dict[str, Any]:

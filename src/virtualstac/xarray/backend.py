@@ -16,7 +16,6 @@ from xarray.backends import BackendEntrypoint
 
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.urls import normalize_url
 
 __all__ = ["VirtualstacBackendEntrypoint"]
 
@@ -61,9 +60,9 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
 
         ``overview_level`` opens a COG overview (0: the largest), as rasterio does.
         """
-        from virtualstac.xarray.open import open_virtual_dataset
+        from virtualstac.xarray.open import open_virtual_dataset, source_url
 
-        url = normalize_url(os.fspath(filename_or_obj))
+        url = source_url(filename_or_obj)
         registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
         drop = [drop_variables] if isinstance(drop_variables, str) else list(drop_variables or [])
         virtual = open_virtual_dataset(

@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from virtualstac.errors import UnsupportedOperationError
+from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
@@ -32,6 +33,9 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     from the variable (xarray may have renamed or combined them). In-memory variables are
     CF-encoded and stored as one inlined chunk.
     """
+    if not isinstance(variable._data, ManifestArray):
+        # Reading .data computes lazily indexed values (range-indexed raster coordinates).
+        check_coordinate(variable.nbytes, source="the dataset", name=str(name))
     data = variable.data
     if isinstance(data, ManifestArray):
         attrs = dict(variable.attrs)

@@ -15,7 +15,7 @@ import obstore
 import xarray as xr
 from obstore.exceptions import BaseError
 
-from virtualstac.errors import SourceNotFoundError
+from virtualstac.errors import InvalidManifestError, SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork_safe
@@ -28,21 +28,43 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
-from virtualstac.storage.failures import read_failure
+from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["open_virtual_dataset", "open_virtual_datatree", "open_virtual_mfdataset"]
+__all__ = [
+    "open_virtual_dataset",
+    "open_virtual_datatree",
+    "open_virtual_mfdataset",
+    "source_url",
+]
 
 _log = logging.getLogger(__name__)
 
+#: A file to open: a URL, or a local path (relative to the working directory).
+type PathOrURL = str | os.PathLike[str]
 #: Paths for ``combine="nested"``: a list per dimension of ``concat_dim``, outermost first.
-type NestedPaths = Sequence[str | NestedPaths]
+type NestedPaths = Sequence[PathOrURL | NestedPaths]
+
+
+def source_url(path: PathOrURL) -> str:
+    """The absolute URL of a file to open, as every xarray engine reads a path.
+
+    A local path (a ``str`` or ``pathlib.Path``; ``~`` expanded) is resolved against the
+    working directory and becomes a ``file://`` URL, which is what references store; URLs are
+    kept as they are (see :func:`~virtualstac.storage.urls.normalize_url`).
+    """
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"expected a path or URL string, got {text!r}")
+    if "://" not in text:
+        text = os.path.abspath(os.path.expanduser(text))
+    return normalize_url(text)
 
 
 def open_virtual_dataset(
-    url: str,
+    url: PathOrURL,
     *,
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
@@ -57,7 +79,8 @@ def open_virtual_dataset(
     Parameters
     ----------
     url
-        The file: a local path or an ``s3://``, ``gs://``, ``az://``, ``http(s)://`` URL.
+        The file: a local path (``str`` or ``pathlib.Path``, relative to the working
+        directory) or an ``s3://``, ``gs://``, ``az://``, ``http(s)://`` URL.
     parser
         A configured parser; by default the format is detected from the file's magic bytes.
     registry
@@ -78,7 +101,7 @@ def open_virtual_dataset(
         overview transform. A level the file does not have raises
         :class:`~virtualstac.errors.OverviewNotFoundError`.
     """
-    url = normalize_url(url)
+    url = source_url(url)
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
     drop = list(drop_variables or [])
     if overview_level is not None:
@@ -94,9 +117,12 @@ def open_virtual_dataset(
         if loadable_variables is None
         else [name for name in loadable_variables if name not in drop]
     )
-    dataset = store.to_virtual_dataset(
-        group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
-    )
+    try:
+        dataset = store.to_virtual_dataset(
+            group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
+        )
+    except InvalidManifestError as err:
+        raise InvalidManifestError(f"{redact(url)}: {err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
 
@@ -178,7 +204,7 @@ def _virtualize(
 
 
 def open_virtual_mfdataset(
-    paths: str | NestedPaths,
+    paths: PathOrURL | NestedPaths,
     *,
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
@@ -199,7 +225,8 @@ def open_virtual_mfdataset(
     Parameters
     ----------
     paths
-        A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"``. With
+        A list of URLs/paths, or one glob pattern such as ``"s3://bucket/data/*.nc"`` or
+        ``"data/*.nc"`` (local paths and patterns are relative to the working directory). With
         ``combine="nested"``, nested lists (one level per ``concat_dim``, outermost first)
         arrange the files in several dimensions, as in ``xr.open_mfdataset``.
     parser, registry, group, loadable_variables, drop_variables, decode_times, overview_level
@@ -227,11 +254,11 @@ def open_virtual_mfdataset(
     if combine == "nested" and concat_dim is None:
         raise ValueError("combine='nested' needs concat_dim")
     layout: NestedPaths | None = None
-    if isinstance(paths, str) or all(isinstance(p, str) for p in paths):
-        urls = _expand(cast("str | Sequence[str]", paths), registry)
+    if isinstance(paths, str | os.PathLike) or all(_is_path(p) for p in paths):
+        urls = _expand(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)
     elif combine == "nested":
         layout = paths
-        urls = [normalize_url(p) for p in _leaves(paths)]
+        urls = [source_url(p) for p in _leaves(paths)]
     else:
         raise ValueError("nested lists of paths need combine='nested'")
     if registry is None:
@@ -288,14 +315,22 @@ def open_virtual_mfdataset(
     return combined
 
 
-def _leaves(paths: NestedPaths) -> list[str]:
+def _is_path(item: object) -> bool:
+    return isinstance(item, str | os.PathLike)
+
+
+def _leaves(paths: NestedPaths) -> list[PathOrURL]:
     """The paths of a nested list, in order."""
-    return [p for item in paths for p in ([item] if isinstance(item, str) else _leaves(item))]
+    return [
+        p
+        for item in paths
+        for p in ([item] if isinstance(item, str | os.PathLike) else _leaves(item))
+    ]
 
 
 def _nest(layout: NestedPaths, items: Iterator[xr.Dataset]) -> list[Any]:
     """``items`` (one per path, in order) arranged like the nested list ``layout``."""
-    return [next(items) if isinstance(p, str) else _nest(p, items) for p in layout]
+    return [next(items) if _is_path(p) else _nest(cast(NestedPaths, p), items) for p in layout]
 
 
 def _as_list(dims: str | Sequence[str]) -> list[str]:
@@ -319,18 +354,28 @@ def _executor(parallel: Any) -> Executor:
     )
 
 
-def _expand(paths: str | Sequence[str], registry: ObjectStoreRegistry | None) -> list[str]:
-    """Expand a glob pattern (local or in an object store) into sorted URLs."""
-    if not isinstance(paths, str):
-        urls = [normalize_url(p) for p in paths]
+def _expand(
+    given: PathOrURL | Sequence[PathOrURL], registry: ObjectStoreRegistry | None
+) -> list[str]:
+    """Expand a glob pattern (local or in an object store) into sorted URLs.
+
+    Local paths and patterns are relative to the working directory.
+    """
+    if not isinstance(given, str | os.PathLike):
+        urls = [source_url(p) for p in given]
         if not urls:
             raise SourceNotFoundError("no files given")
         return urls
+    paths = os.fspath(given)
     if not any(ch in paths for ch in "*?["):
-        return [normalize_url(paths)]
+        return [source_url(paths)]
     url = normalize_url(paths) if "://" in paths else None
     if url is None or url.startswith("file://"):
-        local = paths if url is None else paths.removeprefix("file://")
+        local = (
+            os.path.abspath(os.path.expanduser(paths))
+            if url is None
+            else paths.removeprefix("file://")
+        )
         found = sorted(globlib.glob(local, recursive=True))
         urls = [normalize_url(p) for p in found if not p.endswith("/")]
     else:

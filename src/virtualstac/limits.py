@@ -1,0 +1,204 @@
+"""Size limits checked before memory is allocated for what a file's header claims.
+
+A header is untrusted input: a few bytes can claim a billion chunks, a shape of 10**12, or a
+gzip stream that inflates to gigabytes. Parsers check the figure against these limits before
+allocating, and raise :class:`LimitExceededError` saying the figure, the limit and how to
+raise it. The defaults hold real archives (a daily global 1 km grid over decades has a few
+million chunks); raise them for bigger ones, for the whole process or within a block::
+
+    import virtualstac.limits
+
+    virtualstac.limits.set_limits(references_per_open=200_000_000)
+    with virtualstac.limits.limits(metadata_bytes=2 * 2**30):
+        ...
+
+The settings are process-wide (threads opening files in parallel see them); the block form
+restores the previous ones when it ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from virtualstac.errors import LimitExceededError
+
+__all__ = [
+    "LimitExceededError",
+    "Limits",
+    "check_coordinate",
+    "check_open_references",
+    "check_references",
+    "counting_references",
+    "fits_in_memory",
+    "get_limits",
+    "gunzip_metadata",
+    "limits",
+    "set_limits",
+]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much a header may make virtualstac allocate.
+
+    Attributes
+    ----------
+    references_per_array
+        Chunk references (grid positions) of one array: each costs 17-24 bytes in memory.
+    references_per_open
+        Chunk references of all the arrays of one opened file or reference set.
+    metadata_bytes
+        Bytes of decompressed metadata (a gzipped Kerchunk JSON file, ``.zmetadata``).
+    coordinate_bytes
+        Bytes of one coordinate built in memory when a dataset opens or is written (loaded
+        coordinate variables, coordinates computed from a geotransform).
+    """
+
+    references_per_array: int = 50_000_000
+    references_per_open: int = 50_000_000
+    metadata_bytes: int = 256 * 2**20
+    coordinate_bytes: int = 1 * 2**30
+
+
+_current = Limits()
+_lock = threading.Lock()
+
+
+def get_limits() -> Limits:
+    """The limits in force."""
+    return _current
+
+
+def set_limits(**changes: int) -> Limits:
+    """Change some limits for the whole process; returns the previous limits.
+
+    >>> import virtualstac.limits
+    >>> previous = virtualstac.limits.set_limits(references_per_open=100_000_000)
+    >>> virtualstac.limits.get_limits().references_per_open
+    100000000
+    >>> _ = virtualstac.limits.set_limits(**dataclasses.asdict(previous))
+    """
+    global _current
+    names = {field.name for field in dataclasses.fields(Limits)}
+    unknown = sorted(set(changes) - names)
+    if unknown:
+        raise TypeError(f"unknown limits {unknown}; the limits are {sorted(names)}")
+    for name, value in changes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"limit {name} must be a non-negative integer, got {value!r}")
+    with _lock:
+        previous = _current
+        _current = dataclasses.replace(previous, **changes)
+    return previous
+
+
+@contextmanager
+def limits(**changes: int) -> Iterator[Limits]:
+    """Change some limits within a ``with`` block (see :func:`set_limits`); yields them."""
+    previous = set_limits(**changes)
+    try:
+        yield get_limits()
+    finally:
+        set_limits(**dataclasses.asdict(previous))
+
+
+def _exceeded(what: str, figure: int, name: str) -> LimitExceededError:
+    limit = getattr(_current, name)
+    return LimitExceededError(
+        f"{what}: {figure:,} is more than the limit of {limit:,} ({name}); if the file is "
+        f"trusted, raise it with virtualstac.limits.set_limits({name}=...) or within "
+        f"`with virtualstac.limits.limits({name}=...)`"
+    )
+
+
+# References counted so far by the open in progress (see counting_references).
+_open_total: ContextVar[list[int] | None] = ContextVar("virtualstac_open_total", default=None)
+
+
+@contextmanager
+def counting_references() -> Iterator[None]:
+    """Count the references checked within the block against ``references_per_open``.
+
+    Parsers wrap one open in it; nested blocks (a reference set opening its parts) add to the
+    outermost count.
+    """
+    if _open_total.get() is not None:
+        yield
+        return
+    token = _open_total.set([0])
+    try:
+        yield
+    finally:
+        _open_total.reset(token)
+
+
+def check_references(count: int, *, source: str, array: str, add_to_open: bool = True) -> None:
+    """Refuse ``count`` chunk references of ``array`` in ``source`` beyond the limits, before
+    they are allocated.
+
+    Within :func:`counting_references` they add to the open's total, unless ``add_to_open`` is
+    false (a look ahead at references counted again when they are built).
+    """
+    if count > _current.references_per_array:
+        raise _exceeded(
+            f"{source}: array {array!r} has {count:,} chunk references",
+            count,
+            "references_per_array",
+        )
+    total = _open_total.get()
+    if total is not None and add_to_open:
+        total[0] += count
+        check_open_references(total[0], source=source)
+
+
+def check_open_references(total: int, *, source: str) -> None:
+    """Refuse ``total`` chunk references of all the arrays of one open beyond the limit."""
+    if total > _current.references_per_open:
+        raise _exceeded(
+            f"{source}: its arrays have {total:,} chunk references", total, "references_per_open"
+        )
+
+
+def gunzip_metadata(data: bytes, *, source: str) -> bytes:
+    """Decompress gzip-compressed metadata, stopping as soon as it passes ``metadata_bytes``.
+
+    Raises ``zlib.error`` for a corrupt or truncated stream, for the caller to name its format.
+    """
+    limit = _current.metadata_bytes
+    out = bytearray()
+    rest = data
+    while rest:
+        inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        out += inflate.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit:
+            raise _exceeded(
+                f"{source}: the gzip stream inflates to more than {limit:,} bytes",
+                len(out),
+                "metadata_bytes",
+            )
+        if not inflate.eof:
+            raise zlib.error("the gzip stream is truncated")
+        rest = inflate.unused_data  # gzip files may hold several members, read one after another
+    return bytes(out)
+
+
+def check_coordinate(nbytes: int, *, source: str, name: str) -> None:
+    """Refuse building variable ``name`` (a coordinate, or a loaded variable) of ``nbytes`` in
+    memory beyond ``coordinate_bytes``."""
+    if nbytes > _current.coordinate_bytes:
+        raise _exceeded(
+            f"{source}: variable {name!r} would take {nbytes:,} bytes in memory",
+            nbytes,
+            "coordinate_bytes",
+        )
+
+
+def fits_in_memory(nbytes: int) -> bool:
+    """Whether a coordinate of ``nbytes`` may be built in memory (``coordinate_bytes``)."""
+    return nbytes <= _current.coordinate_bytes

@@ -1,0 +1,70 @@
+"""Chunks that do not decode: zarr's codec pipeline, naming the chunk when decoding fails.
+
+zarr fetches a chunk through the store's ``get`` and decodes it afterwards, above the store,
+in its codec pipeline; a damaged chunk (or a reference whose offset or length is wrong) then
+fails there with the codec's own exception (``zlib.error``, imagecodecs' errors, a reshape
+``ValueError`` for short bytes) that says nothing of which chunk, or where it came from.
+
+:class:`ManifestCodecPipeline` is zarr's default pipeline plus one thing: when a read of
+chunks from a :class:`~virtualstac.manifests.store.ManifestStore` fails with a foreign
+exception, it raises :class:`~virtualstac.errors.ChunkDecodeError` naming the chunk key, the
+source URL, the offset and the length, with the codec's exception chained. Reads from every
+other store behave exactly as with zarr's pipeline. Importing virtualstac makes it zarr's
+pipeline (``codec_pipeline.path``) unless another one was configured; with another pipeline
+(zarr's ``FusedCodecPipeline``, say) decoding errors stay zarr's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import zarr
+from zarr.abc.store import ByteGetter
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import NDBuffer
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.indexing import SelectorTuple
+from zarr.registry import register_pipeline
+
+from virtualstac.errors import ChunkDecodeError, VirtualStacError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.storage.failures import describe
+
+__all__ = ["ManifestCodecPipeline"]
+
+_ZARR_DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+type _ReadBatch = Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+
+
+class ManifestCodecPipeline(BatchedCodecPipeline):
+    """zarr's batched codec pipeline; chunks of a ManifestStore that fail to decode raise
+    :class:`~virtualstac.errors.ChunkDecodeError`."""
+
+    async def read_batch(
+        self, batch_info: _ReadBatch, out: NDBuffer, drop_axes: tuple[int, ...] = ()
+    ) -> Any:
+        """Read one batch of chunks (one chunk with zarr's default ``batch_size``) into ``out``."""
+        batch = list(batch_info)
+        try:
+            return await super().read_batch(batch, out, drop_axes)
+        except VirtualStacError:
+            raise
+        except Exception as err:
+            store = getattr(batch[0][0], "store", None) if batch else None
+            if not isinstance(store, ManifestStore) or any(
+                getattr(getter, "store", None) is not store for getter, *_ in batch
+            ):
+                raise
+            keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
+            chunks = ", ".join(store.describe_chunk(key) for key in keys)
+            raise ChunkDecodeError(
+                f"{chunks} does not decode ({describe(err)}): the source is damaged, or the "
+                "reference's offset or length is wrong"
+            ) from err
+
+
+register_pipeline(ManifestCodecPipeline)
+if zarr.config.get("codec_pipeline.path") == _ZARR_DEFAULT:
+    zarr.config.set({"codec_pipeline.path": f"{__name__}.{ManifestCodecPipeline.__qualname__}"})

@@ -1,0 +1,204 @@
+"""What opening a catalog may make us read: the assets it names, and what the user authorized.
+
+A catalog is untrusted input. By default it may make us read only what it names as assets, at
+their exact location; a remote catalog may not name local files. References inside an asset
+(Kerchunk) may point at the other assets of the same Item, nothing else. A published store's
+virtual chunk containers are authorized by default only in the store's own home: its bucket, or
+the directory that holds both the store and the catalog document that names it. Everything else
+needs the user's authorization: prefixes given as ``authorize=``, or a registry of their own.
+``docs/security.md`` states the rule and the threats it answers.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pystac
+
+from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
+from virtualstac.storage.urls import file_url_to_path, normalize_url
+
+__all__ = [
+    "Authorization",
+    "asset_registry",
+    "check_containers",
+    "check_local_locations",
+    "is_remote",
+]
+
+_BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"})
+_HOW = "authorize=[{0!r}] (open_stac, to_xarray, the xarray engine, the Intake drivers' "
+_HOW += "authorize argument) or `virtualstac info --authorize {0}`"
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """What the user allows a catalog to make us read beyond its own assets.
+
+    ``prefixes`` are URL prefixes (``s3://bucket/dir/``, ``file:///data/``) that may be read;
+    ``registry`` is the user's own allow-list (everything it allows counts as authorized);
+    ``trust_catalog_endpoints`` lets requests to S3 endpoints a catalog's ``custom-s3``
+    storage scheme chooses carry the user's credentials.
+    """
+
+    prefixes: tuple[str, ...] = ()
+    trust_catalog_endpoints: bool = False
+    registry: ObjectStoreRegistry | None = None
+
+    @classmethod
+    def of(
+        cls,
+        authorize: Iterable[str] | str | None = None,
+        *,
+        trust_catalog_endpoints: bool = False,
+        registry: ObjectStoreRegistry | None = None,
+    ) -> Authorization:
+        """The user's authorization from the options of ``open_stac`` and its callers.
+
+        Raises
+        ------
+        TypeError
+            If both ``authorize`` and ``registry`` are given: a registry is the whole
+            allow-list, so register the prefixes in it instead.
+        InvalidPathError
+            If a prefix is relative or has an unsupported scheme.
+        """
+        given = [authorize] if isinstance(authorize, str) else list(authorize or ())
+        if given and registry is not None:
+            raise TypeError(
+                "give authorize= or registry=, not both: a registry is the whole allow-list, "
+                "so register the prefixes to authorize in it"
+            )
+        prefixes = tuple(normalize_url(prefix) for prefix in given)
+        return cls(prefixes, bool(trust_catalog_endpoints), registry)
+
+    def covers(self, url: str) -> bool:
+        """Whether the user authorized reading ``url``."""
+        if within(url, self.prefixes):
+            return True
+        return self.registry is not None and url in self.registry
+
+
+def is_remote(stac_object: Any) -> bool:
+    """Whether a STAC object was read from elsewhere than a local file (its self href).
+
+    Objects built in memory, without a self href, count as local: the user made them.
+    """
+    href = stac_object.get_self_href() if stac_object is not None else None
+    if not href:
+        return False
+    try:
+        return not normalize_url(href).startswith("file://")
+    except InvalidPathError:
+        return True
+
+
+def asset_registry(url: str, owner: Any, authorization: Authorization) -> ObjectStoreRegistry:
+    """The allow-list of an asset opened without its Item: its exact location (not a local
+    file named by a remote ``owner``), and what the user authorized."""
+    registry = ObjectStoreRegistry()
+    if not (url.startswith("file://") and is_remote(owner)):
+        registry.register(store_prefix(url), only=[url])
+    for prefix in authorization.prefixes:
+        registry.allow(prefix)
+    return registry
+
+
+def check_containers(
+    asset: pystac.Asset, store_url: str, containers: Iterable[str], authorization: Authorization
+) -> None:
+    """Refuse the containers of a published store that neither its home nor the user allows.
+
+    A container is allowed by default when it lies in the store's home: for a store in an
+    object store, its bucket; otherwise the deepest directory holding both the store and the
+    document (Collection or Item JSON) that names it, on the same host (links resolved) and
+    not the root. A local store named by a remote document has no home. A document built in
+    memory (no self href) was made by the user's program: its containers are all allowed.
+
+    Raises
+    ------
+    UnregisteredURLError
+        Naming the first container refused and the prefix to authorize.
+    """
+    if asset.owner is not None and not asset.owner.get_self_href():
+        return
+    home = _home(asset, store_url)
+    for container in containers:
+        if authorization.covers(container):
+            continue
+        if home is not None and within(container, [home]):
+            continue
+        where = f"its home {home!r}" if home is not None else "where the catalog may point"
+        raise UnregisteredURLError(
+            f"the published store {store_url!r} reads from the virtual chunk container "
+            f"{container!r}, which lies outside {where}; a catalog cannot authorize that "
+            f"alone. If you trust this catalog, authorize it: {_HOW.format(container)}"
+        )
+
+
+def check_local_locations(locations: Iterable[str], containers: Iterable[str]) -> None:
+    """Refuse local chunk locations that resolve (links, ``..``) outside the local containers.
+
+    Icechunk reads local virtual chunks itself and follows links; this checks where they lead
+    before any chunk is read.
+
+    Raises
+    ------
+    UnregisteredURLError
+        Naming the first location that escapes and the prefix to authorize.
+    """
+    local = [c for c in containers if c.startswith("file://")]
+    for location in locations:
+        if location.startswith("file://") and not within(location, local):
+            real = os.path.realpath(file_url_to_path(location))
+            directory = normalize_url(posixpath.dirname(real).rstrip("/") + "/")
+            raise UnregisteredURLError(
+                f"a virtual chunk references {location!r}, which resolves to {real!r}, outside "
+                f"the local containers authorized (virtual:containers): {', '.join(local)}. If "
+                "you trust it, "
+                f"authorize it: {_HOW.format(directory)}"
+            )
+
+
+def _home(asset: pystac.Asset, store_url: str) -> str | None:
+    scheme, _, rest = store_url.partition("://")
+    if scheme in _BUCKET_SCHEMES:
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+    owner = asset.owner
+    document = owner.get_self_href() if owner is not None else None
+    if scheme == "file" and owner is not None and is_remote(owner):
+        return None
+    store = _real(store_url)
+    directories = [posixpath.dirname(store)]
+    if document:
+        try:
+            located = _real(normalize_url(document))
+        except InvalidPathError:
+            return None
+        here, there = urlsplit(located), urlsplit(store)
+        if (here.scheme, here.netloc) == (there.scheme, there.netloc):
+            directories.append(posixpath.dirname(located))
+    common = _common_directory(directories)
+    return None if common is None else common + "/"
+
+
+def _real(url: str) -> str:
+    if url.startswith("file://"):
+        return normalize_url(os.path.realpath(file_url_to_path(url)))
+    return url
+
+
+def _common_directory(urls: list[str]) -> str | None:
+    """The deepest directory shared by ``urls`` (all of one scheme and host), not the root."""
+    authority = "{0.scheme}://{0.netloc}".format(urlsplit(urls[0]))
+    paths = [urlsplit(u).path or "/" for u in urls]
+    common = posixpath.commonpath(paths)
+    if common in ("", "/"):
+        return None
+    return authority + common

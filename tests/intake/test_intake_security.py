@@ -1,0 +1,118 @@
+"""Hostile Intake catalogs: urlpaths that climb out of the catalog, stores that read elsewhere.
+
+An Intake entry may make us read what its ``urlpath`` names (each file, or a glob's directory)
+and, through ``stac_virtual``, what its STAC catalog may (see tests/stac/test_security.py);
+everything else needs the user's ``authorize=``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pystac
+import pytest
+import xarray as xr
+
+import intake
+from virtualstac.demo import write_sample_archive
+from virtualstac.errors import UnregisteredURLError
+from virtualstac.stac import publish
+
+NETCDF = "application/x-netcdf"
+
+
+def catalog_with(directory: Path, urlpath: str) -> Path:
+    """A YAML catalog in ``directory`` with one ``virtual`` entry reading ``urlpath``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "catalog.yaml"
+    path.write_text(
+        f'sources:\n  files:\n    driver: virtual\n    args:\n      urlpath: "{urlpath}"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def secrets(tmp_path: Path) -> list[Path]:
+    """netCDF files of the user's, next to (not inside) a downloaded catalog's directory."""
+    return write_sample_archive(tmp_path / "home" / "private", days=2)
+
+
+@pytest.mark.parametrize(
+    "urlpath",
+    [
+        "{{ CATALOG_DIR }}/../private/*.nc",
+        "{{ CATALOG_DIR }}/data/../../private/temperature_2024-01-01.nc",
+    ],
+)
+def test_urlpaths_cannot_climb_out_of_the_catalog_directory(
+    tmp_path: Path, secrets: list[Path], urlpath: str
+) -> None:
+    (tmp_path / "home" / "catalog" / "data").mkdir(parents=True)
+    catalog = intake.open_catalog(str(catalog_with(tmp_path / "home" / "catalog", urlpath)))
+
+    with pytest.raises(UnregisteredURLError, match=r"climbs with '\.\.'"):
+        catalog["files"].to_dask()
+
+
+@pytest.mark.parametrize("pattern", ["{home}/catalo[g]/*.nc", "{home}/*/*.nc"])
+def test_a_glob_whose_directory_lies_above_the_catalog_is_refused(
+    tmp_path: Path, pattern: str
+) -> None:
+    # "catalo[g]" matches only the catalog's files, but its directory is the catalog's parent.
+    write_sample_archive(tmp_path / "home" / "catalog", days=1)
+    urlpath = pattern.format(home=tmp_path / "home")
+    catalog = intake.open_catalog(str(catalog_with(tmp_path / "home" / "catalog", urlpath)))
+    with pytest.raises(UnregisteredURLError, match="outside the catalog's directory"):
+        catalog["files"].to_dask()
+
+
+def test_a_link_inside_the_catalog_directory_is_judged_by_its_target(
+    tmp_path: Path, secrets: list[Path]
+) -> None:
+    data = tmp_path / "home" / "catalog" / "data"
+    data.mkdir(parents=True)
+    (data / "innocent.nc").symlink_to(secrets[0])
+    catalog = intake.open_catalog(
+        str(catalog_with(tmp_path / "home" / "catalog", "{{ CATALOG_DIR }}/data/*.nc"))
+    )
+    with pytest.raises(UnregisteredURLError, match=str(secrets[0].parent)):
+        catalog["files"].to_dask()
+
+
+def test_the_files_a_catalog_names_are_read(tmp_path: Path) -> None:
+    (path,) = write_sample_archive(tmp_path / "catalog" / "data", days=1)
+    catalog = intake.open_catalog(
+        str(catalog_with(tmp_path / "catalog", "{{ CATALOG_DIR }}/data/temperature_*.nc"))
+    )
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_equal(catalog["files"].read()["t2m"], direct["t2m"].load())
+
+
+def test_a_published_store_reading_elsewhere_needs_the_users_authorization(
+    tmp_path: Path, secrets: list[Path]
+) -> None:
+    downloaded = tmp_path / "downloads" / "catalog"
+    extent = pystac.Extent(
+        pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
+        pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
+    )
+    collection = pystac.Collection("archive", "the user's files, published elsewhere", extent)
+    for day, path in enumerate(secrets):
+        item = pystac.Item(path.stem, None, None, dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {})
+        item.add_asset("data", pystac.Asset(str(path), media_type=NETCDF, roles=["data"]))
+        collection.add_item(item)
+    collection.normalize_hrefs(str(downloaded / "stac"))
+    publish(collection, downloaded / "store.icechunk")
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    (downloaded / "catalog.yaml").write_text(
+        "sources:\n  archive:\n    driver: stac_virtual\n    args:\n"
+        '      url: "{{ CATALOG_DIR }}/stac/collection.json"\n'
+    )
+    catalog = intake.open_catalog(str(downloaded / "catalog.yaml"))
+    container = secrets[0].parent.as_uri() + "/"
+
+    with pytest.raises(UnregisteredURLError, match=container):
+        catalog["archive"].to_dask()
+    opened = catalog["archive"](authorize=[container]).to_dask()
+    assert opened.sizes["time"] == 48

@@ -1,0 +1,77 @@
+"""HDF5 and netCDF-4 headers that claim more chunks than memory holds are refused up front.
+
+h5py writes the bombs as they are: a chunked dataset of a billion chunks costs a few hundred
+bytes of file while none is written, and its grid of references would take 17 GB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bounded
+import h5py
+import numpy as np
+import pytest
+
+import virtualstac.limits
+from virtualstac.errors import LimitExceededError
+from virtualstac.parsers.hdf import HDFParser
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+
+def parse(path: Path) -> None:
+    HDFParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+def test_a_billion_chunks_are_refused_with_memory_capped(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", shape=(10**9,), chunks=(1,), dtype="f4")
+    assert path.stat().st_size < 10_000
+
+    out = bounded.run_capped(
+        f"""
+        from virtualstac.errors import LimitExceededError
+        from virtualstac.parsers.hdf import HDFParser
+        from virtualstac.storage.registry import ObjectStoreRegistry
+        url = {path.as_uri()!r}
+        try:
+            HDFParser()(url, ObjectStoreRegistry.for_url(url))
+        except LimitExceededError as err:
+            print(err)
+        """
+    )
+
+    assert "array 'v' has 1,000,000,000 chunk references" in out
+    assert "references_per_array" in out
+
+
+def test_a_shape_of_ten_to_the_twelve_is_refused_by_its_chunk_count(tmp_path: Path) -> None:
+    path = tmp_path / "huge.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", shape=(10**12,), chunks=(1000,), dtype="f4")
+
+    with pytest.raises(LimitExceededError, match="1,000,000,000 chunk references"):
+        parse(path)
+
+
+def test_datasets_within_the_limit_open_and_count_toward_the_open(tmp_path: Path) -> None:
+    path = tmp_path / "two.h5"
+    with h5py.File(path, "w") as f:
+        for name in ("a", "b"):
+            f.create_dataset(name, data=np.arange(600, dtype="f4"), chunks=(1,))
+
+    with virtualstac.limits.limits(references_per_array=600, references_per_open=1000):
+        with pytest.raises(LimitExceededError, match="1,200 chunk references"):
+            parse(path)
+    with virtualstac.limits.limits(references_per_array=600, references_per_open=1200):
+        parse(path)
+
+
+def test_variable_length_strings_are_refused_before_they_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "strings.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("names", shape=(10**9,), chunks=(10**6,), dtype=h5py.string_dtype())
+
+    with pytest.raises(LimitExceededError, match=r"variable 'names' would take 8,000,000,000"):
+        parse(path)
