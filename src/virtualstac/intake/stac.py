@@ -35,20 +35,12 @@ import xarray as xr
 from pystac_client import Client, ItemSearch
 
 from virtualstac.intake.base import VirtualDataSource, overview_level_of
-from virtualstac.parsers.corrupt import reading
 from virtualstac.stac.dataset import StacReferences, open_stac_references
+from virtualstac.stac.invalid import reading_stac
 
 __all__ = ["StacVirtualSource"]
 
 #: Arguments that make ``url`` the root of a STAC API to search.
-#: What pystac raises for JSON that is no valid STAC.
-_STAC_ERRORS = (
-    pystac.STACError,
-    pystac.STACTypeError,
-    pystac.errors.DuplicateObjectKeyError,
-    pystac.errors.RequiredPropertyMissing,
-)
-
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
 
@@ -139,7 +131,7 @@ class StacVirtualSource(VirtualDataSource):
             return Client.open(self.url).search(**self.search_parameters)
         # A relative path would be resolved against whatever the working directory is later.
         url = self.url if "://" in self.url else os.path.abspath(self.url)
-        with reading(url, "its STAC JSON", also=_STAC_ERRORS):
+        with reading_stac(url):
             document = pystac.StacIO.default().read_json(url)
             if document.get("type") == "FeatureCollection":
                 return pystac.ItemCollection.from_dict(document)

@@ -28,6 +28,7 @@ import pystac
 import xarray as xr
 
 from virtualstac.errors import NotWritableError
+from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
@@ -235,7 +236,7 @@ def _items_and_collection(
     if isinstance(stac, pystac.Collection):
         if collection is not None and collection is not stac:
             raise ValueError("give either a Collection, or items with collection=")
-        return list(stac.get_items(recursive=True)), stac
+        return catalog_items(stac), stac
     if isinstance(stac, pystac.ItemCollection):
         items = list(stac.items)
     elif callable(getattr(stac, "items", None)) and not isinstance(stac, Mapping):
