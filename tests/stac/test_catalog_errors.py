@@ -120,7 +120,7 @@ def test_dangling_child_link_names_the_child_catalog(tmp_path: Path) -> None:
     root.save(pystac.CatalogType.SELF_CONTAINED)
     child = tmp_path / "scenes" / "collection.json"
     child.unlink()
-    with pytest.raises(SourceNotFoundError, match="STAC Catalog .* does not exist") as caught:
+    with pytest.raises(SourceNotFoundError, match=r"STAC Catalog .* does not exist") as caught:
         open_stac(pystac.Catalog.from_file(str(tmp_path / "catalog.json")))
     assert_one_line_naming(caught.value, child, tmp_path / "catalog.json")
 
@@ -137,7 +137,7 @@ def test_item_link_to_a_collection_is_refused(tmp_path: Path) -> None:
 def test_items_dangling_collection_link_names_the_collection(tmp_path: Path) -> None:
     collection, item = save_collection(tmp_path)
     collection.unlink()
-    with pytest.raises(SourceNotFoundError, match="STAC Collection .* does not exist") as caught:
+    with pytest.raises(SourceNotFoundError, match=r"STAC Collection .* does not exist") as caught:
         open_stac(pystac.Item.from_file(str(item)))
     assert_one_line_naming(caught.value, collection, item)
 
