@@ -90,6 +90,10 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
     SourceNotFoundError
         If a linked file does not exist.
     """
+    if type(catalog).get_items is not pystac.Catalog.get_items:
+        # A STAC API's collection (pystac-client) lists its items by searching, not by links.
+        with reading_stac(catalog.get_self_href() or f"catalog {catalog.id!r}", "STAC Catalog"):
+            return list(catalog.get_items(recursive=True))
     items: list[pystac.Item] = []
     for link in list(catalog.links):
         if link.rel == pystac.RelType.ITEM:
@@ -125,8 +129,8 @@ def collection_of(item: pystac.Item) -> pystac.Collection | None:
         As :func:`catalog_items`, for the Collection file.
     """
     link = item.get_single_link(pystac.RelType.COLLECTION)
-    if link is None:
-        return None
+    if link is None or link.is_resolved():
+        return item.get_collection()
     href = link.get_absolute_href() or link.href
     with reading_stac(href, "STAC Collection", item.get_self_href() or f"item {item.id!r}"):
         return item.get_collection()
