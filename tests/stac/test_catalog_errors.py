@@ -17,6 +17,7 @@ import pystac
 import pytest
 import xarray as xr
 
+from virtualstac.cli import main
 from virtualstac.errors import CorruptFileError, InvalidCatalogError, SourceNotFoundError
 from virtualstac.stac import VirtualExtension, open_stac, publish
 from virtualstac.stac.invalid import reading_stac
@@ -163,3 +164,14 @@ def test_our_own_errors_pass_through_unwrapped() -> None:
     with pytest.raises(CorruptFileError) as caught, reading_stac("catalog.json"):
         raise ours
     assert caught.value is ours
+
+
+def test_the_cli_prints_the_error_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    collection, item = save_collection(tmp_path)
+    edit(item, lambda d: d["assets"]["B02"].pop("href"))
+    assert main(["publish", str(collection), str(tmp_path / "store"), "--no-progress"]) == 1
+    printed = capsys.readouterr().err.strip()
+    assert printed.startswith("virtualstac: error: invalid STAC Item ")
+    assert "\n" not in printed and str(item) in printed and "'href' is missing" in printed
