@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -70,8 +71,12 @@ def test_publish_saves_the_collection_in_place(
     target = tmp_path / "scenes.icechunk"
     assert main(["publish", str(catalog), str(target), "--assets", "B02"]) == 0
     out, err = capsys.readouterr()
-    assert out == f"published 2 items to {target}; saved {catalog}\n"
+    assert out == (
+        f"published 2 items (2 new, 0 appended, 0 already present) to {target}; saved {catalog}\n"
+    )
     assert "virtualizing: 2/2" in err
+    assert "writing and committing: 1/1" in err
+    assert "<00:00" in err  # the bars show the time remaining
     saved = json.loads(catalog.read_text())
     assert saved["assets"]["icechunk"]["virtual:items"] == ["S0", "S1"]
     assert [link["rel"] for link in saved["links"]].count("store") == 1
@@ -130,7 +135,7 @@ def test_info_prints_the_dataset_of_a_published_collection(
     capsys.readouterr()
     assert main(["info", str(catalog)]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith("Collection scenes, opened from its published store:\n")
+    assert shown.startswith(f"Collection scenes, opened from its published store {target}:\n")
     assert "B02          (time, y, x) uint16" in shown
     assert main(["info", "--sources", str(catalog.parent / "S0" / "S0.json")]) == 0
     parsed = capsys.readouterr().out
@@ -203,3 +208,144 @@ def test_usage_errors_exit_with_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["publish", "c.json", "t", "--workers", "0"])
     assert exited.value.code == 2
     assert "--workers: must be at least 1" in capsys.readouterr().err
+
+
+def run(*arguments: str, **options: object) -> subprocess.CompletedProcess[str]:
+    """The installed command, as a shell runs it."""
+    command = [sys.executable, "-m", "virtualstac.cli", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, check=False, **options)  # type: ignore[call-overload, no-any-return]
+
+
+def test_version_prints_the_installed_version() -> None:
+    shown = run("--version")
+    assert shown.returncode == 0
+    assert shown.stdout == f"virtualstac {importlib.metadata.version('virtualstac')}\n"
+
+
+def test_options_of_the_other_format_are_refused_with_2(catalog: Path, tmp_path: Path) -> None:
+    target = str(tmp_path / "s.icechunk")
+    refused = run("publish", str(catalog), target, "--kerchunk-format", "parquet")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "virtualstac: error: --kerchunk-format applies to --format kerchunk, "
+        "not to --format icechunk\n"
+    )
+    assert not Path(target).exists()
+
+
+def test_info_json_summarizes_the_published_store_and_the_sources(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "s.icechunk"
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["info", "--json", str(catalog)]) == 0
+    published = json.loads(capsys.readouterr().out)
+    assert published["type"] == "Collection" and published["id"] == "scenes"
+    assert published["opened"] == str(target)
+    [dataset] = published["datasets"]
+    assert dataset["dims"] == {"time": 2, "y": 200, "x": 300}
+    assert dataset["variables"]["B02"] == {
+        "dims": ["time", "y", "x"],
+        "shape": [2, 200, 300],
+        "dtype": "uint16",
+        "chunks": [1, 128, 128],
+        "references": None,
+    }
+    # The item assets the store was published from (its vrt:hrefs).
+    assert published["sources"] == [
+        f"{catalog.parent}/S{day}/S{day}.json#/assets/B02" for day in range(2)
+    ]
+
+    item = catalog.parent / "S0" / "S0.json"
+    assert main(["info", "--json", "--sources", "--no-progress", str(item)]) == 0
+    parsed = json.loads(capsys.readouterr().out)
+    assert parsed["opened"] == "parsed sources"
+    grids = {tuple(d["grid"]["shape"]): d for d in parsed["datasets"]}
+    ten_metres = grids[200, 300]
+    assert ten_metres["grid"] == {
+        "crs": "EPSG:32633",
+        "shape": [200, 300],
+        "transform": [500000.0, 10.0, 0.0, 4000000.0, 0.0, -10.0],
+    }
+    assert ten_metres["variables"]["B02"]["references"] == 6  # 2 x 3 tiles of 128
+    assert ten_metres["variables"]["B02"]["chunks"] == [128, 128]
+    references = {name: v["references"] for name, v in ten_metres["variables"].items()}
+    assert references == {"B02": 6, "spatial_ref": 1, "x": None, "y": None}
+    assert ten_metres["references"] == 7
+    data = catalog.parent.parent / "data"
+    assert parsed["sources"] == [f"file://{data / 'S0' / band}.tif" for band in ("B02", "B05")]
+
+
+def test_the_summary_counts_new_appended_and_present_items(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "s.icechunk"
+    publish = ["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]
+    assert main(publish) == 0
+    collection = pystac.Collection.from_file(str(catalog))
+    collection.add_item(write_item(tmp_path / "data" / "S2", 2))
+    collection.normalize_hrefs(str(catalog.parent))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    capsys.readouterr()
+    assert main(publish) == 0
+    assert "published 3 items (0 new, 1 appended, 2 already present)" in capsys.readouterr().out
+    assert main(publish) == 0
+    assert "published 3 items (0 new, 0 appended, 3 already present)" in capsys.readouterr().out
+
+
+def test_another_target_needs_asset_key_or_replace(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first.icechunk", tmp_path / "second.icechunk"
+    options = ["--assets", "B02", "--no-progress"]
+    assert main(["publish", str(catalog), str(first), *options]) == 0
+    capsys.readouterr()
+    assert main(["publish", str(catalog), str(second), *options]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"records a published store at {first}" in line
+    assert "--asset-key" in line and "--replace" in line
+
+    def recorded(key: str) -> Path:
+        """Where the saved collection's asset ``key`` points (its href may be relative)."""
+        href = json.loads(catalog.read_text())["assets"][key]["href"]
+        return (catalog.parent / href).resolve()
+
+    assert main(["publish", str(catalog), str(second), *options, "--asset-key", "copy"]) == 0
+    assert recorded("copy") == second
+    assert recorded("icechunk") == first
+
+    third = tmp_path / "third.icechunk"
+    capsys.readouterr()
+    assert main(["publish", str(catalog), str(third), *options, "--replace"]) == 0
+    out, err = capsys.readouterr()
+    assert "(2 new, 0 appended, 0 already present)" in out
+    assert f"the old store is left untouched at {first}" in err
+    assert recorded("icechunk") == third
+    assert first.exists()
+
+
+def test_verbose_logs_what_is_read_and_written(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "s.icechunk"
+    command = ["-v", "publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert f"virtualstac: parsed file://{catalog.parent.parent}/data/S0/B02.tif" in err
+    assert f"virtualstac: wrote 2 new items to the icechunk store at {target}" in err
+    assert f"virtualstac: saved the collection at {catalog}" in err
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""  # without -v, nothing but warnings
+
+
+def test_a_closed_pipe_ends_quietly(catalog: Path) -> None:
+    command = [sys.executable, "-m", "virtualstac.cli", "info", "--no-progress", str(catalog)]
+    # The reader is gone before the command writes, as with `| head -1` on a long output.
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        status = process.wait()
+    assert err == ""
+    assert status == 1

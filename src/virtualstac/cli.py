@@ -3,22 +3,25 @@
 ``virtualstac publish COLLECTION_JSON TARGET`` virtualizes the collection's source assets,
 writes an Icechunk repository (or Kerchunk references) at TARGET and saves the collection with
 the store recorded as an asset. ``virtualstac info URL`` prints the dataset of an Item or
-Collection (from its published store when it has one). Errors are reported in one line, with an
-exit status of 1; usage errors exit with 2.
+Collection (from its published store when it has one), or with ``--json`` a summary of it.
+Errors are reported in one line, with an exit status of 1; usage errors exit with 2. Progress
+bars are on unless ``--no-progress``; ``--verbose`` logs what is read and written.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import icechunk
 import pystac
 
 from virtualstac.errors import VirtualStacError
@@ -28,26 +31,71 @@ __all__ = ["main"]
 _PROGRAM = "virtualstac"
 
 
+#: Options that only apply to one format, with that format.
+_FORMAT_ONLY = {"kerchunk_format": ("--kerchunk-format", "kerchunk")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
+    # Icechunk's Rust warnings are silenced when virtualstac is imported (unless ICECHUNK_LOG).
     arguments = _parser().parse_args(argv)
-    if "ICECHUNK_LOG" not in os.environ:
-        # Icechunk warns on every local repository that it is unsafe for concurrent commits;
-        # a one-shot command makes one commit at most. ICECHUNK_LOG still chooses otherwise.
-        icechunk.set_logs_filter("error")
+    refused = _refused_option(arguments) if arguments.command == "publish" else None
+    if refused is not None:
+        print(f"{_PROGRAM}: error: {refused}", file=sys.stderr)
+        return 2
     try:
-        if arguments.command == "publish":
-            return _publish(arguments)
-        return _info(arguments)
+        with _logging_to_stderr(verbose=arguments.verbose):
+            status = _publish(arguments) if arguments.command == "publish" else _info(arguments)
+        sys.stdout.flush()  # here, so that a closed pipe is met inside the try
+    except BrokenPipeError:
+        # The reader went away (``virtualstac info ... | head -1``): stop quietly. Python's
+        # docs recommend pointing stdout at devnull so that the exit flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except (VirtualStacError, pystac.STACError, OSError, ValueError, KeyError, TypeError) as err:
         print(f"{_PROGRAM}: error: {_one_line(err)}", file=sys.stderr)
         return 1
+    return status
+
+
+@contextmanager
+def _logging_to_stderr(*, verbose: bool) -> Iterator[None]:
+    """Show virtualstac's warnings (with ``verbose``, what it reads and writes) on stderr.
+
+    Only while the command runs: ``main`` called in-process leaves logging as it found it.
+    """
+    logger = logging.getLogger("virtualstac")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{_PROGRAM}: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _refused_option(arguments: argparse.Namespace) -> str | None:
+    """Why an option given does not apply to the chosen format, or None."""
+    for name, (flag, format) in _FORMAT_ONLY.items():
+        if getattr(arguments, name) is not None and arguments.format != format:
+            return f"{flag} applies to --format {format}, not to --format {arguments.format}"
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROGRAM,
         description="Publish a static STAC collection as a virtual Zarr store, or inspect one.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_PROGRAM)}"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log the files read and written on stderr"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -64,8 +112,19 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument(
         "--kerchunk-format",
         choices=("json", "parquet"),
-        default="json",
-        help="Kerchunk file layout (with --format kerchunk)",
+        help="Kerchunk file layout (with --format kerchunk; default json)",
+    )
+    publish.add_argument(
+        "--asset-key",
+        metavar="KEY",
+        help="key of the published asset on the collection (default: the format's name); "
+        "another key records a second store beside the first",
+    )
+    publish.add_argument(
+        "--replace",
+        action="store_true",
+        help="when the asset records a store at another target, record the new store instead "
+        "(the old one is left untouched)",
     )
     publish.add_argument(
         "--assets", nargs="+", metavar="KEY", help="asset keys to publish (default: data assets)"
@@ -76,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also publish the COG overviews, as a multiscales group of resolution levels",
     )
     publish.add_argument("--workers", type=_positive, default=1, help="parallel parsing threads")
-    publish.add_argument("--no-progress", action="store_true", help="do not print progress")
+    publish.add_argument("--no-progress", action="store_true", help="no progress bars")
     publish.add_argument(
         "--output", type=Path, help="save the updated collection here (default: in place)"
     )
@@ -91,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--sources", action="store_true", help="parse the source assets even if a store exists"
     )
+    info.add_argument(
+        "--json", action="store_true", help="print a machine-readable summary, as JSON"
+    )
+    info.add_argument("--no-progress", action="store_true", help="no progress bars")
     info.add_argument(
         "--authorize",
         action="append",
@@ -135,24 +198,43 @@ def _publish(arguments: argparse.Namespace) -> int:
     # The store is written first and the collection last: check now that the last step can be
     # done, rather than leave a store the saved collection does not record.
     check_file_writable(output, "the collection")
+    key = arguments.asset_key or arguments.format
+    recorded = collection.assets.get(key)
+    # Copied now: publishing may update the asset in place.
+    before = None if recorded is None else (recorded.href, _items(recorded))
     with ThreadPoolExecutor(arguments.workers) as pool:
         publish(
             collection,
             arguments.target,
             format=arguments.format,
-            kerchunk_format=arguments.kerchunk_format,
+            kerchunk_format=arguments.kerchunk_format or "json",
             assets=arguments.assets,
+            asset_key=arguments.asset_key,
             parallel=pool if arguments.workers > 1 else False,
             progress=not arguments.no_progress,
             overviews=arguments.overviews,
+            replace=arguments.replace,
         )
     _save(collection, output, include_self_link=had_self_link)
-    asset = collection.assets[arguments.format]
-    print(
-        f"published {len(asset.extra_fields['virtual:items'])} items to {asset.href}; "
-        f"saved {output}"
-    )
+    logging.getLogger(__name__).info("saved the collection at %s", output)
+    asset = collection.assets[key]
+    print(f"published {_counts(before, asset)} to {asset.href}; saved {output}")
     return 0
+
+
+def _items(asset: pystac.Asset) -> tuple[str, ...]:
+    return tuple(asset.extra_fields.get("virtual:items") or ())
+
+
+def _counts(before: tuple[str, tuple[str, ...]] | None, after: pystac.Asset) -> str:
+    """How many items the store holds: new (in a new store), appended, already present."""
+    items = _items(after)
+    same_store = before is not None and before[0] == after.href
+    present = set(before[1]) if before is not None and same_store else set()
+    already = sum(item in present for item in items)
+    new = 0 if same_store else len(items)
+    appended = len(items) - new - already
+    return f"{len(items)} items ({new} new, {appended} appended, {already} already present)"
 
 
 def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool) -> None:
@@ -170,6 +252,7 @@ def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool)
 
 
 def _info(arguments: argparse.Namespace) -> int:
+    from virtualstac.cli_summary import dataset_summary, opened_store, sources_of
     from virtualstac.manifests import ManifestArray
     from virtualstac.stac.open import open_stac
 
@@ -180,13 +263,26 @@ def _info(arguments: argparse.Namespace) -> int:
         stac,
         group_by="grid",
         use_published=not arguments.sources,
+        progress=not arguments.no_progress,
         authorize=arguments.authorize,
         trust_catalog_endpoints=arguments.trust_catalog_endpoints,
     )
     virtual = any(
         isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()
     )
-    origin = "its source assets (virtual references)" if virtual else "its published store"
+    asset = None if virtual else opened_store(stac)
+    store = None if asset is None else asset.get_absolute_href() or asset.href
+    if arguments.json:
+        summary = {
+            "type": type(stac).__name__,
+            "id": stac.id,
+            "opened": "parsed sources" if store is None else store,
+            "datasets": [dataset_summary(grid, dataset) for grid, dataset in datasets.items()],
+            "sources": sources_of(asset, datasets.values()),
+        }
+        print(json.dumps(summary, indent=2))
+        return 0
+    origin = "its source assets (virtual references)" if virtual else f"its published store {store}"
     print(f"{type(stac).__name__} {stac.id}, opened from {origin}:")
     for grid, dataset in datasets.items():
         if len(datasets) > 1:

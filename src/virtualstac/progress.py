@@ -1,13 +1,22 @@
-"""A minimal progress line for long-running work, written to stderr."""
+"""Progress bars with an ETA (tqdm) for long-running work, written to stderr.
+
+One default everywhere: the API shows none unless asked (``progress=True``), the command line
+shows them unless ``--no-progress``.
+"""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["progress"]
+from tqdm import tqdm
+
+__all__ = ["progress", "step"]
+
+# "label: done/total |bar| [elapsed<remaining, rate]": the count comes first, as users grep it.
+_FORMAT = "{desc}: {n_fmt}/{total_fmt} |{bar}| [{elapsed}<{remaining}, {rate_fmt}]"
 
 
 def progress[T](
@@ -19,19 +28,31 @@ def progress[T](
     stream: TextIO | None = None,
     min_interval: float = 0.2,
 ) -> Iterator[T]:
-    """Yield ``items``, printing ``label: done/total (rate/s)`` at most every ``min_interval``."""
-    out = stream or sys.stderr
-    started = last = time.perf_counter()
-    done = 0
-    for item in items:
-        yield item
-        done += 1
-        now = time.perf_counter()
-        if enabled and (now - last >= min_interval or done == total):
-            rate = done / max(now - started, 1e-9)
-            out.write(f"\r{label}: {done}/{total} ({rate:.1f}/s)")
-            out.flush()
-            last = now
-    if enabled and done:
-        out.write("\n")
-        out.flush()
+    """Yield ``items``, showing a bar ``label: done/total`` with an ETA when ``enabled``."""
+    with tqdm(
+        total=total,
+        desc=label,
+        disable=not enabled,
+        file=stream or sys.stderr,
+        mininterval=min_interval,
+        bar_format=_FORMAT,
+        unit="file",
+    ) as bar:
+        for item in items:
+            yield item
+            bar.update(1)
+
+
+@contextmanager
+def step(label: str, *, enabled: bool = True, stream: TextIO | None = None) -> Iterator[None]:
+    """Show ``label: 0/1`` while the block runs and ``label: 1/1`` with its duration after."""
+    with tqdm(
+        total=1,
+        desc=label,
+        disable=not enabled,
+        file=stream or sys.stderr,
+        bar_format=_FORMAT,
+        unit="step",
+    ) as bar:
+        yield
+        bar.update(1)

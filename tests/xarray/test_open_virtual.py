@@ -457,7 +457,7 @@ def test_workers_ship_references_not_data(archive: list[Path]) -> None:
 def test_progress_is_reported_on_stderr(
     archive: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    open_virtual_mfdataset([str(p) for p in archive])
+    open_virtual_mfdataset([str(p) for p in archive], progress=True)
     assert "virtualizing: 3/3" in capsys.readouterr().err
-    open_virtual_mfdataset([str(p) for p in archive], progress=False)
+    open_virtual_mfdataset([str(p) for p in archive])  # off by default in the API
     assert capsys.readouterr().err == ""

@@ -29,7 +29,7 @@ from virtualstac.stac.open import (
     open_asset,
     open_stac,
 )
-from virtualstac.stac.publish import PublishError, publish
+from virtualstac.stac.publish import PublishError, StoreRecordedElsewhereError, publish
 from virtualstac.stac.published import (
     PublishedStoreError,
     open_published,
@@ -59,6 +59,7 @@ __all__ = [
     "StacSource",
     "StorageScheme",
     "StorageSchemeError",
+    "StoreRecordedElsewhereError",
     "SummariesVirtualExtension",
     "UnsupportedAssetError",
     "VirtualExtension",

@@ -14,6 +14,7 @@ grids differ, unless ``group_by="grid"`` asks for one dataset per grid.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -64,6 +65,8 @@ from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.open import _executor, open_virtual_dataset
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",
@@ -670,7 +673,12 @@ def _open_tasks(
 ) -> list[xr.Dataset]:
     executor = _executor(parallel)
     results = executor.map(_open_task, tasks, [registry] * len(tasks))
-    return list(progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress))
+    opened = []
+    bar = progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress)
+    for task, dataset in zip(tasks, bar, strict=True):
+        _log.info("parsed %s (asset %r of item %r)", task.url, task.key, task.item_id)
+        opened.append(dataset)
+    return opened
 
 
 def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Parser | None:

@@ -17,10 +17,11 @@ that Collection (see :mod:`virtualstac.stac.publish_recovery`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -28,6 +29,7 @@ import pystac
 import xarray as xr
 
 from virtualstac.errors import NotWritableError
+from virtualstac.progress import step
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
@@ -41,11 +43,18 @@ from virtualstac.stac.published_asset import (
     add_published_asset,
     storage_scheme,
 )
-from virtualstac.stac.targets import PublishError, Target, store_options
+from virtualstac.stac.targets import (
+    PublishError,
+    StoreRecordedElsewhereError,
+    Target,
+    store_options,
+)
 from virtualstac.stac.writable import check_target_writable
 from virtualstac.storage.registry import ObjectStoreRegistry
 
-__all__ = ["PublishError", "publish"]
+__all__ = ["PublishError", "StoreRecordedElsewhereError", "publish"]
+
+_log = logging.getLogger(__name__)
 
 
 def publish(
@@ -64,6 +73,7 @@ def publish(
     progress: bool = False,
     drop_variables: Iterable[str] | None = None,
     overviews: bool = False,
+    replace: bool = False,
 ) -> pystac.Collection:
     """Publish the items' source assets as a virtual store and record it on their Collection.
 
@@ -97,7 +107,8 @@ def publish(
         Options of an object-store target, as :meth:`ObjectStoreRegistry.register` takes them
         (``endpoint``, ``region``, ``access_key_id``, ...); never written into STAC.
     parallel, progress
-        As for :func:`open_stac`: sources are parsed as parallel tasks, with a progress line.
+        As for :func:`open_stac`: sources are parsed as parallel tasks; ``progress`` shows
+        progress bars on stderr while sources are parsed and the store is written.
     drop_variables
         Variables to leave out of the store.
     overviews
@@ -115,6 +126,8 @@ def publish(
     ------
     NotWritableError
         If the target cannot be written (checked before anything is).
+    StoreRecordedElsewhereError
+        If the asset ``asset_key`` records a store at another target and ``replace`` is false.
     PublishError
         If the target holds a store the Collection does not record, the repository moved on
         since the Collection recorded it, or an item has no self href. A store written by an
@@ -129,7 +142,7 @@ def publish(
     items, collection = _items_and_collection(stac, collection)
     key = asset_key or format
     place = Target.of(target, storage_options, registry)
-    previous = PreviousStore.of(collection.assets.get(key), key, place, format)
+    previous = PreviousStore.of(collection.assets.get(key), key, place, format, replace=replace)
     wanted = None if assets is None else list(assets)
     unrecorded = {item.id: item for item in items if item.id not in previous.items}
     try:
@@ -179,18 +192,22 @@ def publish(
         dataset = open_levels(open_level) if overviews else open_level(None)
     ids = (*previous.items, *(item.id for item in new))
     record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
+    # Icechunk commits inside the step: writing and committing are one bar.
+    label = "writing and committing" if format == "icechunk" else "writing references"
+    writing = step(label, enabled=progress)
     if format == "icechunk":
-        version = publish_repository(
-            dataset,
-            place,
-            base=previous.version if previous.recorded else None,
-            containers=previous.containers,
-            concat_dim=concat_dim,
-            registry=registry,
-            message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
-            metadata={"virtualstac.items": len(new)},
-            record=record,
-        )
+        with writing:
+            version = publish_repository(
+                dataset,
+                place,
+                base=previous.version if previous.recorded else None,
+                containers=previous.containers,
+                concat_dim=concat_dim,
+                registry=registry,
+                message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
+                metadata={"virtualstac.items": len(new)},
+                record=record,
+            )
         store = PublishedStore(
             "icechunk",
             place.href,
@@ -202,16 +219,19 @@ def publish(
         )
         described = version.dataset
     else:
-        references = publish_references(
-            dataset,
-            place,
-            kerchunk_format=kerchunk_format,
-            previous_containers=previous.containers if previous.recorded else None,
-            concat_dim=concat_dim,
-            registry=registry,
-            record=replace(record, items=ids, sources=(*previous.sources, *sources)),
-            schemes=previous.schemes,
-        )
+        with writing:
+            references = publish_references(
+                dataset,
+                place,
+                kerchunk_format=kerchunk_format,
+                previous_containers=previous.containers if previous.recorded else None,
+                concat_dim=concat_dim,
+                registry=registry,
+                record=dataclasses.replace(
+                    record, items=ids, sources=(*previous.sources, *sources)
+                ),
+                schemes=previous.schemes,
+            )
         store = PublishedStore(
             "kerchunk",
             place.href,
@@ -227,6 +247,7 @@ def publish(
     add_published_asset(
         collection, key, store, described, _schemes(place, store.containers, registry)
     )
+    _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
 
 

@@ -14,6 +14,7 @@ or a Collection without a self href to compare) is refused as before.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +26,12 @@ import pystac
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
 from virtualstac.stac.published_asset import SourceAsset
-from virtualstac.stac.targets import PublishError, Target, icechunk_failures
+from virtualstac.stac.targets import (
+    PublishError,
+    StoreRecordedElsewhereError,
+    Target,
+    icechunk_failures,
+)
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.kerchunk import SOURCES_KEY
 
@@ -36,6 +42,7 @@ BRANCH = "main"
 #: Key of the record in Icechunk commit metadata, and in the references' ``virtualstac`` section.
 RECORD_KEY = "virtualstac.publish"
 _VERSION_PROP = "virtual:version"
+_log = logging.getLogger(__name__)
 
 #: The sources (``vrt:hrefs`` entries) of a Collection item not recorded yet, by id; KeyError
 #: for an id the Collection has no such item of.
@@ -100,8 +107,20 @@ class PreviousStore:
     adopted: bool = field(default=False)
 
     @classmethod
-    def of(cls, asset: pystac.Asset | None, key: str, target: Target, format: str) -> PreviousStore:
-        """What ``asset`` (the Collection's asset ``key``) records about a store at ``target``."""
+    def of(
+        cls,
+        asset: pystac.Asset | None,
+        key: str,
+        target: Target,
+        format: str,
+        *,
+        replace: bool = False,
+    ) -> PreviousStore:
+        """What ``asset`` (the Collection's asset ``key``) records about a store at ``target``.
+
+        An asset recording a store at another target raises :class:`StoreRecordedElsewhereError`
+        unless ``replace``: then this publish starts a new store and the old one is left as is.
+        """
         if asset is None:
             return cls(False)
         recorded_format = asset.extra_fields.get(FORMAT_PROP)
@@ -112,7 +131,19 @@ class PreviousStore:
             )
         href = asset.get_absolute_href() or asset.href
         if normalize_url(href).rstrip("/") != target.url:
-            # Published elsewhere before: this publish starts a new store and replaces the asset.
+            if not replace:
+                raise StoreRecordedElsewhereError(
+                    f"the collection's asset {key!r} records a published store at {href}, not "
+                    f"at {target.href}; pass another asset_key to record a second store beside "
+                    f"it (--asset-key), or replace=True (--replace) to record the new store "
+                    f"instead (the old store is left untouched at {href})"
+                )
+            _log.warning(
+                "asset %r is replaced by a new store at %s; the old store is left untouched at %s",
+                key,
+                target.href,
+                href,
+            )
             return cls(False)
         return cls(
             True,

@@ -45,6 +45,14 @@ class PublishError(VirtualStacError, ValueError):
     """A store cannot be published where, or as, asked."""
 
 
+class StoreRecordedElsewhereError(PublishError):
+    """The Collection records a published store under this asset key at another target.
+
+    Publishing there would orphan the recorded store: pass another ``asset_key`` (a second
+    store, recorded beside the first) or ``replace=True`` (the old store stays where it is).
+    """
+
+
 @contextmanager
 def icechunk_failures(href: str) -> Iterator[None]:
     """Turn Icechunk's own errors into :class:`PublishError` naming the repository.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -38,6 +39,8 @@ __all__ = [
     "open_virtual_mfdataset",
     "source_url",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: A file to open: a URL, or a local path (relative to the working directory).
 type PathOrURL = str | os.PathLike[str]
@@ -209,7 +212,7 @@ def open_virtual_mfdataset(
     concat_dim: str | Sequence[str] | None = None,
     parallel: Executor | Literal["dask"] | bool | Any = False,
     preprocess: Callable[[xr.Dataset], xr.Dataset] | None = None,
-    progress: bool = True,
+    progress: bool = False,
     group: str | None = None,
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
@@ -241,7 +244,7 @@ def open_virtual_mfdataset(
     preprocess
         Applied to each virtual dataset before combining.
     progress
-        Print a progress line to stderr while files are parsed.
+        Show a progress bar (with an ETA) on stderr while files are parsed; off by default.
     **combine_kwargs
         Passed to the xarray combine function. Defaults avoid comparing virtual values:
         ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``.
@@ -284,7 +287,14 @@ def open_virtual_mfdataset(
         [overview_level] * len(urls),
         **batching,
     )
-    datasets = list(progress_bar(results, total=len(urls), label="virtualizing", enabled=progress))
+    datasets = []
+    for url, dataset in zip(
+        urls,
+        progress_bar(results, total=len(urls), label="virtualizing", enabled=progress),
+        strict=True,
+    ):
+        _log.info("parsed %s", url)
+        datasets.append(dataset)
     if preprocess is not None:
         datasets = [preprocess(ds) for ds in datasets]
     combine_options: dict[str, Any] = {
