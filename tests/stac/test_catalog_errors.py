@@ -20,7 +20,7 @@ import xarray as xr
 from virtualstac.cli import main
 from virtualstac.errors import CorruptFileError, InvalidCatalogError, SourceNotFoundError
 from virtualstac.stac import VirtualExtension, open_stac, publish
-from virtualstac.stac.invalid import reading_stac
+from virtualstac.stac.invalid import catalog_items, reading_stac
 
 GEOMETRY = {"type": "Point", "coordinates": [15.0, 36.1]}
 
@@ -175,3 +175,12 @@ def test_the_cli_prints_the_error_on_one_line(
     printed = capsys.readouterr().err.strip()
     assert printed.startswith("virtualstac: error: invalid STAC Item ")
     assert "\n" not in printed and str(item) in printed and "'href' is missing" in printed
+
+
+def test_catalogs_built_in_memory_walk_without_hrefs() -> None:
+    catalog = pystac.Catalog(id="memory", description="never saved")
+    child = pystac.Catalog(id="child", description="never saved")
+    item = pystac.Item("a", GEOMETRY, None, dt.datetime(2024, 5, 1, tzinfo=dt.UTC), {})
+    child.add_item(item)
+    catalog.add_child(child)
+    assert catalog_items(catalog) == [item]

@@ -106,7 +106,11 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
 
 def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kind: type[T]) -> T:
     """The object ``link`` of ``owner`` points at, read if need be."""
-    href = link.get_absolute_href() or link.href
+    # A link of a catalog built in memory holds its object and may have no href at all.
+    if link.is_resolved():
+        href = link.get_href() or f"{link.rel} link"
+    else:
+        href = link.get_absolute_href() or link.href
     linking = owner.get_self_href() or f"catalog {owner.id!r}"
     what = f"STAC {kind.__name__}"
     with reading_stac(href, what, linking):
