@@ -15,6 +15,8 @@ __all__ = [
     "IncompatibleArraysError",
     "IncompatibleCodecsError",
     "IndexerTypeError",
+    "InvalidCatalogArgumentError",
+    "InvalidCatalogError",
     "InvalidChunkKeyError",
     "InvalidIndexerError",
     "InvalidManifestError",
@@ -131,6 +133,21 @@ class CorruptFileError(VirtualStacError, ValueError):
 
     The message names the file and what was being read; the parser's own exception is chained.
     """
+
+
+class InvalidCatalogError(CorruptFileError):
+    """A STAC JSON file (a catalog, a collection, an item or one they link to) or an Intake
+    catalog entry is malformed: broken JSON, a required field missing or of the wrong type,
+    a bad datetime, an asset without ``href``.
+
+    The message names the file (and the file linking to it) or the entry; the exception of
+    the library that refused it (pystac, json, PyYAML) is chained.
+    """
+
+
+class InvalidCatalogArgumentError(InvalidCatalogError, TypeError):
+    """An argument of an Intake driver, as a catalog entry gives it, is unknown or of the
+    wrong type. The message names the driver, the entry when known, and the argument."""
 
 
 class SourceNotFoundError(VirtualStacError, FileNotFoundError):

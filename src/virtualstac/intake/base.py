@@ -9,16 +9,7 @@ from intake.source.base import DataSource, Schema
 
 from virtualstac import __version__
 
-__all__ = ["VirtualDataSource", "overview_level_of"]
-
-
-def overview_level_of(value: int | str | None) -> int | None:
-    """A catalog's ``overview_level``: an int, or the text a template rendered (``""``: none)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or (isinstance(value, str) and not value.strip().isdigit()):
-        raise ValueError(f"overview_level must be a whole number from 0, got {value!r}")
-    return int(value)
+__all__ = ["VirtualDataSource"]
 
 
 class VirtualDataSource(DataSource):  # type: ignore[misc]

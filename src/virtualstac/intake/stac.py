@@ -25,6 +25,7 @@ where open_stac does so), and read through their references.
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import importlib
 import os
 from collections.abc import Callable, Sequence
@@ -34,21 +35,14 @@ import pystac
 import xarray as xr
 from pystac_client import Client, ItemSearch
 
-from virtualstac.intake.base import VirtualDataSource, overview_level_of
-from virtualstac.parsers.corrupt import reading
+from virtualstac.intake.arguments import Arguments
+from virtualstac.intake.base import VirtualDataSource
 from virtualstac.stac.dataset import StacReferences, open_stac_references
+from virtualstac.stac.invalid import reading_stac
 
 __all__ = ["StacVirtualSource"]
 
 #: Arguments that make ``url`` the root of a STAC API to search.
-#: What pystac raises for JSON that is no valid STAC.
-_STAC_ERRORS = (
-    pystac.STACError,
-    pystac.STACTypeError,
-    pystac.errors.DuplicateObjectKeyError,
-    pystac.errors.RequiredPropertyMissing,
-)
-
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
 
@@ -89,10 +83,10 @@ class StacVirtualSource(VirtualDataSource):
     def __init__(
         self,
         url: str,
-        assets: Sequence[str] | None = None,
+        assets: Sequence[str] | str | None = None,
         collections: Sequence[str] | str | None = None,
         bbox: Sequence[float | str] | str | None = None,
-        datetime: str | None = None,
+        datetime: str | dt.date | None = None,
         ids: Sequence[str] | str | None = None,
         query: dict[str, Any] | None = None,
         filter: dict[str, Any] | str | None = None,
@@ -108,29 +102,48 @@ class StacVirtualSource(VirtualDataSource):
         metadata: dict[str, Any] | None = None,
         authorize: Sequence[str] | str | None = None,
         trust_catalog_endpoints: bool = False,
+        **unknown: Any,
     ) -> None:
-        super().__init__(metadata=metadata)
+        """Check the arguments as a catalog gives them.
+
+        Raises
+        ------
+        InvalidCatalogArgumentError
+            If an argument is unknown or of the wrong type.
+        """
+        arguments = Arguments(self.name, metadata)
+        arguments.unknown(unknown, StacVirtualSource.__init__)
+        super().__init__(metadata=arguments.mapping("metadata", metadata))
+        if not isinstance(url, str) or not url.strip():
+            raise arguments.error("url", url, "the path or URL of STAC JSON or a STAC API")
         self.url = url
-        self.assets = _names(assets)
+        self.assets = _names(arguments.names("assets", assets))
         self.search_parameters = _search_parameters(
-            collections=_names(collections),
-            bbox=bbox,
-            datetime=datetime,
-            ids=_names(ids),
-            query=query,
-            filter=filter,
-            max_items=max_items,
+            collections=_names(arguments.names("collections", collections)),
+            bbox=arguments.numbers("bbox", bbox),
+            datetime=arguments.moment("datetime", datetime),
+            ids=_names(arguments.names("ids", ids)),
+            query=arguments.mapping("query", query),
+            filter=filter if isinstance(filter, str) else arguments.mapping("filter", filter),
+            max_items=arguments.whole("max_items", max_items),
         )
+        if not (sign is None or callable(sign) or isinstance(sign, str)):
+            raise arguments.error("sign", sign, "a function or its import path")
         self.sign = _signer(sign)
+        if isinstance(parallel, str) and parallel != "dask":
+            raise arguments.error("parallel", parallel, "true, false or 'dask'")
         self.parallel = parallel
-        self.group = group
-        self.loadable_variables = loadable_variables
-        self.drop_variables = drop_variables
-        self.concat_dim = concat_dim
-        self.overview_level = overview_level_of(overview_level)
-        self.chunks = {} if chunks is None else chunks
-        self.authorize = [authorize] if isinstance(authorize, str) else list(authorize or ())
-        self.trust_catalog_endpoints = bool(trust_catalog_endpoints)
+        self.group = arguments.text("group", group)
+        self.loadable_variables = arguments.variables("loadable_variables", loadable_variables)
+        self.drop_variables = arguments.variables("drop_variables", drop_variables)
+        self.concat_dim = arguments.text("concat_dim", concat_dim)
+        self.overview_level = arguments.overview_level(overview_level)
+        self.chunks = arguments.chunks(chunks)
+        authorized = arguments.names("authorize", authorize)
+        self.authorize = [authorized] if isinstance(authorized, str) else list(authorized or ())
+        self.trust_catalog_endpoints = bool(
+            arguments.flag("trust_catalog_endpoints", trust_catalog_endpoints)
+        )
         self._references: StacReferences | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
@@ -139,7 +152,7 @@ class StacVirtualSource(VirtualDataSource):
             return Client.open(self.url).search(**self.search_parameters)
         # A relative path would be resolved against whatever the working directory is later.
         url = self.url if "://" in self.url else os.path.abspath(self.url)
-        with reading(url, "its STAC JSON", also=_STAC_ERRORS):
+        with reading_stac(url):
             document = pystac.StacIO.default().read_json(url)
             if document.get("type") == "FeatureCollection":
                 return pystac.ItemCollection.from_dict(document)

@@ -26,7 +26,8 @@ from typing import Any
 import xarray as xr
 
 from virtualstac.errors import UnregisteredURLError
-from virtualstac.intake.base import VirtualDataSource, overview_level_of
+from virtualstac.intake.arguments import Arguments
+from virtualstac.intake.base import VirtualDataSource
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
@@ -64,7 +65,7 @@ class VirtualSource(VirtualDataSource):
         self,
         urlpath: str | Sequence[str],
         combine: str = "by_coords",
-        concat_dim: str | None = None,
+        concat_dim: str | Sequence[str] | None = None,
         group: str | None = None,
         loadable_variables: Sequence[str] | None = None,
         drop_variables: Sequence[str] | None = None,
@@ -74,21 +75,34 @@ class VirtualSource(VirtualDataSource):
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
         authorize: Sequence[str] | str | None = None,
+        **unknown: Any,
     ) -> None:
-        super().__init__(metadata=metadata)
+        """Check the arguments as a catalog gives them.
+
+        Raises
+        ------
+        InvalidCatalogArgumentError
+            If an argument is unknown or of the wrong type.
+        """
+        arguments = Arguments(self.name, metadata)
+        arguments.unknown(unknown, VirtualSource.__init__)
+        super().__init__(metadata=arguments.mapping("metadata", metadata))
+        named = arguments.names("urlpath", urlpath)
+        if not named:
+            raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
-            raise ValueError(f"combine must be 'by_coords' or 'nested', got {combine!r}")
-        self.urlpath = urlpath
+            raise arguments.error("combine", combine, "'by_coords' or 'nested'")
+        self.urlpath: str | list[str] = named
         self.combine = combine
-        self.concat_dim = concat_dim
-        self.group = group
-        self.loadable_variables = loadable_variables
-        self.drop_variables = drop_variables
-        self.decode_times = decode_times
-        self.overview_level = overview_level_of(overview_level)
-        self.storage_options = dict(storage_options or {})
-        self.authorize = [authorize] if isinstance(authorize, str) else list(authorize or ())
-        self.chunks = {} if chunks is None else chunks
+        self.concat_dim = arguments.names("concat_dim", concat_dim)
+        self.group = arguments.text("group", group)
+        self.loadable_variables = arguments.variables("loadable_variables", loadable_variables)
+        self.drop_variables = arguments.variables("drop_variables", drop_variables)
+        self.decode_times = arguments.flag("decode_times", decode_times)
+        self.overview_level = arguments.overview_level(overview_level)
+        self.storage_options = arguments.mapping("storage_options", storage_options) or {}
+        self.authorize = _as_list(arguments.names("authorize", authorize))
+        self.chunks = arguments.chunks(chunks)
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
@@ -163,6 +177,10 @@ class VirtualSource(VirtualDataSource):
 
     def _close(self) -> None:
         self._virtual = None
+
+
+def _as_list(names: list[str] | str | None) -> list[str]:
+    return [names] if isinstance(names, str) else list(names or ())
 
 
 def _named_location(url: str, catalog_dir: str) -> str:

@@ -56,6 +56,7 @@ from virtualstac.stac.extension import (
     VARIABLE_PROP,
 )
 from virtualstac.stac.hrefs import check_not_local_on_api
+from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
@@ -484,7 +485,7 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
     if isinstance(stac, pystac.Item):
         return [stac]
     if isinstance(stac, pystac.Catalog):  # Collections are Catalogs
-        found = list(stac.get_items(recursive=True))
+        found = catalog_items(stac)
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)
     elif isinstance(stac, ItemSearch):

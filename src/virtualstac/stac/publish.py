@@ -30,6 +30,7 @@ import xarray as xr
 
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
+from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
@@ -256,7 +257,7 @@ def _items_and_collection(
     if isinstance(stac, pystac.Collection):
         if collection is not None and collection is not stac:
             raise ValueError("give either a Collection, or items with collection=")
-        return list(stac.get_items(recursive=True)), stac
+        return catalog_items(stac), stac
     if isinstance(stac, pystac.ItemCollection):
         items = list(stac.items)
     elif callable(getattr(stac, "items", None)) and not isinstance(stac, Mapping):

@@ -34,6 +34,7 @@ from virtualstac.stac.authorization import (
 )
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import CheckedIcechunkStore, check_local_sources
+from virtualstac.stac.invalid import collection_of
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -108,7 +109,7 @@ def open_published_for(
         asset = published_asset(stac)
         part = None
         if asset is None:
-            collection = stac.get_collection()
+            collection = collection_of(stac)
             asset = published_asset(collection) if collection is not None else None
             if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
                 return None

@@ -1,0 +1,134 @@
+"""Intake drivers' arguments as a catalog gives them: checked, with one-line typed errors.
+
+A YAML catalog hands a driver whatever its ``args`` say: ``urlpath: 3``, ``assets: {a: 1}``,
+``chunks: "x"``, a misspelt option. Python would fail much later with an error that names
+neither the catalog nor the argument. :class:`Arguments` checks each one as the driver is
+made and raises an :class:`~virtualstac.errors.InvalidCatalogArgumentError` naming the
+driver, the catalog directory and the argument. (Intake sets the entry's name on the source
+only after making it, so the message cannot name the entry.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from virtualstac.errors import InvalidCatalogArgumentError
+
+__all__ = ["Arguments"]
+
+
+class Arguments:
+    """Checks of the arguments of one driver, whose errors say where they come from."""
+
+    def __init__(self, driver: str, metadata: Mapping[str, Any] | None) -> None:
+        catalog = (metadata or {}).get("catalog_dir") if isinstance(metadata, Mapping) else None
+        self.where = f"intake driver {driver!r}" + (f" (catalog in {catalog})" if catalog else "")
+
+    def error(self, name: str, value: Any, expected: str) -> InvalidCatalogArgumentError:
+        """The error for argument ``name``, whose ``value`` is not what it should be."""
+        return InvalidCatalogArgumentError(
+            f"{self.where}: argument {name!r} must be {expected}, "
+            f"not {_shown(value)} ({type(value).__name__})"
+        )
+
+    def unknown(self, given: Collection[str], driver: Callable[..., Any]) -> None:
+        """Refuse argument names the ``driver``'s ``__init__`` does not name."""
+        if given:
+            parameters = inspect.signature(driver).parameters.values()
+            known = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
+            raise InvalidCatalogArgumentError(
+                f"{self.where}: unknown argument(s) {', '.join(map(repr, sorted(given)))}; "
+                f"it takes {', '.join(known)}"
+            )
+
+    def text(self, name: str, value: Any) -> str | None:
+        """A string, or None."""
+        if value is None or isinstance(value, str):
+            return value
+        raise self.error(name, value, "a string")
+
+    def names(self, name: str, value: Any) -> list[str] | str | None:
+        """A string, a list of strings, or None (a template may render the list as text)."""
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise self.error(name, value, "a string or a list of strings")
+
+    def variables(self, name: str, value: Any) -> list[str] | None:
+        """Variable names: a list of strings, one string, or None."""
+        names = self.names(name, value)
+        return [names] if isinstance(names, str) else names
+
+    def flag(self, name: str, value: Any) -> bool | None:
+        """True, False or None."""
+        if value is None or isinstance(value, bool):
+            return value
+        raise self.error(name, value, "true or false")
+
+    def mapping(self, name: str, value: Any) -> dict[str, Any] | None:
+        """A mapping with string keys, or None."""
+        if value is None:
+            return None
+        if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+            return dict(value)
+        raise self.error(name, value, "a mapping of names to values")
+
+    def chunks(self, value: Any) -> dict[str, Any]:
+        """Dask chunks: a mapping of dimension names to sizes (or ``"auto"``); None or ``{}``
+        keeps the files' own chunks."""
+        sizes = self.mapping("chunks", value)
+        if sizes is None:
+            return {}
+        if all(_is_chunk_size(v) for v in sizes.values()):
+            return sizes
+        raise self.error("chunks", value, "a mapping of dimension names to sizes")
+
+    def overview_level(self, value: Any) -> int | None:
+        """A whole number from 0, or the text a template rendered (``""``: none)."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        raise self.error("overview_level", value, "a whole number from 0")
+
+    def moment(self, name: str, value: Any) -> str | dt.date | None:
+        """A date, a datetime, or text (YAML reads unquoted dates as dates)."""
+        if value is None or isinstance(value, str | dt.date):
+            return value
+        raise self.error(name, value, "a datetime or an interval like '2024-05-01/2024-05-31'")
+
+    def numbers(self, name: str, value: Any) -> list[Any] | str | None:
+        """A list of numbers (or of texts a template rendered), a comma-separated string."""
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list | tuple) and all(
+            isinstance(v, int | float | str) and not isinstance(v, bool) for v in value
+        ):
+            return list(value)
+        raise self.error(name, value, "a list of numbers or a comma-separated string")
+
+    def whole(self, name: str, value: Any) -> int | None:
+        """A whole number, or its text."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        raise self.error(name, value, "a whole number")
+
+
+def _is_chunk_size(value: Any) -> bool:
+    return value is None or value == "auto" or (type(value) is int and value > 0)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as it appears in the message: short, on one line."""
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 60 else text[:57] + "..."

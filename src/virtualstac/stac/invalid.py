@@ -1,0 +1,140 @@
+"""Malformed STAC JSON: pystac's, json's and Python's own errors as one-line typed errors.
+
+pystac reads linked items lazily while a catalog is walked, and fails on a broken file with
+whatever its ``from_dict`` meets: ``KeyError`` for a missing ``assets`` or asset ``href``,
+``ValueError`` for a bad datetime, ``JSONDecodeError``, ``FileNotFoundError`` for a dangling
+link, or its own ``STACError``. None of them says which file. :func:`catalog_items` walks the
+links one by one, and :func:`reading_stac` turns those errors into an
+:class:`~virtualstac.errors.InvalidCatalogError` (or a
+:class:`~virtualstac.errors.SourceNotFoundError` for a missing file) naming the file, with the
+original exception chained. virtualstac's own errors pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pystac
+
+from virtualstac.errors import InvalidCatalogError, SourceNotFoundError, VirtualStacError
+from virtualstac.parsers.corrupt import FOREIGN_ERRORS
+from virtualstac.storage.failures import describe, redact
+
+__all__ = ["PYSTAC_ERRORS", "catalog_items", "collection_of", "reading_stac"]
+
+
+#: What pystac raises for JSON that is no valid STAC (its exceptions share no base class).
+PYSTAC_ERRORS: tuple[type[Exception], ...] = (
+    pystac.STACError,
+    pystac.STACTypeError,
+    pystac.errors.DuplicateObjectKeyError,
+    pystac.errors.RequiredPropertyMissing,
+)
+
+
+@contextmanager
+def reading_stac(
+    href: str, what: str = "STAC JSON", linked_from: str | None = None
+) -> Iterator[None]:
+    """Raise a typed error naming ``href`` for a foreign exception raised inside the block.
+
+    ``what`` says what the file should be (``"STAC Item"``); ``linked_from`` names the file
+    whose link led there.
+    """
+    place = redact(href) + (f" (linked from {redact(linked_from)})" if linked_from else "")
+    try:
+        yield
+    except VirtualStacError:
+        raise
+    except (*PYSTAC_ERRORS, *FOREIGN_ERRORS) as err:
+        # pystac hides why a link does not resolve behind a STACError of its own.
+        cause = err.__cause__ if isinstance(err, pystac.STACError) else None
+        original = cause if isinstance(cause, Exception) else err
+        if isinstance(original, FileNotFoundError):
+            raise SourceNotFoundError(f"{what} {place} does not exist") from original
+        raise InvalidCatalogError(f"invalid {what} {place}: {_reason(original)}") from original
+    except FileNotFoundError as err:
+        raise SourceNotFoundError(f"{what} {place} does not exist") from err
+
+
+def _reason(error: BaseException) -> str:
+    """One line saying what is wrong with the document."""
+    if isinstance(error, KeyError) and error.args:
+        return f"the required field {error.args[0]!r} is missing"
+    moment = _unparsed_datetime(error)
+    if moment is not None:
+        return f"the datetime {moment!r} is not RFC 3339 ({describe(error)})"
+    return describe(error)
+
+
+def _unparsed_datetime(error: BaseException) -> object | None:
+    """The text pystac failed to read as a datetime, if that is where ``error`` arose."""
+    trace = error.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code.co_name == "str_to_datetime" and "s" in frame.f_locals:
+            text: object = frame.f_locals["s"]
+            return text
+        trace = trace.tb_next
+    return None
+
+
+def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
+    """The items of ``catalog`` and of its children, recursively, as ``get_items`` finds them.
+
+    Raises
+    ------
+    InvalidCatalogError
+        If a linked file is no valid STAC JSON of the kind its link says.
+    SourceNotFoundError
+        If a linked file does not exist.
+    """
+    if type(catalog).get_items is not pystac.Catalog.get_items:
+        # A STAC API's collection (pystac-client) lists its items by searching, not by links.
+        with reading_stac(catalog.get_self_href() or f"catalog {catalog.id!r}", "STAC Catalog"):
+            return list(catalog.get_items(recursive=True))
+    items: list[pystac.Item] = []
+    for link in list(catalog.links):
+        if link.rel == pystac.RelType.ITEM:
+            items.append(_resolve(link, catalog, pystac.Item))
+    for link in list(catalog.links):
+        if link.rel == pystac.RelType.CHILD:
+            items.extend(catalog_items(_resolve(link, catalog, pystac.Catalog)))
+    return items
+
+
+def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kind: type[T]) -> T:
+    """The object ``link`` of ``owner`` points at, read if need be."""
+    # A link of a catalog built in memory holds its object and may have no href at all.
+    if link.is_resolved():
+        href = link.get_href() or f"{link.rel} link"
+    else:
+        href = link.get_absolute_href() or link.href
+    linking = owner.get_self_href() or f"catalog {owner.id!r}"
+    what = f"STAC {kind.__name__}"
+    with reading_stac(href, what, linking):
+        link.resolve_stac_object(root=owner.get_root())
+    target = link.target
+    if not isinstance(target, kind):
+        raise InvalidCatalogError(
+            f"invalid {what} {redact(href)} (linked from {redact(linking)}): it is a "
+            f"{type(target).__name__}"
+        )
+    return target
+
+
+def collection_of(item: pystac.Item) -> pystac.Collection | None:
+    """The Collection ``item`` links to, read if need be, or None if it links to none.
+
+    Raises
+    ------
+    InvalidCatalogError, SourceNotFoundError
+        As :func:`catalog_items`, for the Collection file.
+    """
+    link = item.get_single_link(pystac.RelType.COLLECTION)
+    if link is None or link.is_resolved():
+        return item.get_collection()
+    href = link.get_absolute_href() or link.href
+    with reading_stac(href, "STAC Collection", item.get_self_href() or f"item {item.id!r}"):
+        return item.get_collection()

@@ -1,0 +1,159 @@
+"""Malformed Intake catalog entries: each raises one typed line naming driver and argument.
+
+The catalogs are YAML files the way users write them by hand, with one argument wrong; the
+error comes from ``open_catalog(...).entry.to_dask()`` as a user would call it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import intake
+from virtualstac.demo import write_sample_archive
+from virtualstac.errors import (
+    InvalidCatalogArgumentError,
+    InvalidCatalogError,
+    SourceNotFoundError,
+)
+
+
+def write_catalog(directory: Path, driver: str, args: str) -> Path:
+    """A catalog of one entry ``broken`` of ``driver`` with the YAML ``args`` lines."""
+    path = directory / "catalog.yaml"
+    indented = "\n".join("      " + line for line in args.strip().splitlines())
+    path.write_text(f"sources:\n  broken:\n    driver: {driver}\n    args:\n{indented}\n")
+    return path
+
+
+def load(catalog: Path) -> object:
+    return intake.open_catalog(str(catalog)).broken.to_dask()
+
+
+@pytest.mark.parametrize(
+    ("args", "argument", "expected"),
+    [
+        ("urlpath: 3", "urlpath", "a string or a list of strings"),
+        ("urlpath: []", "urlpath", "a path or URL"),
+        ("urlpath: data/a.nc\nchunks: x", "chunks", "a mapping"),
+        (
+            "urlpath: data/a.nc\nchunks: {time: -1}",
+            "chunks",
+            "a mapping of dimension names to sizes",
+        ),
+        ("urlpath: data/a.nc\ncombine: stacked", "combine", "'by_coords' or 'nested'"),
+        ("urlpath: data/a.nc\ndecode_times: maybe", "decode_times", "true or false"),
+        (
+            "urlpath: data/a.nc\ndrop_variables: {a: 1}",
+            "drop_variables",
+            "a string or a list of strings",
+        ),
+        ("urlpath: data/a.nc\nstorage_options: [a]", "storage_options", "a mapping"),
+        ("urlpath: data/a.nc\noverview_level: -1", "overview_level", "a whole number"),
+        ("urlpath: data/a.nc\ngroup: 7", "group", "a string"),
+    ],
+)
+def test_virtual_argument_of_the_wrong_type(
+    tmp_path: Path, args: str, argument: str, expected: str
+) -> None:
+    catalog = write_catalog(tmp_path, "virtual", args)
+    with pytest.raises(InvalidCatalogArgumentError) as caught:
+        load(catalog)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"intake driver 'virtual' (catalog in {tmp_path}")
+    assert f"argument {argument!r} must be {expected}" in message
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+
+
+def test_unknown_argument_is_named_with_what_the_driver_takes(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, "virtual", "urlpath: data/a.nc\nurl_path: data/b.nc")
+    with pytest.raises(
+        InvalidCatalogArgumentError, match=r"unknown argument\(s\) 'url_path'; "
+    ) as c:
+        load(catalog)
+    assert "it takes urlpath, combine, " in str(c.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "argument", "expected"),
+    [
+        ("url: {a: 1}", "url", "the path or URL of STAC JSON"),
+        ("url: 5", "url", "the path or URL of STAC JSON"),
+        ("url: item.json\nassets: {a: 1}", "assets", "a string or a list of strings"),
+        ("url: item.json\nchunks: x", "chunks", "a mapping"),
+        ("url: item.json\nbbox: {west: 1}", "bbox", "a list of numbers"),
+        ("url: item.json\nmax_items: many", "max_items", "a whole number"),
+        ("url: item.json\nquery: [1]", "query", "a mapping"),
+        ("url: item.json\nparallel: threads", "parallel", "true, false or 'dask'"),
+        ("url: item.json\nsign: 3", "sign", "a function or its import path"),
+        ("url: item.json\ntrust_catalog_endpoints: sure", "trust_catalog_endpoints", "true or"),
+    ],
+)
+def test_stac_virtual_argument_of_the_wrong_type(
+    tmp_path: Path, args: str, argument: str, expected: str
+) -> None:
+    catalog = write_catalog(tmp_path, "stac_virtual", args)
+    with pytest.raises(InvalidCatalogArgumentError) as caught:
+        load(catalog)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"intake driver 'stac_virtual' (catalog in {tmp_path}")
+    assert f"argument {argument!r} must be {expected}" in message
+
+
+def test_stac_virtual_unknown_argument(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, "stac_virtual", "url: item.json\ncollection: [a]")
+    with pytest.raises(InvalidCatalogArgumentError, match=r"'stac_virtual'.*'collection'"):
+        load(catalog)
+
+
+def test_stac_url_that_is_no_file_names_it(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, "stac_virtual", 'url: "{{ CATALOG_DIR }}/missing.json"')
+    with pytest.raises(SourceNotFoundError, match="does not exist") as caught:
+        load(catalog)
+    assert str(tmp_path / "missing.json") in str(caught.value)
+    assert isinstance(caught.value.__cause__, FileNotFoundError)
+
+
+def test_stac_url_that_is_no_json_names_it(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("sources: not stac\n")
+    catalog = write_catalog(tmp_path, "stac_virtual", 'url: "{{ CATALOG_DIR }}/notes.txt"')
+    with pytest.raises(InvalidCatalogError, match="invalid STAC JSON") as caught:
+        load(catalog)
+    assert "\n" not in str(caught.value) and "notes.txt" in str(caught.value)
+    assert isinstance(caught.value.__cause__, json.JSONDecodeError)
+
+
+def test_stac_url_whose_item_has_a_bad_datetime(tmp_path: Path) -> None:
+    item = tmp_path / "item.json"
+    item.write_text(
+        json.dumps(
+            {
+                "type": "Feature",
+                "stac_version": "1.1.0",
+                "id": "a",
+                "geometry": None,
+                "properties": {"datetime": "2024-13-45"},
+                "links": [],
+                "assets": {},
+            }
+        )
+    )
+    catalog = write_catalog(tmp_path, "stac_virtual", 'url: "{{ CATALOG_DIR }}/item.json"')
+    with pytest.raises(InvalidCatalogError, match="the datetime '2024-13-45' is not RFC 3339"):
+        load(catalog)
+
+
+def test_well_typed_arguments_still_open(tmp_path: Path) -> None:
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = write_catalog(
+        tmp_path,
+        "virtual",
+        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\n'
+        "chunks: {time: 12}\ndrop_variables: [nothing]\ndecode_times: true\noverview_level: ''",
+    )
+    dataset = intake.open_catalog(str(catalog)).broken.to_dask()
+    assert dataset["t2m"].chunks[0] == (12, 12)

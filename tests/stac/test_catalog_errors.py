@@ -1,0 +1,186 @@
+"""Malformed STAC catalogs: every way in raises a typed error naming the file and its linker.
+
+The catalogs are saved by pystac, then one linked file is damaged the way hand-edited or
+half-synced catalogs are: broken JSON, a bad datetime, an asset without ``href``, a link to a
+file that is not there, a link to the wrong kind of object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pystac
+import pytest
+import xarray as xr
+
+from virtualstac.cli import main
+from virtualstac.errors import CorruptFileError, InvalidCatalogError, SourceNotFoundError
+from virtualstac.stac import VirtualExtension, open_stac, publish
+from virtualstac.stac.invalid import catalog_items, reading_stac
+
+GEOMETRY = {"type": "Point", "coordinates": [15.0, 36.1]}
+
+
+def save_collection(root: Path) -> tuple[Path, Path]:
+    """A Collection with one Item, saved self-contained; returns both files."""
+    collection = pystac.Collection(
+        id="scenes",
+        description="scenes",
+        extent=pystac.Extent(
+            pystac.SpatialExtent([[14.9, 36.0, 15.1, 36.2]]),
+            pystac.TemporalExtent([[dt.datetime(2024, 5, 1, tzinfo=dt.UTC), None]]),
+        ),
+    )
+    item = pystac.Item(
+        id="scene-1",
+        geometry=GEOMETRY,
+        bbox=[15.0, 36.1, 15.0, 36.1],
+        datetime=dt.datetime(2024, 5, 1, tzinfo=dt.UTC),
+        properties={},
+    )
+    item.add_asset("B02", pystac.Asset("./B02.tif", media_type=pystac.MediaType.COG))
+    collection.add_item(item)
+    collection.normalize_hrefs(str(root))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    return root / "collection.json", root / "scene-1" / "scene-1.json"
+
+
+def edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def open_collection(path: Path) -> None:
+    open_stac(pystac.Collection.from_file(str(path)))
+
+
+def assert_one_line_naming(error: BaseException, *files: Path) -> None:
+    message = str(error)
+    assert "\n" not in message
+    for file in files:
+        assert str(file) in message
+
+
+def test_broken_item_json_names_the_item_and_the_collection(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    item.write_text('{"type": "Feature", "id": ')
+    with pytest.raises(InvalidCatalogError, match="invalid STAC Item") as caught:
+        open_collection(collection)
+    assert_one_line_naming(caught.value, item, collection)
+    assert isinstance(caught.value.__cause__, json.JSONDecodeError)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_bad_datetime_says_which_text(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    edit(item, lambda d: d["properties"].update(datetime="yesterday"))
+    with pytest.raises(InvalidCatalogError, match="the datetime 'yesterday' is not RFC 3339") as c:
+        open_collection(collection)
+    assert_one_line_naming(c.value, item, collection)
+    assert type(c.value.__cause__) is ValueError
+
+
+def test_missing_datetime_is_pystacs_own_refusal(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    edit(item, lambda d: d["properties"].pop("datetime"))
+    with pytest.raises(InvalidCatalogError, match="start_datetime and end_datetime") as caught:
+        open_collection(collection)
+    assert_one_line_naming(caught.value, item)
+    assert isinstance(caught.value.__cause__, pystac.STACError)
+
+
+def test_asset_without_href_names_the_missing_field(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    edit(item, lambda d: d["assets"]["B02"].pop("href"))
+    with pytest.raises(InvalidCatalogError, match="the required field 'href' is missing") as c:
+        open_collection(collection)
+    assert_one_line_naming(c.value, item, collection)
+    assert isinstance(c.value.__cause__, KeyError)
+
+
+def test_dangling_item_link_is_a_missing_file(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    item.unlink()
+    with pytest.raises(SourceNotFoundError, match="does not exist") as caught:
+        open_collection(collection)
+    assert_one_line_naming(caught.value, item, collection)
+    assert isinstance(caught.value.__cause__, FileNotFoundError)
+    assert isinstance(caught.value, FileNotFoundError)
+
+
+def test_dangling_child_link_names_the_child_catalog(tmp_path: Path) -> None:
+    root = pystac.Catalog(id="root", description="root")
+    collection_file, _ = save_collection(tmp_path / "child")
+    root.add_child(pystac.Collection.from_file(str(collection_file)))
+    root.normalize_hrefs(str(tmp_path))
+    root.save(pystac.CatalogType.SELF_CONTAINED)
+    child = tmp_path / "scenes" / "collection.json"
+    child.unlink()
+    with pytest.raises(SourceNotFoundError, match=r"STAC Catalog .* does not exist") as caught:
+        open_stac(pystac.Catalog.from_file(str(tmp_path / "catalog.json")))
+    assert_one_line_naming(caught.value, child, tmp_path / "catalog.json")
+
+
+def test_item_link_to_a_collection_is_refused(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    other, _ = save_collection(tmp_path / "other")
+    item.write_text(other.read_text())
+    with pytest.raises(InvalidCatalogError, match="it is a Collection") as caught:
+        open_collection(collection)
+    assert_one_line_naming(caught.value, item, collection)
+
+
+def test_items_dangling_collection_link_names_the_collection(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    collection.unlink()
+    with pytest.raises(SourceNotFoundError, match=r"STAC Collection .* does not exist") as caught:
+        open_stac(pystac.Item.from_file(str(item)))
+    assert_one_line_naming(caught.value, collection, item)
+
+
+def test_engine_extension_and_publish_raise_the_same(tmp_path: Path) -> None:
+    collection, item = save_collection(tmp_path)
+    item.write_text("not json")
+    opened = pystac.Collection.from_file(str(collection))
+    ways: list[Callable[[], object]] = [
+        lambda: xr.open_dataset(opened, engine="virtualstac"),
+        lambda: VirtualExtension.ext(opened, add_if_missing=True).to_xarray(),
+        lambda: publish(opened, tmp_path / "store"),
+    ]
+    for way in ways:
+        with pytest.raises(InvalidCatalogError) as caught:
+            way()
+        assert_one_line_naming(caught.value, item)
+    assert not (tmp_path / "store").exists()
+
+
+def test_our_own_errors_pass_through_unwrapped() -> None:
+    ours = CorruptFileError("b.tif is damaged")
+    with pytest.raises(CorruptFileError) as caught, reading_stac("catalog.json"):
+        raise ours
+    assert caught.value is ours
+
+
+def test_the_cli_prints_the_error_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    collection, item = save_collection(tmp_path)
+    edit(item, lambda d: d["assets"]["B02"].pop("href"))
+    assert main(["publish", str(collection), str(tmp_path / "store"), "--no-progress"]) == 1
+    printed = capsys.readouterr().err.strip()
+    assert printed.startswith("virtualstac: error: invalid STAC Item ")
+    assert "\n" not in printed and str(item) in printed and "'href' is missing" in printed
+
+
+def test_catalogs_built_in_memory_walk_without_hrefs() -> None:
+    catalog = pystac.Catalog(id="memory", description="never saved")
+    child = pystac.Catalog(id="child", description="never saved")
+    item = pystac.Item("a", GEOMETRY, None, dt.datetime(2024, 5, 1, tzinfo=dt.UTC), {})
+    child.add_item(item)
+    catalog.add_child(child)
+    assert catalog_items(catalog) == [item]
