@@ -19,6 +19,7 @@ from faulty_servers import FaultyServer
 from virtualstac import NetworkOptions, ObjectStoreRegistry
 from virtualstac.errors import NetworkError, NetworkTimeoutError
 from virtualstac.stac import open_stac, publish
+from virtualstac.stac.icechunk_reads import reading_config
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 WHEN = dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
@@ -86,3 +87,23 @@ def test_a_source_that_never_answers_fails_within_the_registrys_timeouts(
         assert saved_config(store) == saved
         both = open_stac(collection, registry=registry)
         np.testing.assert_array_equal(both["B02"].isel(time=1).values, read_band(bands[1]))
+
+
+def test_s3_containers_keep_their_store_and_get_a_stream_timeout() -> None:
+    config = icechunk.RepositoryConfig.default()
+    saved = icechunk.s3_store(
+        region="eu-west-1",
+        endpoint_url="http://127.0.0.1:9000",
+        allow_http=True,
+        s3_compatible=True,
+        requester_pays=True,
+    )
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer("s3://archive/", saved))
+    bounded = reading_config(config, NetworkOptions(timeout=2.5))
+    options = bounded.virtual_chunk_containers["s3://archive/"].store._0
+    assert options.network_stream_timeout_seconds == 3
+    assert (options.region, options.endpoint_url, options.requester_pays) == (
+        "eu-west-1",
+        "http://127.0.0.1:9000",
+        True,
+    )

@@ -145,21 +145,23 @@ def reading_config(
 
 
 def _bounded(store: Any, network: NetworkOptions, given: Mapping[str, Any]) -> Any:
+    # Icechunk's store configs are Rust enum variants whose fields (_0, _1) have no stubs.
+    fields: Any = store
     if isinstance(store, icechunk.ObjectStoreConfig.Http):
         opts = {
-            **dict(store._0 or {}),
+            **dict(fields._0 or {}),
             "timeout": f"{_ms(network.timeout)}ms",
             "connect_timeout": f"{_ms(network.connect_timeout)}ms",
             **{key: str(given[key]) for key in ("timeout", "connect_timeout") if key in given},
         }
-        return icechunk.ObjectStoreConfig.Http(opts, store._1)
+        return icechunk.ObjectStoreConfig.Http(opts, fields._1)
     kinds = (
         icechunk.ObjectStoreConfig.S3,
         icechunk.ObjectStoreConfig.S3Compatible,
         icechunk.ObjectStoreConfig.Tigris,
     )
     if isinstance(store, kinds):
-        saved = store._0
+        saved = fields._0
         options = icechunk.S3Options(
             region=saved.region,
             endpoint_url=saved.endpoint_url,
