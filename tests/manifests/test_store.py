@@ -132,9 +132,11 @@ def test_adjacent_chunks_share_requests(sample: Sample, http_server: HTTPServer)
     assert temperature.nchunks == 64
 
     np.testing.assert_array_equal(temperature[:], sample.values["temperature"])
-    # zarr reads at most async.concurrency (10) chunks at once; the store batches each wave.
+    # zarr reads at most async.concurrency (10) chunks at once; the store batches each wave
+    # (7 waves). A busy machine may split a wave across event-loop ticks, so the bound is loose,
+    # but far below one request per chunk (64).
     gets = len(http_server.requests(directory / "sample.h5"))
-    assert gets <= 10
+    assert gets <= 16
 
     with zarr.config.set({"async.concurrency": 64}):
         np.testing.assert_array_equal(temperature[:], sample.values["temperature"])
