@@ -11,11 +11,21 @@ Icechunk compares source modification times to the second. For local files, whic
 publish stamps to the nanosecond (:class:`~virtualstac.manifests.sources.LocalFileStamp`),
 :func:`check_local_sources` catches a rewrite within the same second and of the same size
 when virtualstac opens the store; plain Icechunk readers keep Icechunk's own check.
+
+Icechunk fetches virtual chunks with clients of its own, built from the containers saved in
+the repository, which bound neither a request nor its retries the way
+:class:`~virtualstac.storage.client.NetworkOptions` do. :func:`reading_config` declares the
+saved containers again for the session only, with the timeouts added, and
+:func:`reading_settings` gives the retries: nothing is written back, so appends still compare
+against the saved containers. A source that never answers then fails with
+:class:`~virtualstac.errors.NetworkTimeoutError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import icechunk
@@ -30,9 +40,18 @@ from virtualstac.errors import (
     VirtualStacError,
 )
 from virtualstac.manifests.sources import LocalFileStamp
+from virtualstac.storage.client import NetworkOptions
+from virtualstac.storage.failures import network_failure
 from virtualstac.writers.icechunk import LOCAL_FILES_KEY
 
-__all__ = ["CheckedIcechunkStore", "check_local_sources"]
+__all__ = ["CheckedIcechunkStore", "check_local_sources", "reading_config", "reading_settings"]
+
+# 12 MiB parts and 18 parallel requests per chunk (Icechunk's defaults for object stores);
+# local repositories would otherwise split every virtual chunk into 4 KiB requests.
+_READ_CONCURRENCY = icechunk.StorageConcurrencySettings(
+    max_concurrent_requests_for_object=18, ideal_concurrent_request_size=12 * 1024 * 1024
+)
+_FETCHED = re.compile(r"Error performing \w+ (?P<url>\S+) in")
 
 
 class CheckedIcechunkStore(WrapperStore[Any]):
@@ -76,7 +95,89 @@ class CheckedIcechunkStore(WrapperStore[Any]):
                 f"{where}: its source changed after it was published ({reason}); publish the "
                 "changed files again"
             )
+        fetched = _FETCHED.search(str(err))
+        if fetched is not None:
+            failure = network_failure(err, fetched["url"], f"chunk {key!r} from ")
+            if failure is not None:
+                return type(failure)(f"{failure} (published Icechunk store at {self.location})")
         return ChunkReadError(f"{where} could not be read: {reason}")
+
+
+def reading_settings(network: NetworkOptions) -> Any:
+    """The icechunk ``StorageSettings`` of a read: ``network``'s retries and timeouts.
+
+    The retries apply to the repository's storage and to every virtual chunk container; the
+    timeouts to a repository on S3 (Icechunk takes none for its local or GCS storage).
+    """
+    return icechunk.StorageSettings(
+        concurrency=_READ_CONCURRENCY,
+        retries=icechunk.StorageRetriesSettings(
+            max_tries=network.max_retries + 1,
+            initial_backoff_ms=_ms(network.backoff),
+            max_backoff_ms=_ms(network.max_backoff),
+        ),
+        timeouts=icechunk.StorageTimeoutSettings(
+            connect_timeout_ms=_ms(network.connect_timeout),
+            read_timeout_ms=_ms(network.timeout),
+            operation_attempt_timeout_ms=_ms(network.timeout),
+        ),
+    )
+
+
+def reading_config(
+    config: Any,
+    network: NetworkOptions,
+    client_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Any:
+    """``config`` (an open repository's) with its containers bounded by ``network``.
+
+    Each saved virtual chunk container is declared again with the same prefix and store, plus
+    ``network``'s timeouts: HTTP stores get ``timeout`` and ``connect_timeout`` (those in
+    ``client_options[prefix]``, from a registry's store for the prefix, win), S3 stores a
+    network stream timeout. The config is only for opening sessions: never save it.
+    """
+    for prefix, container in dict(config.virtual_chunk_containers or {}).items():
+        store = _bounded(container.store, network, (client_options or {}).get(prefix) or {})
+        config.set_virtual_chunk_container(
+            icechunk.VirtualChunkContainer(prefix, store, name=container.name)
+        )
+    return config
+
+
+def _bounded(store: Any, network: NetworkOptions, given: Mapping[str, Any]) -> Any:
+    # Icechunk's store configs are Rust enum variants whose fields (_0, _1) have no stubs.
+    fields: Any = store
+    if isinstance(store, icechunk.ObjectStoreConfig.Http):
+        opts = {
+            **dict(fields._0 or {}),
+            "timeout": f"{_ms(network.timeout)}ms",
+            "connect_timeout": f"{_ms(network.connect_timeout)}ms",
+            **{key: str(given[key]) for key in ("timeout", "connect_timeout") if key in given},
+        }
+        return icechunk.ObjectStoreConfig.Http(opts, fields._1)
+    kinds = (
+        icechunk.ObjectStoreConfig.S3,
+        icechunk.ObjectStoreConfig.S3Compatible,
+        icechunk.ObjectStoreConfig.Tigris,
+    )
+    if isinstance(store, kinds):
+        saved = fields._0
+        options = icechunk.S3Options(
+            region=saved.region,
+            endpoint_url=saved.endpoint_url,
+            allow_http=saved.allow_http,
+            anonymous=saved.anonymous,
+            force_path_style=saved.force_path_style,
+            network_stream_timeout_seconds=math.ceil(network.timeout),
+            requester_pays=saved.requester_pays,
+            checksum_algorithm=saved.checksum_algorithm,
+        )
+        return type(store)(options)
+    return store  # local files, GCS, Azure: Icechunk takes no timeouts for their containers
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def check_local_sources(repository: Any, snapshot_id: str, location: str) -> None:

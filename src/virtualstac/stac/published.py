@@ -33,10 +33,16 @@ from virtualstac.stac.authorization import (
     is_remote,
 )
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
-from virtualstac.stac.icechunk_reads import CheckedIcechunkStore, check_local_sources
+from virtualstac.stac.icechunk_reads import (
+    CheckedIcechunkStore,
+    check_local_sources,
+    reading_config,
+    reading_settings,
+)
 from virtualstac.stac.invalid import collection_of
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.targets import Target, store_options
+from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.icechunk_containers import authorize_containers, container_for
@@ -53,11 +59,6 @@ __all__ = [
 # When a Collection has both, the versioned and change-checked Icechunk store is preferred.
 _PREFERENCE = ("icechunk", "kerchunk")
 _VERSION_PROP = "virtual:version"
-# 12 MiB parts and 18 parallel requests per chunk (Icechunk's defaults for object stores);
-# local repositories would otherwise split every virtual chunk into 4 KiB requests.
-_READ_CONCURRENCY = icechunk.StorageConcurrencySettings(
-    max_concurrent_requests_for_object=18, ideal_concurrent_request_size=12 * 1024 * 1024
-)
 
 
 class PublishedStoreError(VirtualStacError, ValueError):
@@ -348,13 +349,16 @@ def _icechunk_store(
     options = store_options(url, registry)
     target = Target(url, options if options is not None else _options_for(url, schemes))
     specs = [container_for(p, registry, _options_for(p, schemes)) for p in containers]
+    network = registry.network if registry is not None else DEFAULT_NETWORK
     config = icechunk.RepositoryConfig.default()
-    config.storage = icechunk.StorageSettings(concurrency=_READ_CONCURRENCY)
+    config.storage = reading_settings(network)
+    authorized = authorize_containers(specs)
     repository = icechunk.Repository.open(
-        target.icechunk_storage(),
-        config=config,
-        authorize_virtual_chunk_access=authorize_containers(specs),
+        target.icechunk_storage(), config=config, authorize_virtual_chunk_access=authorized
     )
+    # The saved containers, bounded by the registry's timeouts for this read only.
+    bounded = reading_config(repository.config, network, {s.prefix: s.options for s in specs})
+    repository = repository.reopen(config=bounded, authorize_virtual_chunk_access=authorized)
     version = asset.extra_fields.get(_VERSION_PROP)
     session = (
         repository.readonly_session(snapshot_id=version)

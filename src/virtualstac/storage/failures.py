@@ -45,6 +45,8 @@ _STATUS = re.compile(r"status code: (?P<status>\d{3}[^:\n]*)")
 _DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ns|µs|us|ms|s)")
 _UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 _KIND = re.compile(r"HttpError \{\s*kind: (?P<kind>\w+)")
+# The HTTP client's own words, when a caller (Icechunk) prints them instead of obstore's dump.
+_PLAIN_KINDS = (("operation timed out", "Timeout"), ("error sending request", "Request"))
 
 
 def redact(text: str) -> str:
@@ -149,7 +151,8 @@ def _seconds(duration: str) -> str:
 
 
 def _kinds(text: str) -> set[str]:
-    return {match["kind"] for match in _KIND.finditer(text)}
+    kinds = {match["kind"] for match in _KIND.finditer(text)}
+    return kinds or {kind for words, kind in _PLAIN_KINDS if words in text}
 
 
 def _transport_reason(text: str, kinds: set[str]) -> str:
@@ -160,7 +163,7 @@ def _transport_reason(text: str, kinds: set[str]) -> str:
         return "the connection was refused"
     if "Connect" in kinds:
         return "could not connect to the server"
-    if "IncompleteMessage" in text:
+    if "IncompleteMessage" in text or "connection closed before message completed" in text:
         return "the server closed the connection before answering"
     if "ConnectionReset" in text:
         return "the server reset the connection"
