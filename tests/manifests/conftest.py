@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from store_sample import hdf5_codecs
 
 from virtualstac import (
     ChunkManifest,
@@ -33,21 +34,6 @@ from virtualstac import (
     ObjectStoreRegistry,
 )
 from virtualstac.manifests.metadata import create_v3_array_metadata
-
-
-def hdf5_codecs(dataset: h5py.Dataset) -> list[dict[str, Any]]:
-    """The zarr v3 codec chain equivalent to a dataset's HDF5 filters (shuffle, gzip)."""
-    endian = "big" if dataset.dtype.byteorder == ">" else "little"
-    codecs: list[dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": endian}}]
-    if dataset.shuffle:
-        codecs.append(
-            {"name": "numcodecs.shuffle", "configuration": {"elementsize": dataset.dtype.itemsize}}
-        )
-    if dataset.compression == "gzip":
-        codecs.append(
-            {"name": "numcodecs.zlib", "configuration": {"level": dataset.compression_opts}}
-        )
-    return codecs
 
 
 @pytest.fixture
