@@ -29,7 +29,7 @@ lives in ``kerchunk_parquet``, ``gen`` in ``kerchunk_gen``, one array's referenc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from virtualstac.parsers.kerchunk_gen import expand_generators, select_generated
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_parquet import KerchunkParquetParser
 from virtualstac.parsers.kerchunk_resolve import (
-    KerchunkOptions,
+    KerchunkParser,
     KerchunkReferenceError,
     URLResolver,
     merge_consolidated,
@@ -64,7 +64,7 @@ _STRINGS = np.dtypes.StringDType()
 _SLASH = np.asarray("/", dtype=_STRINGS)  # np.strings.*partition need a StringDType separator
 
 
-class KerchunkJSONParser:
+class KerchunkJSONParser(KerchunkParser):
     """Parse a Kerchunk JSON reference file (version 0 or 1) into a :class:`ManifestStore`.
 
     Parameters
@@ -87,18 +87,6 @@ class KerchunkJSONParser:
     >>> store = KerchunkJSONParser()(url, ObjectStoreRegistry.for_url(url))  # doctest: +SKIP
     >>> ds = xr.open_zarr(store)  # doctest: +SKIP
     """
-
-    def __init__(
-        self,
-        drop_variables: Iterable[str] = (),
-        root_array_name: str | None = None,
-        remote_protocol: str | None = None,
-        verify_sources: bool = True,
-    ) -> None:
-        """Configure the parser (see the class docstring)."""
-        self._options = KerchunkOptions(
-            drop_variables, root_array_name, remote_protocol, verify_sources
-        )
 
     def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
         """Read the reference file at ``url`` through ``registry`` and build its store.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +22,7 @@ from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_grid import ChunkGrid
 from virtualstac.parsers.kerchunk_resolve import (
     KerchunkOptions,
+    KerchunkParser,
     KerchunkReferenceError,
     URLResolver,
     merge_consolidated,
@@ -40,7 +41,7 @@ __all__ = ["KerchunkParquetParser"]
 _FETCH_THREADS = 16
 
 
-class KerchunkParquetParser:
+class KerchunkParquetParser(KerchunkParser):
     """Parse a Kerchunk Parquet reference set (a directory) into a :class:`ManifestStore`.
 
     The directory holds ``.zmetadata`` (the metadata documents and ``record_size``) and, per
@@ -53,18 +54,6 @@ class KerchunkParquetParser:
     drop_variables, root_array_name, remote_protocol, verify_sources
         As for :class:`KerchunkJSONParser`.
     """
-
-    def __init__(
-        self,
-        drop_variables: Iterable[str] = (),
-        root_array_name: str | None = None,
-        remote_protocol: str | None = None,
-        verify_sources: bool = True,
-    ) -> None:
-        """Configure the parser (see the class docstring)."""
-        self._options = KerchunkOptions(
-            drop_variables, root_array_name, remote_protocol, verify_sources
-        )
 
     def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
         """Read the reference set at ``url`` (its directory) through ``registry``.

@@ -85,6 +85,22 @@ class KerchunkOptions:
         return name or "data"
 
 
+class KerchunkParser:
+    """What both Kerchunk parsers share: their options (see each parser's docstring)."""
+
+    def __init__(
+        self,
+        drop_variables: Iterable[str] = (),
+        root_array_name: str | None = None,
+        remote_protocol: str | None = None,
+        verify_sources: bool = True,
+    ) -> None:
+        """Configure the parser (see the class docstring)."""
+        self._options = KerchunkOptions(
+            drop_variables, root_array_name, remote_protocol, verify_sources
+        )
+
+
 def with_recorded_sources(
     group: ManifestGroup,
     document: Mapping[str, Any],
