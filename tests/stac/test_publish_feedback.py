@@ -51,7 +51,7 @@ def test_what_is_read_and_written_is_logged(
     target = tmp_path / "scenes.icechunk"
     with caplog.at_level(logging.INFO, logger="virtualstac"):
         publish(collection_of(scenes), target, assets=["B02"])
-    parsed = [r for r in caplog.records if r.name == "virtualstac.stac.open"]
+    parsed = [r for r in caplog.records if r.name == "virtualstac.stac.asset_reading"]
     assert sorted(r.getMessage().split()[1] for r in parsed) == sorted(
         f"file://{scenes.files[item.id]['B02']}" for item in scenes.items
     )

@@ -13,38 +13,36 @@ grids differ, unless ``group_by="grid"`` asks for one dataset per grid.
 
 from __future__ import annotations
 
-import datetime as dt
-import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-import numpy as np
 import pyproj
 import pystac
 import xarray as xr
 from pystac_client import ItemSearch
 
 from virtualstac.errors import (
-    IncompatibleArraysError,
     InvalidPathError,
-    UnknownFormatError,
     VirtualStacError,
 )
-from virtualstac.parsers import (
-    HDFParser,
-    KerchunkJSONParser,
-    KerchunkParquetParser,
-    NetCDF3Parser,
-    Parser,
-    TIFFParser,
-    ZarrParser,
+from virtualstac.stac.asset_reading import (
+    UnsupportedAssetError,
+    _AssetTask,
+    _open_tasks,
+    _Projection,
 )
-from virtualstac.parsers.tiff_geo import GeoReference
-from virtualstac.progress import progress as progress_bar
 from virtualstac.stac.authorization import Authorization, asset_registry
+from virtualstac.stac.combining import (
+    Grid,
+    MixedGridsError,
+    _combine_assets,
+    _combine_items,
+    _grid_of,
+    _single,
+)
 from virtualstac.stac.extension import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -57,16 +55,11 @@ from virtualstac.stac.extension import (
 )
 from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.invalid import catalog_items
-from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.combine import concat_virtual
-from virtualstac.xarray.open import _executor, open_virtual_dataset
-
-_log = logging.getLogger(__name__)
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",
@@ -99,11 +92,6 @@ MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
 }
 # Kerchunk JSON is plain JSON; only these roles say a JSON asset holds references.
 _REFERENCE_ROLES = frozenset({"references", "index"})
-_COORDINATE_NAMES = frozenset({"band", "x", "y", "spatial_ref"})
-
-
-class UnsupportedAssetError(UnknownFormatError):
-    """No asset of an Item can be opened, or the asset asked for has a format no parser reads."""
 
 
 class AssetNotFoundError(VirtualStacError, KeyError):
@@ -112,85 +100,6 @@ class AssetNotFoundError(VirtualStacError, KeyError):
     def __str__(self) -> str:
         # KeyError quotes its message; this one is a sentence.
         return str(self.args[0]) if self.args else ""
-
-
-class MixedGridsError(IncompatibleArraysError):
-    """Assets or Items lie on different raster grids, which references cannot resample."""
-
-
-@dataclass(frozen=True)
-class Grid:
-    """A raster grid: CRS, shape ``(y, x)`` and GDAL geotransform ``(c, a, b, f, d, e)``.
-
-    The keys of the dictionaries ``group_by="grid"`` returns; assets without a raster grid
-    (netCDF, Zarr, Kerchunk) are under the key ``None``.
-    """
-
-    crs: str | None
-    shape: tuple[int, int]
-    transform: tuple[float, float, float, float, float, float] | None
-
-    @property
-    def resolution(self) -> tuple[float, float] | None:
-        """Pixel size ``(x, y)``, positive, for unrotated grids with a transform."""
-        if self.transform is None:
-            return None
-        return abs(self.transform[1]), abs(self.transform[5])
-
-    def __str__(self) -> str:
-        resolution = self.resolution
-        size = f", {resolution[0]:g} x {resolution[1]:g} pixels" if resolution else ""
-        origin = (
-            f", origin ({self.transform[0]:.10g}, {self.transform[3]:.10g})"
-            if self.transform
-            else ""
-        )
-        return (
-            f"{self.crs or 'no CRS'}, {self.shape[0]} rows x {self.shape[1]} columns{size}{origin}"
-        )
-
-    def differences(self, other: Grid) -> str:
-        """Say how ``other`` differs from this grid."""
-        found = []
-        if self.crs != other.crs:
-            found.append(f"CRS {self.crs} vs {other.crs}")
-        if self.shape != other.shape:
-            found.append(f"shape {self.shape} vs {other.shape}")
-        if self.resolution != other.resolution:
-            found.append(f"pixel size {self.resolution} vs {other.resolution}")
-        if self.transform is not None and other.transform is not None:
-            if (self.transform[0], self.transform[3]) != (other.transform[0], other.transform[3]):
-                found.append(
-                    f"origin {(self.transform[0], self.transform[3])} vs "
-                    f"{(other.transform[0], other.transform[3])}"
-                )
-        return "; ".join(found) or "transforms differ"
-
-
-@dataclass(frozen=True)
-class _Projection:
-    """An asset's ``proj:`` fields, used when its file has no georeferencing."""
-
-    transform: tuple[float, ...] | None
-    shape: tuple[int, ...] | None
-    crs: str | None
-
-
-@dataclass(frozen=True)
-class _AssetTask:
-    """Everything a worker needs to open one asset (picklable, for process pools)."""
-
-    item_id: str
-    key: str
-    url: str
-    parser: str | None
-    variable: str | None
-    group: str | None
-    loadable_variables: tuple[str, ...] | None
-    drop_variables: tuple[str, ...] | None
-    decode_times: bool | None
-    projection: _Projection
-    overview_level: int | None = None
 
 
 @overload
@@ -660,331 +569,3 @@ def _concat_dim_of(task: _AssetTask, override: str | None, items: list[pystac.It
     item = next(i for i in items if i.id == task.item_id)
     value = _field(item.assets[task.key], item, CONCAT_DIM_PROP)
     return str(value) if value else "time"
-
-
-# -- opening assets -----------------------------------------------------------------------
-
-
-def _open_tasks(
-    tasks: Sequence[_AssetTask],
-    registry: ObjectStoreRegistry,
-    parallel: Any,
-    progress: bool,
-) -> list[xr.Dataset]:
-    executor = _executor(parallel)
-    results = executor.map(_open_task, tasks, [registry] * len(tasks))
-    opened = []
-    bar = progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress)
-    for task, dataset in zip(tasks, bar, strict=True):
-        _log.info("parsed %s (asset %r of item %r)", task.url, task.key, task.item_id)
-        opened.append(dataset)
-    return opened
-
-
-def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Parser | None:
-    if name is None:
-        return None
-    if name == "tiff":
-        # One level is combined; the overview groups are parsed only when one is asked for.
-        return TIFFParser(overviews=overviews)
-    parsers: dict[str, Callable[..., Parser]] = {
-        "hdf": HDFParser,
-        "netcdf3": NetCDF3Parser,
-        "zarr": ZarrParser,
-        "kerchunk-json": KerchunkJSONParser,
-        "kerchunk-parquet": KerchunkParquetParser,
-    }
-    return parsers[name](drop_variables=drop)
-
-
-def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
-    """Parse one asset and shape it for merging: rename, squeeze single bands, georeference."""
-    drop = task.drop_variables or ()
-    dataset = open_virtual_dataset(
-        task.url,
-        parser=_make_parser(task.parser, drop, task.overview_level is not None),
-        registry=registry,
-        group=task.group,
-        loadable_variables=task.loadable_variables,
-        drop_variables=drop,
-        decode_times=task.decode_times,
-        overview_level=task.overview_level,
-    )
-    if "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims):
-        dataset = _shape_raster(task, dataset)
-    elif task.variable is not None:
-        names = list(dataset.data_vars)
-        if len(names) != 1:
-            raise UnsupportedAssetError(
-                f"asset {task.key!r} of item {task.item_id!r}: virtual:variable "
-                f"{task.variable!r} names one variable, but the asset has {len(names)} "
-                f"({', '.join(map(str, names))})"
-            )
-        dataset = dataset.rename({names[0]: task.variable})
-    return dataset
-
-
-def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
-    name = task.variable or task.key
-    if name in _COORDINATE_NAMES or "/" in name:
-        raise UnsupportedAssetError(
-            f"asset {task.key!r} of item {task.item_id!r}: {name!r} cannot name a variable "
-            "(reserved for coordinates, or contains '/'); set virtual:variable"
-        )
-    if dataset.sizes["band"] == 1:
-        dataset = dataset.isel(band=0, drop=True)
-    dataset = dataset.rename({"band_data": name})
-    if "x" not in dataset.coords and task.projection.transform is not None:
-        dataset = _georeference(task, dataset)
-    return dataset
-
-
-def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
-    """Coordinates from the asset's ``proj:transform``/``proj:shape`` for a file without any."""
-    projection = task.projection
-    transform = projection.transform or ()
-    where = f"asset {task.key!r} of item {task.item_id!r}"
-    if len(transform) not in (6, 9):
-        raise UnsupportedAssetError(f"{where}: proj:transform needs 6 or 9 values, not {transform}")
-    shape = (dataset.sizes["y"], dataset.sizes["x"])
-    a, b, c, d, e, f = transform[:6]
-    crs = pyproj.CRS.from_user_input(projection.crs) if projection.crs else None
-    geo = GeoReference((c, a, b, f, d, e), crs)
-    if task.overview_level is not None:
-        # proj: fields describe the full resolution; scale them to the overview as GDAL does.
-        if projection.shape is None:
-            raise UnsupportedAssetError(f"{where}: an overview's grid needs proj:shape")
-        height, width = projection.shape[-2:]
-        geo = geo.scaled(width, height, shape[1], shape[0])
-    elif projection.shape is not None and tuple(projection.shape) != shape:
-        raise MixedGridsError(
-            f"{where}: proj:shape {list(projection.shape)} does not match the file's "
-            f"{list(shape)} rows x columns"
-        )
-    if not geo.is_rectilinear:
-        raise UnsupportedAssetError(
-            f"{where}: proj:transform is rotated, so x and y cannot be 1-D coordinates"
-        )
-    x_attrs, y_attrs = geo.coordinate_attributes()
-    coords: dict[str, Any] = {
-        "x": ("x", geo.x_coords(shape[1]), x_attrs),
-        "y": ("y", geo.y_coords(shape[0]), y_attrs),
-    }
-    if crs is not None:
-        grid_mapping = {**geo.crs_attributes(), "GeoTransform": geo.geotransform_text}
-        coords["spatial_ref"] = ((), np.int64(0), grid_mapping)
-        for name in dataset.data_vars:
-            dataset[name].attrs["grid_mapping"] = "spatial_ref"
-    return dataset.assign_coords(coords)
-
-
-# -- combining ----------------------------------------------------------------------------
-
-
-def _grid_of(dataset: xr.Dataset) -> Grid | None:
-    """The raster grid of a dataset with ``x``/``y`` dimensions, or None for other data."""
-    if not {"x", "y"} <= set(dataset.dims):
-        return None
-    shape = (int(dataset.sizes["y"]), int(dataset.sizes["x"]))
-    crs = None
-    transform = None
-    if "spatial_ref" in dataset.variables:
-        attrs = dataset["spatial_ref"].attrs
-        wkt = attrs.get("crs_wkt") or attrs.get("spatial_ref")
-        if wkt:
-            parsed = pyproj.CRS.from_wkt(wkt)
-            authority = parsed.to_authority()
-            crs = ":".join(authority) if authority else parsed.to_wkt()
-        text = attrs.get("GeoTransform")
-        if text:
-            values = tuple(float(v) for v in str(text).split())
-            if len(values) == 6:
-                transform = values
-    if transform is None and "x" in dataset.coords and "y" in dataset.coords:
-        transform = _transform_from_coordinates(dataset)
-    return Grid(crs=crs, shape=shape, transform=transform)
-
-
-def _transform_from_coordinates(
-    dataset: xr.Dataset,
-) -> tuple[float, float, float, float, float, float] | None:
-    x = np.asarray(dataset["x"].values, dtype=np.float64)
-    y = np.asarray(dataset["y"].values, dtype=np.float64)
-    if x.size < 2 or y.size < 2:
-        return None
-    a = float(x[1] - x[0])
-    e = float(y[1] - y[0])
-    return (float(x[0] - a / 2), a, 0.0, float(y[0] - e / 2), 0.0, e)
-
-
-def _combine_assets(
-    item_id: str, parts: list[tuple[str, xr.Dataset]]
-) -> dict[Grid | None, xr.Dataset]:
-    """Merge an Item's asset datasets, one dataset per grid."""
-    by_grid: dict[Grid | None, list[tuple[str, xr.Dataset]]] = defaultdict(list)
-    for key, dataset in parts:
-        by_grid[_grid_of(dataset)].append((key, dataset))
-    return {grid: _merge(item_id, members) for grid, members in by_grid.items()}
-
-
-def _merge(item_id: str, parts: list[tuple[str, xr.Dataset]]) -> xr.Dataset:
-    owners: dict[str, str] = {}
-    for key, dataset in parts:
-        for name in dataset.data_vars:
-            if str(name) in owners:
-                raise IncompatibleArraysError(
-                    f"item {item_id!r}: assets {owners[str(name)]!r} and {key!r} both have a "
-                    f"variable {name!r}; give one of them another name with virtual:variable "
-                    "or open them separately with assets=[...]"
-                )
-            owners[str(name)] = key
-    if len(parts) == 1:
-        return parts[0][1]
-    try:
-        merged = xr.merge(
-            [dataset for _, dataset in parts],
-            compat="override",
-            join="exact",
-            combine_attrs="drop_conflicts",
-        )
-    except ValueError as err:
-        keys = ", ".join(key for key, _ in parts)
-        raise IncompatibleArraysError(
-            f"item {item_id!r}: the coordinates of assets {keys} do not align ({err}); "
-            "references cannot be reindexed, so open the assets separately"
-        ) from err
-    return merged
-
-
-def _mixed_grids_error(what: str, groups: Mapping[Grid | None, list[str]]) -> MixedGridsError:
-    grids = [grid for grid in groups if grid is not None]
-    lines = [f"  {', '.join(groups[grid])}: {grid}" for grid in grids]
-    reasons = [grids[0].differences(other) for other in grids[1:]]
-    return MixedGridsError(
-        f"{what} lie on {len(grids)} different grids ({'; '.join(reasons)}):\n"
-        + "\n".join(lines)
-        + "\nVirtual references cannot resample: choose assets on one grid with assets=[...], "
-        "or pass group_by='grid' for one dataset per grid."
-    )
-
-
-def _single(
-    item_id: str, grouped: dict[Grid | None, xr.Dataset], group_by: Literal["grid"] | None
-) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
-    if group_by == "grid":
-        return grouped
-    rasters = [grid for grid in grouped if grid is not None]
-    if len(rasters) > 1:
-        members: dict[Grid | None, list[str]] = {
-            grid: [str(name) for name in grouped[grid].data_vars] for grid in rasters
-        }
-        raise _mixed_grids_error(f"the assets of item {item_id!r}", members)
-    return _merge(item_id, [(str(grid), dataset) for grid, dataset in grouped.items()])
-
-
-def _item_time(item: pystac.Item) -> np.datetime64:
-    moment = item.datetime or item.common_metadata.start_datetime
-    if moment is None:
-        raise ValueError(f"item {item.id!r} has neither datetime nor start_datetime")
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-    return np.datetime64(moment, "ns")
-
-
-def _combine_items(
-    items: list[pystac.Item],
-    grouped: dict[str, dict[Grid | None, xr.Dataset]],
-    dims: Mapping[str, str],
-    group_by: Literal["grid"] | None,
-) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
-    ordered = sorted(items, key=_item_time)
-    if group_by is None:
-        for item in ordered:
-            rasters = [grid for grid in grouped[item.id] if grid is not None]
-            if len(rasters) > 1:
-                members: dict[Grid | None, list[str]] = {
-                    grid: [str(name) for name in grouped[item.id][grid].data_vars]
-                    for grid in rasters
-                }
-                raise _mixed_grids_error(f"the assets of item {item.id!r}", members)
-        grids: dict[Grid | None, list[str]] = defaultdict(list)
-        for item in ordered:
-            for grid in grouped[item.id]:
-                grids[grid].append(item.id)
-        merged = {
-            item.id: _merge(item.id, [(str(g), d) for g, d in grouped[item.id].items()])
-            for item in ordered
-        }
-        rasters = [grid for grid in grids if grid is not None]
-        if len(rasters) > 1:
-            return _mosaic_of(ordered, grids, merged, dims)
-        return _concat_items(ordered, merged, dims)
-    result: dict[Grid | None, xr.Dataset] = {}
-    all_grids = {grid for item in ordered for grid in grouped[item.id]}
-    for grid in all_grids:
-        sharing = [item for item in ordered if grid in grouped[item.id]]
-        result[grid] = _concat_items(
-            sharing, {item.id: grouped[item.id][grid] for item in sharing}, dims
-        )
-    return result
-
-
-def _mosaic_of(
-    items: list[pystac.Item],
-    grids: Mapping[Grid | None, list[str]],
-    merged: Mapping[str, xr.Dataset],
-    dims: Mapping[str, str],
-) -> xr.Dataset:
-    """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
-    cubes = []
-    for ids in grids.values():
-        tile = [item for item in items if item.id in ids]
-        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims))
-    try:
-        return mosaic(cubes)
-    except (MosaicError, IncompatibleArraysError) as err:
-        error = _mixed_grids_error("the items", grids)
-        raise MixedGridsError(
-            f"{error}\nThey cannot be joined side by side either: {err}. Tiles join only on one "
-            "CRS and pixel size, with the same time steps, as a complete rectangle of whole "
-            "chunks."
-        ) from err
-
-
-def _concat_items(
-    items: list[pystac.Item], datasets: Mapping[str, xr.Dataset], dims: Mapping[str, str]
-) -> xr.Dataset:
-    """Concatenate the Items' datasets (already in time order) along their concat dimension."""
-    chosen = {dims.get(item.id, "time") for item in items}
-    if len(chosen) > 1:
-        raise IncompatibleArraysError(
-            f"items disagree on virtual:concat_dim ({', '.join(sorted(chosen))}); pass concat_dim="
-        )
-    dim = chosen.pop()
-    variables = {item.id: sorted(map(str, datasets[item.id].data_vars)) for item in items}
-    if len({tuple(names) for names in variables.values()}) > 1:
-        listing = "; ".join(f"{i} has {', '.join(names)}" for i, names in variables.items())
-        raise IncompatibleArraysError(
-            f"items cannot be concatenated along {dim!r}: their variables differ ({listing}); "
-            "choose common assets with assets=[...]"
-        )
-    parts = []
-    for item in items:
-        dataset = datasets[item.id]
-        if dim not in dataset.dims:
-            if dim == "time":
-                dataset = dataset.expand_dims(time=[_item_time(item)])
-            else:
-                dataset = dataset.expand_dims(dim)
-        parts.append(dataset)
-    if len(parts) == 1:
-        return parts[0]
-    try:
-        combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
-    except ValueError as err:
-        ids = ", ".join(item.id for item in items)
-        raise IncompatibleArraysError(
-            f"items {ids} cannot be concatenated along {dim!r}: {err}. Every item needs the same "
-            "variables on the same coordinates; choose common assets with assets=[...]"
-        ) from err
-    return combined

@@ -1,0 +1,185 @@
+"""Opening one STAC asset's file as a virtual dataset shaped as its STAC fields say.
+
+An :class:`_AssetTask` is what selecting assets decided for one asset (its URL, parser, variable
+name, grouping, projection); opening it parses the file (headers and chunk indexes only), names a
+single-band raster's variable after its asset, and georeferences rasters from the GeoTIFF or
+from ``proj:`` fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyproj
+import xarray as xr
+
+from virtualstac.errors import (
+    UnknownFormatError,
+)
+from virtualstac.parsers import (
+    HDFParser,
+    KerchunkJSONParser,
+    KerchunkParquetParser,
+    NetCDF3Parser,
+    Parser,
+    TIFFParser,
+    ZarrParser,
+)
+from virtualstac.parsers.tiff_geo import GeoReference
+from virtualstac.progress import progress as progress_bar
+from virtualstac.stac.combining import (
+    MixedGridsError,
+)
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.open import _executor, open_virtual_dataset
+
+_log = logging.getLogger(__name__)
+
+_COORDINATE_NAMES = frozenset({"band", "x", "y", "spatial_ref"})
+
+
+class UnsupportedAssetError(UnknownFormatError):
+    """No asset of an Item can be opened, or the asset asked for has a format no parser reads."""
+
+
+@dataclass(frozen=True)
+class _Projection:
+    """An asset's ``proj:`` fields, used when its file has no georeferencing."""
+
+    transform: tuple[float, ...] | None
+    shape: tuple[int, ...] | None
+    crs: str | None
+
+
+@dataclass(frozen=True)
+class _AssetTask:
+    """Everything a worker needs to open one asset (picklable, for process pools)."""
+
+    item_id: str
+    key: str
+    url: str
+    parser: str | None
+    variable: str | None
+    group: str | None
+    loadable_variables: tuple[str, ...] | None
+    drop_variables: tuple[str, ...] | None
+    decode_times: bool | None
+    projection: _Projection
+    overview_level: int | None = None
+
+
+def _open_tasks(
+    tasks: Sequence[_AssetTask],
+    registry: ObjectStoreRegistry,
+    parallel: Any,
+    progress: bool,
+) -> list[xr.Dataset]:
+    executor = _executor(parallel)
+    results = executor.map(_open_task, tasks, [registry] * len(tasks))
+    opened = []
+    bar = progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress)
+    for task, dataset in zip(tasks, bar, strict=True):
+        _log.info("parsed %s (asset %r of item %r)", task.url, task.key, task.item_id)
+        opened.append(dataset)
+    return opened
+
+
+def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Parser | None:
+    if name is None:
+        return None
+    if name == "tiff":
+        # One level is combined; the overview groups are parsed only when one is asked for.
+        return TIFFParser(overviews=overviews)
+    parsers: dict[str, Callable[..., Parser]] = {
+        "hdf": HDFParser,
+        "netcdf3": NetCDF3Parser,
+        "zarr": ZarrParser,
+        "kerchunk-json": KerchunkJSONParser,
+        "kerchunk-parquet": KerchunkParquetParser,
+    }
+    return parsers[name](drop_variables=drop)
+
+
+def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
+    """Parse one asset and shape it for merging: rename, squeeze single bands, georeference."""
+    drop = task.drop_variables or ()
+    dataset = open_virtual_dataset(
+        task.url,
+        parser=_make_parser(task.parser, drop, task.overview_level is not None),
+        registry=registry,
+        group=task.group,
+        loadable_variables=task.loadable_variables,
+        drop_variables=drop,
+        decode_times=task.decode_times,
+        overview_level=task.overview_level,
+    )
+    if "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims):
+        dataset = _shape_raster(task, dataset)
+    elif task.variable is not None:
+        names = list(dataset.data_vars)
+        if len(names) != 1:
+            raise UnsupportedAssetError(
+                f"asset {task.key!r} of item {task.item_id!r}: virtual:variable "
+                f"{task.variable!r} names one variable, but the asset has {len(names)} "
+                f"({', '.join(map(str, names))})"
+            )
+        dataset = dataset.rename({names[0]: task.variable})
+    return dataset
+
+
+def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
+    name = task.variable or task.key
+    if name in _COORDINATE_NAMES or "/" in name:
+        raise UnsupportedAssetError(
+            f"asset {task.key!r} of item {task.item_id!r}: {name!r} cannot name a variable "
+            "(reserved for coordinates, or contains '/'); set virtual:variable"
+        )
+    if dataset.sizes["band"] == 1:
+        dataset = dataset.isel(band=0, drop=True)
+    dataset = dataset.rename({"band_data": name})
+    if "x" not in dataset.coords and task.projection.transform is not None:
+        dataset = _georeference(task, dataset)
+    return dataset
+
+
+def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
+    """Coordinates from the asset's ``proj:transform``/``proj:shape`` for a file without any."""
+    projection = task.projection
+    transform = projection.transform or ()
+    where = f"asset {task.key!r} of item {task.item_id!r}"
+    if len(transform) not in (6, 9):
+        raise UnsupportedAssetError(f"{where}: proj:transform needs 6 or 9 values, not {transform}")
+    shape = (dataset.sizes["y"], dataset.sizes["x"])
+    a, b, c, d, e, f = transform[:6]
+    crs = pyproj.CRS.from_user_input(projection.crs) if projection.crs else None
+    geo = GeoReference((c, a, b, f, d, e), crs)
+    if task.overview_level is not None:
+        # proj: fields describe the full resolution; scale them to the overview as GDAL does.
+        if projection.shape is None:
+            raise UnsupportedAssetError(f"{where}: an overview's grid needs proj:shape")
+        height, width = projection.shape[-2:]
+        geo = geo.scaled(width, height, shape[1], shape[0])
+    elif projection.shape is not None and tuple(projection.shape) != shape:
+        raise MixedGridsError(
+            f"{where}: proj:shape {list(projection.shape)} does not match the file's "
+            f"{list(shape)} rows x columns"
+        )
+    if not geo.is_rectilinear:
+        raise UnsupportedAssetError(
+            f"{where}: proj:transform is rotated, so x and y cannot be 1-D coordinates"
+        )
+    x_attrs, y_attrs = geo.coordinate_attributes()
+    coords: dict[str, Any] = {
+        "x": ("x", geo.x_coords(shape[1]), x_attrs),
+        "y": ("y", geo.y_coords(shape[0]), y_attrs),
+    }
+    if crs is not None:
+        grid_mapping = {**geo.crs_attributes(), "GeoTransform": geo.geotransform_text}
+        coords["spatial_ref"] = ((), np.int64(0), grid_mapping)
+        for name in dataset.data_vars:
+            dataset[name].attrs["grid_mapping"] = "spatial_ref"
+    return dataset.assign_coords(coords)

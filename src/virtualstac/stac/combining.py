@@ -1,0 +1,289 @@
+"""Combining the datasets of STAC assets: one Item's assets merged, Items joined in time or space.
+
+Virtual references cannot resample, so assets or Items on different raster grids (CRS, shape or
+transform) are refused with :class:`MixedGridsError`, which names them and says how the grids
+differ, unless ``group_by="grid"`` asks for one dataset per :class:`Grid`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyproj
+import pystac
+import xarray as xr
+
+from virtualstac.errors import (
+    IncompatibleArraysError,
+)
+from virtualstac.stac.mosaic import MosaicError, mosaic
+from virtualstac.xarray.combine import concat_virtual
+
+__all__ = ["Grid", "MixedGridsError"]
+
+
+class MixedGridsError(IncompatibleArraysError):
+    """Assets or Items lie on different raster grids, which references cannot resample."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A raster grid: CRS, shape ``(y, x)`` and GDAL geotransform ``(c, a, b, f, d, e)``.
+
+    The keys of the dictionaries ``group_by="grid"`` returns; assets without a raster grid
+    (netCDF, Zarr, Kerchunk) are under the key ``None``.
+    """
+
+    crs: str | None
+    shape: tuple[int, int]
+    transform: tuple[float, float, float, float, float, float] | None
+
+    @property
+    def resolution(self) -> tuple[float, float] | None:
+        """Pixel size ``(x, y)``, positive, for unrotated grids with a transform."""
+        if self.transform is None:
+            return None
+        return abs(self.transform[1]), abs(self.transform[5])
+
+    def __str__(self) -> str:
+        resolution = self.resolution
+        size = f", {resolution[0]:g} x {resolution[1]:g} pixels" if resolution else ""
+        origin = (
+            f", origin ({self.transform[0]:.10g}, {self.transform[3]:.10g})"
+            if self.transform
+            else ""
+        )
+        return (
+            f"{self.crs or 'no CRS'}, {self.shape[0]} rows x {self.shape[1]} columns{size}{origin}"
+        )
+
+    def differences(self, other: Grid) -> str:
+        """Say how ``other`` differs from this grid."""
+        found = []
+        if self.crs != other.crs:
+            found.append(f"CRS {self.crs} vs {other.crs}")
+        if self.shape != other.shape:
+            found.append(f"shape {self.shape} vs {other.shape}")
+        if self.resolution != other.resolution:
+            found.append(f"pixel size {self.resolution} vs {other.resolution}")
+        if self.transform is not None and other.transform is not None:
+            if (self.transform[0], self.transform[3]) != (other.transform[0], other.transform[3]):
+                found.append(
+                    f"origin {(self.transform[0], self.transform[3])} vs "
+                    f"{(other.transform[0], other.transform[3])}"
+                )
+        return "; ".join(found) or "transforms differ"
+
+
+def _grid_of(dataset: xr.Dataset) -> Grid | None:
+    """The raster grid of a dataset with ``x``/``y`` dimensions, or None for other data."""
+    if not {"x", "y"} <= set(dataset.dims):
+        return None
+    shape = (int(dataset.sizes["y"]), int(dataset.sizes["x"]))
+    crs = None
+    transform = None
+    if "spatial_ref" in dataset.variables:
+        attrs = dataset["spatial_ref"].attrs
+        wkt = attrs.get("crs_wkt") or attrs.get("spatial_ref")
+        if wkt:
+            parsed = pyproj.CRS.from_wkt(wkt)
+            authority = parsed.to_authority()
+            crs = ":".join(authority) if authority else parsed.to_wkt()
+        text = attrs.get("GeoTransform")
+        if text:
+            values = tuple(float(v) for v in str(text).split())
+            if len(values) == 6:
+                transform = values
+    if transform is None and "x" in dataset.coords and "y" in dataset.coords:
+        transform = _transform_from_coordinates(dataset)
+    return Grid(crs=crs, shape=shape, transform=transform)
+
+
+def _transform_from_coordinates(
+    dataset: xr.Dataset,
+) -> tuple[float, float, float, float, float, float] | None:
+    x = np.asarray(dataset["x"].values, dtype=np.float64)
+    y = np.asarray(dataset["y"].values, dtype=np.float64)
+    if x.size < 2 or y.size < 2:
+        return None
+    a = float(x[1] - x[0])
+    e = float(y[1] - y[0])
+    return (float(x[0] - a / 2), a, 0.0, float(y[0] - e / 2), 0.0, e)
+
+
+def _combine_assets(
+    item_id: str, parts: list[tuple[str, xr.Dataset]]
+) -> dict[Grid | None, xr.Dataset]:
+    """Merge an Item's asset datasets, one dataset per grid."""
+    by_grid: dict[Grid | None, list[tuple[str, xr.Dataset]]] = defaultdict(list)
+    for key, dataset in parts:
+        by_grid[_grid_of(dataset)].append((key, dataset))
+    return {grid: _merge(item_id, members) for grid, members in by_grid.items()}
+
+
+def _merge(item_id: str, parts: list[tuple[str, xr.Dataset]]) -> xr.Dataset:
+    owners: dict[str, str] = {}
+    for key, dataset in parts:
+        for name in dataset.data_vars:
+            if str(name) in owners:
+                raise IncompatibleArraysError(
+                    f"item {item_id!r}: assets {owners[str(name)]!r} and {key!r} both have a "
+                    f"variable {name!r}; give one of them another name with virtual:variable "
+                    "or open them separately with assets=[...]"
+                )
+            owners[str(name)] = key
+    if len(parts) == 1:
+        return parts[0][1]
+    try:
+        merged = xr.merge(
+            [dataset for _, dataset in parts],
+            compat="override",
+            join="exact",
+            combine_attrs="drop_conflicts",
+        )
+    except ValueError as err:
+        keys = ", ".join(key for key, _ in parts)
+        raise IncompatibleArraysError(
+            f"item {item_id!r}: the coordinates of assets {keys} do not align ({err}); "
+            "references cannot be reindexed, so open the assets separately"
+        ) from err
+    return merged
+
+
+def _mixed_grids_error(what: str, groups: Mapping[Grid | None, list[str]]) -> MixedGridsError:
+    grids = [grid for grid in groups if grid is not None]
+    lines = [f"  {', '.join(groups[grid])}: {grid}" for grid in grids]
+    reasons = [grids[0].differences(other) for other in grids[1:]]
+    return MixedGridsError(
+        f"{what} lie on {len(grids)} different grids ({'; '.join(reasons)}):\n"
+        + "\n".join(lines)
+        + "\nVirtual references cannot resample: choose assets on one grid with assets=[...], "
+        "or pass group_by='grid' for one dataset per grid."
+    )
+
+
+def _single(
+    item_id: str, grouped: dict[Grid | None, xr.Dataset], group_by: Literal["grid"] | None
+) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
+    if group_by == "grid":
+        return grouped
+    rasters = [grid for grid in grouped if grid is not None]
+    if len(rasters) > 1:
+        members: dict[Grid | None, list[str]] = {
+            grid: [str(name) for name in grouped[grid].data_vars] for grid in rasters
+        }
+        raise _mixed_grids_error(f"the assets of item {item_id!r}", members)
+    return _merge(item_id, [(str(grid), dataset) for grid, dataset in grouped.items()])
+
+
+def _item_time(item: pystac.Item) -> np.datetime64:
+    moment = item.datetime or item.common_metadata.start_datetime
+    if moment is None:
+        raise ValueError(f"item {item.id!r} has neither datetime nor start_datetime")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    return np.datetime64(moment, "ns")
+
+
+def _combine_items(
+    items: list[pystac.Item],
+    grouped: dict[str, dict[Grid | None, xr.Dataset]],
+    dims: Mapping[str, str],
+    group_by: Literal["grid"] | None,
+) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
+    ordered = sorted(items, key=_item_time)
+    if group_by is None:
+        for item in ordered:
+            rasters = [grid for grid in grouped[item.id] if grid is not None]
+            if len(rasters) > 1:
+                members: dict[Grid | None, list[str]] = {
+                    grid: [str(name) for name in grouped[item.id][grid].data_vars]
+                    for grid in rasters
+                }
+                raise _mixed_grids_error(f"the assets of item {item.id!r}", members)
+        grids: dict[Grid | None, list[str]] = defaultdict(list)
+        for item in ordered:
+            for grid in grouped[item.id]:
+                grids[grid].append(item.id)
+        merged = {
+            item.id: _merge(item.id, [(str(g), d) for g, d in grouped[item.id].items()])
+            for item in ordered
+        }
+        rasters = [grid for grid in grids if grid is not None]
+        if len(rasters) > 1:
+            return _mosaic_of(ordered, grids, merged, dims)
+        return _concat_items(ordered, merged, dims)
+    result: dict[Grid | None, xr.Dataset] = {}
+    all_grids = {grid for item in ordered for grid in grouped[item.id]}
+    for grid in all_grids:
+        sharing = [item for item in ordered if grid in grouped[item.id]]
+        result[grid] = _concat_items(
+            sharing, {item.id: grouped[item.id][grid] for item in sharing}, dims
+        )
+    return result
+
+
+def _mosaic_of(
+    items: list[pystac.Item],
+    grids: Mapping[Grid | None, list[str]],
+    merged: Mapping[str, xr.Dataset],
+    dims: Mapping[str, str],
+) -> xr.Dataset:
+    """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
+    cubes = []
+    for ids in grids.values():
+        tile = [item for item in items if item.id in ids]
+        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims))
+    try:
+        return mosaic(cubes)
+    except (MosaicError, IncompatibleArraysError) as err:
+        error = _mixed_grids_error("the items", grids)
+        raise MixedGridsError(
+            f"{error}\nThey cannot be joined side by side either: {err}. Tiles join only on one "
+            "CRS and pixel size, with the same time steps, as a complete rectangle of whole "
+            "chunks."
+        ) from err
+
+
+def _concat_items(
+    items: list[pystac.Item], datasets: Mapping[str, xr.Dataset], dims: Mapping[str, str]
+) -> xr.Dataset:
+    """Concatenate the Items' datasets (already in time order) along their concat dimension."""
+    chosen = {dims.get(item.id, "time") for item in items}
+    if len(chosen) > 1:
+        raise IncompatibleArraysError(
+            f"items disagree on virtual:concat_dim ({', '.join(sorted(chosen))}); pass concat_dim="
+        )
+    dim = chosen.pop()
+    variables = {item.id: sorted(map(str, datasets[item.id].data_vars)) for item in items}
+    if len({tuple(names) for names in variables.values()}) > 1:
+        listing = "; ".join(f"{i} has {', '.join(names)}" for i, names in variables.items())
+        raise IncompatibleArraysError(
+            f"items cannot be concatenated along {dim!r}: their variables differ ({listing}); "
+            "choose common assets with assets=[...]"
+        )
+    parts = []
+    for item in items:
+        dataset = datasets[item.id]
+        if dim not in dataset.dims:
+            if dim == "time":
+                dataset = dataset.expand_dims(time=[_item_time(item)])
+            else:
+                dataset = dataset.expand_dims(dim)
+        parts.append(dataset)
+    if len(parts) == 1:
+        return parts[0]
+    try:
+        combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
+    except ValueError as err:
+        ids = ", ".join(item.id for item in items)
+        raise IncompatibleArraysError(
+            f"items {ids} cannot be concatenated along {dim!r}: {err}. Every item needs the same "
+            "variables on the same coordinates; choose common assets with assets=[...]"
+        ) from err
+    return combined
