@@ -64,7 +64,7 @@ def test_a_two_by_two_tiling_over_two_days_is_one_cube(tmp_path: Path, make_item
         for row in (0, 1)
         for col in (0, 1)
     ]
-    cube = open_stac(items)
+    cube = open_stac(items, references=True)
     assert dict(cube["red"].sizes) == {"time": 2, "y": 512, "x": 512}
     assert cube["spatial_ref"].attrs["GeoTransform"].split()[:4] == ["500000", "10", "0", "4000000"]
 

@@ -30,9 +30,10 @@ import xarray as xr
 
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
+from virtualstac.stac.asset_reading import UnsupportedAssetError
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels, open_levels
-from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
+from virtualstac.stac.open import _open_stac
 from virtualstac.stac.publish_icechunk import publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
 from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
@@ -43,6 +44,7 @@ from virtualstac.stac.published_asset import (
     add_published_asset,
     storage_scheme,
 )
+from virtualstac.stac.selecting import _is_source
 from virtualstac.stac.targets import (
     PublishError,
     StoreRecordedElsewhereError,
@@ -179,7 +181,7 @@ def publish(
             progress=progress,
             drop_variables=drop_variables,
             concat_dim=concat_dim,
-            use_published=False,
+            references=True,
             overview_level=overview_level,
             # The publisher owns the catalog: its storage schemes' endpoints are trusted.
             trust_catalog_endpoints=registry is None,

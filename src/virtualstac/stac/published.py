@@ -32,7 +32,7 @@ from virtualstac.stac.authorization import (
     check_local_locations,
     is_remote,
 )
-from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import (
     CheckedIcechunkStore,
     check_local_sources,
@@ -90,6 +90,7 @@ def open_published_for(
     decode_times: bool | None = None,
     overview_level: int | None = None,
     authorization: Authorization | None = None,
+    zarr_options: Mapping[str, Any] | None = None,
 ) -> xr.Dataset | None:
     """Open the published store behind ``stac``, or return None.
 
@@ -101,7 +102,8 @@ def open_published_for(
     silently ignored. ``assets`` selects the store's variables of those names, as parsing the
     assets would name them; an asset the store has no variable for is refused.
     ``authorization`` is what the user allows beyond the store's home (see
-    :func:`open_published`).
+    :func:`open_published`); ``zarr_options`` are further arguments of ``xr.open_zarr`` (chunks,
+    CF decoding).
     """
     if isinstance(stac, pystac.Collection):
         asset = published_asset(stac)
@@ -125,6 +127,7 @@ def open_published_for(
             decode_times=decode_times,
             overview_level=overview_level,
             authorization=authorization,
+            zarr_options=zarr_options,
         )
     else:
         return None
@@ -137,6 +140,7 @@ def open_published_for(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
+        zarr_options=zarr_options,
         **_authorizing(authorization),
     )
     if assets is not None:
@@ -156,6 +160,7 @@ def _open_published_items(
     decode_times: bool | None,
     overview_level: int | None,
     authorization: Authorization | None,
+    zarr_options: Mapping[str, Any] | None,
 ) -> xr.Dataset | None:
     """Items of one Collection whose published store covers them all: their part of it.
 
@@ -182,6 +187,7 @@ def _open_published_items(
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
+        zarr_options=zarr_options,
         **_authorizing(authorization),
     )
     if assets is not None:
@@ -277,13 +283,15 @@ def open_published(
     overview_level: int | None = None,
     authorize: Iterable[str] | str | None = None,
     trust_catalog_endpoints: bool = False,
+    zarr_options: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
 
     ``registry`` supplies credentials and endpoints for object stores (the store itself and
     its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
     credentials from the environment, which are sent to a ``custom-s3`` endpoint only with
-    ``trust_catalog_endpoints``. A store published with overviews (a
+    ``trust_catalog_endpoints``. ``zarr_options`` are further arguments of ``xr.open_zarr``
+    (chunks, CF decoding). A store published with overviews (a
     multiscales group) opens at its full resolution, or at ``overview_level`` (0: the largest
     overview).
 
@@ -335,6 +343,7 @@ def open_published(
         consolidated=False,
         drop_variables=dropped,
         decode_times=decode_times,
+        **(zarr_options or {}),
     )
     return dataset
 
