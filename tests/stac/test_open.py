@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import dask.array
 import numpy as np
 import pystac
 import pytest
@@ -16,7 +17,7 @@ import rasterio
 import xarray as xr
 from tiff_files import pixels, write_gdal
 
-from virtualstac import ObjectStoreRegistry
+from virtualstac import ManifestArray, ObjectStoreRegistry
 from virtualstac.errors import IncompatibleArraysError, InvalidPathError, UnregisteredURLError
 from virtualstac.stac import (
     AssetNotFoundError,
@@ -24,6 +25,7 @@ from virtualstac.stac import (
     MixedGridsError,
     UnsupportedAssetError,
     VirtualExtension,
+    open_asset,
     open_stac,
     stac_registry,
 )
@@ -43,6 +45,10 @@ def read(dataset: xr.Dataset, root: Path) -> xr.Dataset:
     """Read a virtual dataset through its references, allowing reads below ``root``."""
     registry = ObjectStoreRegistry.for_url(f"{root}/")
     return xr.open_zarr(dataset.virtual.to_store(registry), consolidated=False)
+
+
+def holds_references(dataset: xr.Dataset) -> bool:
+    return all(isinstance(v.data, ManifestArray) for v in dataset.data_vars.values())
 
 
 def coordinates(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -372,3 +378,79 @@ def test_netcdf_media_type_and_reference_json_are_recognised(
     opened = read(through, tmp_path)
     with xr.open_dataset(paths[0], engine="netcdf4") as direct:
         assert opened["t2m"].load().equals(direct["t2m"].load())
+
+
+# -- values by default, references on request ---------------------------------------------
+
+
+def test_an_item_opens_as_lazy_values_on_the_files_chunks(
+    scenes: Scenes, read_band: ReadBand
+) -> None:
+    item = scenes.items[1]
+    dataset = open_stac(item, ["B02", "B03"])
+    assert dataset["B02"].chunks == ((128, 72), (128, 128, 44))  # dask, on the COG's tiles
+    for band in ("B02", "B03"):
+        np.testing.assert_array_equal(dataset[band].values, read_band(scenes.files[item.id][band]))
+    rechunked = open_stac(item, ["B02"], chunks={"y": 200, "x": 300})
+    assert rechunked["B02"].chunks == ((200,), (300,))
+    lazy = open_stac(item, ["B02"], chunks=None)  # lazily indexed, without dask
+    assert lazy["B02"].chunks is None
+    np.testing.assert_array_equal(
+        lazy["B02"][:5, :5], read_band(scenes.files[item.id]["B02"])[:5, :5]
+    )
+
+
+def test_references_come_from_every_entry_point_with_references_true(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    extended = VirtualExtension.ext(item, add_if_missing=True)
+    asset = item.assets["B02"]
+    opened = {
+        "open_stac": open_stac(item, ["B02"], references=True),
+        "to_xarray": extended.to_xarray(["B02"], references=True),
+        "open_asset": open_asset(asset, references=True),
+        "asset to_xarray": VirtualExtension.ext(asset).to_xarray(references=True),
+        "list": open_stac(scenes.items, ["B02"], references=True),
+    }
+    for name, dataset in opened.items():
+        assert holds_references(dataset), name
+    for name, dataset in {
+        "open_stac": open_stac(item, ["B02"]),
+        "to_xarray": extended.to_xarray(["B02"]),
+        "open_asset": open_asset(asset),
+        "asset to_xarray": VirtualExtension.ext(asset).to_xarray(),
+    }.items():
+        assert isinstance(dataset["B02"].data, dask.array.Array), name
+
+
+def test_one_asset_key_as_a_string_is_one_asset(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    assert list(open_stac(item, "B05").data_vars) == ["B05"]
+    assert list(open_stac(scenes.items, "B05", references=True).data_vars) == ["B05"]
+    extended = VirtualExtension.ext(item, add_if_missing=True)
+    assert list(extended.to_xarray("B05").data_vars) == ["B05"]
+
+
+def test_options_that_contradict_references_are_refused(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    with pytest.raises(ValueError, match="a published store holds values, not references"):
+        open_stac(item, references=True, use_published=True)
+    with pytest.raises(TypeError, match="chunks, mask_and_scale apply to values"):
+        open_stac(item, references=True, chunks={}, mask_and_scale=False)
+    with pytest.raises(ValueError, match="groupby must be None or 'time'"):
+        open_stac(scenes.items, groupby="solar_day")
+    with pytest.raises(TypeError, match="concat_dim combine Items"):
+        open_asset(item.assets["B02"], concat_dim="time")
+
+
+def test_netcdf_items_decode_as_the_netcdf4_library_reads_them(
+    netcdf_items: tuple[list[pystac.Item], list[Path]],
+) -> None:
+    items, paths = netcdf_items
+    with xr.open_mfdataset(paths, engine="netcdf4") as direct:
+        xr.testing.assert_identical(open_stac(items)["t2m"].load(), direct["t2m"].load())
+    with xr.open_mfdataset(paths, engine="netcdf4", mask_and_scale=False) as raw:
+        packed = open_stac(items, mask_and_scale=False)["t2m"]
+        assert packed.dtype == np.dtype("int16")
+        np.testing.assert_array_equal(packed.values, raw["t2m"].values)
+    numbers = open_stac(items, decode_times=False)
+    assert numbers["time"].dtype.kind != "M"
