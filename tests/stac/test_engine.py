@@ -151,3 +151,27 @@ def test_stac_options_on_a_file_are_refused(tmp_path: Path) -> None:
     item = pystac.Item("x", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
     with pytest.raises(TypeError, match="parser= applies to files"):
         xr.open_dataset(item, engine="virtualstac", parser=object())
+
+
+def test_references_come_through_the_engine_on_request(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    virtual = xr.open_dataset(item, engine="virtualstac", assets=["B02"], references=True)
+    assert isinstance(virtual["B02"].data, ManifestArray)
+    (path,) = write_sample_archive(scenes.files[item.id]["B02"].parent, days=1)
+    assert isinstance(
+        xr.open_dataset(path, engine="virtualstac", references=True)["t2m"].data, ManifestArray
+    )
+
+
+def test_datasets_per_grid_are_a_datatree(scenes: Scenes, read_band: ReadBand) -> None:
+    item = scenes.items[0]
+    with pytest.raises(ValueError, match=r"use xr\.open_datatree"):
+        xr.open_dataset(item, engine="virtualstac", group_by="grid")
+    tree = xr.open_datatree(item, engine="virtualstac", group_by="grid")
+    assert set(tree.children) == {"10x10", "20x20"}
+    assert set(tree["10x10"].data_vars) == {"B02", "B03"}
+    np.testing.assert_array_equal(
+        tree["20x20"]["B05"].values, read_band(scenes.files[item.id]["B05"])
+    )
+    single = xr.open_datatree(item, engine="virtualstac", assets=["B02"])
+    assert set(single.data_vars) == {"B02"}

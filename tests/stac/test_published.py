@@ -211,3 +211,23 @@ def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) ->
     assert published_asset(collection) is None
     with pytest.raises(PublishedStoreError, match="needs virtual:format"):
         open_published(collection.assets["icechunk"])
+
+
+@pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
+def test_the_same_call_returns_values_before_and_after_publishing(
+    scenes: Scenes, tmp_path: Path, format: str
+) -> None:
+    items = [next(i for i in scenes.items if i.id == name) for name in ("S2_0", "S2_1")]
+    collection = pystac.Collection("scenes", "two scenes", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+    extension = VirtualExtension.ext(collection, add_if_missing=True)
+    before = parses_sources(lambda: extension.to_xarray(BANDS))
+    assert not is_virtual(before)
+    target = tmp_path / ("scenes.icechunk" if format == "icechunk" else "scenes.json")
+    publish(collection, target, format=format, assets=BANDS)
+    after = reads_the_store(lambda: extension.to_xarray(BANDS))
+    assert after["B02"].chunks == before["B02"].chunks  # dask on the files' chunks, both
+    xr.testing.assert_identical(after[BANDS].load(), before[BANDS].load())
+    # References still come from the sources, published store or not.
+    assert is_virtual(parses_sources(lambda: extension.to_xarray(BANDS, references=True)))

@@ -35,7 +35,7 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
         nodes = (
             {"": opened}
             if isinstance(opened, xr.Dataset)
-            else {path: node.to_dataset() for path, node in opened.subtree_with_keys}
+            else {node.path: node.to_dataset() for node in opened.subtree}
         )
         described = {name: _description(dataset) for name, dataset in nodes.items()}
         return Schema(
