@@ -434,7 +434,9 @@ def test_a_transpose_order_follows_dropped_and_added_axes() -> None:
 def test_converting_to_numpy_is_refused_with_advice(marr: ManifestArray) -> None:
     with pytest.raises(UnsupportedOperationError, match="loadable_variables"):
         np.asarray(marr)
-    with pytest.raises(NotImplementedError, match=r"xr.open_zarr\(manifest_store\)"):
+    with pytest.raises(
+        NotImplementedError, match=r"xr\.open_zarr\(ds\.virtual\.to_store\(registry\)\)"
+    ):
         np.array(marr)
 
 

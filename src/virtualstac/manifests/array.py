@@ -38,7 +38,8 @@ _LOAD_ADVICE = (
     "so it cannot be loaded, computed or plotted. For values, open it without "
     "references=True: open_stac(...), .to_xarray() or xr.open_dataset(..., "
     "engine='virtualstac') return lazy values; or read these references through their store: "
-    "xr.open_zarr(ds.virtual.to_store(registry))."
+    "xr.open_zarr(ds.virtual.to_store(registry)); or read a small variable into memory while "
+    "parsing: open_virtual_dataset(..., loadable_variables=[name])."
 )
 
 #: xarray's combining functions compare variables by loading them, or with numpy functions

@@ -181,7 +181,8 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
     those of :func:`open_stac` (``references=True`` for references), except those combining
     Items (``groupby``, ``concat_dim``).
     """
-    given = [name for name in _ITEMS_ONLY if options.get(name) is not None]  # type: ignore[misc]
+    named: Mapping[str, Any] = options
+    given = [name for name in _ITEMS_ONLY if named.get(name) is not None]
     if given:
         raise TypeError(f"{', '.join(given)} combine Items; one asset has nothing to combine")
     owner = asset.owner if isinstance(asset.owner, pystac.Item) else None
