@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -319,8 +319,11 @@ class ManifestStore(Store):
             if len(queue) == queued:
                 break
         requests = batcher.pending.pop(url, [])
-        if not requests:
-            return
+        if requests:
+            await self._fetch(url, requests)
+
+    async def _fetch(self, url: str, requests: list[_Request]) -> None:
+        """Fetch the ranges of ``requests`` from ``url`` in one call; settle their futures."""
         try:
             store, path = self._registry.resolve(url)
             if url.startswith("file://"):
@@ -369,6 +372,49 @@ class ManifestStore(Store):
                 request.future.set_exception(_short_read(request, url, len(buffer)))
             else:
                 request.future.set_result(buffer)
+
+    async def get_chunks(
+        self, keys: Sequence[str], prototype: BufferPrototype
+    ) -> list[Buffer | None]:
+        """Return the bytes of the chunks ``keys`` (None where a chunk is missing) in one go:
+        the ranges of each source object are fetched with one request, merged as in ``get``.
+
+        Raises as ``get`` does; a key that is not a chunk of this store raises
+        :class:`~virtualstac.errors.InvalidChunkKeyError`.
+        """
+        results: list[Buffer | None] = [None] * len(keys)
+        loop = asyncio.get_running_loop()
+        by_url: dict[str, list[_Request]] = {}
+        slots: list[tuple[int, asyncio.Future[Any]]] = []
+        for index, key in enumerate(keys):
+            located = self._locate_chunk(key)
+            if located is None:
+                raise InvalidChunkKeyError(f"{key!r} is not a chunk of this store")
+            entry = located[1].manifest.get_entry(located[2])
+            if entry is None:
+                continue
+            if entry["path"] == INLINED_CHUNK_PATH:
+                results[index] = prototype.buffer.from_bytes(entry["data"])
+            elif entry["length"] == 0:
+                results[index] = prototype.buffer.from_bytes(b"")
+            else:
+                future: asyncio.Future[Any] = loop.create_future()
+                start = entry["offset"]
+                by_url.setdefault(entry["path"], []).append(
+                    _Request(start, start + entry["length"], future, key)
+                )
+                slots.append((index, future))
+        await asyncio.gather(*(self._fetch(url, requests) for url, requests in by_url.items()))
+        failure: BaseException | None = None
+        for index, future in slots:
+            error = future.exception()
+            if error is None:
+                results[index] = prototype.buffer.from_bytes(future.result())
+            elif failure is None:
+                failure = error
+        if failure is not None:
+            raise failure
+        return results
 
     async def get_partial_values(
         self,
