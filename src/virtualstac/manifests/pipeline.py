@@ -15,9 +15,11 @@ other store raise zarr's own errors.
 Reads of several chunks whose codecs all run synchronously (zarr's own, numcodecs', ours) take
 :mod:`virtualstac.manifests.decoding`: fetched in waves and decoded on a thread pool, instead of
 one coroutine and one thread hop per codec per chunk; ``numcodecs.zlib`` is decoded there by
-zlib-ng into a buffer of the chunk's size (:mod:`virtualstac.manifests.zlib_decoder`). Importing virtualstac makes it zarr's
-pipeline (``codec_pipeline.path``) unless another one was configured; with another pipeline
-(zarr's ``FusedCodecPipeline``, say) decoding errors stay zarr's own.
+zlib-ng into a buffer of the chunk's size (:mod:`virtualstac.manifests.zlib_decoder`).
+
+Importing virtualstac makes it zarr's pipeline (``codec_pipeline.path``) unless another one was
+configured; with another pipeline (zarr's ``FusedCodecPipeline``, say) decoding errors stay
+zarr's own.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """ManifestStore: a read-only Zarr store over a ManifestGroup.
 
 Metadata is served from the group; chunk bytes are read from their source objects through the
-object store registry. zarr-python asks for one chunk per ``get`` call (at most
-``async.concurrency`` at a time, 10 by default), so the store queues the requests that arrive
-within a short window, groups them by object, and fetches each object's ranges with one
-``obstore.get_ranges_async`` call that merges nearby ranges. Raising zarr's ``async.concurrency``
-lets more chunks share a request.
+object store registry. virtualstac's codec pipeline asks for the chunks of a read in waves
+(:meth:`ManifestStore.get_chunks`): each object's ranges are fetched with one
+``obstore.get_ranges_async`` call that merges nearby ranges. Other pipelines ask for one chunk
+per ``get`` call (at most ``async.concurrency`` at a time, 10 by default), so the store queues
+the requests that arrive within a short window and fetches them the same way.
 """
 
 from __future__ import annotations
