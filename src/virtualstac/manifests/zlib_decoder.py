@@ -41,6 +41,6 @@ class SizedZlib(Zlib):
 
 def sized_decoder[C](codec: C) -> C | SizedZlib:
     """``codec``, or its :class:`SizedZlib` twin when it is numcodecs' Zlib."""
-    if type(codec) is Zlib:
+    if isinstance(codec, Zlib) and type(codec) is Zlib:
         return SizedZlib(**codec.codec_config)
     return codec
