@@ -1,4 +1,5 @@
-"""Reads of many chunks: fetched in waves (one request per object), decoded on a thread pool."""
+"""Reads of many chunks: fetched in waves (one request per object), decoded on a thread pool,
+numcodecs' zlib and shuffle by their GIL-free twins."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from servers import HTTPServer
 from virtualstac import ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import InvalidChunkKeyError
 from virtualstac.manifests import decoding
-from virtualstac.manifests.zlib_decoder import SizedZlib, sized_decoder
+from virtualstac.manifests.decoders import SizedShuffle, SizedZlib, decoder_twin
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def chunk_spec(n: int) -> ArraySpec:
 def test_sized_zlib_decodes_as_the_standard_library() -> None:
     values = np.linspace(0, 1, 1000, dtype="<f4").tobytes()
     stream = zlib.compress(bytes(Shuffle(4).encode(values)), 4)
-    codec = sized_decoder(zarr.codecs.numcodecs.Zlib(level=4))
+    codec = decoder_twin(zarr.codecs.numcodecs.Zlib(level=4))
     assert isinstance(codec, SizedZlib)
     buffer = default_buffer_prototype().buffer.from_bytes(stream)
 
@@ -133,10 +134,34 @@ def test_sized_zlib_decodes_as_the_standard_library() -> None:
         )
 
 
-def test_only_numcodecs_zlib_gets_a_sized_twin() -> None:
+@pytest.mark.parametrize("dtype", ["<i2", "<f4", ">f4", "<f8", "<u1"])
+def test_sized_shuffle_unshuffles_as_numcodecs(dtype: str) -> None:
+    values = np.linspace(-100, 100, 999).astype(dtype).tobytes()
+    itemsize = np.dtype(dtype).itemsize
+    shuffled = bytes(Shuffle(itemsize).encode(values))
+    codec = decoder_twin(zarr.codecs.numcodecs.Shuffle(elementsize=itemsize))
+    assert isinstance(codec, SizedShuffle)
+
+    buffer = default_buffer_prototype().buffer.from_bytes(shuffled)
+    decoded = codec._decode_sync(buffer, chunk_spec(len(values) // 4))
+
+    assert decoded.to_bytes() == values
+
+
+def test_sized_shuffle_refuses_partial_elements_as_numcodecs_does() -> None:
+    codec = decoder_twin(zarr.codecs.numcodecs.Shuffle(elementsize=4))
+    with pytest.raises(ValueError, match="not an integer multiple of elementsize"):
+        codec._decode_sync(default_buffer_prototype().buffer.from_bytes(b"12345"), chunk_spec(1))
+
+
+def test_only_numcodecs_zlib_and_shuffle_get_twins() -> None:
     gzip = zarr.codecs.numcodecs.GZip(level=4)
-    assert sized_decoder(gzip) is gzip
-    assert sized_decoder(zarr.codecs.numcodecs.Zlib(level=1)).to_dict() == {
+    assert decoder_twin(gzip) is gzip
+    assert decoder_twin(zarr.codecs.numcodecs.Zlib(level=1)).to_dict() == {
         "name": "numcodecs.zlib",
         "configuration": {"level": 1},
+    }
+    assert decoder_twin(zarr.codecs.numcodecs.Shuffle(elementsize=8)).to_dict() == {
+        "name": "numcodecs.shuffle",
+        "configuration": {"elementsize": 8},
     }

@@ -17,6 +17,7 @@ raise the codec's own exception, as with zarr's pipeline.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -88,7 +89,7 @@ async def read_concurrently(
     """Fetch and decode every chunk of ``batch`` into ``out``; see the module's description."""
     store = batch[0][0].store
     spec = batch[0][1]
-    chunk_nbytes = max(1, spec.dtype.to_native_dtype().itemsize * _product(spec.shape))
+    chunk_nbytes = max(1, spec.dtype.to_native_dtype().itemsize * math.prod(spec.shape))
     per_wave = max(1, min(MAX_WAVE_CHUNKS, WAVE_BYTES // chunk_nbytes))
     loop = asyncio.get_running_loop()
     pool = decode_pool()
@@ -185,10 +186,3 @@ def _decode_one(
             f"{describe_chunk(getter.path)} does not decode ({describe(err)}): the source is "
             "damaged, or the reference's offset or length is wrong"
         ) from err
-
-
-def _product(shape: tuple[int, ...]) -> int:
-    total = 1
-    for size in shape:
-        total *= size
-    return total

@@ -14,8 +14,8 @@ other store raise zarr's own errors.
 
 Reads of several chunks whose codecs all run synchronously (zarr's own, numcodecs', ours) take
 :mod:`virtualstac.manifests.decoding`: fetched in waves and decoded on a thread pool, instead of
-one coroutine and one thread hop per codec per chunk; ``numcodecs.zlib`` is decoded there by
-zlib-ng into a buffer of the chunk's size (:mod:`virtualstac.manifests.zlib_decoder`).
+one coroutine and one thread hop per codec per chunk; ``numcodecs.zlib`` and ``shuffle`` are
+decoded there without the GIL (:mod:`virtualstac.manifests.decoders`).
 
 Importing virtualstac makes it zarr's pipeline (``codec_pipeline.path``) unless another one was
 configured; with another pipeline (zarr's ``FusedCodecPipeline``, say) decoding errors stay
@@ -38,9 +38,9 @@ from zarr.core.indexing import SelectorTuple
 from zarr.registry import register_pipeline
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
+from virtualstac.manifests.decoders import decoder_twin
 from virtualstac.manifests.decoding import can_read_concurrently, read_concurrently
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.manifests.zlib_decoder import sized_decoder
 from virtualstac.storage.failures import describe
 
 __all__ = ["ManifestCodecPipeline"]
@@ -59,7 +59,7 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
     def _transform(self) -> ChunkTransform | None:
         """The codecs as one synchronous chain; None if one of them is asynchronous only."""
         try:
-            return ChunkTransform(codecs=tuple(sized_decoder(codec) for codec in self))
+            return ChunkTransform(codecs=tuple(decoder_twin(codec) for codec in self))
         except TypeError:
             return None
 
