@@ -52,7 +52,7 @@ class SizedShuffle(Shuffle):
     """
 
     def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        size = int(self.codec_config.get("elementsize", 4))  # type: ignore[call-overload]
+        size = self._codec.elementsize
         data = chunk_data.as_numpy_array()
         if size not in (2, 4, 8) or data.nbytes % size:
             return super()._decode_sync(chunk_data, chunk_spec)
