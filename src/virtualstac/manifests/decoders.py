@@ -52,7 +52,7 @@ class SizedShuffle(Shuffle):
     """
 
     def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        size = self._codec.elementsize
+        size: int = getattr(self._codec, "elementsize", 4)
         data = chunk_data.as_numpy_array()
         if size not in (2, 4, 8) or data.nbytes % size:
             return super()._decode_sync(chunk_data, chunk_spec)
