@@ -7,6 +7,7 @@ Usage::
     python benchmarks/run_all.py --quick    # small sizes, one run each (a smoke test), writes
                                             # benchmarks/results/quick/ (not committed)
     python benchmarks/run_all.py --results DIR
+    python benchmarks/run_all.py --only store_read,parsers   # some benchmarks (bench_NAME.py)
 
 Each figure is measured in a fresh subprocess of this Python; see benchmarks/README.md for what
 every figure means. Nothing here asserts on timings: the script only prints and writes.
@@ -49,6 +50,11 @@ def main() -> None:
         type=Path,
         help="directory for results.md and the plots (benchmarks/results/, quick/ with --quick)",
     )
+    parser.add_argument(
+        "--only",
+        help="comma-separated benchmarks to run (manifest, store_read, parsers, requests, "
+        "writers, kerchunk_open); all by default",
+    )
     args = parser.parse_args()
     results_dir = args.results or (RESULTS / "quick" if args.quick else RESULTS)
 
@@ -80,14 +86,21 @@ def main() -> None:
     rows: list[Row] = []
     sections: list[tuple[str, list[Row]]] = []
     series: list[Series] = []
-    for title, module in (
+    benchmarks = (
         ("Chunk manifests", bench_manifest),
         ("Read throughput (uncompressed MB per second)", bench_store_read),
         ("Parsers (per file, and open_virtual_mfdataset)", bench_parsers),
         ("Requests per open", bench_requests),
         ("Writers", bench_writers),
         ("Kerchunk opening", bench_kerchunk_open),
-    ):
+    )
+    if args.only:
+        wanted = {f"bench_{name.strip()}" for name in args.only.split(",")}
+        unknown = wanted - {module.__name__ for _, module in benchmarks}
+        if unknown:
+            parser.error(f"no such benchmark: {', '.join(sorted(unknown))}")
+        benchmarks = tuple((t, m) for t, m in benchmarks if m.__name__ in wanted)
+    for title, module in benchmarks:
         section = module.run(quick=args.quick)
         sections.append((title, section))
         rows += section
@@ -97,7 +110,7 @@ def main() -> None:
     print("\n" + "=" * 30 + " summary " + "=" * 30)
     for title, section in sections:
         print_table(title, section, peer_skipped=not peer_available())
-    mode = "quick" if args.quick else "full"
+    mode = ("quick" if args.quick else "full") + (f" (only {args.only})" if args.only else "")
     elapsed = time.perf_counter() - start
     print(f"\n{len(rows)} figures ({mode} run) in {elapsed:.0f} s")
     header = [
