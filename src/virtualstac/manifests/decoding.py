@@ -126,11 +126,9 @@ async def read_concurrently(
                 results.extend(done)
         return tuple(results)
     finally:
-        # On a failure, chunks already submitted finish (or are cancelled) before the error
-        # reaches the caller, so nothing writes into ``out`` afterwards.
+        # On a failure, the chunks already submitted (two waves at most) finish before the
+        # error reaches the caller, so nothing writes into ``out`` afterwards.
         pending = [future for futures in waves for future in futures if not future.done()]
-        for future in pending:
-            future.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
 
