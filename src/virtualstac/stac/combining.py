@@ -238,9 +238,7 @@ def _mosaic_of(
     cubes = []
     for ids in grids.values():
         tile = [item for item in items if item.id in ids]
-        cubes.append(
-            _concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times)
-        )
+        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times))
     try:
         return mosaic(cubes)
     except (MosaicError, IncompatibleArraysError) as err:

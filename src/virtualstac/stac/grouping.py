@@ -150,7 +150,7 @@ def _property(name: str) -> Callable[[pystac.Item], Hashable]:
                 f"item {item.id!r} has no property {name!r} to group by; groupby takes "
                 "'time', 'solar_day', 'id', an Item property or a function"
             )
-        value = item.properties[name]
+        value: Hashable = item.properties[name]
         try:
             hash(value)
         except TypeError:

@@ -35,6 +35,7 @@ from virtualstac.stac.asset_reading import (
     _Projection,
 )
 from virtualstac.stac.authorization import Authorization, asset_registry
+from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.combining import (
     Grid,
     MixedGridsError,
@@ -556,6 +557,7 @@ def _task(
         decode_times=overrides.decode_times,
         projection=_projection(asset, item),
         overview_level=overrides.overview_level,
+        bands=asset_bands(asset),
     )
 
 
