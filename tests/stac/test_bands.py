@@ -22,7 +22,7 @@ from tiff_files import pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.stac import open_published, open_stac, publish
-from virtualstac.stac.bands import BandMetadataError
+from virtualstac.stac.bands import BandMetadataError, StacBand, asset_bands
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 NAMES = ["B02", "B03", "B04", "B08"]
@@ -202,3 +202,16 @@ def test_published_stores_keep_labels_and_scaling(tmp_path: Path, format: str, t
     )
     values = read["reflectance"].transpose("time", "band", "y", "x").values
     np.testing.assert_allclose(values, expected, rtol=1e-12)
+
+
+def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> None:
+    assert asset_bands(pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]})) == (
+        StacBand(nodata="nan"),
+    )
+    path = reflectance(tmp_path / "bare.tif", nodata=None)
+    fraction = {"raster:bands": [{"nodata": 0.5}] * 4}
+
+    with pytest.warns(RuntimeWarning, match="STAC nodata 0.5 does not fit uint16; it is ignored"):
+        dataset = open_stac(item_with(path, fraction), ["reflectance"])
+
+    assert "_FillValue" not in dataset["reflectance"].attrs
