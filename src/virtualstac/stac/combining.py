@@ -235,12 +235,16 @@ def _mosaic_of(
     times: Mapping[str, np.datetime64],
 ) -> xr.Dataset:
     """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
-    cubes = []
+    cubes, labels = [], []
     for ids in grids.values():
+        shown = ", ".join(map(repr, ids[:3])) + (
+            f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+        )
+        labels.append(f"item{'s' if len(ids) > 1 else ''} {shown}")
         tile = [item for item in items if item.id in ids]
         cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times))
     try:
-        return mosaic(cubes)
+        return mosaic(cubes, labels)
     except (MosaicError, IncompatibleArraysError) as err:
         error = _mixed_grids_error("the items", grids)
         raise MixedGridsError(
