@@ -436,8 +436,6 @@ def test_options_that_contradict_references_are_refused(scenes: Scenes) -> None:
         open_stac(item, references=True, use_published=True)
     with pytest.raises(TypeError, match="chunks, mask_and_scale apply to values"):
         open_stac(item, references=True, chunks={}, mask_and_scale=False)
-    with pytest.raises(ValueError, match="groupby must be None or 'time'"):
-        open_stac(scenes.items, groupby="solar_day")
     with pytest.raises(TypeError, match="concat_dim combine Items"):
         open_asset(item.assets["B02"], concat_dim="time")
 

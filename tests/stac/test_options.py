@@ -95,3 +95,15 @@ def test_the_intake_driver_checks_options_against_their_definition(tmp_path: Pat
         intake.open_catalog(str(catalog))["wrong"].to_dask()
     with pytest.raises(ValueError, match=r"unknown argument.*'use_publish'.*use_published"):
         StacVirtualSource("item.json", use_publish=True)
+
+
+def test_the_intake_driver_checks_a_type_alias_through_its_value(tmp_path: Path) -> None:
+    # groupby is a GroupBy: a string (solar_day, a property name) or a function.
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        "sources:\n  wrong:\n    driver: stac_virtual\n    args:\n"
+        "      url: item.json\n      groupby: [1, 2]\n"
+    )
+    with pytest.raises(ValueError, match="argument 'groupby' must be a string or a function"):
+        intake.open_catalog(str(catalog))["wrong"].to_dask()
+    assert StacVirtualSource("item.json", groupby="solar_day").options == {"groupby": "solar_day"}

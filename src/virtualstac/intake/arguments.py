@@ -14,7 +14,7 @@ import datetime as dt
 import inspect
 import types
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeAliasType, Union, get_args, get_origin
 
 from virtualstac.errors import InvalidCatalogArgumentError
 
@@ -104,6 +104,8 @@ class Arguments:
     def fits(self, value: Any, hint: Any) -> bool:
         """Whether ``value`` is of the type ``hint`` describes (unions, literals, lists of
         strings, mappings, functions and classes)."""
+        if isinstance(hint, TypeAliasType):
+            return self.fits(value, hint.__value__)
         origin, parts = get_origin(hint), get_args(hint)
         if origin in (Union, types.UnionType):
             return any(self.fits(value, part) for part in parts)
@@ -125,6 +127,8 @@ class Arguments:
 
     def described(self, hint: Any) -> str:
         """What ``hint`` asks for, in words of a catalog: ``true or false``, ``a string``..."""
+        if isinstance(hint, TypeAliasType):
+            return self.described(hint.__value__)
         origin, parts = get_origin(hint), get_args(hint)
         if origin in (Union, types.UnionType):
             alternatives = [self.described(p) for p in parts if p is not type(None)]

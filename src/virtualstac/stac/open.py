@@ -129,6 +129,11 @@ def open_stac(
         how URLs are signed, and what the catalog may make us read beyond its own assets (see
         ``docs/security.md``). A registry of your own is your authorization.
 
+        ``groupby``: which Items form one time step (their tiles joined side by side):
+        ``"time"`` (the default: the same datetime), ``"solar_day"`` (the same local solar
+        date, as odc-stac), ``"id"`` (each Item alone), an Item property name, or a function
+        ``item -> key``; see ``docs/time-and-mosaics.md``.
+
         ``loadable_variables``, ``drop_variables``, ``group``, ``decode_times``,
         ``overview_level``: as in :func:`virtualstac.open_virtual_dataset`; they override
         the assets' ``virtual:`` fields. ``concat_dim`` overrides ``virtual:concat_dim``.
@@ -141,6 +146,8 @@ def open_stac(
         If an asset key asked for is missing from an Item.
     MixedGridsError
         If assets or Items lie on different grids and ``group_by`` is not ``"grid"``.
+    DuplicateTimeError, OverlappingItemsError
+        If two time steps would share a time, or Items of one step cover the same pixels.
     UnregisteredURLError
         If the catalog makes us read outside its assets and what you authorized.
     """
@@ -157,9 +164,6 @@ def _open_stac(
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
-    groupby = options.get("groupby")
-    if groupby not in (None, "time"):
-        raise ValueError(f"groupby must be None or 'time' (equal datetimes), got {groupby!r}")
     wanted = [assets] if isinstance(assets, str) else None if assets is None else list(assets)
     if _wants_references(options):
         return _parse(stac, wanted, group_by, options)[0]
@@ -312,7 +316,8 @@ def _parse(
         return _single(items[0].id, grouped[items[0].id], group_by), registry
     concat_dim = options.get("concat_dim")
     dims = {task.item_id: _concat_dim_of(task, concat_dim, items) for task in tasks}
-    return _combine_items(items, grouped, dims, group_by), registry
+    groupby = options.get("groupby") or "time"
+    return _combine_items(items, grouped, dims, group_by, groupby), registry
 
 
 def _overrides(options: OpenOptions) -> _Overrides:

@@ -11,12 +11,11 @@ because it chooses what comes back (a dataset, or a dict of datasets per grid); 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from typing import Any, Literal, TypedDict
 
-import pystac
-
+from virtualstac.stac.grouping import GroupBy
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["DECODING_OPTIONS", "OPTION_NAMES", "READING_OPTIONS", "OpenOptions"]
@@ -32,8 +31,9 @@ class OpenOptions(TypedDict, total=False):
     sign: Callable[[str], str] | None
     """Applied to every URL when it is read (e.g. ``planetary_computer.sign``); references
     keep naming the unsigned URL."""
-    groupby: str | Callable[[pystac.Item], Hashable] | None
-    """Which Items form one step of ``concat_dim``: ``None`` or ``"time"`` (equal datetimes)."""
+    groupby: GroupBy | None
+    """Which Items form one time step: ``"time"`` (the default: equal datetimes),
+    ``"solar_day"``, ``"id"``, an Item property name or a function ``item -> key``."""
     parallel: Executor | Literal["dask"] | bool | Any
     """As in :func:`virtualstac.open_virtual_mfdataset`: ``False``, ``True``/``"dask"``, an
     ``Executor`` or a ``dask.distributed.Client``; assets are parsed as parallel tasks."""

@@ -17,6 +17,7 @@ from pystac_client import ItemSearch
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
+from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.fields import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -226,6 +227,7 @@ def _task(
         decode_times=overrides.decode_times,
         projection=_projection(asset, item),
         overview_level=overrides.overview_level,
+        bands=asset_bands(asset),
     )
 
 
