@@ -44,6 +44,7 @@ from virtualstac.stac.published_asset import (
     add_published_asset,
     storage_scheme,
 )
+from virtualstac.stac.relocation import publishing_root
 from virtualstac.stac.storage import (
     StorageScheme,
     bucket_scheme,
@@ -217,6 +218,7 @@ def publish(
                 message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
                 metadata={"virtualstac.items": len(new)},
                 record=record,
+                root=_local(publishing_root(collection)),
             )
         store = PublishedStore(
             "icechunk",
@@ -226,6 +228,7 @@ def publish(
             ids,
             (*previous.sources, *sources),
             version=version.snapshot,
+            root=publishing_root(collection),
         )
         described = version.dataset
     else:
@@ -252,12 +255,18 @@ def publish(
             parser=references.parser,
             size=references.size,
             checksum=references.checksum,
+            root=publishing_root(collection),
         )
         described = references.dataset
     schemes = _schemes(place, store.containers, settings, declared)
     add_published_asset(collection, key, store, described, schemes)
     _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
+
+
+def _local(root: str | None) -> str | None:
+    """A local catalog directory, whose Icechunk references are named after it."""
+    return root if root is not None and root.startswith("file://") else None
 
 
 def _items_and_collection(

@@ -26,6 +26,7 @@ from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
+from virtualstac.stac.relocation import declare_root_container, named_location
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import write_icechunk
@@ -61,6 +62,7 @@ class _Commit:
     message: str
     metadata: Mapping[str, Any]
     record: PublishRecord
+    root: str | None = None
 
     def metadata_with(
         self, containers: Iterable[str], summary: Mapping[str, Any]
@@ -80,6 +82,7 @@ def publish_repository(
     message: str,
     metadata: Mapping[str, Any],
     record: PublishRecord,
+    root: str | None = None,
 ) -> RepositoryVersion:
     """Commit ``dataset`` to the repository at ``target``; describe it if ``dataset`` is None.
 
@@ -89,12 +92,14 @@ def publish_repository(
     ``containers`` must be declared in the repository (they are, unless a publish was killed
     between its commit and saving them). ``record`` goes into the commit's metadata.
     A sequence of datasets is an image pyramid (finest first), written and appended level by
-    level as a multiscales group (:mod:`virtualstac.stac.levels`).
+    level as a multiscales group (:mod:`virtualstac.stac.levels`). ``root``, the local
+    directory of a relocatable catalog, makes references below it relative to a named
+    container (:mod:`virtualstac.stac.relocation`).
     """
     commit = (
         None
         if dataset is None
-        else _Commit(dataset, concat_dim, registry, message, metadata, record)
+        else _Commit(dataset, concat_dim, registry, message, metadata, record, root)
     )
     with icechunk_failures(target.href):
         if base is None:
@@ -199,20 +204,35 @@ def _commit(
     Returns the repository (opened anew with the added containers) and the snapshot.
     """
     config = repository.config
-    declared = set(config.virtual_chunk_containers or {})
-    ensure_containers(config, required_containers(group, commit.registry))
+    declared = _named_containers(config)
+    required = required_containers(group, commit.registry)
+    root = commit.root
+    if root is not None:
+        declare_root_container(config, root)
+        required = [spec for spec in required if not spec.prefix.startswith(root)]
+    ensure_containers(config, required)
     containers = set(config.virtual_chunk_containers or {})
-    grown = containers != declared
+    grown = _named_containers(config) != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
-    summary = write_icechunk(group, session.store, append_dim=commit.concat_dim if append else None)
+    summary = write_icechunk(
+        group,
+        session.store,
+        append_dim=commit.concat_dim if append else None,
+        locations=None if root is None else named_location(root),
+    )
     snapshot = session.commit(
         commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
     )
     if grown:
         repository.save_config()
     return repository, str(snapshot)
+
+
+def _named_containers(config: Any) -> dict[str, str | None]:
+    """The prefixes of the declared containers and their names (a name may be added)."""
+    return {prefix: c.name for prefix, c in (config.virtual_chunk_containers or {}).items()}
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:

@@ -22,6 +22,7 @@ from typing import Any
 import icechunk
 import obstore
 import pystac
+from pystac.utils import make_absolute_href
 
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
@@ -151,7 +152,7 @@ class PreviousStore:
             version=asset.extra_fields.get(_VERSION_PROP),
             containers=tuple(asset.extra_fields.get(CONTAINERS_PROP) or ()),
             sources=tuple(
-                SourceAsset(str(entry["key"]), str(entry["href"]))
+                SourceAsset(str(entry["key"]), _absolute(str(entry["href"]), asset))
                 for entry in asset.extra_fields.get("vrt:hrefs") or ()
             ),
             schemes=scheme_options(asset, trust_endpoints=True),
@@ -310,3 +311,10 @@ def _references_record(target: Target, kerchunk_format: str) -> PublishRecord | 
     return PublishRecord.from_json(
         section.get(RECORD_KEY) if isinstance(section, Mapping) else None
     )
+
+
+def _absolute(href: str, asset: pystac.Asset) -> str:
+    """A ``vrt:hrefs`` entry as an absolute href (a relocatable catalog records it relative)."""
+    start = asset.owner.get_self_href() if asset.owner is not None else None
+    path, hash, fragment = href.partition("#")
+    return make_absolute_href(path, start) + hash + fragment if start else href

@@ -54,6 +54,7 @@ from virtualstac.stac.published_stores import (
     published_assets,
     stores_by_grid,
 )
+from virtualstac.stac.relocation import moved, relocation
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -167,6 +168,8 @@ def _open_stores(
     if found is None:
         return None
     what, stores, items = found
+    if not stores:
+        return None
     choices = choose_stores(stores, None if assets is None else list(assets))
     for choice in choices:
         _refuse(parse_options, choice.asset)
@@ -354,6 +357,8 @@ def open_published(
         )
     dropped = None if drop_variables is None else list(drop_variables)
     url = normalize_url(href).rstrip("/")
+    mapping = relocation(asset)
+    containers = [moved(prefix, mapping) for prefix in containers]
     authorization = Authorization.of(
         authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
     )
@@ -365,13 +370,12 @@ def open_published(
     check_containers(asset, url, containers, authorization)
     schemes = scheme_options(asset, trust_endpoints=authorization.trust_catalog_endpoints)
     if fmt == "icechunk":
-        store = _icechunk_store(asset, url, containers, schemes, registry)
+        store = _icechunk_store(asset, url, containers, schemes, registry, mapping)
     else:
         reading = reading_registry([*containers, url], registry, schemes)
         parser_name = asset.extra_fields.get(PARSER_PROP) or detect_format(url, reading)
-        parser = (
-            KerchunkParquetParser() if parser_name == "kerchunk-parquet" else KerchunkJSONParser()
-        )
+        kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
+        parser = kind(relocate=mapping)
         store = parser(url, reading)
     dataset: xr.Dataset = xr.open_zarr(
         store,
@@ -389,6 +393,7 @@ def _icechunk_store(
     containers: Sequence[str],
     schemes: Mapping[str, Mapping[str, Any]],
     registry: ObjectStoreRegistry | None,
+    mapping: Mapping[str, str],
 ) -> Any:
     options = store_options(url, registry)
     target = Target(url, options if options is not None else _options_for(url, schemes))
@@ -403,7 +408,8 @@ def _icechunk_store(
             target.icechunk_storage(), config=config, authorize_virtual_chunk_access=authorized
         )
         # The saved containers, bounded by the registry's timeouts for this read only.
-        bounded = reading_config(repository.config, network, {s.prefix: s.options for s in specs})
+        options = {spec.prefix: spec.options for spec in specs}
+        bounded = reading_config(repository.config, network, options, relocate=mapping)
         repository = repository.reopen(config=bounded, authorize_virtual_chunk_access=authorized)
         session = (
             repository.readonly_session(snapshot_id=version)
@@ -413,7 +419,7 @@ def _icechunk_store(
     if any(prefix.startswith("file://") for prefix in containers):
         # Icechunk follows links below a local container: check where each chunk leads.
         check_local_locations(session.all_virtual_chunk_locations(), containers)
-    check_local_sources(repository, session.snapshot_id, url)
+    check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     return CheckedIcechunkStore(session.store, url)
 
 
