@@ -6,13 +6,14 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pystac
 import pytest
+from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
-from virtualstac.stac import open_stac, publish
+from virtualstac.stac import SCHEMA_URI, open_stac, publish
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -24,6 +25,13 @@ TARGETS = {
     "json": ("kerchunk", "json", "scenes.json"),
     "parquet": ("kerchunk", "parquet", "scenes.parq"),
 }
+
+
+@pytest.fixture
+def validator() -> Any:
+    if not SCHEMAS.is_dir():
+        pytest.skip(MISSING_REASON)
+    return offline_validator()
 
 
 def self_contained(scenes: Scenes, directory: Path) -> pystac.Collection:
@@ -40,7 +48,7 @@ def self_contained(scenes: Scenes, directory: Path) -> pystac.Collection:
 
 @pytest.mark.parametrize("layout", list(TARGETS))
 def test_a_moved_catalog_opens_with_the_same_values(
-    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str, validator: Any
 ) -> None:
     format, kerchunk_format, name = TARGETS[layout]
     collection = self_contained(scenes, tmp_path)
@@ -51,6 +59,8 @@ def test_a_moved_catalog_opens_with_the_same_values(
     assert asset["href"] == f"./{name}"
     assert asset["vrt:hrefs"][0] == {"key": "B02", "href": "./S2_0/S2_0.json#/assets/B02"}
     assert [link["href"] for link in saved["links"] if link["rel"] == "store"] == [f"./{name}"]
+    assert asset["virtual:root"] == tmp_path.as_uri() + "/"
+    assert SCHEMA_URI in collection.validate(validator=validator)
     before = open_stac(pystac.Collection.from_file(str(tmp_path / "collection.json"))).load()
 
     elsewhere = tmp_path.parent / f"{tmp_path.name}-moved"
