@@ -133,4 +133,5 @@ def test_a_variable_in_both_formats_opens_from_icechunk_once(
     assert sorted(dataset.data_vars) == ["B02", "B03"]
     chosen = choose_stores(published_assets(collection), None)
     assert [(c.key, c.variables) for c in chosen] == [("b02", None), ("kerchunk", ("B03",))]
+    assert list(open_stac(collection, drop_variables=iter(["B03"])).data_vars) == ["B02"]
     assert_bands(dataset, scenes, read_band)

@@ -22,11 +22,10 @@ from typing import Any
 import icechunk
 import obstore
 import pystac
-from pystac.utils import make_absolute_href
 
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
-from virtualstac.stac.published_asset import SourceAsset
+from virtualstac.stac.published_asset import SourceAsset, absolute_source
 from virtualstac.stac.targets import (
     PublishError,
     StoreRecordedElsewhereError,
@@ -315,6 +314,4 @@ def _references_record(target: Target, kerchunk_format: str) -> PublishRecord | 
 
 def _absolute(href: str, asset: pystac.Asset) -> str:
     """A ``vrt:hrefs`` entry as an absolute href (a relocatable catalog records it relative)."""
-    start = asset.owner.get_self_href() if asset.owner is not None else None
-    path, hash, fragment = href.partition("#")
-    return make_absolute_href(path, start) + hash + fragment if start else href
+    return absolute_source(href, asset.owner.get_self_href() if asset.owner is not None else None)

@@ -171,6 +171,7 @@ def _open_stores(
     if not stores:
         return None
     choices = choose_stores(stores, None if assets is None else list(assets))
+    dropped = None if drop_variables is None else list(drop_variables)  # read once per store
     for choice in choices:
         _refuse(parse_options, choice.asset)
     parts: list[tuple[str, xr.Dataset]] = []
@@ -178,13 +179,14 @@ def _open_stores(
         dataset = open_published(
             choice.asset,
             registry=registry,
-            drop_variables=drop_variables,
+            drop_variables=dropped,
             decode_times=decode_times,
             overview_level=overview_level,
             **_authorizing(authorization),
         )
         if choice.variables is not None:
-            dataset = _select_assets(dataset, list(choice.variables), choice.asset)
+            kept = [name for name in choice.variables if name not in (dropped or ())]
+            dataset = _select_assets(dataset, kept, choice.asset)
         if items is not None:
             covered = choice.asset.extra_fields[ITEMS_PROP]
             if isinstance(stac, pystac.Item):

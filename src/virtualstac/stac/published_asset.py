@@ -48,6 +48,7 @@ __all__ = [
     "ZARR_SCHEMA_URI",
     "PublishedStore",
     "SourceAsset",
+    "absolute_source",
     "add_published_asset",
     "multihash_sha256",
     "storage_scheme",
@@ -101,6 +102,14 @@ class PublishedStore:
     size: int | None = None
     checksum: str | None = None
     root: str | None = None
+
+
+def absolute_source(href: str, start: str | None) -> str:
+    """A ``vrt:hrefs`` entry made absolute against ``start`` (its fragment kept), if given."""
+    if not start:
+        return href
+    path, hash, fragment = href.partition("#")
+    return make_absolute_href(path, start) + hash + fragment
 
 
 def multihash_sha256(data: bytes) -> str:
