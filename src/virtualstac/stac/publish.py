@@ -33,7 +33,8 @@ from virtualstac.progress import step
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
-from virtualstac.stac.publish_icechunk import publish_repository
+from virtualstac.stac.publish_distributed import Batches, is_cluster
+from virtualstac.stac.publish_icechunk import Writes, publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
 from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
 from virtualstac.stac.published_asset import (
@@ -108,7 +109,11 @@ def publish(
         (``endpoint``, ``region``, ``access_key_id``, ...); never written into STAC.
     parallel, progress
         As for :func:`open_stac`: sources are parsed as parallel tasks; ``progress`` shows
-        progress bars on stderr while sources are parsed and the store is written.
+        progress bars on stderr while sources are parsed and the store is written. With a
+        ``dask.distributed`` Client and ``format="icechunk"``, the workers parse the items in
+        batches and write their references into forks of the repository's session, which this
+        process merges and commits once (:mod:`virtualstac.stac.publish_distributed`); Kerchunk
+        references are parsed on the workers and written here.
     drop_variables
         Variables to leave out of the store.
     overviews
@@ -136,6 +141,9 @@ def publish(
     IncompatibleArraysError
         If new items do not fit the published store (another grid, other variables, or times
         before its end).
+    WorkerLostError
+        If a worker of the ``parallel`` cluster died: nothing was committed or recorded, and
+        publishing again completes.
     """
     if format not in MEDIA_TYPES:
         raise ValueError(f"format must be 'icechunk' or 'kerchunk', got {format!r}")
@@ -186,9 +194,23 @@ def publish(
         )
         return cast(xr.Dataset, level)
 
+    base = previous.version if previous.recorded else None
     # With nothing new, the adopted store is recorded as it is.
     dataset: Levels | None = None
-    if new:
+    batches: Writes | None = None
+    if new and format == "icechunk" and is_cluster(parallel):
+        batches = Batches(
+            parallel,
+            new,
+            assets=wanted,
+            registry=registry,
+            drop_variables=drop_variables,
+            concat_dim=concat_dim,
+            overviews=overviews,
+            appending=None if base is None else (place, base),
+            where=place.href,
+        )
+    elif new:
         dataset = open_levels(open_level) if overviews else open_level(None)
     ids = (*previous.items, *(item.id for item in new))
     record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
@@ -198,9 +220,9 @@ def publish(
     if format == "icechunk":
         with writing:
             version = publish_repository(
-                dataset,
+                dataset if batches is None else batches,
                 place,
-                base=previous.version if previous.recorded else None,
+                base=base,
                 containers=previous.containers,
                 concat_dim=concat_dim,
                 registry=registry,
