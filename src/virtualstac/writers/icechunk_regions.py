@@ -129,7 +129,7 @@ def stack_layouts(layouts: Sequence[Layout], dim: str, where: str) -> tuple[Layo
     starts: list[int] = []
     total = 0
     for number, layout in enumerate(layouts):
-        if list(layout.nodes) != list(first.nodes):
+        if set(layout.nodes) != set(first.nodes):
             raise IncompatibleArraysError(
                 f"the items cannot be stacked into the store at {where}: batch {number} holds "
                 f"{sorted(layout.nodes)}, batch 0 {sorted(first.nodes)}"
