@@ -25,6 +25,7 @@ import pytest
 import xarray as xr
 from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
 
+from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import WorkerLostError
 from virtualstac.stac import publish
@@ -196,3 +197,21 @@ def test_a_worker_killed_while_creating_the_repository_leaves_no_repository(
     client.wait_for_workers(2)
     publish(collection, target, parallel=client)
     assert_published(target, archive)
+
+
+def test_the_command_line_publishes_on_a_scheduler_or_in_processes(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    collection = collection_of(archive, tmp_path / "collection.json")
+    collection.save_object(include_self_link=False)
+    address = client.scheduler.address.removeprefix("tcp://")
+    with get_task_stream(client) as stream:
+        assert main(["publish", str(tmp_path / "collection.json"), str(tmp_path / "era.icechunk"),
+                     "--parallel", f"dask://{address}", "--no-progress"]) == 0  # fmt: skip
+    assert any("virtualstac-write" in task["key"] for task in stream.data)
+    assert_published(tmp_path / "era.icechunk", archive)
+    assert main(["publish", str(tmp_path / "collection.json"), str(tmp_path / "era.json"),
+                 "--format", "kerchunk", "--asset-key", "kerchunk", "--parallel", "processes",
+                 "--workers", "2", "--no-progress"]) == 0  # fmt: skip
+    saved = pystac.Collection.from_file(str(tmp_path / "collection.json"))
+    assert set(saved.assets) == {"icechunk", "kerchunk"}
