@@ -80,7 +80,7 @@ def test_batches_that_differ_outside_their_length_are_refused(tmp_path: Path) ->
             "the test",
         )
     second["time"].encoding["units"] = "hours since 2024-01-02 00:00:00"
-    with pytest.raises(IncompatibleArraysError, match="cannot stack 'time'.*attribute 'units'"):
+    with pytest.raises(IncompatibleArraysError, match=r"cannot stack 'time'.*attribute 'units'"):
         stack_layouts(
             [Layout.of(first.virtual.to_group()), Layout.of(second.virtual.to_group())],
             "time",

@@ -43,7 +43,7 @@ from virtualstac.writers.icechunk_regions import (
     write_region,
 )
 
-__all__ = ["BATCHES_PER_WORKER", "Batches", "is_cluster"]
+__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "is_cluster"]
 
 #: Batches per worker: more than one, so that a slow worker's share is taken by others.
 BATCHES_PER_WORKER = 4
@@ -55,43 +55,58 @@ def is_cluster(parallel: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class _Parse:
-    """How a worker opens its batch of items, and what it appends them to."""
+class Opening:
+    """How the items to publish are opened (here, or by a worker): which assets, how, stacked
+    along what."""
 
     assets: list[str] | None
     registry: ObjectStoreRegistry | None
     drop_variables: list[str] | None
     concat_dim: str
     overviews: bool
-    appending: tuple[Target, str] | None
 
-    def __call__(self, documents: list[dict[str, Any]]) -> ManifestGroup:
-        items = [pystac.Item.from_dict(document, migrate=False) for document in documents]
+    def __call__(self, items: list[pystac.Item], *, parallel: Any, progress: bool) -> Levels:
+        """The items' source assets as virtual datasets of references, with ``overviews``
+        every level of them (see :func:`~virtualstac.stac.levels.open_levels`)."""
 
         def open_level(overview_level: int | None) -> xr.Dataset:
             level = _open_stac(
                 items,
                 self.assets,
                 registry=self.registry,
-                parallel=False,
-                progress=False,
+                parallel=parallel,
+                progress=progress,
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
                 use_published=False,
                 overview_level=overview_level,
+                # The publisher owns the catalog: its storage schemes' endpoints are trusted.
                 trust_catalog_endpoints=self.registry is None,
             )
             return cast(xr.Dataset, level)
 
-        dataset: Levels = open_levels(open_level) if self.overviews else open_level(None)
+        return open_levels(open_level) if self.overviews else open_level(None)
+
+
+@dataclass(frozen=True)
+class _Parse:
+    """What a worker does with its batch: open it, and check it against the store."""
+
+    opening: Opening
+    appending: tuple[Target, str] | None
+
+    def __call__(self, documents: list[dict[str, Any]]) -> ManifestGroup:
+        items = [pystac.Item.from_dict(document, migrate=False) for document in documents]
+        dataset = self.opening(items, parallel=False, progress=False)
+        dim = self.opening.concat_dim
         if self.appending is None:
-            return first_group(dataset, self.concat_dim)
+            return first_group(dataset, dim)
         target, base = self.appending
         repository = icechunk.Repository.open(target.icechunk_storage())
         published = published_store(repository, base)
         if published is None:
-            return first_group(dataset, self.concat_dim)
-        return appending_group(dataset, published, self.concat_dim, target.href)
+            return first_group(dataset, dim)
+        return appending_group(dataset, published, dim, target.href)
 
 
 def _write(
@@ -113,16 +128,12 @@ class Batches(Writes):
         self,
         client: Any,
         items: Sequence[pystac.Item],
+        opening: Opening,
         *,
-        assets: Iterable[str] | None,
-        registry: ObjectStoreRegistry | None,
-        drop_variables: Iterable[str] | None,
-        concat_dim: str,
-        overviews: bool,
         appending: tuple[Target, str] | None,
         where: str,
     ) -> None:
-        """Parse ``items`` (in time order) on the workers of ``client``, batch by batch.
+        """Open ``items`` (in time order) on the workers of ``client``, batch by batch.
 
         ``appending`` is the repository and snapshot the items are appended to (None for a
         new repository); each worker checks that its batch fits it.
@@ -135,16 +146,9 @@ class Batches(Writes):
             If the batches, or the items in one, do not fit together or onto the store.
         """
         self._client = client
-        self._dim = concat_dim
+        self._dim = opening.concat_dim
         self._token = uuid.uuid4().hex[:12]
-        parse = _Parse(
-            None if assets is None else list(assets),
-            registry,
-            None if drop_variables is None else list(drop_variables),
-            concat_dim,
-            overviews,
-            appending,
-        )
+        parse = _Parse(opening, appending)
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
         documents = [_document(item) for item in items]
@@ -158,7 +162,7 @@ class Batches(Writes):
                 for n, group in enumerate(self._groups)
             ]
         )
-        self._layout, self._starts = stack_layouts(layouts, concat_dim, where)
+        self._layout, self._starts = stack_layouts(layouts, opening.concat_dim, where)
 
     def _key(self, step: str, number: int) -> str:
         return f"virtualstac-{step}-{number}-{self._token}"
