@@ -27,7 +27,7 @@ from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
 
 from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import WorkerLostError
+from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import publish
 
 DAYS = 6
@@ -215,3 +215,21 @@ def test_the_command_line_publishes_on_a_scheduler_or_in_processes(
                  "--workers", "2", "--no-progress"]) == 0  # fmt: skip
     saved = pystac.Collection.from_file(str(tmp_path / "collection.json"))
     assert set(saved.assets) == {"icechunk", "kerchunk"}
+
+
+def test_batches_that_do_not_stack_are_refused_and_nothing_is_written(
+    client: Client,
+    archive: list[pystac.Item],
+    tmp_path: Path,
+    write_band: Callable[..., Path],
+    make_item: Callable[..., pystac.Item],
+) -> None:
+    band = write_band(tmp_path / "band.tif", size=150, seed=1)
+    raster = make_item("raster", dt.datetime(2024, 1, 9, tzinfo=dt.UTC), {"data": (str(band), "")})
+    raster.assets["data"].media_type = "image/tiff; application=geotiff"
+    raster.set_self_href(str(tmp_path / "items" / "raster.json"))
+    collection = collection_of([*archive, raster], tmp_path / "collection.json")
+    with pytest.raises(IncompatibleArraysError, match="cannot be stacked"):
+        publish(collection, tmp_path / "era.icechunk", parallel=client)
+    assert not (tmp_path / "era.icechunk").exists()
+    assert "icechunk" not in collection.assets
