@@ -29,6 +29,7 @@ from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import publish
+from virtualstac.stac.publish_distributed import batched
 
 DAYS = 6
 
@@ -233,3 +234,14 @@ def test_batches_that_do_not_stack_are_refused_and_nothing_is_written(
         publish(collection, tmp_path / "era.icechunk", parallel=client)
     assert not (tmp_path / "era.icechunk").exists()
     assert "icechunk" not in collection.assets
+
+
+def test_batches_never_part_items_of_one_time_step(make_item: Callable[..., pystac.Item]) -> None:
+    """Items of the same datetime are one step (tiles of a mosaic): one worker opens them."""
+    moments = [dt.datetime(2024, 1, day, tzinfo=dt.UTC) for day in (1, 1, 1, 2, 3, 3)]
+    items = [make_item(f"i{n}", moment, {}) for n, moment in enumerate(moments)]
+    assert [[item.id for item in batch] for batch in batched(items, 2)] == [
+        ["i0", "i1", "i2"],
+        ["i3", "i4", "i5"],
+    ]
+    assert [len(batch) for batch in batched(items, 1)] == [3, 1, 2]

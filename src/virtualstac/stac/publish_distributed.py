@@ -43,7 +43,7 @@ from virtualstac.writers.icechunk_regions import (
     write_region,
 )
 
-__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "is_cluster"]
+__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "batched", "is_cluster"]
 
 #: Batches per worker: more than one, so that a slow worker's share is taken by others.
 BATCHES_PER_WORKER = 4
@@ -151,10 +151,9 @@ class Batches(Writes):
         parse = _Parse(opening, appending)
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
-        documents = [_document(item) for item in items]
         self._groups = [
-            client.submit(parse, documents[start : start + size], key=self._key("parse", n))
-            for n, start in enumerate(range(0, len(documents), size))
+            client.submit(parse, [_document(item) for item in batch], key=self._key("parse", n))
+            for n, batch in enumerate(batched(items, size))
         ]
         layouts = self._gather(
             [
@@ -210,6 +209,22 @@ class Batches(Writes):
     def release(self) -> None:
         """Let the workers drop the parsed batches."""
         self._client.cancel(self._groups)
+
+
+def batched(items: Sequence[pystac.Item], size: int) -> list[list[pystac.Item]]:
+    """``items`` (in time order) cut into batches of about ``size``, never between two items
+    of the same time: opened together, those form one time step (``groupby="time"``)."""
+    batches: list[list[pystac.Item]] = []
+    for item in items:
+        if batches and (len(batches[-1]) < size or _when(item) == _when(batches[-1][-1])):
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    return batches
+
+
+def _when(item: pystac.Item) -> Any:
+    return item.datetime or item.common_metadata.start_datetime
 
 
 def _document(item: pystac.Item) -> dict[str, Any]:
