@@ -33,6 +33,7 @@ from virtualstac.stac.options import OpenOptions
 from virtualstac.stac.publish import PublishError, StoreRecordedElsewhereError, publish
 from virtualstac.stac.published import (
     PublishedStoreError,
+    PublishedStoreUnreadableError,
     open_published,
     published_asset,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "OpenOptions",
     "PublishError",
     "PublishedStoreError",
+    "PublishedStoreUnreadableError",
     "StacSource",
     "StorageScheme",
     "StorageSchemeError",

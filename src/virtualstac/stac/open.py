@@ -30,11 +30,10 @@ from virtualstac.stac.combining import (
     MixedGridsError,
     _combine_assets,
     _combine_items,
-    _grid_of,
     _single,
 )
 from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
-from virtualstac.stac.published import open_published_for
+from virtualstac.stac.published import open_published_for, open_published_grids
 from virtualstac.stac.selecting import (
     MEDIA_TYPE_PARSERS,
     AssetNotFoundError,
@@ -168,9 +167,9 @@ def _open_stac(
     if _wants_references(options):
         return _parse(stac, wanted, group_by, options)[0]
     if options.get("use_published") is not False:
-        published = _published(stac, wanted, options)
+        published = _published(stac, wanted, group_by, options)
         if published is not None:
-            return {_grid_of(published): published} if group_by == "grid" else published
+            return published
     parsed, registry = _parse(stac, wanted, group_by, options)
     if isinstance(parsed, dict):
         return {grid: _values(dataset, registry, options) for grid, dataset in parsed.items()}
@@ -251,12 +250,16 @@ def _values(dataset: xr.Dataset, registry: ObjectStoreRegistry, options: OpenOpt
 
 
 def _published(
-    stac: StacSource, wanted: list[str] | None, options: OpenOptions
-) -> xr.Dataset | None:
-    """The values of the store published for ``stac``, or None if there is none."""
+    stac: StacSource,
+    wanted: list[str] | None,
+    group_by: Literal["grid"] | None,
+    options: OpenOptions,
+) -> _Opened | None:
+    """The values of the stores published for ``stac``, or None if there are none."""
     registry = options.get("registry")
     reading = _reading(options)
-    return open_published_for(
+    opening = open_published_grids if group_by == "grid" else open_published_for
+    return opening(
         stac,
         parse_options={
             "sign": options.get("sign"),
