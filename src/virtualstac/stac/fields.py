@@ -19,6 +19,7 @@ __all__ = [
     "PARSER_PROP",
     "PREFIX",
     "PUBLISHED_FORMATS",
+    "ROOT_PROP",
     "SCHEMA_URI",
     "VARIABLE_PROP",
     "VERSION_PROP",
@@ -39,6 +40,8 @@ FORMAT_PROP: str = PREFIX + "format"
 VERSION_PROP: str = PREFIX + "version"
 CONTAINERS_PROP: str = PREFIX + "containers"
 ITEMS_PROP: str = PREFIX + "items"
+#: The directory a relocatable catalog was published in.
+ROOT_PROP: str = PREFIX + "root"
 
 #: Values of ``virtual:parser``.
 PARSERS: tuple[str, ...] = ("tiff", "hdf", "netcdf3", "zarr", "kerchunk-json", "kerchunk-parquet")
