@@ -290,4 +290,3 @@ def map_batched[T, R](
     tasks = batches(items, worker_count(executor) * max(1, tasks_per_worker))
     results = executor.map(_run_batch, [fn] * len(tasks), tasks)
     return itertools.chain.from_iterable(results)
-

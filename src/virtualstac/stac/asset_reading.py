@@ -21,6 +21,7 @@ import xarray as xr
 from virtualstac.errors import (
     UnknownFormatError,
 )
+from virtualstac.parallel import executor_for, map_batched
 from virtualstac.parsers import (
     HDFParser,
     KerchunkJSONParser,
@@ -31,7 +32,6 @@ from virtualstac.parsers import (
     ZarrParser,
 )
 from virtualstac.parsers.tiff_geo import GeoReference
-from virtualstac.parallel import executor_for, map_batched
 from virtualstac.progress import progress as progress_bar
 from virtualstac.stac.combining import (
     MixedGridsError,
