@@ -252,7 +252,7 @@ def worker_count(executor: Executor) -> int:
         return max(1, int(getattr(executor, "_max_workers", 1)))
     client = getattr(executor, "_client", None)  # dask.distributed's ClientExecutor
     if client is not None:
-        return max(1, sum(client.nthreads().values()))
+        return max(1, int(sum(client.nthreads().values())))
     return _available_cores()
 
 
