@@ -44,7 +44,7 @@ LABELS = {
     "processes": "process pool (forkserver)",
     "cluster": "dask.distributed LocalCluster (processes)",
 }
-COMBINE = {
+COMBINE: dict[str, Any] = {
     "coords": "minimal",
     "compat": "override",
     "join": "exact",
