@@ -24,6 +24,7 @@ from virtualstac.parallel import (
     ForkingExecutorError,
     LithopsEagerFunctionExecutor,
     SerialExecutor,
+    UnpicklableTaskError,
     batches,
     check_fork_safe,
     executor_for,
@@ -322,3 +323,18 @@ def test_an_error_that_does_not_name_its_file_gets_a_note_naming_it(
     assert len(notes) == 1
     assert notes[0].startswith("while opening file://")
     assert notes[0].removeprefix("while opening ") in [p.as_uri() for p in archive]
+
+
+def test_a_task_a_process_pool_cannot_send_is_refused_with_advice(archive: list[Path]) -> None:
+    registry = ObjectStoreRegistry.for_url(archive[0].as_uri())
+    parser = functools.partial(lambda url, registry: None)  # a lambda does not pickle
+
+    with forkserver_pool() as pool:
+        with pytest.raises(UnpicklableTaskError, match=r"cannot be pickled.*ThreadPoolExecutor"):
+            open_virtual_mfdataset(
+                [str(p) for p in archive],
+                parser=parser,  # type: ignore[arg-type]
+                registry=registry,
+                parallel=pool,
+                progress=False,
+            )

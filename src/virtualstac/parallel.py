@@ -17,6 +17,7 @@ import inspect
 import itertools
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -29,6 +30,7 @@ __all__ = [
     "ForkingExecutorError",
     "LithopsEagerFunctionExecutor",
     "SerialExecutor",
+    "UnpicklableTaskError",
     "batches",
     "check_fork_safe",
     "executor_for",
@@ -56,6 +58,11 @@ def _completed[R](fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
 
 class ForkingExecutorError(VirtualStacError, ValueError):
     """A process pool would fork a process whose object-store runtime cannot survive a fork."""
+
+
+class UnpicklableTaskError(VirtualStacError, TypeError):
+    """A task for other processes holds something pickle cannot send (a lambda, a local
+    function, an open file)."""
 
 
 def check_fork_safe(executor: Executor) -> None:
@@ -287,6 +294,18 @@ def map_batched[T, R](
     """
     if isinstance(executor, SerialExecutor):
         return map(fn, items)
+    if isinstance(executor, ProcessPoolExecutor):
+        # The pool pickles in a background thread, and its error names neither the task nor
+        # what to do; pickling once here costs one batch's share of what the pool does anyway.
+        try:
+            pickle.dumps(fn)
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            raise UnpicklableTaskError(
+                f"a process pool sends each task (the parser, the registry and the options) to "
+                f"its worker processes, and this one cannot be pickled: {err}. Use "
+                "parallel=False, a ThreadPoolExecutor, or a dask.distributed Client (which "
+                "pickles functions by value)"
+            ) from err
     tasks = batches(items, worker_count(executor) * max(1, tasks_per_worker))
     results = executor.map(_run_batch, [fn] * len(tasks), tasks)
     return itertools.chain.from_iterable(results)
