@@ -32,7 +32,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Row, peer_available, print_table, progress, run_worker, worker_main
+from _common import (
+    Row,
+    Series,
+    peer_available,
+    print_table,
+    progress,
+    run_worker,
+    worker_main,
+)
 from bench_files import write_many
 from bench_parsers import _mf_parser, _open_one, _registry, _worker_pid
 
@@ -44,6 +52,8 @@ LABELS = {
     "processes": "process pool (forkserver)",
     "cluster": "dask.distributed LocalCluster (processes)",
 }
+#: The figures of the last :func:`run`, for :func:`series`.
+_FIGURES: list[dict[str, Any]] = []
 COMBINE: dict[str, Any] = {
     "coords": "minimal",
     "compat": "override",
@@ -192,12 +202,15 @@ def rows_of(figures: list[dict[str, Any]]) -> list[Row]:
         serial = rate.get(("virtualstac", "serial", count))
         for kind in EXECUTORS:
             ours = rate.get(("virtualstac", kind, count))
+            peer = rate.get(("VirtualiZarr", kind, count))
+            if ours is None and peer is None:
+                continue
             rows.append(
                 Row(
                     f"{count} netCDF4: open_virtual_mfdataset, {LABELS[kind]}",
                     "files/s",
                     ours,
-                    rate.get(("VirtualiZarr", kind, count)),
+                    peer,
                     better="higher",
                     target=">= 4x" if kind == "serial" else "",
                 )
@@ -222,7 +235,26 @@ def run(quick: bool = False, counts: tuple[int, ...] | None = None) -> list[Row]
     """Measure (fewer files and one round with ``quick``) and return the table rows."""
     print(f"\nbench_parallel: open_virtual_mfdataset per executor, {_cores()} cores")
     counts = counts or ((30, 100) if quick else (100, 300, 1000))
-    return rows_of(measure(counts, quick=quick))
+    _FIGURES[:] = measure(counts, quick=quick)
+    return rows_of(_FIGURES)
+
+
+def series() -> list[Series]:
+    """Files/s against the number of files, one line per library and executor, from the last
+    :func:`run` (``run_all.py`` plots them)."""
+    lines: dict[tuple[str, str], Series] = {}
+    for figure in sorted(_FIGURES, key=lambda f: f["files"]):
+        key = (figure["library"], figure["executor"])
+        if key not in lines:
+            workers = "" if figure["executor"] == "serial" else f" ({figure['workers']})"
+            lines[key] = Series(
+                plot="parallel parsing: open_virtual_mfdataset of small netCDF4 files",
+                label=f"{figure['library']}, {LABELS[figure['executor']]}{workers}",
+                x_label="files",
+                y_label="files/s",
+            )
+        lines[key].points.append((figure["files"], figure["files_per_s"]))
+    return list(lines.values())
 
 
 def main() -> None:
