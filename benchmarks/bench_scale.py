@@ -272,29 +272,45 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     return {"files": len(paths), "sizes": sizes, "stages": stages.figures}
 
 
+def _renamed(lib: str, template: Any, url: str) -> Any:
+    """A copy of a parsed file's virtual dataset whose references name ``url``."""
+    if lib == "ours":
+        data = {name: template[name].data.rename_paths(url) for name in template.data_vars}
+        return template.copy(data=data)
+    return template.vz.rename_paths(url)
+
+
 def worker_combine(params: dict[str, Any]) -> dict[str, Any]:
-    """Combine ``count`` renamed copies of four parsed files' virtual datasets along time."""
+    """Combine ``count`` renamed copies of four parsed files' virtual datasets along time.
+
+    Each library combines as its ``open_virtual_mfdataset(combine="nested")`` does: ours
+    through ``concat_virtual`` (one concatenation per variable when the datasets are alike),
+    VirtualiZarr through ``xr.combine_nested``.
+    """
     import xarray as xr
 
     lib, directory, count = params["lib"], Path(params["directory"]), params["count"]
     parsed = [_open_one(lib, (directory / f"day_{i:06d}.nc").as_uri()) for i in range(REAL_FILES)]
-    datasets = []
-    for i in range(count):
-        template = parsed[i % REAL_FILES]
-        name = (directory / f"copy_{i:06d}.nc").as_uri()
-        accessor = template.virtual if lib == "ours" else template.vz
-        datasets.append(accessor.rename_paths(name))
+    datasets = [
+        _renamed(lib, parsed[i % REAL_FILES], (directory / f"copy_{i:06d}.nc").as_uri())
+        for i in range(count)
+    ]
     gc.collect()
     reset_peak_rss()
     start = time.perf_counter()
-    combined = xr.combine_nested(
-        datasets,
-        concat_dim="time",
-        coords="minimal",
-        compat="override",
-        join="exact",
-        combine_attrs="drop_conflicts",
-    )
+    if lib == "ours":
+        from virtualstac.xarray.combine import concat_virtual
+
+        combined = concat_virtual(datasets, "time")
+    else:
+        combined = xr.combine_nested(
+            datasets,
+            concat_dim="time",
+            coords="minimal",
+            compat="override",
+            join="exact",
+            combine_attrs="drop_conflicts",
+        )
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,
