@@ -266,6 +266,28 @@ def test_nodata_outside_the_dtype_is_ignored_with_a_warning(tmp_path: Path) -> N
     assert "_FillValue" not in array.attrs
 
 
+@pytest.mark.parametrize(
+    ("descriptions", "long_name"),
+    [(("blue", "green", ""), ["blue", "green", ""]), (("all", "all", "all"), "all")],
+)
+def test_band_descriptions_are_the_long_name_rioxarray_gives(
+    tmp_path: Path, descriptions: tuple[str, ...], long_name: str | list[str]
+) -> None:
+    path = write_gdal(tmp_path / "described.tif", count=3, overviews=(2,))
+    with rasterio.open(path, "r+") as dst:
+        for n, text in enumerate(descriptions, start=1):
+            dst.set_band_description(n, text)
+    with rasterio.open(path) as src:
+        assert src.descriptions == tuple(text or None for text in descriptions)
+
+    group = open_group(path)
+
+    assert group["band_data"].attrs["long_name"] == long_name
+    assert list(group["band"][:]) == [1, 2, 3]
+    # Overviews describe the same bands.
+    assert open_group(path)["overview_1/band_data"].attrs["long_name"] == long_name
+
+
 def test_options_select_ifd_and_skip_overviews(corpus: dict[str, Path]) -> None:
     path = corpus["cog_deflate_pred2_rgb_u16"]
     assert list(open_group(path, overviews=False).group_keys()) == []

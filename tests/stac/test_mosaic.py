@@ -87,6 +87,7 @@ def test_a_two_by_two_tiling_over_two_days_is_one_cube(tmp_path: Path, make_item
         ({"size": 200}, "not a multiple of its chunk size"),
         ({"offset": (5.0, 0.0)}, "fraction of a pixel in x"),
         ({"offset": (2560.0, 0.0)}, "gaps along x"),
+        ({"offset": (-1280.0, 0.0)}, "item 'r0c0d0' and item 'r0c1d0' overlap"),
     ],
 )
 def test_tiles_that_cannot_be_moved_as_whole_chunks_are_refused(

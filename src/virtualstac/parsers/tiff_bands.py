@@ -5,6 +5,8 @@ which GDAL rounds to the band's data type (a float32 band's ``-3.4e+38`` is the 
 to it). ``GDAL_METADATA`` (42112) is XML whose ``<Item sample="n" role="scale">`` and
 ``role="offset"`` give band ``n``'s unpacking, ``value * scale + offset``. They become the CF
 attributes xarray decodes by default: ``_FillValue``, ``scale_factor`` and ``add_offset``.
+``<Item name="DESCRIPTION" sample="n" role="description">`` is band ``n``'s description
+(rasterio's ``descriptions``), which becomes the ``long_name`` attribute as rioxarray sets it.
 """
 
 from __future__ import annotations
@@ -46,15 +48,19 @@ class Packing:
 
 @dataclass(frozen=True)
 class BandMetadata:
-    """The GDAL nodata text and per-band packing one TIFF page declares (None: not declared)."""
+    """The GDAL nodata text, per-band packing and descriptions one TIFF page declares (None:
+    not declared)."""
 
     nodata: str | None
     packings: tuple[Packing, ...] | None
+    descriptions: tuple[str, ...] | None = None
 
     @classmethod
     def of_page(cls, page: Any, where: str) -> BandMetadata:
         """Read a tifffile page's GDAL tags; ``where`` names the file in warnings."""
-        return cls(_nodata_text(page), _packings(page, int(page.samplesperpixel), where))
+        bands = int(page.samplesperpixel)
+        items = _metadata_items(page, where)
+        return cls(_nodata_text(page), _packings(items, bands, where), _descriptions(items, bands))
 
     def or_else(self, other: BandMetadata | None) -> BandMetadata:
         """This page's values, and ``other``'s where this page declares none (overviews)."""
@@ -63,7 +69,16 @@ class BandMetadata:
         return BandMetadata(
             self.nodata if self.nodata is not None else other.nodata,
             self.packings if self.packings is not None else other.packings,
+            self.descriptions if self.descriptions is not None else other.descriptions,
         )
+
+    def long_name(self) -> str | list[str] | None:
+        """The ``long_name`` rioxarray gives the descriptions: one text, or one per band."""
+        if self.descriptions is None:
+            return None
+        if len(set(self.descriptions)) == 1:
+            return self.descriptions[0]
+        return list(self.descriptions)
 
     def packing_of_bands(self, bands: int) -> tuple[Packing, ...]:
         """One packing per band (GDAL's identity for bands without one)."""
@@ -111,6 +126,9 @@ def band_variables(
     for n, packing in enumerate(packings):
         band = pixels[n, ...]
         attributes = {**band.metadata.attributes, **packing.attributes()}
+        long_name = attributes.get("long_name")
+        if isinstance(long_name, list) and len(long_name) == len(packings):
+            attributes["long_name"] = long_name[n]
         metadata = replace_metadata(band.metadata, attributes=attributes)
         variables[f"{name}_{n + 1}"] = ManifestArray(metadata, band.manifest)
     return variables
@@ -124,18 +142,25 @@ def _nodata_text(page: Any) -> str | None:
     return str(tag.value).strip().rstrip("\x00").strip() or None
 
 
-def _packings(page: Any, bands: int, where: str) -> tuple[Packing, ...] | None:
+def _metadata_items(page: Any, where: str) -> list[ElementTree.Element]:
+    """The ``<Item>`` elements of the GDAL_METADATA tag (none if it is absent or not XML)."""
     tag = page.tags.get(_GDAL_METADATA)
     if tag is None:
-        return None
+        return []
     try:
         root = ElementTree.fromstring(str(tag.value).strip().rstrip("\x00"))
     except ElementTree.ParseError as err:
-        _warn(f"{where}: the GDAL_METADATA tag is not XML ({err}); band scales are ignored")
-        return None
+        _warn(f"{where}: the GDAL_METADATA tag is not XML ({err}); band metadata is ignored")
+        return []
+    return list(root.iter("Item"))
+
+
+def _packings(
+    items: list[ElementTree.Element], bands: int, where: str
+) -> tuple[Packing, ...] | None:
     scales: dict[int, float] = {}
     offsets: dict[int, float] = {}
-    for item in root.iter("Item"):
+    for item in items:
         role, sample = item.get("role"), item.get("sample")
         if role not in ("scale", "offset") or sample is None:
             continue
@@ -149,6 +174,20 @@ def _packings(page: Any, bands: int, where: str) -> tuple[Packing, ...] | None:
     if not scales and not offsets:
         return None
     return tuple(Packing(scales.get(n, 1.0), offsets.get(n, 0.0)) for n in range(bands))
+
+
+def _descriptions(items: list[ElementTree.Element], bands: int) -> tuple[str, ...] | None:
+    """Each band's description ("" where it has none), as rasterio's ``descriptions``."""
+    found: dict[int, str] = {}
+    for item in items:
+        if item.get("role") != "description" or item.get("name", "").upper() != "DESCRIPTION":
+            continue
+        sample = item.get("sample")
+        if sample is not None and sample.isdigit() and int(sample) < bands:
+            found[int(sample)] = (item.text or "").strip()
+    if not any(found.values()):
+        return None
+    return tuple(found.get(n, "") for n in range(bands))
 
 
 def _warn(message: str) -> None:

@@ -31,6 +31,7 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
+from virtualstac.stac.bands import StacBand, apply_bands
 from virtualstac.stac.combining import (
     MixedGridsError,
 )
@@ -70,6 +71,7 @@ class _AssetTask:
     decode_times: bool | None
     projection: _Projection
     overview_level: int | None = None
+    bands: tuple[StacBand, ...] = ()
 
 
 def _open_tasks(
@@ -141,6 +143,7 @@ def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
     if dataset.sizes["band"] == 1:
         dataset = dataset.isel(band=0, drop=True)
     dataset = dataset.rename({"band_data": name})
+    dataset = apply_bands(dataset, name, task.bands, f"asset {task.key!r} of item {task.item_id!r}")
     if "x" not in dataset.coords and task.projection.transform is not None:
         dataset = _georeference(task, dataset)
     return dataset

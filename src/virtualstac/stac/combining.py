@@ -7,7 +7,6 @@ differ, unless ``group_by="grid"`` asks for one dataset per :class:`Grid`.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,12 @@ import xarray as xr
 
 from virtualstac.errors import (
     IncompatibleArraysError,
+)
+from virtualstac.stac.grouping import (
+    GroupBy,
+    OverlappingItemsError,
+    group_items,
+    item_time,
 )
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.xarray.combine import concat_virtual
@@ -181,22 +186,16 @@ def _single(
     return _merge(item_id, [(str(grid), dataset) for grid, dataset in grouped.items()])
 
 
-def _item_time(item: pystac.Item) -> np.datetime64:
-    moment = item.datetime or item.common_metadata.start_datetime
-    if moment is None:
-        raise ValueError(f"item {item.id!r} has neither datetime nor start_datetime")
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-    return np.datetime64(moment, "ns")
-
-
 def _combine_items(
     items: list[pystac.Item],
     grouped: dict[str, dict[Grid | None, xr.Dataset]],
     dims: Mapping[str, str],
     group_by: Literal["grid"] | None,
+    groupby: GroupBy = "time",
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
-    ordered = sorted(items, key=_item_time)
+    """Join the Items' datasets: time steps as ``groupby`` forms them, tiles side by side."""
+    times = {item.id: group.time for group in group_items(items, groupby) for item in group.items}
+    ordered = sorted(items, key=lambda item: (times[item.id], item_time(item), item.id))
     if group_by is None:
         for item in ordered:
             rasters = [grid for grid in grouped[item.id] if grid is not None]
@@ -216,14 +215,14 @@ def _combine_items(
         }
         rasters = [grid for grid in grids if grid is not None]
         if len(rasters) > 1:
-            return _mosaic_of(ordered, grids, merged, dims)
-        return _concat_items(ordered, merged, dims)
+            return _mosaic_of(ordered, grids, merged, dims, times)
+        return _concat_items(ordered, merged, dims, times)
     result: dict[Grid | None, xr.Dataset] = {}
     all_grids = {grid for item in ordered for grid in grouped[item.id]}
     for grid in all_grids:
         sharing = [item for item in ordered if grid in grouped[item.id]]
         result[grid] = _concat_items(
-            sharing, {item.id: grouped[item.id][grid] for item in sharing}, dims
+            sharing, {item.id: grouped[item.id][grid] for item in sharing}, dims, times
         )
     return result
 
@@ -233,14 +232,19 @@ def _mosaic_of(
     grids: Mapping[Grid | None, list[str]],
     merged: Mapping[str, xr.Dataset],
     dims: Mapping[str, str],
+    times: Mapping[str, np.datetime64],
 ) -> xr.Dataset:
     """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
-    cubes = []
+    cubes, labels = [], []
     for ids in grids.values():
+        shown = ", ".join(map(repr, ids[:3])) + (
+            f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+        )
+        labels.append(f"item{'s' if len(ids) > 1 else ''} {shown}")
         tile = [item for item in items if item.id in ids]
-        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims))
+        cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times))
     try:
-        return mosaic(cubes)
+        return mosaic(cubes, labels)
     except (MosaicError, IncompatibleArraysError) as err:
         error = _mixed_grids_error("the items", grids)
         raise MixedGridsError(
@@ -251,9 +255,16 @@ def _mosaic_of(
 
 
 def _concat_items(
-    items: list[pystac.Item], datasets: Mapping[str, xr.Dataset], dims: Mapping[str, str]
+    items: list[pystac.Item],
+    datasets: Mapping[str, xr.Dataset],
+    dims: Mapping[str, str],
+    times: Mapping[str, np.datetime64],
 ) -> xr.Dataset:
-    """Concatenate the Items' datasets (already in time order) along their concat dimension."""
+    """Concatenate the Items' datasets (already in time order) along their concat dimension.
+
+    Items of one grid given the same time step (``times``: their group's) cover the same
+    pixels, which references cannot mosaic: :class:`OverlappingItemsError`.
+    """
     chosen = {dims.get(item.id, "time") for item in items}
     if len(chosen) > 1:
         raise IncompatibleArraysError(
@@ -268,11 +279,16 @@ def _concat_items(
             "choose common assets with assets=[...]"
         )
     parts = []
+    added: dict[np.datetime64, str] = {}
     for item in items:
         dataset = datasets[item.id]
         if dim not in dataset.dims:
             if dim == "time":
-                dataset = dataset.expand_dims(time=[_item_time(item)])
+                time = times[item.id]
+                if time in added:
+                    raise _overlap_error(added[time], item, time)
+                added[time] = item.id
+                dataset = dataset.expand_dims(time=[time])
             else:
                 dataset = dataset.expand_dims(dim)
         parts.append(dataset)
@@ -287,3 +303,13 @@ def _concat_items(
             "variables on the same coordinates; choose common assets with assets=[...]"
         ) from err
     return combined
+
+
+def _overlap_error(first: str, item: pystac.Item, time: np.datetime64) -> OverlappingItemsError:
+    when = np.datetime_as_string(time, unit="s")
+    return OverlappingItemsError(
+        f"items {first!r} and {item.id!r} fall in one time step ({when}) and cover the same "
+        "grid, so their pixels overlap: references cannot choose between them (a reprocessed "
+        "copy of a tile?). Keep one of them (filter the items, e.g. on their processing "
+        "baseline), or pass a groupby= that puts them in different time steps."
+    )

@@ -23,9 +23,12 @@ class MosaicError(ValueError):
     """Why tiles cannot be joined in space (wrapped by the caller into a typed error)."""
 
 
-def mosaic(tiles: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Join ``tiles`` (virtual datasets with ``x``/``y`` coordinates and a ``spatial_ref``)."""
+def mosaic(tiles: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> xr.Dataset:
+    """Join ``tiles`` (virtual datasets with ``x``/``y`` coordinates and a ``spatial_ref``);
+    ``labels`` name them in errors (``tile 1``, ``tile 2``... by default)."""
+    names = list(labels) if labels is not None else [f"tile {n + 1}" for n in range(len(tiles))]
     _check_same_frame(tiles)
+    _check_disjoint(tiles, names)
     try:
         joined = xr.combine_by_coords(
             list(tiles),
@@ -57,6 +60,31 @@ def _check_same_frame(tiles: Sequence[xr.Dataset]) -> None:
                 raise MosaicError(
                     f"tiles are offset from each other by a fraction of a pixel in {axis}"
                 )
+
+
+def _check_disjoint(tiles: Sequence[xr.Dataset], names: Sequence[str]) -> None:
+    """Refuse tiles covering the same pixels (overlapping footprints, e.g. MGRS tiles)."""
+    extents = [_extent(tile) for tile in tiles]
+    for n, (ax, ay) in enumerate(extents):
+        for m in range(n + 1, len(extents)):
+            bx, by = extents[m]
+            columns = min(ax[1], bx[1]) - max(ax[0], bx[0])
+            rows = min(ay[1], by[1]) - max(ay[0], by[0])
+            if columns > 0 and rows > 0:
+                raise MosaicError(
+                    f"{names[n]} and {names[m]} overlap ({columns:g} x {rows:g} in CRS units): "
+                    "references cannot choose between their pixels"
+                )
+
+
+def _extent(tile: xr.Dataset) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The ``(low, high)`` edges in x and in y of a tile's pixels."""
+    edges = []
+    for axis in ("x", "y"):
+        values = np.asarray(tile[axis].values, dtype=np.float64)
+        step = abs(float(values[1] - values[0])) if values.size > 1 else 0.0
+        edges.append((float(values.min()) - step / 2, float(values.max()) + step / 2))
+    return edges[0], edges[1]
 
 
 def _frame(tile: xr.Dataset) -> tuple[str, float, float]:

@@ -35,6 +35,7 @@ from virtualstac.stac.asset_reading import (
     _Projection,
 )
 from virtualstac.stac.authorization import Authorization, asset_registry
+from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.combining import (
     Grid,
     MixedGridsError,
@@ -53,6 +54,7 @@ from virtualstac.stac.extension import (
     PARSERS,
     VARIABLE_PROP,
 )
+from virtualstac.stac.grouping import GroupBy
 from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.published import open_published_for
@@ -110,6 +112,7 @@ def open_stac(
     registry: ObjectStoreRegistry | None = None,
     sign: Callable[[str], str] | None = None,
     group_by: None = None,
+    groupby: GroupBy = "time",
     parallel: Executor | Literal["dask"] | bool | Any = False,
     progress: bool = False,
     group: str | None = None,
@@ -132,6 +135,7 @@ def open_stac(
     registry: ObjectStoreRegistry | None = None,
     sign: Callable[[str], str] | None = None,
     group_by: Literal["grid"],
+    groupby: GroupBy = "time",
     parallel: Executor | Literal["dask"] | bool | Any = False,
     progress: bool = False,
     group: str | None = None,
@@ -153,6 +157,7 @@ def open_stac(
     registry: ObjectStoreRegistry | None = None,
     sign: Callable[[str], str] | None = None,
     group_by: Literal["grid"] | None = None,
+    groupby: GroupBy = "time",
     parallel: Executor | Literal["dask"] | bool | Any = False,
     progress: bool = False,
     group: str | None = None,
@@ -191,6 +196,11 @@ def open_stac(
     group_by
         ``"grid"`` returns a dict of datasets keyed by :class:`Grid` instead of refusing
         assets or Items on different raster grids.
+    groupby
+        Which Items form one time step (their tiles joined side by side): ``"time"`` (the
+        same datetime), ``"solar_day"`` (the same local solar date, as odc-stac), ``"id"``
+        (each Item alone), an Item property name, or a function ``item -> key``. A step's
+        time is its earliest datetime; see ``docs/time-and-mosaics.md``.
     parallel
         As in :func:`virtualstac.open_virtual_mfdataset`: ``False``, ``True``/``"dask"``, an
         ``Executor`` or a ``dask.distributed.Client``; assets are parsed as parallel tasks.
@@ -230,6 +240,8 @@ def open_stac(
         If an asset key asked for is missing from an Item.
     MixedGridsError
         If assets or Items lie on different grids and ``group_by`` is not ``"grid"``.
+    DuplicateTimeError, OverlappingItemsError
+        If two time steps would share a time, or Items of one step cover the same pixels.
     UnregisteredURLError
         If the catalog makes us read outside its assets and what you authorized.
     """
@@ -239,6 +251,7 @@ def open_stac(
         registry=registry,
         sign=sign,
         group_by=group_by,
+        groupby=groupby,
         parallel=parallel,
         progress=progress,
         group=group,
@@ -260,6 +273,7 @@ def _open_stac(
     registry: ObjectStoreRegistry | None = None,
     sign: Callable[[str], str] | None = None,
     group_by: Literal["grid"] | None = None,
+    groupby: GroupBy = "time",
     parallel: Executor | Literal["dask"] | bool | Any = False,
     progress: bool = False,
     group: str | None = None,
@@ -326,7 +340,7 @@ def _open_stac(
     if single:
         return _single(items[0].id, grouped[items[0].id], group_by)
     dims = {task.item_id: _concat_dim_of(task, concat_dim, items) for task in tasks}
-    return _combine_items(items, grouped, dims, group_by)
+    return _combine_items(items, grouped, dims, group_by, groupby)
 
 
 def open_asset(
@@ -543,6 +557,7 @@ def _task(
         decode_times=overrides.decode_times,
         projection=_projection(asset, item),
         overview_level=overrides.overview_level,
+        bands=asset_bands(asset),
     )
 
 

@@ -55,7 +55,8 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         )
     encoded = xr.conventions.encode_cf_variable(variable, name=name)
     values = np.asarray(encoded.values, order="C")
-    if values.dtype.kind in "OUM":
+    # Fixed-width text (band names) is zarr's fixed_length_utf32: raw UTF-32 bytes.
+    if values.dtype.kind in "OM":
         raise UnsupportedOperationError(
             f"variable {name!r} has dtype {values.dtype}, which cannot be stored as raw bytes"
         )

@@ -1,0 +1,213 @@
+"""An asset's STAC band metadata on its raster: band names, nodata, scale and offset.
+
+Read from the asset (STAC 1.1 ``bands``: ``name``, ``eo:common_name``, ``nodata``,
+``raster:scale``, ``raster:offset``; STAC 1.0 ``eo:bands``: ``name``, ``common_name``, and
+``raster:bands``: ``nodata``, ``scale``, ``offset``, matched by position):
+
+- band names label the ``band`` coordinate when every band has a distinct one; common names
+  become a ``common_name`` coordinate on ``band``;
+- nodata, scale and offset become the CF ``_FillValue``, ``scale_factor`` and ``add_offset``
+  xarray decodes by default, unless the file declares its own (GDAL's nodata tag, scale and
+  offset), which describe its bytes and win; a disagreement is warned about. A nodata is
+  rounded to the band's type as GDAL rounds it (a float32 band compares in float32).
+
+One array has one ``_FillValue``, ``scale_factor`` and ``add_offset``: bands that differ in
+them raise :class:`BandMetadataError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pystac
+import xarray as xr
+
+from virtualstac.errors import VirtualStacError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.metadata import cf_fill_value_attribute, replace_metadata
+from virtualstac.parsers.tiff_bands import fill_value
+
+__all__ = ["BandMetadataError", "StacBand", "apply_bands", "asset_bands"]
+
+
+class BandMetadataError(VirtualStacError, ValueError):
+    """An asset's STAC band metadata cannot describe its file's raster as one array."""
+
+
+@dataclass(frozen=True)
+class StacBand:
+    """What an asset's STAC metadata says about one band (None: not said)."""
+
+    name: str | None = None
+    common_name: str | None = None
+    nodata: str | None = None
+    scale: float | None = None
+    offset: float | None = None
+
+
+def asset_bands(asset: pystac.Asset) -> tuple[StacBand, ...]:
+    """The bands an asset's STAC 1.1 ``bands`` or STAC 1.0 ``eo:bands``/``raster:bands`` list."""
+    fields = asset.extra_fields
+    modern = _dicts(fields.get("bands"))
+    if modern:
+        return tuple(
+            StacBand(
+                name=_text(band.get("name")),
+                common_name=_text(band.get("eo:common_name")),
+                nodata=_nodata(band.get("nodata")),
+                scale=_number(band.get("raster:scale")),
+                offset=_number(band.get("raster:offset")),
+            )
+            for band in modern
+        )
+    eo, raster = _dicts(fields.get("eo:bands")), _dicts(fields.get("raster:bands"))
+    bands = []
+    for n in range(max(len(eo), len(raster))):
+        names = eo[n] if n < len(eo) else {}
+        values = raster[n] if n < len(raster) else {}
+        bands.append(
+            StacBand(
+                name=_text(names.get("name")),
+                common_name=_text(names.get("common_name")),
+                nodata=_nodata(values.get("nodata")),
+                scale=_number(values.get("scale")),
+                offset=_number(values.get("offset")),
+            )
+        )
+    return tuple(bands)
+
+
+def apply_bands(
+    dataset: xr.Dataset, name: str, bands: Sequence[StacBand], where: str
+) -> xr.Dataset:
+    """``dataset`` with variable ``name`` (``band, y, x`` or one squeezed band) described by
+    ``bands``; ``where`` names the asset and Item in errors and warnings.
+
+    Without STAC band names, the file's band descriptions (its ``long_name`` list) label
+    the bands.
+    """
+    variable = dataset[name]
+    count = int(variable.sizes.get("band", 1))
+    if bands and len(bands) != count:
+        raise BandMetadataError(
+            f"{where}: its STAC metadata lists {len(bands)} bands but the file has {count}; "
+            "correct the catalog's bands (or eo:bands / raster:bands)"
+        )
+    attrs = dict(variable.attrs)
+    if bands:
+        _packing(attrs, bands, where)
+        _nodata_attribute(attrs, bands, variable.dtype, where)
+    data = variable.data
+    if isinstance(data, ManifestArray):
+        # Joining arrays compares the CF packing their metadata carries, so it goes there too.
+        data = ManifestArray(replace_metadata(data.metadata, attributes=attrs), data.manifest)
+    dataset = dataset.assign({name: xr.Variable(variable.dims, data, attrs, variable.encoding)})
+    if "band" not in dataset[name].dims:
+        return dataset
+    names = [band.name for band in bands] or [None] * count
+    described = attrs.get("long_name")
+    if not all(names) and isinstance(described, list) and len(described) == count:
+        names = [str(text) for text in described]
+    if all(names) and len(set(names)) == len(names):
+        dataset = dataset.assign_coords(band=np.array(names))
+    common = [band.common_name for band in bands]
+    if any(common):
+        dataset = dataset.assign_coords(common_name=("band", np.array([c or "" for c in common])))
+    return dataset
+
+
+def _packing(attrs: dict[str, Any], bands: Sequence[StacBand], where: str) -> None:
+    declared = {(band.scale, band.offset) for band in bands}
+    if declared == {(None, None)}:
+        return
+    if len(declared) > 1:
+        raise BandMetadataError(
+            f"{where}: its bands have different scales or offsets ({sorted(declared, key=str)}) "
+            "but are one array with one scale_factor and add_offset; open it with "
+            "mask_and_scale=False and apply each band's scale yourself"
+        )
+    scale, offset = declared.pop()
+    stac = (1.0 if scale is None else scale, 0.0 if offset is None else offset)
+    if "scale_factor" in attrs or "add_offset" in attrs:
+        own = (float(attrs.get("scale_factor", 1.0)), float(attrs.get("add_offset", 0.0)))
+        if own != stac:
+            _warn(
+                f"{where}: the file's scale {own[0]:g} and offset {own[1]:g} differ from the "
+                f"STAC raster:scale {stac[0]:g} and raster:offset {stac[1]:g}; the file's "
+                "describe its bytes and are used"
+            )
+        return
+    if stac != (1.0, 0.0):
+        attrs["scale_factor"], attrs["add_offset"] = stac
+
+
+def _nodata_attribute(
+    attrs: dict[str, Any], bands: Sequence[StacBand], dtype: np.dtype[Any], where: str
+) -> None:
+    declared = {band.nodata for band in bands}
+    if declared == {None}:
+        return
+    if len(declared) > 1:
+        raise BandMetadataError(
+            f"{where}: its bands have different nodata values ({sorted(map(str, declared))}) "
+            "but are one array with one _FillValue; open it with mask_and_scale=False and "
+            "mask each band yourself"
+        )
+    text = declared.pop()
+    assert text is not None
+    value = fill_value(text, dtype)
+    if value is None:
+        _warn(f"{where}: STAC nodata {text} does not fit {dtype}; it is ignored")
+        return
+    if "_FillValue" in attrs:
+        own = _decoded_fill(attrs["_FillValue"], dtype)
+        if not _same(own, value):
+            _warn(
+                f"{where}: the file's nodata {own:g} differs from the STAC nodata {text}; the "
+                "file's describes its bytes and is used"
+            )
+        return
+    attrs["_FillValue"] = cf_fill_value_attribute(value, dtype)
+
+
+def _decoded_fill(encoded: Any, dtype: np.dtype[Any]) -> float:
+    if isinstance(encoded, str):
+        return float(np.frombuffer(base64.standard_b64decode(encoded), dtype="<f8")[0])
+    return float(encoded)
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [entry if isinstance(entry, Mapping) else {} for entry in value]
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _nodata(value: Any) -> str | None:
+    """STAC nodata (a number, or ``"nan"``, ``"inf"``, ``"-inf"``) as GDAL's nodata text."""
+    if value is None or isinstance(value, bool):
+        return None
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=5)

@@ -1,0 +1,217 @@
+"""STAC band metadata on multi-band COGs: names, common names, nodata, scale and offset.
+
+A 4-band uint16 reflectance COG in GDAL's default pixel interleave with nodata 0, described as
+a Sentinel-2 L2A provider does (STAC 1.0 ``eo:bands`` + ``raster:bands``, or STAC 1.1
+``bands``: scale 1e-4, offset -0.1). Decoded values equal rasterio's reads with the nodata
+masked and the STAC scale applied, as ``rioxarray.open_rasterio(mask_and_scale=True)`` gives
+them for a file carrying that scale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pystac
+import pytest
+import rasterio
+import xarray as xr
+from tiff_files import pixels, write_gdal
+
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac.stac import open_published, open_stac, publish
+from virtualstac.stac.bands import BandMetadataError, StacBand, asset_bands
+
+COG = "image/tiff; application=geotiff; profile=cloud-optimized"
+NAMES = ["B02", "B03", "B04", "B08"]
+COMMON = ["blue", "green", "red", "nir"]
+WHEN = dt.datetime(2024, 7, 1, 10, tzinfo=dt.UTC)
+
+
+def reflectance(path: Path, **options: Any) -> Path:
+    """4-band uint16 pixel-interleaved COG, nodata 0, its top-left corner left empty (0)."""
+    data = pixels(4, 64, 64, "uint16", seed=3)
+    data[:, :8, :8] = 0
+    profile: dict[str, Any] = {"driver": "COG", "nodata": 0, **options}
+    return write_gdal(path, width=64, height=64, count=4, data=data, compress="DEFLATE", **profile)
+
+
+def item_with(path: Path, fields: dict[str, Any], item_id: str = "S2_1") -> pystac.Item:
+    item = pystac.Item(item_id, None, None, WHEN, {})
+    asset = pystac.Asset(str(path), media_type=COG, roles=["data"], extra_fields=fields)
+    item.add_asset("reflectance", asset)
+    return item
+
+
+STAC_10 = {
+    "eo:bands": [{"name": n, "common_name": c} for n, c in zip(NAMES, COMMON, strict=True)],
+    "raster:bands": [{"nodata": 0, "scale": 0.0001, "offset": -0.1}] * 4,
+}
+STAC_11 = {
+    "bands": [
+        {"name": n, "eo:common_name": c, "nodata": 0, "raster:scale": 0.0001, "raster:offset": -0.1}
+        for n, c in zip(NAMES, COMMON, strict=True)
+    ]
+}
+
+
+def read(dataset: xr.Dataset, path: Path, **decoding: Any) -> xr.Dataset:
+    store = dataset.virtual.to_store(ObjectStoreRegistry.for_url(str(path)))
+    return xr.open_zarr(store, consolidated=False, **decoding)
+
+
+def rasterio_masked_and_scaled(path: Path, scale: float, offset: float) -> np.ndarray:
+    with rasterio.open(path) as src:
+        raw = src.read()
+        nodata = src.nodata
+    values = np.where(raw == nodata, np.nan, raw.astype("float64"))
+    return values * scale + offset
+
+
+@pytest.mark.parametrize("fields", [STAC_10, STAC_11], ids=["stac-1.0", "stac-1.1"])
+def test_band_names_and_scaling_come_from_the_catalog(tmp_path: Path, fields: Any) -> None:
+    path = reflectance(tmp_path / "reflectance.tif")
+
+    dataset = open_stac(item_with(path, fields), ["reflectance"])
+
+    assert list(dataset["band"].values) == NAMES
+    assert list(dataset["common_name"].values) == COMMON
+    assert dataset["reflectance"].attrs["scale_factor"] == 0.0001
+    assert dataset["reflectance"].attrs["add_offset"] == -0.1
+    values = read(dataset, path)
+    assert list(values["band"].values) == NAMES
+    assert list(values["common_name"].values) == COMMON
+    np.testing.assert_allclose(
+        values["reflectance"].values, rasterio_masked_and_scaled(path, 0.0001, -0.1), rtol=1e-12
+    )
+    assert np.isnan(values["reflectance"].sel(band="B04").values[0, 0])
+
+    raw = read(dataset, path, mask_and_scale=False)["reflectance"]
+    assert raw.dtype == np.uint16
+    assert raw.attrs["_FillValue"] == 0
+    assert raw.attrs["scale_factor"] == 0.0001
+    with rasterio.open(path) as src:
+        np.testing.assert_array_equal(raw.values, src.read())
+
+
+def test_one_time_series_keeps_the_labels(tmp_path: Path) -> None:
+    items = []
+    for day in range(2):
+        path = reflectance(tmp_path / f"r{day}.tif")
+        item = item_with(path, STAC_10, item_id=f"S2_{day}")
+        item.datetime = WHEN + dt.timedelta(days=day)
+        items.append(item)
+
+    cube = open_stac(items, ["reflectance"])
+
+    assert dict(cube["reflectance"].sizes) == {"time": 2, "band": 4, "y": 64, "x": 64}
+    assert list(read(cube, tmp_path / "r0.tif")["band"].values) == NAMES
+
+
+def test_band_descriptions_label_bands_without_stac_names(tmp_path: Path) -> None:
+    path = reflectance(
+        tmp_path / "described.tif", driver="GTiff", tiled=True, blockxsize=32, blockysize=32
+    )
+    with rasterio.open(path, "r+") as dst:
+        for n, name in enumerate(NAMES, start=1):
+            dst.set_band_description(n, name)
+    with rasterio.open(path) as src:
+        descriptions = list(src.descriptions)
+
+    plain = open_virtual_dataset(path)
+    from_stac = open_stac(item_with(path, {}), ["reflectance"])
+
+    # A plain file keeps band numbers, as rioxarray does, with descriptions in long_name.
+    assert list(plain["band"].values) == [1, 2, 3, 4]
+    assert plain["band_data"].attrs["long_name"] == descriptions
+    assert list(from_stac["band"].values) == descriptions
+
+
+def test_the_files_own_scale_and_nodata_win_with_a_warning(tmp_path: Path) -> None:
+    path = reflectance(tmp_path / "scaled.tif", scales=(0.5,) * 4, offsets=(1.0,) * 4)
+
+    with pytest.warns(RuntimeWarning, match=r"'reflectance' of item 'S2_1'.*file's"):
+        dataset = open_stac(item_with(path, STAC_10), ["reflectance"])
+
+    assert dataset["reflectance"].attrs["scale_factor"] == 0.5
+    np.testing.assert_allclose(
+        read(dataset, path)["reflectance"].values, rasterio_masked_and_scaled(path, 0.5, 1.0)
+    )
+    other = {"raster:bands": [{"nodata": 7}] * 4}
+    with pytest.warns(RuntimeWarning, match="the file's nodata 0 differs from the STAC nodata 7"):
+        open_stac(item_with(path, other), ["reflectance"])
+
+
+def test_a_nodata_only_the_catalog_gives_masks_the_values(tmp_path: Path) -> None:
+    path = reflectance(tmp_path / "bare.tif", nodata=None)
+
+    dataset = open_stac(item_with(path, STAC_11), ["reflectance"])
+
+    assert read(dataset, path, mask_and_scale=False)["reflectance"].attrs["_FillValue"] == 0
+    assert np.isnan(read(dataset, path)["reflectance"].values[:, :8, :8]).all()
+
+
+def test_a_float32_nodata_is_compared_in_float32(tmp_path: Path) -> None:
+    data = pixels(1, 32, 32, "float32")
+    data[0, 0, :4] = np.finfo("float32").max
+    path = write_gdal(
+        tmp_path / "float.tif", width=32, height=32, dtype="float32", data=data, driver="COG"
+    )
+    # The float64 text of the float32 maximum: only its float32 rounding equals the pixels.
+    fields = {"raster:bands": [{"nodata": 3.4028234663852886e38}]}
+
+    dataset = open_stac(item_with(path, fields), ["reflectance"])
+
+    values = read(dataset, path)["reflectance"].values
+    assert np.isnan(values[0, :4]).all()
+    assert not np.isnan(values[1:]).any()
+
+
+def test_bands_the_array_cannot_hold_are_refused(tmp_path: Path) -> None:
+    path = reflectance(tmp_path / "reflectance.tif")
+    differing = {"raster:bands": [{"scale": 0.0001}, {"scale": 0.0002}, {}, {}]}
+    with pytest.raises(BandMetadataError, match=r"'reflectance' of item 'S2_1'.*different scal"):
+        open_stac(item_with(path, differing), ["reflectance"])
+    three = {"eo:bands": [{"name": n} for n in NAMES[:3]]}
+    with pytest.raises(BandMetadataError, match="lists 3 bands but the file has 4"):
+        open_stac(item_with(path, three), ["reflectance"])
+
+
+@pytest.mark.parametrize(("format", "target"), [("icechunk", "c.icechunk"), ("kerchunk", "c.json")])
+def test_published_stores_keep_labels_and_scaling(tmp_path: Path, format: str, target: str) -> None:
+    items = []
+    for day in range(2):
+        item = item_with(reflectance(tmp_path / f"r{day}.tif"), STAC_10, item_id=f"S2_{day}")
+        item.datetime = WHEN + dt.timedelta(days=day)
+        item.set_self_href(str(tmp_path / f"S2_{day}.json"))
+        item.save_object(include_self_link=True)
+        items.append(item)
+    collection = pystac.Collection("s2", "reflectance", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+
+    publish(collection, tmp_path / target, format=format, assets=["reflectance"])  # type: ignore[arg-type]
+
+    read = open_published(collection.assets[format])
+    assert list(read["band"].values) == NAMES
+    assert list(read["common_name"].values) == COMMON
+    expected = np.stack(
+        [rasterio_masked_and_scaled(tmp_path / f"r{day}.tif", 0.0001, -0.1) for day in range(2)]
+    )
+    values = read["reflectance"].transpose("time", "band", "y", "x").values
+    np.testing.assert_allclose(values, expected, rtol=1e-12)
+
+
+def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> None:
+    assert asset_bands(pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]})) == (
+        StacBand(nodata="nan"),
+    )
+    path = reflectance(tmp_path / "bare.tif", nodata=None)
+    fraction = {"raster:bands": [{"nodata": 0.5}] * 4}
+
+    with pytest.warns(RuntimeWarning, match="STAC nodata 0.5 does not fit uint16; it is ignored"):
+        dataset = open_stac(item_with(path, fraction), ["reflectance"])
+
+    assert "_FillValue" not in dataset["reflectance"].attrs
