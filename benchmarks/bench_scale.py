@@ -23,8 +23,8 @@ Stages, each with its wall-clock seconds and the largest resident set size while
 
 - **listing**: the sorted paths of the directory (``Path.glob``);
 - **parsing**: from the call of ``open_virtual_mfdataset`` until every file's virtual dataset is
-  back in the client (marked by the call of xarray's ``_combine_nd``, which both libraries'
-  ``open_virtual_mfdataset`` reach through ``xr.combine_nested`` once every file is parsed);
+  back in the client (marked by the first call of the combining function: xarray's
+  ``_combine_nd``, or our ``concat_along_existing``);
 - **combining**: the rest of ``open_virtual_mfdataset`` (``xr.combine_nested`` of the virtual
   datasets);
 - **writing**: ``to_icechunk`` into a writable session of a local repository;
@@ -120,17 +120,17 @@ class _Stages:
 
     def __init__(self) -> None:
         self.figures: dict[str, dict[str, float]] = {}
-        self._name = ""
+        self.current = ""
         self._start = 0.0
 
     def start(self, name: str) -> None:
-        self._name = name
+        self.current = name
         reset_peak_rss()
         self._start = time.perf_counter()
 
     def stop(self) -> None:
         seconds = time.perf_counter() - self._start
-        self.figures[self._name] = {
+        self.figures[self.current] = {
             "seconds": seconds,
             "peak_rss": window_peak_rss_bytes(),
             "rss_after": rss_bytes(),
@@ -225,18 +225,25 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     paths = sorted(directory.glob("*.nc"))
     stages.stop()
 
-    # Both libraries parse every file, then hand the list to xarray's ``_combine_nd`` (through
-    # ``xr.combine_nested``, or VirtualiZarr's ``_nested_combine``): its call ends parsing.
+    # Both libraries parse every file, then combine: VirtualiZarr (and ours, for datasets that
+    # are not alike) through xarray's ``_combine_nd``, ours through ``concat_along_existing``.
+    # The first of them to be called ends parsing.
     import xarray.structure.combine as xarray_combine
 
-    combine_nd = xarray_combine._combine_nd
+    def marking(function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if "combining" not in stages.figures and stages.current != "combining":
+                stages.stop()
+                stages.start("combining")
+            return function(*args, **kwargs)
 
-    def combining(*args: Any, **kwargs: Any) -> Any:
-        stages.stop()
-        stages.start("combining")
-        return combine_nd(*args, **kwargs)
+        return call
 
-    xarray_combine._combine_nd = combining
+    xarray_combine._combine_nd = marking(xarray_combine._combine_nd)
+    if lib == "ours":
+        import virtualstac.xarray.open as ours_open
+
+        ours_open.concat_along_existing = marking(ours_open.concat_along_existing)
     # Our progress bar (stderr) shows how far a long run is; VirtualiZarr has none.
     options: dict[str, Any] = {"progress": True} if lib == "ours" else {}
     stages.start("parsing")
