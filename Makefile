@@ -26,9 +26,11 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m mypy
 
+# Writes benchmarks/results/ (results.md and the plots); `make bench BENCH_ARGS=--quick` for a
+# smoke run (written to benchmarks/results/quick/).
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[benchmarks]'
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache

@@ -28,6 +28,7 @@ from typing import Any
 __all__ = [
     "RESULT_MARKER",
     "Row",
+    "Series",
     "Timing",
     "format_bytes",
     "peak_rss_bytes",
@@ -214,6 +215,25 @@ class Row:
         if self.ours is None or self.peer is None or self.ours <= 0 or self.peer <= 0:
             return None
         return self.peer / self.ours if self.better == "lower" else self.ours / self.peer
+
+
+@dataclass
+class Series:
+    """One line (or one group of bars) of a plot in ``benchmarks/results/``.
+
+    A benchmark module that measures a figure against a varying quantity exposes
+    ``series() -> list[Series]`` beside ``run()``: the series its last ``run()`` measured.
+    ``run_all.py`` collects them and ``results.py`` draws one plot per ``plot`` name: lines
+    against ``x`` when every ``x`` is a number, grouped bars when the ``x`` are labels (codecs,
+    executors). ``label`` names the line: the library and the setting
+    (``"virtualstac, process pool (2)"``).
+    """
+
+    plot: str
+    label: str
+    x_label: str
+    y_label: str
+    points: list[tuple[float | str, float]] = field(default_factory=list)
 
 
 def _number(value: float | None) -> str:

@@ -21,6 +21,10 @@ Readers:
   (``zarr_format=3``);
 - both also with ``zarr.config.set({"async.concurrency": 64})``, and through xarray's default
   dask-backed ``xr.open_zarr(store)``;
+- ``Icechunk``: our references published to a local Icechunk repository (``write_icechunk``,
+  committed before timing), read from a read-only session with ``xr.open_zarr(session.store,
+  chunks=None)``: through virtualstac's codec pipeline, and through zarr's own
+  ``BatchedCodecPipeline`` (the peer: what a plain zarr reader of the repository gets);
 - ``h5py``: ``dset[...]``; ``netCDF4``: ``var[:]`` with auto mask/scale off.
 
 Run ``python benchmarks/bench_store_read.py [--quick]``.
@@ -42,6 +46,7 @@ import numpy as np
 
 from _common import (
     Row,
+    Series,
     peer_available,
     print_table,
     progress,
@@ -157,14 +162,54 @@ def _vz_store(path: str) -> Any:
     return HDFParser()(Path(path).as_uri(), registry)
 
 
+def publish_icechunk(path: Path, repository: Path) -> None:
+    """Publish our references to ``path`` into a new local Icechunk repository, committed."""
+    import icechunk
+
+    from virtualstac.writers import authorize_containers, ensure_containers, required_containers
+    from virtualstac.writers.icechunk import write_icechunk
+
+    group = _ours_store(str(path)).group
+    containers = required_containers(group)
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    repo = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(repository)),
+        config=config,
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    session = repo.writable_session("main")
+    write_icechunk(group, session.store)
+    session.commit("bench_store_read")
+
+
+def _icechunk_store(repository: str) -> Any:
+    """A read-only session's store of the published repository, its containers authorized."""
+    import icechunk
+
+    storage = icechunk.local_filesystem_storage(repository)
+    config = icechunk.Repository.fetch_config(storage)
+    assert config is not None
+    credentials = {
+        prefix: icechunk.credentials.LocalFileSystemAccess
+        for prefix in config.virtual_chunk_containers
+    }
+    repo = icechunk.Repository.open(
+        storage, authorize_virtual_chunk_access=icechunk.containers_credentials(credentials)
+    )
+    return repo.readonly_session("main").store
+
+
 @contextlib.contextmanager
-def _zarr_concurrency(concurrency: int | None) -> Iterator[None]:
-    if concurrency is None:
-        yield
-        return
+def _zarr_settings(params: dict[str, Any]) -> Iterator[None]:
+    """zarr's ``async.concurrency`` and codec pipeline as the reader asks, for the reads."""
     import zarr
 
-    with zarr.config.set({"async.concurrency": concurrency}):
+    settings: dict[str, Any] = {}
+    if params.get("concurrency") is not None:
+        settings["async.concurrency"] = params["concurrency"]
+    if params.get("zarr_pipeline"):
+        settings["codec_pipeline.path"] = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+    with zarr.config.set(settings):
         yield
 
 
@@ -173,10 +218,15 @@ def worker_read(params: dict[str, Any]) -> dict[str, Any]:
     reader, path, repeat = params["reader"], params["path"], params["repeat"]
     start = time.perf_counter()
     opener: Any
-    if reader in ("ours", "vz"):
+    if reader in ("ours", "vz", "icechunk"):
         import xarray as xr
 
-        store = _ours_store(path) if reader == "ours" else _vz_store(path)
+        if reader == "icechunk":
+            import virtualstac  # noqa: F401  (its codec pipeline becomes zarr's)
+
+            store = _icechunk_store(params["repository"])
+        else:
+            store = _ours_store(path) if reader == "ours" else _vz_store(path)
         kwargs: dict[str, Any] = {"consolidated": False}
         if reader == "vz":
             kwargs["zarr_format"] = 3  # VirtualiZarr's store cannot be auto-detected (#783)
@@ -215,7 +265,7 @@ def worker_read(params: dict[str, Any]) -> dict[str, Any]:
     runs: list[float] = []
     crc = 0
     nbytes = 0
-    with _zarr_concurrency(params.get("concurrency")):
+    with _zarr_settings(params):
         for i in range(repeat):
             handle = opener()  # a fresh handle each time: xarray caches loaded values
             start = time.perf_counter()
@@ -252,22 +302,29 @@ READERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("store, async.concurrency=64", "vz", {"concurrency": 64}),
     ("store, open_zarr() with dask", "ours", {"dask": True}),
     ("store, open_zarr() with dask", "vz", {"dask": True}),
+    ("published Icechunk, open_zarr(chunks=None)", "icechunk", {}),
+    ("published Icechunk, open_zarr(chunks=None)", "icechunk-zarr", {"zarr_pipeline": True}),
 )
+WHO = {
+    "ours": "virtualstac",
+    "vz": "VirtualiZarr",
+    "icechunk": "virtualstac's pipeline",
+    "icechunk-zarr": "zarr's pipeline",
+}
 
 
 def _measure_file(
-    kind: str, path: Path, repeat: int, dask_repeat: int, with_peer: bool
+    kind: str, path: Path, repository: Path, repeat: int, dask_repeat: int, with_peer: bool
 ) -> dict[tuple[str, str], dict[str, Any] | None]:
     results: dict[tuple[str, str], dict[str, Any] | None] = {}
     for label, reader, options in READERS:
         if reader == "vz" and not with_peer:
             continue
-        who = {"ours": "virtualstac", "vz": "VirtualiZarr"}.get(reader, reader)
+        who = WHO.get(reader, reader)
         progress(f"{kind}: {who} {label} ...")
         n = dask_repeat if options.get("dask") else repeat
-        result = run_worker(
-            SCRIPT, "read", {"reader": reader, "path": str(path), "repeat": n, **options}
-        )
+        params = {"reader": reader.removesuffix("-zarr"), "path": str(path), "repeat": n}
+        result = run_worker(SCRIPT, "read", {**params, "repository": str(repository), **options})
         results[(label, reader)] = result
         if result is not None:
             mbps = result["nbytes"] / MB / result["best"]
@@ -302,6 +359,28 @@ def _rows(
                 better="higher",
             )
         )
+    published = "published Icechunk, open_zarr(chunks=None)"
+    rows.append(
+        Row(
+            f"{kind}: {published}",
+            "MB/s",
+            mbps(published, "icechunk"),
+            mbps(published, "icechunk-zarr"),
+            better="higher",
+            peer_name="zarr's BatchedCodecPipeline",
+        )
+    )
+    rows.append(
+        Row(
+            f"{kind}: {published} vs native",
+            "MB/s",
+            mbps(published, "icechunk"),
+            mbps("h5py dset[...]", "h5py"),
+            better="higher",
+            peer_name="h5py dset[...]",
+            target=TARGETS[kind],
+        )
+    )
     base = "store, open_zarr(chunks=None)"
     ours = mbps(base, "ours")
     for native, reader in (("h5py dset[...]", "h5py"), ("netCDF4 var[:]", "netcdf4")):
@@ -313,8 +392,21 @@ def _rows(
                 mbps(native, reader),
                 better="higher",
                 peer_name=native,
+                target=TARGETS[kind] if reader == "h5py" else "",
             )
         )
+    _SERIES.extend(
+        Series(PLOT, name, "codec", "MB/s (uncompressed)", [(kind, value)])
+        for name, value in (
+            ("virtualstac store", ours),
+            ("VirtualiZarr store", mbps(base, "vz")),
+            ("Icechunk, virtualstac's pipeline", mbps(published, "icechunk")),
+            ("Icechunk, zarr's pipeline", mbps(published, "icechunk-zarr")),
+            ("h5py", mbps("h5py dset[...]", "h5py")),
+            ("netCDF4", mbps("netCDF4 var[:]", "netcdf4")),
+        )
+        if value is not None
+    )
     peak = results.get((base, "ours")), results.get((base, "vz"))
     rows.append(
         Row(
@@ -327,8 +419,20 @@ def _rows(
     return rows
 
 
+PLOT = "Read throughput per codec"
+# Issue 11: zlib+shuffle at least 1.5x h5py's (and VirtualiZarr's), uncompressed at least h5py's.
+TARGETS = {"zlib+shuffle": ">= 1.5x", "raw": ">= 1x"}
+_SERIES: list[Series] = []
+
+
+def series() -> list[Series]:
+    """MB/s per codec and reader from the last :func:`run`."""
+    return list(_SERIES)
+
+
 def run(quick: bool = False) -> list[Row]:
     """Write the two files, run every reader on each, return the comparison rows."""
+    _SERIES.clear()
     with_peer = peer_available()
     frames = 4 if quick else 50
     repeat, dask_repeat = (3, 1) if quick else (3, 3)
@@ -352,8 +456,10 @@ def run(quick: bool = False) -> list[Row]:
                 f"{int(np.prod(chunks)) * 4 / 1024:.0f} KiB, "
                 f"{os.path.getsize(path) / MB:.0f} MB on disk"
             )
+            repository = Path(tmp) / f"{kind.replace('+', '_')}.icechunk"
+            publish_icechunk(path, repository)
             warm_page_cache(path)
-            results = _measure_file(kind, path, repeat, dask_repeat, with_peer)
+            results = _measure_file(kind, path, repository, repeat, dask_repeat, with_peer)
             rows += _rows(kind, results, f"({size / MB:.0f} MB, {n_chunks} chunks)")
             path.unlink()
     return rows

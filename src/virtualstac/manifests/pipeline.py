@@ -1,4 +1,5 @@
-"""Chunks that do not decode: zarr's codec pipeline, naming the chunk when decoding fails.
+"""zarr's codec pipeline for virtual stores: concurrent decoding, and chunks that do not decode
+named.
 
 zarr fetches a chunk through the store's ``get`` and decodes it afterwards, above the store,
 in its codec pipeline; a damaged chunk (or a reference whose offset or length is wrong) then
@@ -9,25 +10,36 @@ fails there with the codec's own exception (``zlib.error``, imagecodecs' errors,
 chunks from a :class:`~virtualstac.manifests.store.ManifestStore` fails with a foreign
 exception, it raises :class:`~virtualstac.errors.ChunkDecodeError` naming the chunk key, the
 source URL, the offset and the length, with the codec's exception chained. Reads from every
-other store behave exactly as with zarr's pipeline. Importing virtualstac makes it zarr's
-pipeline (``codec_pipeline.path``) unless another one was configured; with another pipeline
-(zarr's ``FusedCodecPipeline``, say) decoding errors stay zarr's own.
+other store raise zarr's own errors.
+
+Reads of several chunks whose codecs all run synchronously (zarr's own, numcodecs', ours) take
+:mod:`virtualstac.manifests.decoding`: fetched in waves and decoded on a thread pool, instead of
+one coroutine and one thread hop per codec per chunk; ``numcodecs.zlib`` and ``shuffle`` are
+decoded there without the GIL (:mod:`virtualstac.manifests.decoders`).
+
+Importing virtualstac makes it zarr's pipeline (``codec_pipeline.path``) unless another one was
+configured; with another pipeline (zarr's ``FusedCodecPipeline``, say) decoding errors stay
+zarr's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import zarr
 from zarr.abc.store import ByteGetter
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import NDBuffer
+from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.indexing import SelectorTuple
 from zarr.registry import register_pipeline
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
+from virtualstac.manifests.decoders import decoder_twin
+from virtualstac.manifests.decoding import can_read_concurrently, read_concurrently
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
 
@@ -40,7 +52,30 @@ type _ReadBatch = Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorT
 
 class ManifestCodecPipeline(BatchedCodecPipeline):
     """zarr's batched codec pipeline; chunks of a ManifestStore that fail to decode raise
-    :class:`~virtualstac.errors.ChunkDecodeError`."""
+    :class:`~virtualstac.errors.ChunkDecodeError`; reads of several chunks decode them
+    concurrently."""
+
+    @cached_property
+    def _transform(self) -> ChunkTransform | None:
+        """The codecs as one synchronous chain; None if one of them is asynchronous only."""
+        try:
+            return ChunkTransform(codecs=tuple(decoder_twin(codec) for codec in self))
+        except TypeError:
+            return None
+
+    async def read(
+        self,
+        batch_info: _ReadBatch,
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> Any:
+        """Read chunks into ``out``: concurrently when every codec is synchronous and no codec
+        decodes parts of chunks (sharding), else as zarr's pipeline does."""
+        batch = list(batch_info)
+        transform = None if self.supports_partial_decode else self._transform
+        if transform is not None and can_read_concurrently(batch, transform):
+            return await read_concurrently(batch, out, drop_axes, transform)
+        return await super().read(batch, out, drop_axes)
 
     async def read_batch(
         self, batch_info: _ReadBatch, out: NDBuffer, drop_axes: tuple[int, ...] = ()

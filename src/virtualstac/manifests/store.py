@@ -1,28 +1,25 @@
 """ManifestStore: a read-only Zarr store over a ManifestGroup.
 
 Metadata is served from the group; chunk bytes are read from their source objects through the
-object store registry. zarr-python asks for one chunk per ``get`` call (at most
-``async.concurrency`` at a time, 10 by default), so the store queues the requests that arrive
-within a short window, groups them by object, and fetches each object's ranges with one
-``obstore.get_ranges_async`` call that merges nearby ranges. Raising zarr's ``async.concurrency``
-lets more chunks share a request.
+object store registry. virtualstac's codec pipeline asks for the chunks of a read in waves
+(:meth:`ManifestStore.get_chunks`): each object's ranges are fetched with one
+``obstore.get_ranges_async`` call that merges nearby ranges. Other pipelines ask for one chunk
+per ``get`` call (at most ``async.concurrency`` at a time, 10 by default), so the store queues
+the requests that arrive within a short window and fetches them the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import obstore
 from zarr.abc.store import (
     ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
     Store,
-    SuffixByteRequest,
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
@@ -35,6 +32,13 @@ from virtualstac.errors import (
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
+from virtualstac.manifests.ranges import (
+    RangeRequest,
+    clamp,
+    fail_all,
+    short_read,
+    within_local_file,
+)
 from virtualstac.storage.failures import describe, network_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
@@ -52,18 +56,10 @@ _MAX_WINDOWS = 8
 
 
 @dataclass
-class _Request:
-    start: int
-    end: int
-    future: asyncio.Future[Any]
-    key: str
-
-
-@dataclass
 class _Batcher:
     """Requests waiting to be fetched, per object URL, on one event loop."""
 
-    pending: dict[str, list[_Request]] = field(default_factory=dict)
+    pending: dict[str, list[RangeRequest]] = field(default_factory=dict)
     # The event loop keeps only weak references to tasks; these keep the flushes alive.
     flushes: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -262,7 +258,7 @@ class ManifestStore(Store):
             data = self._metadata_bytes(node_path)
             if data is None:
                 return None
-            start, end = _clamp(byte_range, len(data))
+            start, end = clamp(byte_range, len(data))
             return prototype.buffer.from_bytes(data[start:end])
         located = self._locate_chunk(key)
         if located is None:
@@ -278,9 +274,9 @@ class ManifestStore(Store):
             return None
         if entry["path"] == INLINED_CHUNK_PATH:
             data = entry["data"]
-            start, end = _clamp(byte_range, len(data))
+            start, end = clamp(byte_range, len(data))
             return prototype.buffer.from_bytes(data[start:end])
-        start, end = _clamp(byte_range, entry["length"])
+        start, end = clamp(byte_range, entry["length"])
         chunk = await self._read(entry["path"], entry["offset"] + start, entry["offset"] + end, key)
         return prototype.buffer.from_bytes(chunk)
 
@@ -293,7 +289,7 @@ class ManifestStore(Store):
             batcher = self._batchers[loop] = _Batcher()
         queue = batcher.pending.setdefault(url, [])
         future: asyncio.Future[Any] = loop.create_future()
-        queue.append(_Request(start, end, future, key))
+        queue.append(RangeRequest(start, end, future, key))
         if len(queue) == 1:
             task = loop.create_task(self._flush(batcher, url))
             batcher.flushes.add(task)
@@ -319,12 +315,15 @@ class ManifestStore(Store):
             if len(queue) == queued:
                 break
         requests = batcher.pending.pop(url, [])
-        if not requests:
-            return
+        if requests:
+            await self._fetch(url, requests)
+
+    async def _fetch(self, url: str, requests: list[RangeRequest]) -> None:
+        """Fetch the ranges of ``requests`` from ``url`` in one call; settle their futures."""
         try:
             store, path = self._registry.resolve(url)
             if url.startswith("file://"):
-                requests = await _within_local_file(store, path, url, requests)
+                requests = await within_local_file(store, path, url, requests)
                 if not requests:
                     return
             buffers = await obstore.get_ranges_async(
@@ -335,7 +334,7 @@ class ManifestStore(Store):
                 coalesce=self._coalesce,
             )
         except UnregisteredURLError as err:
-            _fail(requests, err)
+            fail_all(requests, err)
             return
         except FileNotFoundError as err:
             missing = ChunkReadError(
@@ -343,13 +342,13 @@ class ManifestStore(Store):
                 f"({describe(err)})"
             )
             missing.__cause__ = err
-            _fail(requests, missing)
+            fail_all(requests, missing)
             return
         except BaseException as err:
             # obstore raises its own hierarchy, and a Rust panic (e.g. on a file truncated under
             # a merged range) arrives as a BaseException; every waiting read must still fail.
             if isinstance(err, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-                _fail(requests, ChunkReadError(f"reading {redact(url)!r} was interrupted"))
+                fail_all(requests, ChunkReadError(f"reading {redact(url)!r} was interrupted"))
                 raise
             failure = network_failure(err, url, f"chunk {requests[0].key!r} from ") or (
                 ChunkReadError(
@@ -359,16 +358,59 @@ class ManifestStore(Store):
                 )
             )
             failure.__cause__ = err
-            _fail(requests, failure)
+            fail_all(requests, failure)
             return
         record_read(1, sum(len(buffer) for buffer in buffers))
         for request, buffer in zip(requests, buffers, strict=True):
             if request.future.done():
                 continue
             if len(buffer) != request.end - request.start:
-                request.future.set_exception(_short_read(request, url, len(buffer)))
+                request.future.set_exception(short_read(request, url, len(buffer)))
             else:
                 request.future.set_result(buffer)
+
+    async def get_chunks(
+        self, keys: Sequence[str], prototype: BufferPrototype
+    ) -> list[Buffer | None]:
+        """Return the bytes of the chunks ``keys`` (None where a chunk is missing) in one go:
+        the ranges of each source object are fetched with one request, merged as in ``get``.
+
+        Raises as ``get`` does; a key that is not a chunk of this store raises
+        :class:`~virtualstac.errors.InvalidChunkKeyError`.
+        """
+        results: list[Buffer | None] = [None] * len(keys)
+        loop = asyncio.get_running_loop()
+        by_url: dict[str, list[RangeRequest]] = {}
+        slots: list[tuple[int, asyncio.Future[Any]]] = []
+        for index, key in enumerate(keys):
+            located = self._locate_chunk(key)
+            if located is None:
+                raise InvalidChunkKeyError(f"{key!r} is not a chunk of this store")
+            entry = located[1].manifest.get_entry(located[2])
+            if entry is None:
+                continue
+            if entry["path"] == INLINED_CHUNK_PATH:
+                results[index] = prototype.buffer.from_bytes(entry["data"])
+            elif entry["length"] == 0:
+                results[index] = prototype.buffer.from_bytes(b"")
+            else:
+                future: asyncio.Future[Any] = loop.create_future()
+                start = entry["offset"]
+                by_url.setdefault(entry["path"], []).append(
+                    RangeRequest(start, start + entry["length"], future, key)
+                )
+                slots.append((index, future))
+        await asyncio.gather(*(self._fetch(url, requests) for url, requests in by_url.items()))
+        failure: BaseException | None = None
+        for index, future in slots:
+            error = future.exception()
+            if error is None:
+                results[index] = prototype.buffer.from_bytes(future.result())
+            elif failure is None:
+                failure = error
+        if failure is not None:
+            raise failure
+        return results
 
     async def get_partial_values(
         self,
@@ -508,50 +550,3 @@ class ManifestStore(Store):
                     full, loadable_variables=loadable_variables, decode_times=decode_times
                 )
         return virtual_datatree(datasets)
-
-
-async def _within_local_file(
-    store: Any, path: str, url: str, requests: list[_Request]
-) -> list[_Request]:
-    """The requests that lie within the local file; the others fail as reading past its end.
-
-    obstore's local store panics (printing a Rust backtrace on stderr) when merged ranges run
-    past the end of a file, so ranges are checked against its size first; a stat costs
-    microseconds.
-    """
-    size = int((await obstore.head_async(store, path))["size"])
-    inside = []
-    for request in requests:
-        if request.end <= size:
-            inside.append(request)
-        elif not request.future.done():
-            request.future.set_exception(_short_read(request, url, max(0, size - request.start)))
-    return inside
-
-
-def _short_read(request: _Request, url: str, available: int) -> ChunkReadError:
-    expected = request.end - request.start
-    return ChunkReadError(
-        f"reading chunk {request.key!r} from {redact(url)!r} failed: it references bytes "
-        f"{request.start}-{request.end}, but only {available} of {expected} bytes exist; the "
-        "file is shorter than when it was referenced"
-    )
-
-
-def _fail(requests: list[_Request], error: BaseException) -> None:
-    for request in requests:
-        if not request.future.done():
-            request.future.set_exception(error)
-
-
-def _clamp(byte_range: ByteRequest | None, length: int) -> tuple[int, int]:
-    """Translate a byte request into ``[start, end)`` within a value of ``length`` bytes."""
-    if byte_range is None:
-        return 0, length
-    if isinstance(byte_range, RangeByteRequest):
-        return min(byte_range.start, length), min(byte_range.end, length)
-    if isinstance(byte_range, OffsetByteRequest):
-        return min(byte_range.offset, length), length
-    if isinstance(byte_range, SuffixByteRequest):
-        return max(length - byte_range.suffix, 0), length
-    raise TypeError(f"unexpected byte request {byte_range!r}")

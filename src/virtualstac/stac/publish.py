@@ -23,17 +23,17 @@ import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import pystac
-import xarray as xr
 
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
 from virtualstac.stac.invalid import catalog_items
-from virtualstac.stac.levels import Levels, open_levels
-from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
-from virtualstac.stac.publish_icechunk import publish_repository
+from virtualstac.stac.levels import Levels
+from virtualstac.stac.open import UnsupportedAssetError, _is_source
+from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
+from virtualstac.stac.publish_icechunk import Writes, publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
 from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
 from virtualstac.stac.published_asset import (
@@ -108,7 +108,11 @@ def publish(
         (``endpoint``, ``region``, ``access_key_id``, ...); never written into STAC.
     parallel, progress
         As for :func:`open_stac`: sources are parsed as parallel tasks; ``progress`` shows
-        progress bars on stderr while sources are parsed and the store is written.
+        progress bars on stderr while sources are parsed and the store is written. With a
+        ``dask.distributed`` Client and ``format="icechunk"``, the workers parse the items in
+        batches and write their references into forks of the repository's session, which this
+        process merges and commits once (:mod:`virtualstac.stac.publish_distributed`); Kerchunk
+        references are parsed on the workers and written here.
     drop_variables
         Variables to leave out of the store.
     overviews
@@ -136,6 +140,9 @@ def publish(
     IncompatibleArraysError
         If new items do not fit the published store (another grid, other variables, or times
         before its end).
+    WorkerLostError
+        If a worker of the ``parallel`` cluster died: nothing was committed or recorded, and
+        publishing again completes.
     """
     if format not in MEDIA_TYPES:
         raise ValueError(f"format must be 'icechunk' or 'kerchunk', got {format!r}")
@@ -170,26 +177,17 @@ def publish(
         raise unwritable
     sources = tuple(source for item in new for source in _sources(item, wanted))
 
-    def open_level(overview_level: int | None) -> xr.Dataset:
-        level = _open_stac(
-            new,
-            wanted,
-            registry=registry,
-            parallel=parallel,
-            progress=progress,
-            drop_variables=drop_variables,
-            concat_dim=concat_dim,
-            use_published=False,
-            overview_level=overview_level,
-            # The publisher owns the catalog: its storage schemes' endpoints are trusted.
-            trust_catalog_endpoints=registry is None,
-        )
-        return cast(xr.Dataset, level)
-
+    base = previous.version if previous.recorded else None
     # With nothing new, the adopted store is recorded as it is.
     dataset: Levels | None = None
-    if new:
-        dataset = open_levels(open_level) if overviews else open_level(None)
+    batches: Writes | None = None
+    dropped = None if drop_variables is None else list(drop_variables)
+    opening = Opening(wanted, registry, dropped, concat_dim, overviews)
+    if new and format == "icechunk" and is_cluster(parallel):
+        appending = None if base is None else (place, base)
+        batches = Batches(parallel, new, opening, appending=appending, where=place.href)
+    elif new:
+        dataset = opening(new, parallel=parallel, progress=progress)
     ids = (*previous.items, *(item.id for item in new))
     record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
     # Icechunk commits inside the step: writing and committing are one bar.
@@ -198,9 +196,9 @@ def publish(
     if format == "icechunk":
         with writing:
             version = publish_repository(
-                dataset,
+                dataset if batches is None else batches,
                 place,
-                base=previous.version if previous.recorded else None,
+                base=base,
                 containers=previous.containers,
                 concat_dim=concat_dim,
                 registry=registry,

@@ -12,6 +12,7 @@ publish fails (if killed, the next publish adopts the empty repository it left).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +29,7 @@ from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_g
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.writers.icechunk import write_icechunk
+from virtualstac.writers.icechunk import WriteSummary, write_icechunk
 from virtualstac.writers.icechunk_containers import (
     container_for,
     ensure_containers,
@@ -36,7 +37,16 @@ from virtualstac.writers.icechunk_containers import (
 )
 from virtualstac.writers.staging import replacing
 
-__all__ = ["BRANCH", "RepositoryVersion", "one_step_per_chunk", "publish_repository"]
+__all__ = [
+    "BRANCH",
+    "RepositoryVersion",
+    "Writes",
+    "appending_group",
+    "first_group",
+    "one_step_per_chunk",
+    "publish_repository",
+    "published_store",
+]
 
 # What Icechunk writes, under its fixed first snapshot id, before a new repository exists.
 _CREATION_FILES = frozenset({"snapshots/1CECHNKREP0F1RSTCMT0", "transactions/1CECHNKREP0F1RSTCMT0"})
@@ -55,7 +65,7 @@ class RepositoryVersion:
 class _Commit:
     """What to commit: the dataset, along which dimension, the message, metadata and record."""
 
-    dataset: Levels
+    dataset: Levels | Writes
     concat_dim: str
     registry: ObjectStoreRegistry | None
     message: str
@@ -69,8 +79,38 @@ class _Commit:
         return {**self.metadata, **summary, RECORD_KEY: record.to_json()}
 
 
+class Writes(ABC):
+    """References another process writes: the sources they point to, and the writing."""
+
+    @abstractmethod
+    def sources(self) -> Iterable[str]:
+        """Every object the references point to (for the containers they need)."""
+
+    @abstractmethod
+    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
+        """Write everything into the writable ``session``, appending along ``append_dim``."""
+
+
+@dataclass(frozen=True)
+class _LocalWrites(Writes):
+    """A group this process writes."""
+
+    group: ManifestGroup
+
+    def sources(self) -> Iterable[str]:
+        return {
+            url
+            for _, node in self.group.walk()
+            if isinstance(node, ManifestArray)
+            for url in node.manifest.path_table
+        }
+
+    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
+        return write_icechunk(self.group, session.store, append_dim=append_dim)
+
+
 def publish_repository(
-    dataset: Levels | None,
+    dataset: Levels | Writes | None,
     target: Target,
     *,
     base: str | None,
@@ -130,13 +170,32 @@ def _update(
         )
     if commit is None:
         return _version(repository, base)
-    initial = next(iter(repository.ancestry(snapshot_id=base))).parent_id is None
-    if initial:
-        group = _first_group(commit.dataset, commit.concat_dim)
+    if isinstance(commit.dataset, Writes):  # parsed elsewhere, and checked against the base
+        return _version(*_commit(repository, storage, commit.dataset, commit, append=True))
+    published = published_store(repository, base)
+    if published is None:
+        group = first_group(commit.dataset, commit.concat_dim)
         return _version(*_commit(repository, storage, group, commit, append=False))
-    published = repository.readonly_session(snapshot_id=base).store
-    check_levels(commit.dataset, published, target.href)
-    dim = commit.concat_dim
+    group = appending_group(commit.dataset, published, commit.concat_dim, target.href)
+    return _version(*_commit(repository, storage, group, commit, append=True))
+
+
+def published_store(repository: Any, base: str) -> Any | None:
+    """The store at snapshot ``base``; None if that is the initial (empty) commit."""
+    if next(iter(repository.ancestry(snapshot_id=base))).parent_id is None:
+        return None
+    return repository.readonly_session(snapshot_id=base).store
+
+
+def appending_group(dataset: Levels, published: Any, dim: str, where: str) -> ManifestGroup:
+    """The group that appends ``dataset`` to the ``published`` store along ``dim``.
+
+    Raises
+    ------
+    IncompatibleArraysError
+        If ``dataset`` does not fit the store (levels, grid, variables, order).
+    """
+    check_levels(dataset, published, where)
 
     def appended(path: str, level: xr.Dataset) -> ManifestGroup:
         existing = xr.open_zarr(
@@ -147,14 +206,14 @@ def _update(
             mask_and_scale=False,
             chunks=None,
         )
-        check_appendable(existing, level, dim, target.href)
+        check_appendable(existing, level, dim, where)
         return one_step_per_chunk(encode_like(level, existing, dim).virtual.to_group(), dim)
 
-    group = pyramid_group(commit.dataset, appended)
-    return _version(*_commit(repository, storage, group, commit, append=True))
+    return pyramid_group(dataset, appended)
 
 
-def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+def first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+    """The group that writes ``dataset`` as a store's first data."""
     return pyramid_group(
         dataset,
         lambda _, level: one_step_per_chunk(
@@ -164,8 +223,12 @@ def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
 
 
 def _create(commit: _Commit, target: Target) -> RepositoryVersion:
-    group = _first_group(commit.dataset, commit.concat_dim)
-    containers = required_containers(group, commit.registry)
+    group = (
+        commit.dataset
+        if isinstance(commit.dataset, Writes)
+        else _LocalWrites(first_group(commit.dataset, commit.concat_dim))
+    )
+    containers = required_containers(group.sources(), commit.registry)
     config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
     if target.is_local:
         path = target.path
@@ -192,7 +255,12 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
 
 
 def _commit(
-    repository: Any, storage: Any, group: ManifestGroup, commit: _Commit, *, append: bool
+    repository: Any,
+    storage: Any,
+    group: ManifestGroup | Writes,
+    commit: _Commit,
+    *,
+    append: bool,
 ) -> tuple[Any, str]:
     """Write ``group`` on the branch and commit it; save containers it added afterwards.
 
@@ -200,13 +268,14 @@ def _commit(
     """
     config = repository.config
     declared = set(config.virtual_chunk_containers or {})
-    ensure_containers(config, required_containers(group, commit.registry))
+    writes = group if isinstance(group, Writes) else _LocalWrites(group)
+    ensure_containers(config, required_containers(writes.sources(), commit.registry))
     containers = set(config.virtual_chunk_containers or {})
     grown = containers != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
-    summary = write_icechunk(group, session.store, append_dim=commit.concat_dim if append else None)
+    summary = writes.write(session, commit.concat_dim if append else None)
     snapshot = session.commit(
         commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
     )

@@ -160,17 +160,42 @@ def _existing_metadata(store: Any, key: str) -> ArrayV3Metadata:
 def _append_array(
     store: Any, node_path: str, array: ManifestArray, append_dim: str, validate: bool
 ) -> None:
+    offset = grow_array(
+        store, node_path, array.metadata, set(array.manifest.path_table), append_dim
+    )
+    if offset is not None:
+        _write_refs(store, node_path, array, offset, validate)
+
+
+def grow_array(
+    store: Any,
+    node_path: str,
+    metadata: ArrayV3Metadata,
+    sources: set[str],
+    append_dim: str,
+) -> tuple[int, ...] | None:
+    """Lengthen the array at ``node_path`` by ``metadata``'s length along ``append_dim``.
+
+    Returns the grid position where the appended chunks go; None when the array has no such
+    dimension (it must then be identical to ``metadata``, and is left alone).
+
+    Raises
+    ------
+    IncompatibleArraysError
+        If the arrays cannot join (codecs, shapes outside ``append_dim``, a partial last chunk),
+        or the array already references one of ``sources``.
+    """
     existing = _existing_metadata(store, _key(node_path, "zarr.json"))
-    names = list(array.metadata.dimension_names or ())
+    names = list(metadata.dimension_names or ())
     if append_dim not in names:
-        if existing.to_dict() != array.metadata.to_dict():
+        if existing.to_dict() != metadata.to_dict():
             raise IncompatibleArraysError(
                 f"array {node_path!r} has no dimension {append_dim!r} to append along, and differs "
                 "from the array already in the repository"
             )
-        return
+        return None
     axis = names.index(append_dim)
-    check_combinable([existing, array.metadata], what=f"append to {node_path!r}")
+    check_combinable([existing, metadata], what=f"append to {node_path!r}")
     chunk = chunk_shape_of(existing)[axis]
     if existing.shape[axis] % chunk:
         raise IncompatibleArraysError(
@@ -179,19 +204,19 @@ def _append_array(
             "partial and appended chunks would land at the wrong positions"
         )
     other = [s for d, s in enumerate(existing.shape) if d != axis]
-    if other != [s for d, s in enumerate(array.shape) if d != axis]:
+    if other != [s for d, s in enumerate(metadata.shape) if d != axis]:
         raise IncompatibleArraysError(
-            f"cannot append to {node_path!r}: shape {array.shape} does not match "
+            f"cannot append to {node_path!r}: shape {metadata.shape} does not match "
             f"{existing.shape} outside {append_dim!r}"
         )
-    _refuse_duplicate_sources(store, node_path, array)
+    _refuse_duplicate_sources(store, node_path, sources)
     new_shape = list(existing.shape)
-    new_shape[axis] += array.shape[axis]
+    new_shape[axis] += metadata.shape[axis]
     grown = replace_metadata(existing, shape=tuple(new_shape))
     _set(store, _key(node_path, "zarr.json"), _metadata_json_from(grown))
-    offset = [0] * array.ndim
+    offset = [0] * len(names)
     offset[axis] = existing.shape[axis] // chunk
-    _write_refs(store, node_path, array, tuple(offset), validate)
+    return tuple(offset)
 
 
 def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
@@ -204,9 +229,8 @@ def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
     return json.dumps(document, allow_nan=False).encode()
 
 
-def _refuse_duplicate_sources(store: Any, node_path: str, array: ManifestArray) -> None:
+def _refuse_duplicate_sources(store: Any, node_path: str, new_paths: set[str]) -> None:
     """Appending a file that the array already references would duplicate its data."""
-    new_paths = set(array.manifest.path_table)
     if not new_paths:
         return
 

@@ -1,0 +1,186 @@
+"""Reading many chunks at once: fetch them in waves, decode them on a pool of threads.
+
+zarr's batched pipeline fetches one chunk per coroutine and decodes each codec of each chunk in
+its own ``asyncio.to_thread`` hop, so a read of thousands of small chunks spends more time
+scheduling than decoding, and a :class:`~virtualstac.manifests.store.ManifestStore` sees its
+requests a few at a time. Here the chunks of one read are fetched in waves (a ManifestStore
+gets a whole wave in one call, one request per source object), and each chunk is decoded and
+copied into the output by one task on a thread pool, while the next wave is being fetched. The
+codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's copies) release
+the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
+
+A chunk of a ManifestStore that fails to decode raises
+:class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
+raise the codec's own exception, as with zarr's pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import zarr
+from zarr.abc.codec import GetResult
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer
+from zarr.core.chunk_utils import ChunkTransform, decode_and_scatter_chunk
+from zarr.core.indexing import SelectorTuple
+from zarr.storage import StorePath
+
+from virtualstac.errors import ChunkDecodeError, VirtualStacError
+from virtualstac.manifests.store import ManifestStore
+from virtualstac.storage.failures import describe
+
+__all__ = ["can_read_concurrently", "decode_pool", "read_concurrently"]
+
+type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
+
+# A wave holds about this many decoded bytes: enough chunks to fill a request and keep the
+# pool busy, few enough that two waves in flight stay small beside the output array.
+WAVE_BYTES = 16 * 1024 * 1024
+MAX_WAVE_CHUNKS = 1024
+
+_pool: ThreadPoolExecutor | None = None
+_workers = 1
+_pool_lock = threading.Lock()
+
+
+def decode_pool() -> ThreadPoolExecutor:
+    """The threads chunks are decoded on: zarr's ``threading.max_workers``, else one per CPU."""
+    global _pool, _workers
+    with _pool_lock:
+        if _pool is None:
+            _workers = int(zarr.config.get("threading.max_workers", None) or os.cpu_count() or 1)
+            _pool = ThreadPoolExecutor(_workers, thread_name_prefix="virtualstac-decode")
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child inherits the pool object but none of its threads.
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def can_read_concurrently(batch: Sequence[ReadItem], transform: ChunkTransform | None) -> bool:
+    """Whether ``batch`` can take this path: several chunks of one store, every codec
+    synchronous (``transform``)."""
+    if transform is None or len(batch) < 2:
+        return False
+    first = batch[0][0]
+    return isinstance(first, StorePath) and all(
+        isinstance(getter, StorePath) and getter.store is first.store for getter, *_ in batch
+    )
+
+
+async def read_concurrently(
+    batch: Sequence[ReadItem],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    transform: ChunkTransform,
+) -> tuple[GetResult, ...]:
+    """Fetch and decode every chunk of ``batch`` into ``out``; see the module's description."""
+    store = batch[0][0].store
+    spec = batch[0][1]
+    chunk_nbytes = max(1, spec.dtype.to_native_dtype().itemsize * math.prod(spec.shape))
+    per_wave = max(1, min(MAX_WAVE_CHUNKS, WAVE_BYTES // chunk_nbytes))
+    loop = asyncio.get_running_loop()
+    pool = decode_pool()
+    describe_chunk = store.describe_chunk if isinstance(store, ManifestStore) else None
+    # Several chunks per task: a hop to the pool costs about as much as copying a small chunk.
+    per_task = max(1, per_wave // (4 * _workers))
+    waves: list[list[asyncio.Future[list[GetResult]]]] = []
+    try:
+        for start in range(0, len(batch), per_wave):
+            wave = batch[start : start + per_wave]
+            # At most two waves decode while the next is fetched: memory stays bounded.
+            if len(waves) >= 2:
+                await asyncio.gather(*waves[-2])
+            chunks = list(zip(await _fetch(store, wave), wave, strict=True))
+            waves.append(
+                [
+                    asyncio.wrap_future(
+                        pool.submit(
+                            _decode_some,
+                            chunks[first : first + per_task],
+                            out,
+                            drop_axes,
+                            transform,
+                            describe_chunk,
+                        ),
+                        loop=loop,
+                    )
+                    for first in range(0, len(chunks), per_task)
+                ]
+            )
+        results: list[GetResult] = []
+        for futures in waves:
+            for done in await asyncio.gather(*futures):
+                results.extend(done)
+        return tuple(results)
+    finally:
+        # On a failure, the chunks already submitted (two waves at most) finish before the
+        # error reaches the caller, so nothing writes into ``out`` afterwards.
+        pending = [future for futures in waves for future in futures if not future.done()]
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _fetch(store: Any, wave: Sequence[ReadItem]) -> list[Buffer | None]:
+    if isinstance(store, ManifestStore):
+        return await store.get_chunks([getter.path for getter, *_ in wave], wave[0][1].prototype)
+    limit = asyncio.Semaphore(zarr.config.get("async.concurrency"))
+
+    async def get(getter: StorePath, spec: ArraySpec) -> Buffer | None:
+        async with limit:
+            return await getter.get(spec.prototype)
+
+    return list(await asyncio.gather(*(get(getter, spec) for getter, spec, *_ in wave)))
+
+
+def _decode_some(
+    chunks: Sequence[tuple[Buffer | None, ReadItem]],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    transform: ChunkTransform,
+    describe_chunk: Callable[[str], str] | None,
+) -> list[GetResult]:
+    return [
+        _decode_one(raw, item, out, drop_axes, transform, describe_chunk) for raw, item in chunks
+    ]
+
+
+def _decode_one(
+    raw: Buffer | None,
+    item: ReadItem,
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    transform: ChunkTransform,
+    describe_chunk: Callable[[str], str] | None,
+) -> GetResult:
+    getter, spec, chunk_selection, out_selection, _ = item
+    try:
+        return decode_and_scatter_chunk(
+            raw,
+            out,
+            chunk_spec=spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            drop_axes=drop_axes,
+            decode=transform.decode_chunk,
+        )
+    except VirtualStacError:
+        raise
+    except Exception as err:
+        if describe_chunk is None:
+            raise
+        raise ChunkDecodeError(
+            f"{describe_chunk(getter.path)} does not decode ({describe(err)}): the source is "
+            "damaged, or the reference's offset or length is wrong"
+        ) from err
