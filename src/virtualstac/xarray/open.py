@@ -33,6 +33,7 @@ from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
+from virtualstac.xarray.combine import concat_along_existing
 
 __all__ = [
     "open_virtual_dataset",
@@ -311,6 +312,11 @@ def open_virtual_mfdataset(
     }
     if combine == "nested":
         assert concat_dim is not None
+        dims = _as_list(concat_dim)
+        if len(dims) == 1 and (layout is None or all(_is_path(p) for p in layout)):
+            fast = concat_along_existing(datasets, dims[0], combine_options)
+            if fast is not None:
+                return fast
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
         nested: xr.Dataset = xr.combine_nested(
             arranged, concat_dim=list(_as_list(concat_dim)), **combine_options
