@@ -59,6 +59,7 @@ import numpy as np
 
 from _common import (
     Row,
+    Series,
     format_bytes,
     peer_available,
     print_table,
@@ -264,6 +265,12 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     if hasattr(executor, "shutdown"):
         executor.shutdown()
     sizes = {str(k): int(v) for k, v in combined.sizes.items()}
+    # Both libraries' ManifestArrays expose their manifest's chunk grid.
+    references = sum(
+        int(np.prod(variable.data.manifest.shape_chunk_grid))
+        for variable in combined.variables.values()
+        if hasattr(variable.data, "manifest")
+    )
 
     repository = _repository(lib, directory)
     session = repository.writable_session("main")
@@ -276,7 +283,12 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     stages.start("committing")
     session.commit(f"{len(paths)} daily files")
     stages.stop()
-    return {"files": len(paths), "sizes": sizes, "stages": stages.figures}
+    return {
+        "files": len(paths),
+        "sizes": sizes,
+        "references": references,
+        "stages": stages.figures,
+    }
 
 
 def _renamed(lib: str, template: Any, url: str) -> Any:
@@ -359,6 +371,41 @@ def combine_series(lib: str = "ours") -> list[tuple[int, float, int]]:
         for (who, count), result in sorted(_COMBINED.items())
         if who == lib and result is not None
     ]
+
+
+def series() -> list[Series]:
+    """The plots of the last :func:`run`: the client's peak RSS against the number of
+    references published, and combining time against the number of datasets."""
+    names = {"ours": "virtualstac", "vz": "VirtualiZarr"}
+    lines: list[Series] = []
+    for lib, name in names.items():
+        published = [
+            (result["references"], max(f["peak_rss"] for f in result["stages"].values()))
+            for (who, _), result in sorted(_PUBLISHED.items())
+            if who == lib and result is not None
+        ]
+        if published:
+            lines.append(
+                Series(
+                    "publishing small netCDF4 files to Icechunk: peak RSS",
+                    name,
+                    "references",
+                    "peak RSS (MiB)",
+                    [(refs, rss / 2**20) for refs, rss in published],
+                )
+            )
+        combined = combine_series(lib)
+        if combined:
+            lines.append(
+                Series(
+                    "combining N virtual datasets along time",
+                    name,
+                    "datasets",
+                    "seconds",
+                    [(count, seconds) for count, seconds, _ in combined],
+                )
+            )
+    return lines
 
 
 def _print_stages(lib: str, files: int, result: dict[str, Any]) -> None:
