@@ -16,6 +16,8 @@ from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "catalogs" / "examples" / "public.yaml"
 PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
+EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
+RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
 
 
 @pytest.fixture
@@ -35,12 +37,14 @@ def test_every_object_of_the_published_demo_catalog_validates(
         for stac_object in [*collections, *items]:
             stac_object.validate(validator=validator)
             checked += 1
-    assert checked == 2 + 2 + 2
+    assert checked == 2 + 2 + 2 * 2  # two tiles per pass
     scenes = catalog.get_child("scenes")
     assert scenes is not None
     assert SCHEMA_URI in scenes.validate(validator=validator)
     scene = next(scenes.get_items())
-    assert PROJECTION in scene.validate(validator=validator)
+    assert {PROJECTION, EO, RASTER} <= set(scene.validate(validator=validator))
+    bands = scene.assets["reflectance"].extra_fields["eo:bands"]
+    assert [band["name"] for band in bands] == ["B02", "B03", "B04", "B08"]
 
 
 def test_the_example_catalog_loads_and_names_registered_drivers() -> None:
