@@ -20,9 +20,9 @@ import numpy as np
 __all__ = [
     "SCENE_BANDS",
     "SCENE_CRS",
+    "SCENE_OFFSET",
     "SCENE_ORIGIN",
     "SCENE_RESOLUTION",
-    "SCENE_OFFSET",
     "SCENE_SCALE",
     "SCENE_SHAPE",
     "SCENE_TILES",
