@@ -111,8 +111,8 @@ class Scene:
         return SCENE_ORIGIN[0] + self.tile * SCENE_SHAPE[1] * SCENE_RESOLUTION
 
 
-def write_sample_scenes(directory: Path, count: int = 3) -> list[Scene]:
-    """Write ``count`` passes, five days apart, over two adjacent tiles (``2 * count`` scenes).
+def write_sample_scenes(directory: Path, count: int = 3, tiles: int = 2) -> list[Scene]:
+    """Write ``count`` passes, five days apart, over ``tiles`` adjacent tiles (at most two).
 
     Each scene is one COG of the four bands in GDAL's default pixel interleave, ``uint16``
     reflectance scaled by 10,000 and offset by -0.1 (Sentinel-2 L2A's encoding), 0 is nodata
@@ -127,7 +127,7 @@ def write_sample_scenes(directory: Path, count: int = 3) -> list[Scene]:
     scenes = []
     for index in range(count):
         start = dt.datetime(2024, 5, 1 + 5 * index, 10, 0, tzinfo=dt.UTC)
-        for tile, name in enumerate(SCENE_TILES):
+        for tile, name in enumerate(SCENE_TILES[:tiles]):
             when = start + tile * TILE_STAMP_GAP
             scene_id = f"S2B_{name}_{when:%Y%m%d}"
             rng = np.random.default_rng(10 * index + tile)
