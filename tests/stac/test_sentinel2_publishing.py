@@ -48,6 +48,14 @@ def rasterio_dates(written: Sentinel2Catalog, asset: str) -> np.ndarray:
     return np.stack(reads)
 
 
+def assert_reflectance(collection: pystac.Collection, expected: np.ndarray) -> None:
+    """The published store's reflectance: the western tile's 3 dates, scaled, nodata NaN."""
+    cube = open_stac(collection, ["reflectance"])
+    assert dict(cube.sizes) == {"time": 3, "band": 4, "y": TILE, "x": TILE}
+    values = cube["reflectance"].transpose("time", "band", "y", "x").values
+    np.testing.assert_allclose(values, expected, rtol=1e-6, equal_nan=True)
+
+
 def moved(written: Sentinel2Catalog, tmp_path: Path) -> Sentinel2Catalog:
     """The whole directory (catalog, files, stores) moved elsewhere."""
     target = tmp_path / "elsewhere" / "after"
@@ -66,17 +74,13 @@ def test_published_reflectance_reopens_after_the_catalog_moved(
     catalog, collection = western(written)
     publish(collection, written.root / "stores" / target, format=format, assets=["reflectance"])  # type: ignore[arg-type]
     catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    expected = scaled(rasterio_dates(written, "reflectance"))
+    assert_reflectance(pystac.Collection.from_file(str(written.sentinel2)), expected)
 
     after = moved(written, tmp_path)
     reopened = pystac.Collection.from_file(str(after.sentinel2))
-    published = reopened.assets[format]
-    assert not Path(published.href).is_absolute()
-    cube = open_stac(reopened, ["reflectance"])
-
-    assert dict(cube.sizes) == {"time": 3, "band": 4, "y": TILE, "x": TILE}
-    values = cube["reflectance"].transpose("time", "band", "y", "x").values
-    expected = scaled(rasterio_dates(after, "reflectance"))
-    np.testing.assert_allclose(values, expected, rtol=1e-6, equal_nan=True)
+    assert not Path(reopened.assets[format].href).is_absolute()
+    assert_reflectance(reopened, expected)
 
 
 def test_a_10m_and_a_20m_store_on_one_collection(written: Sentinel2Catalog) -> None:
@@ -115,16 +119,20 @@ def test_the_netcdf_archive_appends_to_kerchunk_and_moves(
         climate.add_item(item)
     publish(climate, target, format="kerchunk")  # appends the last ten days
     catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    assert_climate(pystac.Collection.from_file(str(written.climate)), written)
 
     after = moved(written, tmp_path)
-    dataset = open_stac(pystac.Collection.from_file(str(after.climate)))
+    assert_climate(pystac.Collection.from_file(str(after.climate)), after)
 
+
+def assert_climate(collection: pystac.Collection, written: Sentinel2Catalog) -> None:
+    """The published archive: 30 days as netCDF4 reads them, ``crs`` still without a fill."""
+    dataset = open_stac(collection)
     assert dataset.sizes["time"] == 120
     for name in ("tas", "pr"):
         np.testing.assert_allclose(
-            dataset[name].values, netcdf4_values(after, name), rtol=1e-6, equal_nan=True
+            dataset[name].values, netcdf4_values(written, name), rtol=1e-6, equal_nan=True
         )
-    # The crs variable has no _FillValue: it stays without one through the append.
     assert "_FillValue" not in dataset["crs"].attrs
     assert dataset["crs"].encoding.get("_FillValue") is None
     assert dataset["crs"].attrs["grid_mapping_name"] == "latitude_longitude"
