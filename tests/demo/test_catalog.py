@@ -6,9 +6,10 @@ from typing import Any
 
 import pystac
 import pytest
+import rasterio
 
 import intake
-from virtualstac.demo import main
+from virtualstac.demo import main, write_sample_scenes
 from virtualstac.stac import SCHEMA_URI
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "stac"))
@@ -63,3 +64,15 @@ def test_the_example_catalog_loads_and_names_registered_drivers() -> None:
     for name, driver in drivers.items():
         assert driver in intake.registry
         assert described[name]["container"] == "xarray"
+
+
+def test_the_scenes_are_pixel_interleaved_tiles_stamped_seconds_apart(tmp_path: Path) -> None:
+    scenes = write_sample_scenes(tmp_path, count=1)
+
+    west, east = scenes
+    assert (east.datetime - west.datetime).total_seconds() == 5
+    with rasterio.open(west.path) as left, rasterio.open(east.path) as right:
+        assert left.profile["interleave"] == "pixel" and left.count == 4
+        assert left.descriptions == ("B02", "B03", "B04", "B08")
+        assert right.bounds.left == left.bounds.right  # adjacent along x
+        assert left.nodata == 0 and (left.read(1) == 0).any()
