@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         "--assets", nargs="+", metavar="KEY", help="asset keys to publish (default: data assets)"
     )
     publish.add_argument(
+        "--groupby",
+        metavar="HOW",
+        help="which items form one time step: 'time' (default: equal datetimes), 'solar_day' "
+        "(tiles of one pass stamped seconds apart), 'id', or an item property name",
+    )
+    publish.add_argument(
         "--overviews",
         action="store_true",
         help="also publish the COG overviews, as a multiscales group of resolution levels",
@@ -255,6 +261,7 @@ def _publish(arguments: argparse.Namespace) -> int:
             progress=not arguments.no_progress,
             overviews=arguments.overviews,
             replace=arguments.replace,
+            groupby=arguments.groupby,
         )
     _save(collection, output, include_self_link=had_self_link)
     logging.getLogger(__name__).info("saved the collection at %s", output)

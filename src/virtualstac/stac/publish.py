@@ -31,6 +31,7 @@ import pystac
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
 from virtualstac.stac.asset_reading import UnsupportedAssetError
+from virtualstac.stac.grouping import GroupBy, assign_groups
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels
 from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
@@ -76,6 +77,7 @@ def publish(
     assets: Iterable[str] | None = None,
     asset_key: str | None = None,
     concat_dim: str = "time",
+    groupby: GroupBy | None = None,
     registry: ObjectStoreRegistry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     parallel: Executor | Literal["dask"] | bool | Any = False,
@@ -109,6 +111,11 @@ def publish(
         Key of the published asset on the Collection; by default the format's name.
     concat_dim
         Dimension the items are stacked and appended along.
+    groupby
+        Which items form one time step, as for :func:`open_stac` (``"solar_day"`` joins the
+        tiles of one pass stamped seconds apart). The new items are grouped together, so a
+        step must be published whole: a tile of a step already in the store is refused as
+        a time before the store's end.
     registry
         Allows reading the sources (and gives their credentials); its options also reach an
         object-store target it covers. By default the directory or bucket of every asset.
@@ -194,7 +201,11 @@ def publish(
     dataset: Levels | None = None
     batches: Writes | None = None
     dropped = None if drop_variables is None else list(drop_variables)
-    opening = Opening(wanted, registry, dropped, concat_dim, overviews)
+    groups = None if groupby is None or not new else assign_groups(new, groupby)
+    if groups is not None:
+        # Whole steps in order, so that batches never split one.
+        new.sort(key=lambda item: (groups(item), _moment(item)))
+    opening = Opening(wanted, registry, dropped, concat_dim, overviews, groups)
     if new and format == "icechunk" and is_cluster(parallel):
         appending = None if base is None else (place, base)
         batches = Batches(parallel, new, opening, appending=appending, where=place.href)
