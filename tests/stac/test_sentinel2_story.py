@@ -99,7 +99,9 @@ def test_open_stac_gives_one_lazy_cube_of_scaled_values_per_solar_day(
 def test_to_xarray_gives_the_same_cube(
     written: Sentinel2Catalog, sentinel2: pystac.Collection
 ) -> None:
-    cube = VirtualExtension.ext(sentinel2, add_if_missing=True).to_xarray(assets=["reflectance"], groupby="solar_day")
+    cube = VirtualExtension.ext(sentinel2, add_if_missing=True).to_xarray(
+        assets=["reflectance"], groupby="solar_day"
+    )
 
     assert_reflectance(cube, written)
 
