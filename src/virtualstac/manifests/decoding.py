@@ -8,6 +8,9 @@ gets a whole wave in one call, one request per source object), and each chunk is
 copied into the output by one task on a thread pool, while the next wave is being fetched. The
 codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's copies) release
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
+Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
+straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
+per-chunk buffers, which cost more than decoding a small chunk.
 
 A chunk of a ManifestStore that fails to decode raises
 :class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
