@@ -14,10 +14,11 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import multiprocessing
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,21 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also publish the COG overviews, as a multiscales group of resolution levels",
     )
-    publish.add_argument("--workers", type=_positive, default=1, help="parallel parsing threads")
+    publish.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="sources parsed at a time (threads or processes)",
+    )
+    publish.add_argument(
+        "--parallel",
+        type=_parallel,
+        default="threads",
+        metavar="HOW",
+        help="'threads' (default) or 'processes' (--workers of them), or dask://HOST:PORT: the "
+        "workers of that dask.distributed scheduler parse the sources and write the Icechunk "
+        "repository",
+    )
     publish.add_argument("--no-progress", action="store_true", help="no progress bars")
     publish.add_argument(
         "--output", type=Path, help="save the updated collection here (default: in place)"
@@ -176,6 +191,32 @@ def _positive(text: str) -> int:
     return value
 
 
+def _parallel(text: str) -> str:
+    if text in ("threads", "processes") or (text.startswith("dask://") and len(text) > 7):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be 'threads', 'processes' or dask://HOST:PORT, got {text!r}"
+    )
+
+
+@contextmanager
+def _executor(how: str, workers: int) -> Iterator[Any]:
+    """What parses (and on a dask cluster, writes): threads, processes or a dask client."""
+    if how.startswith("dask://"):
+        from distributed import Client
+
+        with Client("tcp://" + how.removeprefix("dask://")) as client:  # type: ignore[no-untyped-call]
+            yield client
+    elif how == "processes":
+        # obstore's runtime does not survive fork (see virtualstac.parallel.check_fork_safe).
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(workers, mp_context=context) as processes:
+            yield processes
+    else:
+        with ThreadPoolExecutor(workers) as threads:
+            yield threads if workers > 1 else False
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or repr(err)
@@ -201,8 +242,8 @@ def _publish(arguments: argparse.Namespace) -> int:
     key = arguments.asset_key or arguments.format
     recorded = collection.assets.get(key)
     # Copied now: publishing may update the asset in place.
-    before = None if recorded is None else (recorded.href, _items(recorded))
-    with ThreadPoolExecutor(arguments.workers) as pool:
+    before = None if recorded is None else (_href(recorded), _items(recorded))
+    with _executor(arguments.parallel, arguments.workers) as parallel:
         publish(
             collection,
             arguments.target,
@@ -210,7 +251,7 @@ def _publish(arguments: argparse.Namespace) -> int:
             kerchunk_format=arguments.kerchunk_format or "json",
             assets=arguments.assets,
             asset_key=arguments.asset_key,
-            parallel=pool if arguments.workers > 1 else False,
+            parallel=parallel,
             progress=not arguments.no_progress,
             overviews=arguments.overviews,
             replace=arguments.replace,
@@ -218,8 +259,13 @@ def _publish(arguments: argparse.Namespace) -> int:
     _save(collection, output, include_self_link=had_self_link)
     logging.getLogger(__name__).info("saved the collection at %s", output)
     asset = collection.assets[key]
-    print(f"published {_counts(before, asset)} to {asset.href}; saved {output}")
+    print(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}")
     return 0
+
+
+def _href(asset: pystac.Asset) -> str:
+    """Where the store is (a relocatable catalog records it relative to the collection)."""
+    return asset.get_absolute_href() or asset.href
 
 
 def _items(asset: pystac.Asset) -> tuple[str, ...]:
@@ -229,7 +275,7 @@ def _items(asset: pystac.Asset) -> tuple[str, ...]:
 def _counts(before: tuple[str, tuple[str, ...]] | None, after: pystac.Asset) -> str:
     """How many items the store holds: new (in a new store), appended, already present."""
     items = _items(after)
-    same_store = before is not None and before[0] == after.href
+    same_store = before is not None and before[0] == _href(after)
     present = set(before[1]) if before is not None and same_store else set()
     already = sum(item in present for item in items)
     new = 0 if same_store else len(items)

@@ -36,6 +36,7 @@ __all__ = [
     "UnsupportedIndexingError",
     "UnsupportedOperationError",
     "VirtualStacError",
+    "WorkerLostError",
 ]
 
 
@@ -182,3 +183,7 @@ class NetworkTimeoutError(NetworkError, TimeoutError):
 
 class RangeNotSupportedError(ChunkReadError):
     """A server answered a byte-range request with the whole object: it ignores ``Range``."""
+
+
+class WorkerLostError(VirtualStacError, RuntimeError):
+    """A worker of a cluster died during a publish, which therefore committed nothing."""

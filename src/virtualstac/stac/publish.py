@@ -23,17 +23,18 @@ import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pystac
-import xarray as xr
 
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
 from virtualstac.stac.invalid import catalog_items
-from virtualstac.stac.levels import Levels, open_levels
-from virtualstac.stac.open import UnsupportedAssetError, _is_source, _open_stac
-from virtualstac.stac.publish_icechunk import publish_repository
+from virtualstac.stac.levels import Levels
+from virtualstac.stac.open import UnsupportedAssetError, _is_source
+from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
+from virtualstac.stac.publish_icechunk import Writes, publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
 from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
 from virtualstac.stac.published_asset import (
@@ -42,6 +43,13 @@ from virtualstac.stac.published_asset import (
     SourceAsset,
     add_published_asset,
     storage_scheme,
+)
+from virtualstac.stac.relocation import publishing_root
+from virtualstac.stac.storage import (
+    StorageScheme,
+    bucket_scheme,
+    declared_registry,
+    declared_schemes,
 )
 from virtualstac.stac.targets import (
     PublishError,
@@ -108,7 +116,11 @@ def publish(
         (``endpoint``, ``region``, ``access_key_id``, ...); never written into STAC.
     parallel, progress
         As for :func:`open_stac`: sources are parsed as parallel tasks; ``progress`` shows
-        progress bars on stderr while sources are parsed and the store is written.
+        progress bars on stderr while sources are parsed and the store is written. With a
+        ``dask.distributed`` Client and ``format="icechunk"``, the workers parse the items in
+        batches and write their references into forks of the repository's session, which this
+        process merges and commits once (:mod:`virtualstac.stac.publish_distributed`); Kerchunk
+        references are parsed on the workers and written here.
     drop_variables
         Variables to leave out of the store.
     overviews
@@ -136,12 +148,18 @@ def publish(
     IncompatibleArraysError
         If new items do not fit the published store (another grid, other variables, or times
         before its end).
+    WorkerLostError
+        If a worker of the ``parallel`` cluster died: nothing was committed or recorded, and
+        publishing again completes.
     """
     if format not in MEDIA_TYPES:
         raise ValueError(f"format must be 'icechunk' or 'kerchunk', got {format!r}")
     items, collection = _items_and_collection(stac, collection)
     key = asset_key or format
-    place = Target.of(target, storage_options, registry)
+    declared = declared_schemes(*items, collection)
+    # Without the user's options, buckets are reached as the catalog declares them.
+    settings = registry if registry is not None else declared_registry(declared)
+    place = Target.of(target, storage_options, settings)
     previous = PreviousStore.of(collection.assets.get(key), key, place, format, replace=replace)
     wanted = None if assets is None else list(assets)
     unrecorded = {item.id: item for item in items if item.id not in previous.items}
@@ -170,43 +188,37 @@ def publish(
         raise unwritable
     sources = tuple(source for item in new for source in _sources(item, wanted))
 
-    def open_level(overview_level: int | None) -> xr.Dataset:
-        level = _open_stac(
-            new,
-            wanted,
-            registry=registry,
-            parallel=parallel,
-            progress=progress,
-            drop_variables=drop_variables,
-            concat_dim=concat_dim,
-            use_published=False,
-            overview_level=overview_level,
-            # The publisher owns the catalog: its storage schemes' endpoints are trusted.
-            trust_catalog_endpoints=registry is None,
-        )
-        return cast(xr.Dataset, level)
-
+    base = previous.version if previous.recorded else None
     # With nothing new, the adopted store is recorded as it is.
     dataset: Levels | None = None
-    if new:
-        dataset = open_levels(open_level) if overviews else open_level(None)
+    batches: Writes | None = None
+    dropped = None if drop_variables is None else list(drop_variables)
+    opening = Opening(wanted, registry, dropped, concat_dim, overviews)
+    if new and format == "icechunk" and is_cluster(parallel):
+        appending = None if base is None else (place, base)
+        batches = Batches(parallel, new, opening, appending=appending, where=place.href)
+    elif new:
+        dataset = opening(new, parallel=parallel, progress=progress)
     ids = (*previous.items, *(item.id for item in new))
     record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
     # Icechunk commits inside the step: writing and committing are one bar.
     label = "writing and committing" if format == "icechunk" else "writing references"
     writing = step(label, enabled=progress)
     if format == "icechunk":
+        # Batches written by a cluster keep absolute references: such a store stays put.
+        root = _local(publishing_root(collection)) if batches is None else None
         with writing:
             version = publish_repository(
-                dataset,
+                dataset if batches is None else batches,
                 place,
-                base=previous.version if previous.recorded else None,
+                base=base,
                 containers=previous.containers,
                 concat_dim=concat_dim,
-                registry=registry,
+                registry=settings,
                 message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
                 metadata={"virtualstac.items": len(new)},
                 record=record,
+                root=root,
             )
         store = PublishedStore(
             "icechunk",
@@ -216,6 +228,7 @@ def publish(
             ids,
             (*previous.sources, *sources),
             version=version.snapshot,
+            root=root,
         )
         described = version.dataset
     else:
@@ -226,7 +239,7 @@ def publish(
                 kerchunk_format=kerchunk_format,
                 previous_containers=previous.containers if previous.recorded else None,
                 concat_dim=concat_dim,
-                registry=registry,
+                registry=settings,
                 record=dataclasses.replace(
                     record, items=ids, sources=(*previous.sources, *sources)
                 ),
@@ -242,13 +255,18 @@ def publish(
             parser=references.parser,
             size=references.size,
             checksum=references.checksum,
+            root=publishing_root(collection),
         )
         described = references.dataset
-    add_published_asset(
-        collection, key, store, described, _schemes(place, store.containers, registry)
-    )
+    schemes = _schemes(place, store.containers, settings, declared)
+    add_published_asset(collection, key, store, described, schemes)
     _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
+
+
+def _local(root: str | None) -> str | None:
+    """A local catalog directory, whose Icechunk references are named after it."""
+    return root if root is not None and root.startswith("file://") else None
 
 
 def _items_and_collection(
@@ -304,14 +322,36 @@ def _sources(item: pystac.Item, wanted: list[str] | None) -> list[SourceAsset]:
 
 
 def _schemes(
-    target: Target, containers: Iterable[str], registry: ObjectStoreRegistry | None
+    target: Target,
+    containers: Iterable[str],
+    registry: ObjectStoreRegistry | None,
+    declared: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
-    """Storage schemes of the object stores the asset uses: its own, and its containers'."""
+    """Storage schemes of the object stores the asset uses: its own, and its containers'.
+
+    A bucket the catalog declares keeps its declared scheme (recorded once, under its key);
+    others get a scheme from the options they are reached with.
+    """
     found: dict[str, dict[str, Any]] = {}
     places = [(target.url, dict(target.options))]
     places += [(prefix, store_options(prefix, registry) or {}) for prefix in containers]
     for url, options in places:
+        known = bucket_scheme(url, declared)
+        if known is not None and _same_endpoint(known, url, options):
+            found.setdefault(known.key, dict(declared[known.key]))
+            continue
         scheme = storage_scheme(url, options)
         if scheme is not None:
             found.setdefault(*scheme)
     return found
+
+
+def _same_endpoint(scheme: StorageScheme, url: str, options: Mapping[str, Any]) -> bool:
+    """Whether ``options`` reach ``url`` where ``scheme`` says (no endpoint: AWS's own)."""
+    endpoint = options.get("endpoint") or options.get("endpoint_url")
+    if scheme.type != "custom-s3":
+        return endpoint is None
+    declared = str(scheme.store_options(url).get("endpoint")).rstrip("/")
+    # A path-style platform's endpoint, with or without its bucket.
+    server = declared.removesuffix("/" + urlsplit(url).netloc)
+    return endpoint is None or str(endpoint).rstrip("/") in (declared, server)

@@ -12,7 +12,8 @@ publish fails (if killed, the next publish adopts the empty repository it left).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,9 +27,10 @@ from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
+from virtualstac.stac.relocation import declare_root_container, named_location
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.writers.icechunk import write_icechunk
+from virtualstac.writers.icechunk import WriteSummary, write_icechunk
 from virtualstac.writers.icechunk_containers import (
     container_for,
     ensure_containers,
@@ -36,7 +38,16 @@ from virtualstac.writers.icechunk_containers import (
 )
 from virtualstac.writers.staging import replacing
 
-__all__ = ["BRANCH", "RepositoryVersion", "one_step_per_chunk", "publish_repository"]
+__all__ = [
+    "BRANCH",
+    "RepositoryVersion",
+    "Writes",
+    "appending_group",
+    "first_group",
+    "one_step_per_chunk",
+    "publish_repository",
+    "published_store",
+]
 
 # What Icechunk writes, under its fixed first snapshot id, before a new repository exists.
 _CREATION_FILES = frozenset({"snapshots/1CECHNKREP0F1RSTCMT0", "transactions/1CECHNKREP0F1RSTCMT0"})
@@ -55,12 +66,13 @@ class RepositoryVersion:
 class _Commit:
     """What to commit: the dataset, along which dimension, the message, metadata and record."""
 
-    dataset: Levels
+    dataset: Levels | Writes
     concat_dim: str
     registry: ObjectStoreRegistry | None
     message: str
     metadata: Mapping[str, Any]
     record: PublishRecord
+    root: str | None = None
 
     def metadata_with(
         self, containers: Iterable[str], summary: Mapping[str, Any]
@@ -69,8 +81,41 @@ class _Commit:
         return {**self.metadata, **summary, RECORD_KEY: record.to_json()}
 
 
+class Writes(ABC):
+    """References another process writes: the sources they point to, and the writing."""
+
+    @abstractmethod
+    def sources(self) -> Iterable[str]:
+        """Every object the references point to (for the containers they need)."""
+
+    @abstractmethod
+    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
+        """Write everything into the writable ``session``, appending along ``append_dim``."""
+
+
+@dataclass(frozen=True)
+class _LocalWrites(Writes):
+    """A group this process writes."""
+
+    group: ManifestGroup
+    locations: Callable[[str], str] | None = None
+
+    def sources(self) -> Iterable[str]:
+        return {
+            url
+            for _, node in self.group.walk()
+            if isinstance(node, ManifestArray)
+            for url in node.manifest.path_table
+        }
+
+    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
+        return write_icechunk(
+            self.group, session.store, append_dim=append_dim, locations=self.locations
+        )
+
+
 def publish_repository(
-    dataset: Levels | None,
+    dataset: Levels | Writes | None,
     target: Target,
     *,
     base: str | None,
@@ -80,6 +125,7 @@ def publish_repository(
     message: str,
     metadata: Mapping[str, Any],
     record: PublishRecord,
+    root: str | None = None,
 ) -> RepositoryVersion:
     """Commit ``dataset`` to the repository at ``target``; describe it if ``dataset`` is None.
 
@@ -89,12 +135,14 @@ def publish_repository(
     ``containers`` must be declared in the repository (they are, unless a publish was killed
     between its commit and saving them). ``record`` goes into the commit's metadata.
     A sequence of datasets is an image pyramid (finest first), written and appended level by
-    level as a multiscales group (:mod:`virtualstac.stac.levels`).
+    level as a multiscales group (:mod:`virtualstac.stac.levels`). ``root``, the local
+    directory of a relocatable catalog, makes references below it relative to a named
+    container (:mod:`virtualstac.stac.relocation`).
     """
     commit = (
         None
         if dataset is None
-        else _Commit(dataset, concat_dim, registry, message, metadata, record)
+        else _Commit(dataset, concat_dim, registry, message, metadata, record, root)
     )
     with icechunk_failures(target.href):
         if base is None:
@@ -130,13 +178,32 @@ def _update(
         )
     if commit is None:
         return _version(repository, base)
-    initial = next(iter(repository.ancestry(snapshot_id=base))).parent_id is None
-    if initial:
-        group = _first_group(commit.dataset, commit.concat_dim)
+    if isinstance(commit.dataset, Writes):  # parsed elsewhere, and checked against the base
+        return _version(*_commit(repository, storage, commit.dataset, commit, append=True))
+    published = published_store(repository, base)
+    if published is None:
+        group = first_group(commit.dataset, commit.concat_dim)
         return _version(*_commit(repository, storage, group, commit, append=False))
-    published = repository.readonly_session(snapshot_id=base).store
-    check_levels(commit.dataset, published, target.href)
-    dim = commit.concat_dim
+    group = appending_group(commit.dataset, published, commit.concat_dim, target.href)
+    return _version(*_commit(repository, storage, group, commit, append=True))
+
+
+def published_store(repository: Any, base: str) -> Any | None:
+    """The store at snapshot ``base``; None if that is the initial (empty) commit."""
+    if next(iter(repository.ancestry(snapshot_id=base))).parent_id is None:
+        return None
+    return repository.readonly_session(snapshot_id=base).store
+
+
+def appending_group(dataset: Levels, published: Any, dim: str, where: str) -> ManifestGroup:
+    """The group that appends ``dataset`` to the ``published`` store along ``dim``.
+
+    Raises
+    ------
+    IncompatibleArraysError
+        If ``dataset`` does not fit the store (levels, grid, variables, order).
+    """
+    check_levels(dataset, published, where)
 
     def appended(path: str, level: xr.Dataset) -> ManifestGroup:
         existing = xr.open_zarr(
@@ -147,14 +214,14 @@ def _update(
             mask_and_scale=False,
             chunks=None,
         )
-        check_appendable(existing, level, dim, target.href)
+        check_appendable(existing, level, dim, where)
         return one_step_per_chunk(encode_like(level, existing, dim).virtual.to_group(), dim)
 
-    group = pyramid_group(commit.dataset, appended)
-    return _version(*_commit(repository, storage, group, commit, append=True))
+    return pyramid_group(dataset, appended)
 
 
-def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+def first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
+    """The group that writes ``dataset`` as a store's first data."""
     return pyramid_group(
         dataset,
         lambda _, level: one_step_per_chunk(
@@ -164,8 +231,12 @@ def _first_group(dataset: Levels, concat_dim: str) -> ManifestGroup:
 
 
 def _create(commit: _Commit, target: Target) -> RepositoryVersion:
-    group = _first_group(commit.dataset, commit.concat_dim)
-    containers = required_containers(group, commit.registry)
+    group = (
+        commit.dataset
+        if isinstance(commit.dataset, Writes)
+        else _LocalWrites(first_group(commit.dataset, commit.concat_dim))
+    )
+    containers = required_containers(group.sources(), commit.registry)
     config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
     if target.is_local:
         path = target.path
@@ -192,27 +263,45 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
 
 
 def _commit(
-    repository: Any, storage: Any, group: ManifestGroup, commit: _Commit, *, append: bool
+    repository: Any,
+    storage: Any,
+    group: ManifestGroup | Writes,
+    commit: _Commit,
+    *,
+    append: bool,
 ) -> tuple[Any, str]:
     """Write ``group`` on the branch and commit it; save containers it added afterwards.
 
     Returns the repository (opened anew with the added containers) and the snapshot.
     """
     config = repository.config
-    declared = set(config.virtual_chunk_containers or {})
-    ensure_containers(config, required_containers(group, commit.registry))
+    declared = _named_containers(config)
+    writes = group if isinstance(group, Writes) else _LocalWrites(group)
+    required = required_containers(writes.sources(), commit.registry)
+    root = commit.root
+    if root is not None and isinstance(writes, _LocalWrites):
+        # References below a relocatable catalog's directory are named after its container.
+        declare_root_container(config, root)
+        required = [spec for spec in required if not spec.prefix.startswith(root)]
+        writes = _LocalWrites(writes.group, named_location(root))
+    ensure_containers(config, required)
     containers = set(config.virtual_chunk_containers or {})
-    grown = containers != declared
+    grown = _named_containers(config) != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
-    summary = write_icechunk(group, session.store, append_dim=commit.concat_dim if append else None)
+    summary = writes.write(session, commit.concat_dim if append else None)
     snapshot = session.commit(
         commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
     )
     if grown:
         repository.save_config()
     return repository, str(snapshot)
+
+
+def _named_containers(config: Any) -> dict[str, str | None]:
+    """The prefixes of the declared containers and their names (a name may be added)."""
+    return {prefix: c.name for prefix, c in (config.virtual_chunk_containers or {}).items()}
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:

@@ -11,7 +11,7 @@ branch, as it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -94,6 +94,7 @@ def write_icechunk(
     path: str | None = None,
     append_dim: str | None = None,
     validate_containers: bool = True,
+    locations: Callable[[str], str] | None = None,
 ) -> WriteSummary:
     """Write ``group`` (and its sub-groups) into an Icechunk session's store.
 
@@ -112,6 +113,9 @@ def write_icechunk(
         there (coordinates such as ``lat``/``lon``) and are left alone.
     validate_containers
         Refuse references that no virtual chunk container of the repository covers.
+    locations
+        The location Icechunk stores for each source URL, for example ``vcc://name/path``
+        relative to a named container; the URL itself by default.
 
     Returns
     -------
@@ -127,10 +131,10 @@ def write_icechunk(
                 _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
             continue
         if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
-            _append_array(target, node_path, node, append_dim, validate_containers)
+            _append_array(target, node_path, node, append_dim, validate_containers, locations)
         else:
             _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
-            _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers)
+            _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
     return WriteSummary.of(group)
 
@@ -158,19 +162,49 @@ def _existing_metadata(store: Any, key: str) -> ArrayV3Metadata:
 
 
 def _append_array(
-    store: Any, node_path: str, array: ManifestArray, append_dim: str, validate: bool
+    store: Any,
+    node_path: str,
+    array: ManifestArray,
+    append_dim: str,
+    validate: bool,
+    located: Callable[[str], str] | None,
 ) -> None:
+    offset = grow_array(
+        store, node_path, array.metadata, set(array.manifest.path_table), append_dim
+    )
+    if offset is not None:
+        _write_refs(store, node_path, array, offset, validate, located)
+
+
+def grow_array(
+    store: Any,
+    node_path: str,
+    metadata: ArrayV3Metadata,
+    sources: set[str],
+    append_dim: str,
+) -> tuple[int, ...] | None:
+    """Lengthen the array at ``node_path`` by ``metadata``'s length along ``append_dim``.
+
+    Returns the grid position where the appended chunks go; None when the array has no such
+    dimension (it must then be identical to ``metadata``, and is left alone).
+
+    Raises
+    ------
+    IncompatibleArraysError
+        If the arrays cannot join (codecs, shapes outside ``append_dim``, a partial last chunk),
+        or the array already references one of ``sources``.
+    """
     existing = _existing_metadata(store, _key(node_path, "zarr.json"))
-    names = list(array.metadata.dimension_names or ())
+    names = list(metadata.dimension_names or ())
     if append_dim not in names:
-        if existing.to_dict() != array.metadata.to_dict():
+        if existing.to_dict() != metadata.to_dict():
             raise IncompatibleArraysError(
                 f"array {node_path!r} has no dimension {append_dim!r} to append along, and differs "
                 "from the array already in the repository"
             )
-        return
+        return None
     axis = names.index(append_dim)
-    check_combinable([existing, array.metadata], what=f"append to {node_path!r}")
+    check_combinable([existing, metadata], what=f"append to {node_path!r}")
     chunk = chunk_shape_of(existing)[axis]
     if existing.shape[axis] % chunk:
         raise IncompatibleArraysError(
@@ -179,19 +213,19 @@ def _append_array(
             "partial and appended chunks would land at the wrong positions"
         )
     other = [s for d, s in enumerate(existing.shape) if d != axis]
-    if other != [s for d, s in enumerate(array.shape) if d != axis]:
+    if other != [s for d, s in enumerate(metadata.shape) if d != axis]:
         raise IncompatibleArraysError(
-            f"cannot append to {node_path!r}: shape {array.shape} does not match "
+            f"cannot append to {node_path!r}: shape {metadata.shape} does not match "
             f"{existing.shape} outside {append_dim!r}"
         )
-    _refuse_duplicate_sources(store, node_path, array)
+    _refuse_duplicate_sources(store, node_path, sources)
     new_shape = list(existing.shape)
-    new_shape[axis] += array.shape[axis]
+    new_shape[axis] += metadata.shape[axis]
     grown = replace_metadata(existing, shape=tuple(new_shape))
     _set(store, _key(node_path, "zarr.json"), _metadata_json_from(grown))
-    offset = [0] * array.ndim
+    offset = [0] * len(names)
     offset[axis] = existing.shape[axis] // chunk
-    _write_refs(store, node_path, array, tuple(offset), validate)
+    return tuple(offset)
 
 
 def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
@@ -204,9 +238,8 @@ def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
     return json.dumps(document, allow_nan=False).encode()
 
 
-def _refuse_duplicate_sources(store: Any, node_path: str, array: ManifestArray) -> None:
+def _refuse_duplicate_sources(store: Any, node_path: str, new_paths: set[str]) -> None:
     """Appending a file that the array already references would duplicate its data."""
-    new_paths = set(array.manifest.path_table)
     if not new_paths:
         return
 
@@ -357,10 +390,12 @@ def _write_refs(
     array: ManifestArray,
     grid_offset: tuple[int, ...],
     validate: bool,
+    located: Callable[[str], str] | None = None,
 ) -> None:
     manifest = array.manifest
     codes = manifest.path_codes
-    urls = np.array(["", "", *manifest.path_table], dtype=object)
+    table = manifest.path_table
+    urls = np.array(["", "", *(table if located is None else map(located, table))], object)
     for batch in _batches(manifest):
         locations, offsets, lengths = _batch_refs(batch, manifest, codes, urls)
         starts = tuple(g + b.start for g, b in zip(grid_offset, batch.box, strict=True))

@@ -1,0 +1,240 @@
+"""Publishing to Icechunk on a dask.distributed cluster: the workers parse and write.
+
+The items are split into batches along the concat dimension, in time order. Each worker parses
+its batches and keeps them; the client receives only each batch's
+:class:`~virtualstac.writers.icechunk_regions.Layout` (metadata, sources, fingerprints), so its
+memory does not grow with the number of chunks. The client stacks the layouts, writes the
+stacked metadata into its session and forks the session once per batch; each worker writes its
+batch's references into its fork at the batch's place and returns the fork; the client merges
+the forks and commits once: Icechunk's pattern for distributed writes. A worker lost on the way
+fails the publish before that commit (:class:`~virtualstac.errors.WorkerLostError`), so the
+repository and the catalog stay as they were, and publishing again completes.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import icechunk
+import pystac
+import xarray as xr
+
+from virtualstac.errors import WorkerLostError
+from virtualstac.manifests import ManifestGroup
+from virtualstac.stac.levels import Levels, open_levels
+from virtualstac.stac.open import _open_stac
+from virtualstac.stac.publish_icechunk import (
+    Writes,
+    appending_group,
+    first_group,
+    published_store,
+)
+from virtualstac.stac.targets import Target
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.writers.icechunk import WriteSummary
+from virtualstac.writers.icechunk_regions import (
+    Layout,
+    stack_layouts,
+    write_layout,
+    write_region,
+)
+
+__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "batched", "is_cluster"]
+
+#: Batches per worker: more than one, so that a slow worker's share is taken by others.
+BATCHES_PER_WORKER = 4
+
+
+def is_cluster(parallel: Any) -> bool:
+    """Whether ``parallel`` is a ``dask.distributed`` client (workers that can write)."""
+    return all(hasattr(parallel, name) for name in ("submit", "gather", "scheduler_info"))
+
+
+@dataclass(frozen=True)
+class Opening:
+    """How the items to publish are opened (here, or by a worker): which assets, how, stacked
+    along what."""
+
+    assets: list[str] | None
+    registry: ObjectStoreRegistry | None
+    drop_variables: list[str] | None
+    concat_dim: str
+    overviews: bool
+
+    def __call__(self, items: list[pystac.Item], *, parallel: Any, progress: bool) -> Levels:
+        """The items' source assets as virtual datasets of references, with ``overviews``
+        every level of them (see :func:`~virtualstac.stac.levels.open_levels`)."""
+
+        def open_level(overview_level: int | None) -> xr.Dataset:
+            level = _open_stac(
+                items,
+                self.assets,
+                registry=self.registry,
+                parallel=parallel,
+                progress=progress,
+                drop_variables=self.drop_variables,
+                concat_dim=self.concat_dim,
+                use_published=False,
+                overview_level=overview_level,
+                # The publisher owns the catalog: its storage schemes' endpoints are trusted.
+                trust_catalog_endpoints=self.registry is None,
+            )
+            return cast(xr.Dataset, level)
+
+        return open_levels(open_level) if self.overviews else open_level(None)
+
+
+@dataclass(frozen=True)
+class _Parse:
+    """What a worker does with its batch: open it, and check it against the store."""
+
+    opening: Opening
+    appending: tuple[Target, str] | None
+
+    def __call__(self, documents: list[dict[str, Any]]) -> ManifestGroup:
+        items = [pystac.Item.from_dict(document, migrate=False) for document in documents]
+        dataset = self.opening(items, parallel=False, progress=False)
+        dim = self.opening.concat_dim
+        if self.appending is None:
+            return first_group(dataset, dim)
+        target, base = self.appending
+        repository = icechunk.Repository.open(target.icechunk_storage())
+        published = published_store(repository, base)
+        if published is None:
+            return first_group(dataset, dim)
+        return appending_group(dataset, published, dim, target.href)
+
+
+def _write(
+    group: ManifestGroup,
+    fork: Any,
+    places: dict[str, tuple[int, ...] | None],
+    dim: str,
+    start: int,
+    first: bool,
+) -> Any:
+    write_region(group, fork.store, dim=dim, places=places, start=start, first=first)
+    return fork
+
+
+class Batches(Writes):
+    """Items parsed on a cluster's workers, in batches that stay there until written."""
+
+    def __init__(
+        self,
+        client: Any,
+        items: Sequence[pystac.Item],
+        opening: Opening,
+        *,
+        appending: tuple[Target, str] | None,
+        where: str,
+    ) -> None:
+        """Open ``items`` (in time order) on the workers of ``client``, batch by batch.
+
+        ``appending`` is the repository and snapshot the items are appended to (None for a
+        new repository); each worker checks that its batch fits it.
+
+        Raises
+        ------
+        WorkerLostError
+            If a worker died while parsing.
+        IncompatibleArraysError
+            If the batches, or the items in one, do not fit together or onto the store.
+        """
+        self._client = client
+        self._dim = opening.concat_dim
+        self._token = uuid.uuid4().hex[:12]
+        parse = _Parse(opening, appending)
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
+        self._groups = [
+            client.submit(parse, [_document(item) for item in batch], key=self._key("parse", n))
+            for n, batch in enumerate(batched(items, size))
+        ]
+        layouts = self._gather(
+            [
+                client.submit(Layout.of, group, key=self._key("layout", n))
+                for n, group in enumerate(self._groups)
+            ]
+        )
+        self._layout, self._starts = stack_layouts(layouts, opening.concat_dim, where)
+
+    def _key(self, step: str, number: int) -> str:
+        return f"virtualstac-{step}-{number}-{self._token}"
+
+    def _gather(self, futures: list[Any]) -> list[Any]:
+        from distributed import KilledWorker
+
+        try:
+            return cast(list[Any], self._client.gather(futures))
+        except KilledWorker as err:
+            self.release()
+            raise WorkerLostError(
+                f"a dask worker died while publishing ({err}); nothing was committed: publish "
+                "again to complete"
+            ) from err
+        except BaseException:
+            self.release()
+            raise
+
+    def sources(self) -> Iterable[str]:
+        """Every object the batches reference."""
+        return set().union(*self._layout.sources.values())
+
+    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
+        """Write the stacked metadata, then each batch into a fork on its worker; merge them."""
+        places = write_layout(self._layout, session.store, append_dim=append_dim)
+        writes = [
+            self._client.submit(
+                _write,
+                group,
+                session.fork(),
+                places,
+                self._dim,
+                start,
+                n == 0,
+                key=self._key("write", n),
+            )
+            for n, (group, start) in enumerate(zip(self._groups, self._starts, strict=True))
+        ]
+        forks = self._gather(writes)
+        session.merge(*forks)
+        self.release()
+        return self._layout.summary()
+
+    def release(self) -> None:
+        """Let the workers drop the parsed batches."""
+        self._client.cancel(self._groups)
+
+
+def batched(items: Sequence[pystac.Item], size: int) -> list[list[pystac.Item]]:
+    """``items`` (in time order) cut into batches of about ``size``, never between two items
+    of the same time: opened together, those form one time step (``groupby="time"``)."""
+    batches: list[list[pystac.Item]] = []
+    for item in items:
+        if batches and (len(batches[-1]) < size or _when(item) == _when(batches[-1][-1])):
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    return batches
+
+
+def _when(item: pystac.Item) -> Any:
+    return item.datetime or item.common_metadata.start_datetime
+
+
+def _document(item: pystac.Item) -> dict[str, Any]:
+    """The item as JSON a worker rebuilds it from: absolute asset hrefs, its self link, and its
+    Collection's link when that Collection was saved (for its storage schemes)."""
+    clone = item.clone()
+    clone.make_asset_hrefs_absolute()
+    link = item.get_single_link(pystac.RelType.COLLECTION)
+    collection = None if link is None else link.get_absolute_href()
+    clone.links = [link for link in clone.links if link.rel == pystac.RelType.SELF]
+    if collection is not None:
+        clone.add_link(pystac.Link(pystac.RelType.COLLECTION, collection))
+    return clone.to_dict(include_self_link=True, transform_hrefs=False)
