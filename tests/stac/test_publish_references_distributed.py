@@ -1,0 +1,185 @@
+"""Publishing Kerchunk parquet references on a real dask.distributed cluster: workers write.
+
+The cluster is two worker processes on this machine (``LocalCluster(processes=True)``), its
+scheduler giving up on a task at the first worker that dies with it; the kill is a worker
+plugin that ends its process (``os._exit``) when a chosen write task starts. Records hold 7
+references here, so that most records lie inside one batch (written by its worker) and some
+straddle two (joined by the client). References are read back with fsspec and xarray and
+compared with netCDF4 reading the files, and with the references one process writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import fsspec
+import netCDF4
+import numpy as np
+import pyarrow.parquet as pq
+import pystac
+import pytest
+import xarray as xr
+from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
+
+from virtualstac.demo import write_sample_archive
+from virtualstac.errors import WorkerLostError
+from virtualstac.stac import publish
+from virtualstac.stac import publish_kerchunk as references_module
+
+DAYS = 6
+RECORD_SIZE = 7  # t2m has 16 chunks per day (one item, one batch): records straddle batches
+PARQUET = {"format": "kerchunk", "kerchunk_format": "parquet"}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(autouse=True)
+def small_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references_module, "RECORD_SIZE", RECORD_SIZE)
+
+
+@pytest.fixture
+def archive(tmp_path: Path, make_item: Callable[..., pystac.Item]) -> list[pystac.Item]:
+    """Six daily netCDF4 files of 24 hourly steps, one item each, saved beside them."""
+    items = []
+    for day, path in enumerate(write_sample_archive(tmp_path / "archive", days=DAYS)):
+        item = make_item(
+            path.stem, dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {"data": (str(path), "")}
+        )
+        item.assets["data"].media_type = "application/x-netcdf"
+        item.set_self_href(str(tmp_path / "items" / f"{path.stem}.json"))
+        item.save_object(include_self_link=True)
+        items.append(item)
+    return items
+
+
+def collection_of(items: list[pystac.Item], path: Path) -> pystac.Collection:
+    collection = pystac.Collection("era", "hourly temperature", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+    collection.set_self_href(str(path))
+    return collection
+
+
+def open_references(target: Path) -> xr.Dataset:
+    fs = fsspec.filesystem("reference", fo=str(target), remote_protocol="file")
+    return xr.open_dataset(fs.get_mapper(), engine="zarr", consolidated=False, zarr_format=2)
+
+
+def assert_published(target: Path, items: list[pystac.Item]) -> None:
+    """The references read back by fsspec hold netCDF4's values and times."""
+    parts = []
+    for item in items:
+        with netCDF4.Dataset(item.assets["data"].href) as nc:
+            parts.append(np.ma.filled(nc["t2m"][:].astype("f8"), np.nan))
+    dataset = open_references(target)
+    np.testing.assert_allclose(dataset["t2m"].values, np.concatenate(parts), rtol=0, atol=1e-6)
+    hours = np.arange(24 * len(items)).astype("timedelta64[h]")
+    np.testing.assert_array_equal(dataset["time"].values, np.datetime64("2024-01-01") + hours)
+
+
+def references(target: Path) -> dict[str, Any]:
+    """Every reference of a parquet reference set by key, and its metadata documents."""
+    index = json.loads((target / ".zmetadata").read_text())
+    found: dict[str, Any] = {"metadata": index["metadata"], "record_size": index["record_size"]}
+    for file in sorted(target.rglob("refs.*.parq")):
+        rows = pq.read_table(file).to_pylist()
+        array = file.parent.relative_to(target).as_posix()
+        record = int(file.name.split(".")[1])
+        for row_number, row in enumerate(rows):
+            found[f"{array}#{record * RECORD_SIZE + row_number}"] = row
+    return found
+
+
+def killing_write(batch: int) -> WorkerPlugin:
+    """A plugin that ends its worker's process when the write task of ``batch`` starts."""
+
+    class DieWhileWriting(WorkerPlugin):
+        name = "die-while-writing"
+
+        def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+            if finish == "executing" and str(key).startswith(f"virtualstac-write-{batch}-"):
+                os._exit(1)
+
+    return DieWhileWriting()
+
+
+def test_workers_write_the_records_one_process_would_write(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    alone = collection_of(archive, tmp_path / "alone.json")
+    publish(alone, tmp_path / "alone.parq", **PARQUET)
+    collection = collection_of(archive, tmp_path / "collection.json")
+    target = tmp_path / "era.parq"
+    with get_task_stream(client) as stream:
+        publish(collection, target, parallel=client, **PARQUET)
+    writers = {task["worker"] for task in stream.data if "virtualstac-write" in task["key"]}
+    assert writers and writers <= set(client.scheduler_info()["workers"])
+    assert_published(target, archive)
+    written, expected = references(target), references(tmp_path / "alone.parq")
+    assert written == expected
+    assert len(list((target / "t2m").iterdir())) == 96 // RECORD_SIZE + 1
+    asset, alone_asset = collection.assets["kerchunk"], alone.assets["kerchunk"]
+    assert asset.href == str(target)
+    for field in ("cube:dimensions", "cube:variables", "virtual:items", "vrt:hrefs"):
+        assert asset.extra_fields[field] == alone_asset.extra_fields[field]
+
+
+def test_a_worker_killed_while_writing_leaves_nothing_and_a_rerun_completes(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    collection = collection_of(archive, tmp_path / "collection.json")
+    collection.save_object(include_self_link=False)
+    saved = Path(tmp_path / "collection.json").read_text()
+    target = tmp_path / "era.parq"
+    client.register_plugin(killing_write(batch=2))
+    try:
+        with pytest.raises(WorkerLostError, match="nothing was written"):
+            publish(collection, target, parallel=client, **PARQUET)
+    finally:
+        client.unregister_worker_plugin("die-while-writing")
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "archive",
+        "collection.json",
+        "items",
+    ]
+    assert "kerchunk" not in collection.assets
+    assert (tmp_path / "collection.json").read_text() == saved
+    client.wait_for_workers(2)
+    publish(collection, target, parallel=client, **PARQUET)
+    assert_published(target, archive)
+
+
+def test_new_items_are_appended_by_the_client_on_a_cluster(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    """Appended references are the published ones rewritten with the new: this process
+    reads the published ones and writes the union, as without a cluster."""
+    collection = collection_of(archive[:2], tmp_path / "collection.json")
+    target = tmp_path / "era.parq"
+    publish(collection, target, parallel=client, **PARQUET)
+    for item in archive[2:]:
+        collection.add_item(item, set_parent=False)
+    with get_task_stream(client) as stream:
+        publish(collection, target, parallel=client, **PARQUET)
+    assert not any("virtualstac-write" in task["key"] for task in stream.data)
+    assert_published(target, archive)
+    assert collection.assets["kerchunk"].extra_fields["virtual:items"] == [
+        item.id for item in archive
+    ]
