@@ -74,6 +74,7 @@ def test_records_written_in_regions_hold_what_one_writer_writes(
         )
     assert bool(pieces) == (record_size > 1)  # records of more than one row straddle days
     write_pieces(pieces, directory, record_size)
+    assert not list(directory.rglob("piece.*"))  # joined into records, then removed
     for name in CHUNKS_PER_DAY:
         expected = [row for group in groups for row in rows_of(group.arrays[name])]
         written = read_records(directory / name, record_size)

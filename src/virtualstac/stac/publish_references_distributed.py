@@ -7,8 +7,8 @@ loaded coordinates along the dimension (a few values per step) and its sources' 
 its memory does not grow with the number of chunks. The client stacks the layouts, creates the
 reference set in a staging directory beside the target, writes ``.zmetadata`` and the loaded
 coordinates (one chunk each, as a publish in one process writes them); each worker writes the
-record files that lie wholly in its batch and returns the parts of the records it shares with
-its neighbours, which the client joins and writes
+record files that lie wholly in its batch, and its rows of the records it shares with its
+neighbours as pieces beside them, which the client joins and writes one record at a time
 (:mod:`virtualstac.writers.kerchunk_records`). Then the directory is swapped in whole
 (:mod:`virtualstac.writers.staging`): a worker lost on the way fails the publish
 (:class:`~virtualstac.errors.WorkerLostError`) before the swap, so the target and the catalog

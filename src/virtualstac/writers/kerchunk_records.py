@@ -4,10 +4,10 @@ A parquet reference set holds, per array, ``refs.N.parq`` files whose row ``i`` 
 C-order position ``N * record_size + i`` (the last file padded with null rows). An array built
 in batches along its leading chunk axis (``time``) covers one contiguous run of positions per
 batch, so each batch's process writes the records that lie wholly in its run
-(:func:`write_region_records`) and hands back the :class:`Piece` s of the at most two records it
-shares with its neighbours; the coordinating process joins those and writes them
-(:func:`write_pieces`). Every record file is then the one a single process would have written,
-but for the dictionary of paths each holds.
+(:func:`write_region_records`) and the rows it holds of the at most two records it shares with
+its neighbours, as :class:`Piece` files beside them; the coordinating process joins those, one
+record at a time, and writes them (:func:`write_pieces`). Every record file is then the one a
+single process would have written, but for the dictionary of paths each holds.
 """
 
 from __future__ import annotations
@@ -99,15 +99,35 @@ class Rows:
         )
         pq.write_table(table, file, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)
 
+    @classmethod
+    def read(cls, file: Path) -> Rows:
+        """The rows of a file :meth:`write` wrote."""
+        table = pq.read_table(file)
+        paths = table.column("path").combine_chunks()
+        return cls(
+            paths.dictionary.to_pylist(),
+            paths.indices.fill_null(-1).to_numpy().astype(np.int32),
+            table.column("offset").to_numpy(),
+            table.column("size").to_numpy(),
+            table.column("raw").to_pylist(),
+        )
+
 
 @dataclass(frozen=True)
 class Piece:
-    """The rows of record ``record`` of array ``path`` that one batch holds, from ``start``."""
+    """Rows of record ``record`` of array ``path`` that one batch holds, from row ``start``.
+
+    Its batch writes them beside the record files (:attr:`file`) for the coordinator to join.
+    """
 
     path: str
     record: int
     start: int
-    rows: Rows
+
+    @property
+    def file(self) -> str:
+        """Where the rows are, below the reference set's directory."""
+        return f"{self.path}/piece.{self.record}.{self.start}.parq"
 
 
 def write_array_records(rows: Rows, directory: Path, record_size: int) -> None:
@@ -152,31 +172,38 @@ def write_region_records(
             if begin >= low and end <= high:
                 inside.write(directory / path / f"refs.{record}.parq", record_size)
             else:
-                pieces.append(Piece(path, record, max(begin, low) - begin, inside))
+                piece = Piece(path, record, max(begin, low) - begin)
+                inside.write(directory / piece.file, len(inside))
+                pieces.append(piece)
     return pieces
 
 
 def write_pieces(pieces: Sequence[Piece], directory: Path, record_size: int) -> None:
-    """Join the pieces of each record the batches share and write it."""
+    """Join the pieces of each record the batches share, write it, and remove them.
+
+    One record's rows are in memory at a time.
+    """
     by_record: dict[tuple[str, int], list[Piece]] = defaultdict(list)
     for piece in pieces:
         by_record[piece.path, piece.record].append(piece)
     for (path, record), parts in by_record.items():
-        parts.sort(key=lambda piece: piece.start)
         table: dict[str, int] = {}
         codes, offsets, lengths = [], [], []
         raw: list[bytes | None] = []
-        for part in parts:
-            remap = np.array([table.setdefault(p, len(table)) for p in part.rows.table] + [-1])
-            codes.append(remap[part.rows.codes])  # -1 indexes the trailing -1: still missing
-            offsets.append(part.rows.offsets)
-            lengths.append(part.rows.lengths)
-            raw.extend(part.rows.raw)
-        rows = Rows(
+        for part in sorted(parts, key=lambda piece: piece.start):
+            rows = Rows.read(directory / part.file)
+            remap = np.array([table.setdefault(p, len(table)) for p in rows.table] + [-1])
+            codes.append(remap[rows.codes])  # -1 indexes the trailing -1: still missing
+            offsets.append(rows.offsets)
+            lengths.append(rows.lengths)
+            raw.extend(rows.raw)
+        joined = Rows(
             list(table),
             np.concatenate(codes).astype(np.int32),
             np.concatenate(offsets),
             np.concatenate(lengths),
             raw,
         )
-        rows.write(directory / path / f"refs.{record}.parq", record_size)
+        joined.write(directory / path / f"refs.{record}.parq", record_size)
+        for part in parts:
+            (directory / part.file).unlink()
