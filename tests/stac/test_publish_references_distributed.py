@@ -24,12 +24,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pystac
 import pytest
+import rasterio
 import xarray as xr
 from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
+from rasterio.transform import from_origin
+from tiff_files import pixels, write_gdal
 
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import WorkerLostError
-from virtualstac.stac import publish
+from virtualstac.stac import open_stac, publish
 from virtualstac.stac import publish_kerchunk as references_module
 
 DAYS = 6
@@ -183,3 +186,50 @@ def test_new_items_are_appended_by_the_client_on_a_cluster(
     assert collection.assets["kerchunk"].extra_fields["virtual:items"] == [
         item.id for item in archive
     ]
+
+
+def test_cog_overviews_written_by_workers_are_the_references_of_one_process(
+    client: Client, tmp_path: Path, make_item: Callable[..., pystac.Item]
+) -> None:
+    """A multiscales group of pixel-interleaved RGB COGs: every level's records by the workers
+    (stored axis order, time first), the same references as one process writes."""
+    items, files = [], []
+    for day in range(4):
+        path = write_gdal(
+            tmp_path / f"visual{day}.tif",
+            count=3,
+            dtype="uint8",
+            data=pixels(3, 300, 400, "uint8", seed=day),
+            driver="COG",
+            width=400,
+            height=300,
+            transform=from_origin(500000.0, 4000000.0, 10.0, 10.0),
+            blocksize=64,
+            compress="DEFLATE",
+            overview_count=2,
+        )
+        item = make_item(
+            f"S{day}", dt.datetime(2024, 5, day + 1, tzinfo=dt.UTC), {"visual": (str(path), "")}
+        )
+        item.assets[
+            "visual"
+        ].media_type = "image/tiff; application=geotiff; profile=cloud-optimized"
+        item.set_self_href(str(tmp_path / "items" / f"S{day}.json"))
+        item.save_object(include_self_link=True)
+        items.append(item)
+        files.append(path)
+    alone = collection_of(items, tmp_path / "alone.json")
+    publish(alone, tmp_path / "alone.parq", overviews=True, **PARQUET)
+    collection = collection_of(items, tmp_path / "collection.json")
+    target = tmp_path / "scenes.parq"
+    with get_task_stream(client) as stream:
+        publish(collection, target, overviews=True, parallel=client, **PARQUET)
+    assert any("virtualstac-write" in task["key"] for task in stream.data)
+    assert references(target) == references(tmp_path / "alone.parq")
+    for level in (None, 1):
+        opened = open_stac(collection, overview_level=level)
+        for day, path in enumerate(files):
+            with rasterio.open(path, overview_level=level) as src:
+                expected = src.read()
+            values = opened["visual"].isel(time=day).transpose("band", "y", "x").values
+            np.testing.assert_array_equal(values, expected)
