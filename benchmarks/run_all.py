@@ -24,8 +24,10 @@ from pathlib import Path
 
 import bench_kerchunk_open
 import bench_manifest
+import bench_parallel
 import bench_parsers
 import bench_requests
+import bench_scale
 import bench_store_read
 import bench_writers
 from _common import Row, Series, peer_available, print_table
@@ -53,7 +55,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         help="comma-separated benchmarks to run (manifest, store_read, parsers, requests, "
-        "writers, kerchunk_open); all by default",
+        "writers, kerchunk_open, parallel, scale); all by default",
     )
     args = parser.parse_args()
     results_dir = args.results or (RESULTS / "quick" if args.quick else RESULTS)
@@ -93,6 +95,8 @@ def main() -> None:
         ("Requests per open", bench_requests),
         ("Writers", bench_writers),
         ("Kerchunk opening", bench_kerchunk_open),
+        ("Parallel parsing (open_virtual_mfdataset, files per second)", bench_parallel),
+        ("Scale: publishing many files to Icechunk, combining many datasets", bench_scale),
     )
     if args.only:
         wanted = {f"bench_{name.strip()}" for name in args.only.split(",")}

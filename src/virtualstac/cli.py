@@ -242,7 +242,7 @@ def _publish(arguments: argparse.Namespace) -> int:
     key = arguments.asset_key or arguments.format
     recorded = collection.assets.get(key)
     # Copied now: publishing may update the asset in place.
-    before = None if recorded is None else (recorded.href, _items(recorded))
+    before = None if recorded is None else (_href(recorded), _items(recorded))
     with _executor(arguments.parallel, arguments.workers) as parallel:
         publish(
             collection,
@@ -259,8 +259,13 @@ def _publish(arguments: argparse.Namespace) -> int:
     _save(collection, output, include_self_link=had_self_link)
     logging.getLogger(__name__).info("saved the collection at %s", output)
     asset = collection.assets[key]
-    print(f"published {_counts(before, asset)} to {asset.href}; saved {output}")
+    print(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}")
     return 0
+
+
+def _href(asset: pystac.Asset) -> str:
+    """Where the store is (a relocatable catalog records it relative to the collection)."""
+    return asset.get_absolute_href() or asset.href
 
 
 def _items(asset: pystac.Asset) -> tuple[str, ...]:
@@ -270,7 +275,7 @@ def _items(asset: pystac.Asset) -> tuple[str, ...]:
 def _counts(before: tuple[str, tuple[str, ...]] | None, after: pystac.Asset) -> str:
     """How many items the store holds: new (in a new store), appended, already present."""
     items = _items(after)
-    same_store = before is not None and before[0] == after.href
+    same_store = before is not None and before[0] == _href(after)
     present = set(before[1]) if before is not None and same_store else set()
     already = sum(item in present for item in items)
     new = 0 if same_store else len(items)

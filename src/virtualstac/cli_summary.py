@@ -7,11 +7,11 @@ from typing import Any
 
 import pystac
 import xarray as xr
-from pystac.utils import make_absolute_href
 
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac.open import Grid
 from virtualstac.stac.published import published_asset
+from virtualstac.stac.published_asset import absolute_source
 
 __all__ = ["dataset_summary", "opened_store", "sources_of"]
 
@@ -45,7 +45,7 @@ def sources_of(asset: pystac.Asset | None, datasets: Iterable[xr.Dataset]) -> li
     if asset is not None:
         owner = None if asset.owner is None else asset.owner.get_self_href()
         hrefs = (str(entry["href"]) for entry in asset.extra_fields.get("vrt:hrefs") or ())
-        return sorted({make_absolute_href(href, owner) for href in hrefs})
+        return sorted({absolute_source(href, owner) for href in hrefs})
     return sorted(
         {
             path

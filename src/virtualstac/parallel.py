@@ -3,13 +3,24 @@
 Any ``concurrent.futures.Executor`` works where virtualstac takes an executor (thread and process
 pools, a ``dask.distributed`` client's ``get_executor()``); these add a serial executor for
 debugging, a dask.delayed executor, and an adapter for lithops.
+
+:func:`executor_for` turns what users pass as ``parallel=`` into an executor (``True``: the
+process pool of :func:`shared_process_pool`, started once per process), and
+:func:`map_batched` runs a function over many items with a few tasks per worker, each task a
+contiguous batch of items: a task costs a process pool or a dask cluster more (sending the
+function and its arguments, scheduling, a reply) than parsing one small file does.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+import itertools
+import multiprocessing
+import os
+import pickle
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from virtualstac.errors import VirtualStacError
@@ -19,11 +30,21 @@ __all__ = [
     "ForkingExecutorError",
     "LithopsEagerFunctionExecutor",
     "SerialExecutor",
+    "UnpicklableTaskError",
+    "batches",
     "check_fork_safe",
+    "executor_for",
+    "map_batched",
+    "shared_process_pool",
+    "worker_count",
 ]
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+#: Tasks per worker in :func:`map_batched`: more than one, so that a worker whose batch is
+#: slow (bigger files, a busy core) does not hold the others up at the end.
+TASKS_PER_WORKER = 4
 
 
 def _completed[R](fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
@@ -37,6 +58,11 @@ def _completed[R](fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
 
 class ForkingExecutorError(VirtualStacError, ValueError):
     """A process pool would fork a process whose object-store runtime cannot survive a fork."""
+
+
+class UnpicklableTaskError(VirtualStacError, TypeError):
+    """A task for other processes holds something pickle cannot send (a lambda, a local
+    function, an open file)."""
 
 
 def check_fork_safe(executor: Executor) -> None:
@@ -166,3 +192,120 @@ class LithopsEagerFunctionExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Clean up lithops' temporary data."""
         self.lithops_client.clean()
+
+
+def _available_cores() -> int:
+    """The cores this process may run on (its affinity, which containers and ``taskset`` limit)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+_shared_pool: ProcessPoolExecutor | None = None
+_shared_pool_lock = threading.Lock()
+
+
+def shared_process_pool() -> ProcessPoolExecutor:
+    """The process pool ``parallel=True`` parses with: one worker per available core.
+
+    It is started on first use and kept for the life of the process, so only the first call
+    pays for starting the workers and importing virtualstac in them. Its workers start with
+    ``forkserver`` (see :func:`check_fork_safe`).
+    """
+    global _shared_pool
+    with _shared_pool_lock:
+        if _shared_pool is None:
+            _shared_pool = ProcessPoolExecutor(
+                _available_cores(), mp_context=multiprocessing.get_context("forkserver")
+            )
+        return _shared_pool
+
+
+def executor_for(parallel: Any) -> Executor:
+    """The executor of a ``parallel=`` argument.
+
+    ``False``/``None``: :class:`SerialExecutor`; ``True``: :func:`shared_process_pool`;
+    ``"dask"``: :class:`DaskDelayedExecutor`; an ``Executor`` as it is (refused if it is a
+    process pool that forks); a ``dask.distributed.Client``: its ``get_executor()``.
+    """
+    if parallel is False or parallel is None:
+        return SerialExecutor()
+    if parallel is True:
+        return shared_process_pool()
+    if parallel == "dask":
+        return DaskDelayedExecutor()
+    if isinstance(parallel, Executor):
+        check_fork_safe(parallel)
+        return parallel
+    if hasattr(parallel, "get_executor"):  # a dask.distributed Client
+        executor: Executor = parallel.get_executor()
+        return executor
+    raise TypeError(
+        f"parallel must be False, True, 'dask', an Executor or a dask.distributed Client, "
+        f"got {parallel!r}"
+    )
+
+
+def worker_count(executor: Executor) -> int:
+    """How many tasks ``executor`` runs at once: its workers (threads of a dask cluster).
+
+    Executors that do not say (dask.delayed, lithops) count as one per available core.
+    """
+    if isinstance(executor, SerialExecutor):
+        return 1
+    if isinstance(executor, ProcessPoolExecutor | ThreadPoolExecutor):
+        # Both keep the max_workers they were created with (or their default) here only.
+        return max(1, int(getattr(executor, "_max_workers", 1)))
+    client = getattr(executor, "_client", None)  # dask.distributed's ClientExecutor
+    if client is not None:
+        return max(1, int(sum(client.nthreads().values())))
+    return _available_cores()
+
+
+def batches[T](items: Sequence[T], count: int) -> list[Sequence[T]]:
+    """``items`` cut into at most ``count`` contiguous batches, in order, of sizes differing by
+    at most one."""
+    if not items:
+        return []
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    bounds = [0, *itertools.accumulate(size + (i < extra) for i in range(count))]
+    return [items[start:stop] for start, stop in itertools.pairwise(bounds)]
+
+
+def _run_batch[T, R](fn: Callable[[T], R], batch: Sequence[T]) -> list[R]:
+    return [fn(item) for item in batch]
+
+
+def map_batched[T, R](
+    executor: Executor,
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    tasks_per_worker: int = TASKS_PER_WORKER,
+) -> Iterator[R]:
+    """``fn`` applied to every item with ``executor``, the results in the order of ``items``.
+
+    Items are sent in :func:`batches`, ``tasks_per_worker`` per worker of the executor, so that
+    ``fn`` (with whatever it holds: a parser, a registry) is sent once per batch and results
+    come back one message per batch. ``fn`` and the items must pickle for process pools and
+    dask clusters. Serial executors apply ``fn`` lazily, one item at a time.
+    """
+    if isinstance(executor, SerialExecutor):
+        return map(fn, items)
+    if isinstance(executor, ProcessPoolExecutor):
+        # The pool pickles in a background thread, and its error names neither the task nor
+        # what to do; pickling once here costs one batch's share of what the pool does anyway.
+        try:
+            pickle.dumps(fn)
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            raise UnpicklableTaskError(
+                f"a process pool sends each task (the parser, the registry and the options) to "
+                f"its worker processes, and this one cannot be pickled: {err}. Use "
+                "parallel=False, a ThreadPoolExecutor, or a dask.distributed Client (which "
+                "pickles functions by value)"
+            ) from err
+    tasks = batches(items, worker_count(executor) * max(1, tasks_per_worker))
+    results = executor.map(_run_batch, [fn] * len(tasks), tasks)
+    return itertools.chain.from_iterable(results)

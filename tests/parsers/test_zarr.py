@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import fsspec
 import numpy as np
 import pytest
 import xarray as xr
@@ -178,3 +179,31 @@ def test_nczarr_1_dimension_references_in_zarray(tmp_path: Path) -> None:
     assert store.group["v"].metadata.dimension_names == ("x", "y")
     ours = xr.open_zarr(store, consolidated=False).load()
     xr.testing.assert_identical(ours, xr.open_zarr(path, consolidated=False).load())
+
+
+@pytest.mark.parametrize("dtype", ["i4", "f4"])
+def test_a_v2_null_fill_reads_as_zarr_python_and_writes_back_null(
+    tmp_path: Path, dtype: str
+) -> None:
+    # zarr-python 3 keeps a v2 fill_value of null: missing chunks read as the type's zero and
+    # xarray masks nothing (no _FillValue), which Zarr v3 metadata says with fill 0 and no
+    # _FillValue. Written back as Kerchunk, the fill value is null again.
+    path = tmp_path / "sparse.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    array = group.create_array("v", shape=(4,), chunks=(2,), dtype=dtype, fill_value=None)
+    array.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    array[:2] = [0, 5]  # the second chunk is never written
+    zarr.consolidate_metadata(path)
+    expected = xr.open_zarr(path)
+    assert "_FillValue" not in expected["v"].encoding
+    virtual = open_virtual_dataset(str(path))
+    registry = ObjectStoreRegistry.for_url(str(path))
+    opened = xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)
+    xr.testing.assert_identical(opened.load(), expected.load())
+    assert "_FillValue" not in opened["v"].encoding
+    references = virtual.virtual.to_kerchunk(format="dict")
+    assert references is not None
+    assert json.loads(references["refs"]["v/.zarray"])["fill_value"] is None
+    mapper = fsspec.get_mapper("reference://", fo=references)
+    read_back = xr.open_zarr(mapper, consolidated=False, zarr_format=2)
+    xr.testing.assert_identical(read_back.load(), expected.load())

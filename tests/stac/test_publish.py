@@ -30,6 +30,7 @@ from virtualstac import ObjectStoreRegistry
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, IncompatibleArraysError
 from virtualstac.stac import SCHEMA_URI, PublishError, open_published, publish
+from virtualstac.stac.published import PublishedStoreUnreadableError
 from virtualstac.stac.published_asset import storage_scheme
 
 if TYPE_CHECKING:
@@ -516,7 +517,7 @@ def test_without_a_registry_readers_use_the_storage_schemes_and_the_environment(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_access_key)
     for format in ("icechunk", "kerchunk"):
         # The endpoint comes from the catalog: the credentials go there only when trusted.
-        with pytest.raises((icechunk.StorageError, ChunkReadError)):
+        with pytest.raises((PublishedStoreUnreadableError, ChunkReadError)):
             open_published(read.assets[format])["B02"].isel(time=0).values  # noqa: B018
         opened = open_published(read.assets[format], trust_catalog_endpoints=True)
         expected = read_band(scenes.files["S2_0"]["B02"])

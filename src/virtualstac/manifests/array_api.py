@@ -103,25 +103,28 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
         )
     axis = _normalize_axis(axis, first.ndim)
     check_combinable([a.metadata for a in manifest_arrays], what="concatenate")
-    for i, array in enumerate(manifest_arrays):
-        other_dims = [s for d, s in enumerate(array.shape) if d != axis]
-        if other_dims != [s for d, s in enumerate(first.shape) if d != axis]:
+    # Each shape once: a shape is rebuilt from the metadata on every access, and this runs
+    # over every file of an archive.
+    shapes = [a.shape for a in manifest_arrays]
+    others = shapes[0][:axis] + shapes[0][axis + 1 :]
+    for i, shape in enumerate(shapes):
+        if shape[:axis] + shape[axis + 1 :] != others:
             raise IncompatibleArraysError(
-                f"cannot concatenate along axis {axis}: array 0 has shape {first.shape}, "
-                f"array {i} has shape {array.shape}"
+                f"cannot concatenate along axis {axis}: array 0 has shape {shapes[0]}, "
+                f"array {i} has shape {shape}"
             )
     chunk = first.chunks[axis]
-    for i, array in enumerate(manifest_arrays[:-1]):
-        if array.shape[axis] % chunk:
+    for i, shape in enumerate(shapes[:-1]):
+        if shape[axis] % chunk:
             raise IncompatibleArraysError(
                 "Cannot concatenate arrays with partial chunks because only regular chunk grids "
-                f"are currently supported. Concat input {i} has array length {array.shape[axis]} "
+                f"are currently supported. Concat input {i} has array length {shape[axis]} "
                 "along the concatenation axis which is not evenly divisible by chunk length "
                 f"{chunk}. Its length is not a multiple of its chunk size, so its last chunk is "
                 f"partial and the chunks after it would land at the wrong positions (axis {axis})."
             )
-    new_shape = list(first.shape)
-    new_shape[axis] = sum(a.shape[axis] for a in manifest_arrays)
+    new_shape = list(shapes[0])
+    new_shape[axis] = sum(shape[axis] for shape in shapes)
     manifest = concatenate_manifests([a.manifest for a in manifest_arrays], axis=axis)
     return ManifestArray(replace_metadata(first.metadata, shape=tuple(new_shape)), manifest)
 

@@ -67,8 +67,10 @@ class KerchunkOptions:
         root_array_name: str | None,
         remote_protocol: str | None,
         verify_sources: bool,
+        relocate: Mapping[str, str] | None = None,
     ) -> None:
         self.verify_sources = verify_sources
+        self.relocate = dict(relocate or {})
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
         self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
@@ -94,10 +96,16 @@ class KerchunkParser:
         root_array_name: str | None = None,
         remote_protocol: str | None = None,
         verify_sources: bool = True,
+        relocate: Mapping[str, str] | None = None,
     ) -> None:
-        """Configure the parser (see the class docstring)."""
+        """Configure the parser (see the class docstring).
+
+        ``relocate`` maps URL prefixes the references were written with to where those
+        objects are now (a moved directory): each resolved URL below an old prefix is read
+        below the new one.
+        """
         self._options = KerchunkOptions(
-            drop_variables, root_array_name, remote_protocol, verify_sources
+            drop_variables, root_array_name, remote_protocol, verify_sources, relocate
         )
 
 
@@ -212,6 +220,10 @@ class URLResolver:
                 f"{self.source}: chunk {key()!r} references {url!r}, which cannot be resolved: "
                 f"{err}"
             ) from err
+        for old, new in self.options.relocate.items():
+            if resolved.startswith(old):
+                resolved = new + resolved[len(old) :]
+                break
         self._resolved[url] = resolved
         return resolved
 

@@ -32,6 +32,7 @@ from virtualstac.stac.open import (
 from virtualstac.stac.publish import PublishError, StoreRecordedElsewhereError, publish
 from virtualstac.stac.published import (
     PublishedStoreError,
+    PublishedStoreUnreadableError,
     open_published,
     published_asset,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "MixedGridsError",
     "PublishError",
     "PublishedStoreError",
+    "PublishedStoreUnreadableError",
     "StacReferences",
     "StacSource",
     "StorageScheme",

@@ -8,6 +8,7 @@ from ``proj:`` fields.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import xarray as xr
 from virtualstac.errors import (
     UnknownFormatError,
 )
+from virtualstac.parallel import executor_for, map_batched
 from virtualstac.parsers import (
     HDFParser,
     KerchunkJSONParser,
@@ -36,7 +38,7 @@ from virtualstac.stac.combining import (
     MixedGridsError,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray.open import _executor, open_virtual_dataset
+from virtualstac.xarray.open import open_virtual_dataset
 
 _log = logging.getLogger(__name__)
 
@@ -80,8 +82,8 @@ def _open_tasks(
     parallel: Any,
     progress: bool,
 ) -> list[xr.Dataset]:
-    executor = _executor(parallel)
-    results = executor.map(_open_task, tasks, [registry] * len(tasks))
+    open_task = functools.partial(_open_task, registry=registry)
+    results = map_batched(executor_for(parallel), open_task, tasks)
     opened = []
     bar = progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress)
     for task, dataset in zip(tasks, bar, strict=True):

@@ -42,6 +42,7 @@ from virtualstac.errors import (
 from virtualstac.manifests.sources import LocalFileStamp
 from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.failures import network_failure
+from virtualstac.storage.urls import file_url_to_path
 from virtualstac.writers.icechunk import LOCAL_FILES_KEY
 
 __all__ = ["CheckedIcechunkStore", "check_local_sources", "reading_config", "reading_settings"]
@@ -128,18 +129,28 @@ def reading_config(
     config: Any,
     network: NetworkOptions,
     client_options: Mapping[str, Mapping[str, Any]] | None = None,
+    relocate: Mapping[str, str] | None = None,
 ) -> Any:
     """``config`` (an open repository's) with its containers bounded by ``network``.
 
     Each saved virtual chunk container is declared again with the same prefix and store, plus
     ``network``'s timeouts: HTTP stores get ``timeout`` and ``connect_timeout`` (those in
     ``client_options[prefix]``, from a registry's store for the prefix, win), S3 stores a
-    network stream timeout. The config is only for opening sessions: never save it.
+    network stream timeout. ``relocate`` maps the directories of a moved catalog to where they
+    are now: their (named) containers are declared there instead. The config is only for
+    opening sessions: never save it.
     """
-    for prefix, container in dict(config.virtual_chunk_containers or {}).items():
-        store = _bounded(container.store, network, (client_options or {}).get(prefix) or {})
+    saved = dict(config.virtual_chunk_containers or {})
+    if relocate:
+        config.clear_virtual_chunk_containers()
+    for prefix, container in saved.items():
+        store = container.store
+        now = _relocated(prefix, relocate or {})
+        if now != prefix and now.startswith("file://"):
+            store = icechunk.local_filesystem_store(file_url_to_path(now))
+        store = _bounded(store, network, (client_options or {}).get(now) or {})
         config.set_virtual_chunk_container(
-            icechunk.VirtualChunkContainer(prefix, store, name=container.name)
+            icechunk.VirtualChunkContainer(now, store, name=container.name)
         )
     return config
 
@@ -180,11 +191,14 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-def check_local_sources(repository: Any, snapshot_id: str, location: str) -> None:
+def check_local_sources(
+    repository: Any, snapshot_id: str, location: str, relocate: Mapping[str, str] | None = None
+) -> None:
     """Refuse a snapshot whose local source files changed since they were published.
 
     Each commit records the stamps of the local files it referenced; the newest record of a
-    file counts. Files missing now are left to the read, which names them.
+    file counts. Files missing now are left to the read, which names them. ``relocate`` maps
+    the directories the files were recorded in to where they are now (a moved catalog).
 
     Raises
     ------
@@ -196,7 +210,7 @@ def check_local_sources(repository: Any, snapshot_id: str, location: str) -> Non
         stamps = snapshot.metadata.get(LOCAL_FILES_KEY)
         if isinstance(stamps, dict):
             for url, stamp in stamps.items():
-                recorded.setdefault(url, stamp)
+                recorded.setdefault(_relocated(url, relocate or {}), stamp)
     for url, stamp in recorded.items():
         try:
             published = LocalFileStamp.from_json(stamp)
@@ -209,3 +223,10 @@ def check_local_sources(repository: Any, snapshot_id: str, location: str) -> Non
                 f"it was published (size {published.size} -> {now.size}, modified "
                 f"{published.mtime_ns} -> {now.mtime_ns} ns); publish the changed files again"
             )
+
+
+def _relocated(url: str, relocate: Mapping[str, str]) -> str:
+    for old, new in relocate.items():
+        if url.startswith(old):
+            return new + url[len(old) :]
+    return url

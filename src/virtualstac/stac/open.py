@@ -41,7 +41,6 @@ from virtualstac.stac.combining import (
     MixedGridsError,
     _combine_assets,
     _combine_items,
-    _grid_of,
     _single,
 )
 from virtualstac.stac.extension import (
@@ -57,7 +56,7 @@ from virtualstac.stac.extension import (
 from virtualstac.stac.grouping import GroupBy
 from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.invalid import catalog_items
-from virtualstac.stac.published import open_published_for
+from virtualstac.stac.published import open_published_for, open_published_grids
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry, split_signature
@@ -299,7 +298,8 @@ def _open_stac(
             "loadable_variables": loadable_variables,
             "concat_dim": concat_dim,
         }
-        published = open_published_for(
+        opening = open_published_grids if group_by == "grid" else open_published_for
+        published = opening(
             stac,
             parse_options=parse_only,
             assets=assets,
@@ -310,7 +310,7 @@ def _open_stac(
             authorization=authorization,
         )
         if published is not None:
-            return {_grid_of(published): published} if group_by == "grid" else published
+            return published
     single = isinstance(stac, pystac.Item)
     items = _items_of(stac)
     wanted = None if assets is None else list(assets)

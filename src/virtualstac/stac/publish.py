@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pystac
 
@@ -43,6 +44,13 @@ from virtualstac.stac.published_asset import (
     SourceAsset,
     add_published_asset,
     storage_scheme,
+)
+from virtualstac.stac.relocation import publishing_root
+from virtualstac.stac.storage import (
+    StorageScheme,
+    bucket_scheme,
+    declared_registry,
+    declared_schemes,
 )
 from virtualstac.stac.targets import (
     PublishError,
@@ -152,7 +160,10 @@ def publish(
         raise ValueError(f"format must be 'icechunk' or 'kerchunk', got {format!r}")
     items, collection = _items_and_collection(stac, collection)
     key = asset_key or format
-    place = Target.of(target, storage_options, registry)
+    declared = declared_schemes(*items, collection)
+    # Without the user's options, buckets are reached as the catalog declares them.
+    settings = registry if registry is not None else declared_registry(declared)
+    place = Target.of(target, storage_options, settings)
     previous = PreviousStore.of(collection.assets.get(key), key, place, format, replace=replace)
     wanted = None if assets is None else list(assets)
     unrecorded = {item.id: item for item in items if item.id not in previous.items}
@@ -201,6 +212,8 @@ def publish(
     label = "writing and committing" if format == "icechunk" else "writing references"
     writing = step(label, enabled=progress)
     if format == "icechunk":
+        # Batches written by a cluster keep absolute references: such a store stays put.
+        root = _local(publishing_root(collection)) if batches is None else None
         with writing:
             version = publish_repository(
                 dataset if batches is None else batches,
@@ -208,10 +221,11 @@ def publish(
                 base=base,
                 containers=previous.containers,
                 concat_dim=concat_dim,
-                registry=registry,
+                registry=settings,
                 message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
                 metadata={"virtualstac.items": len(new)},
                 record=record,
+                root=root,
             )
         store = PublishedStore(
             "icechunk",
@@ -221,6 +235,7 @@ def publish(
             ids,
             (*previous.sources, *sources),
             version=version.snapshot,
+            root=root,
         )
         described = version.dataset
     else:
@@ -231,7 +246,7 @@ def publish(
                 kerchunk_format=kerchunk_format,
                 previous_containers=previous.containers if previous.recorded else None,
                 concat_dim=concat_dim,
-                registry=registry,
+                registry=settings,
                 record=dataclasses.replace(
                     record, items=ids, sources=(*previous.sources, *sources)
                 ),
@@ -247,11 +262,11 @@ def publish(
             parser=written.parser,
             size=written.size,
             checksum=written.checksum,
+            root=publishing_root(collection),
         )
         described = written.dataset
-    add_published_asset(
-        collection, key, store, described, _schemes(place, store.containers, registry)
-    )
+    schemes = _schemes(place, store.containers, settings, declared)
+    add_published_asset(collection, key, store, described, schemes)
     _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
 
@@ -263,6 +278,11 @@ def _workers_write(kerchunk_format: str, place: Target, previous: PreviousStore)
     published ones, which this process reads.
     """
     return kerchunk_format == "parquet" and place.is_local and not previous.recorded
+
+
+def _local(root: str | None) -> str | None:
+    """A local catalog directory, whose Icechunk references are named after it."""
+    return root if root is not None and root.startswith("file://") else None
 
 
 def _items_and_collection(
@@ -318,14 +338,36 @@ def _sources(item: pystac.Item, wanted: list[str] | None) -> list[SourceAsset]:
 
 
 def _schemes(
-    target: Target, containers: Iterable[str], registry: ObjectStoreRegistry | None
+    target: Target,
+    containers: Iterable[str],
+    registry: ObjectStoreRegistry | None,
+    declared: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
-    """Storage schemes of the object stores the asset uses: its own, and its containers'."""
+    """Storage schemes of the object stores the asset uses: its own, and its containers'.
+
+    A bucket the catalog declares keeps its declared scheme (recorded once, under its key);
+    others get a scheme from the options they are reached with.
+    """
     found: dict[str, dict[str, Any]] = {}
     places = [(target.url, dict(target.options))]
     places += [(prefix, store_options(prefix, registry) or {}) for prefix in containers]
     for url, options in places:
+        known = bucket_scheme(url, declared)
+        if known is not None and _same_endpoint(known, url, options):
+            found.setdefault(known.key, dict(declared[known.key]))
+            continue
         scheme = storage_scheme(url, options)
         if scheme is not None:
             found.setdefault(*scheme)
     return found
+
+
+def _same_endpoint(scheme: StorageScheme, url: str, options: Mapping[str, Any]) -> bool:
+    """Whether ``options`` reach ``url`` where ``scheme`` says (no endpoint: AWS's own)."""
+    endpoint = options.get("endpoint") or options.get("endpoint_url")
+    if scheme.type != "custom-s3":
+        return endpoint is None
+    declared = str(scheme.store_options(url).get("endpoint")).rstrip("/")
+    # A path-style platform's endpoint, with or without its bucket.
+    server = declared.removesuffix("/" + urlsplit(url).netloc)
+    return endpoint is None or str(endpoint).rstrip("/") in (declared, server)

@@ -13,7 +13,7 @@ publish fails (if killed, the next publish adopts the empty repository it left).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
+from virtualstac.stac.relocation import declare_root_container, named_location
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import WriteSummary, write_icechunk
@@ -71,6 +72,7 @@ class _Commit:
     message: str
     metadata: Mapping[str, Any]
     record: PublishRecord
+    root: str | None = None
 
     def metadata_with(
         self, containers: Iterable[str], summary: Mapping[str, Any]
@@ -96,6 +98,7 @@ class _LocalWrites(Writes):
     """A group this process writes."""
 
     group: ManifestGroup
+    locations: Callable[[str], str] | None = None
 
     def sources(self) -> Iterable[str]:
         return {
@@ -106,7 +109,9 @@ class _LocalWrites(Writes):
         }
 
     def write(self, session: Any, append_dim: str | None) -> WriteSummary:
-        return write_icechunk(self.group, session.store, append_dim=append_dim)
+        return write_icechunk(
+            self.group, session.store, append_dim=append_dim, locations=self.locations
+        )
 
 
 def publish_repository(
@@ -120,6 +125,7 @@ def publish_repository(
     message: str,
     metadata: Mapping[str, Any],
     record: PublishRecord,
+    root: str | None = None,
 ) -> RepositoryVersion:
     """Commit ``dataset`` to the repository at ``target``; describe it if ``dataset`` is None.
 
@@ -129,12 +135,14 @@ def publish_repository(
     ``containers`` must be declared in the repository (they are, unless a publish was killed
     between its commit and saving them). ``record`` goes into the commit's metadata.
     A sequence of datasets is an image pyramid (finest first), written and appended level by
-    level as a multiscales group (:mod:`virtualstac.stac.levels`).
+    level as a multiscales group (:mod:`virtualstac.stac.levels`). ``root``, the local
+    directory of a relocatable catalog, makes references below it relative to a named
+    container (:mod:`virtualstac.stac.relocation`).
     """
     commit = (
         None
         if dataset is None
-        else _Commit(dataset, concat_dim, registry, message, metadata, record)
+        else _Commit(dataset, concat_dim, registry, message, metadata, record, root)
     )
     with icechunk_failures(target.href):
         if base is None:
@@ -267,11 +275,18 @@ def _commit(
     Returns the repository (opened anew with the added containers) and the snapshot.
     """
     config = repository.config
-    declared = set(config.virtual_chunk_containers or {})
+    declared = _named_containers(config)
     writes = group if isinstance(group, Writes) else _LocalWrites(group)
-    ensure_containers(config, required_containers(writes.sources(), commit.registry))
+    required = required_containers(writes.sources(), commit.registry)
+    root = commit.root
+    if root is not None and isinstance(writes, _LocalWrites):
+        # References below a relocatable catalog's directory are named after its container.
+        declare_root_container(config, root)
+        required = [spec for spec in required if not spec.prefix.startswith(root)]
+        writes = _LocalWrites(writes.group, named_location(root))
+    ensure_containers(config, required)
     containers = set(config.virtual_chunk_containers or {})
-    grown = containers != declared
+    grown = _named_containers(config) != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
@@ -282,6 +297,11 @@ def _commit(
     if grown:
         repository.save_config()
     return repository, str(snapshot)
+
+
+def _named_containers(config: Any) -> dict[str, str | None]:
+    """The prefixes of the declared containers and their names (a name may be added)."""
+    return {prefix: c.name for prefix, c in (config.virtual_chunk_containers or {}).items()}
 
 
 def _version(repository: Any, snapshot: str) -> RepositoryVersion:

@@ -25,7 +25,7 @@ import pystac
 
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
-from virtualstac.stac.published_asset import SourceAsset
+from virtualstac.stac.published_asset import SourceAsset, absolute_source
 from virtualstac.stac.targets import (
     PublishError,
     StoreRecordedElsewhereError,
@@ -151,7 +151,7 @@ class PreviousStore:
             version=asset.extra_fields.get(_VERSION_PROP),
             containers=tuple(asset.extra_fields.get(CONTAINERS_PROP) or ()),
             sources=tuple(
-                SourceAsset(str(entry["key"]), str(entry["href"]))
+                SourceAsset(str(entry["key"]), _absolute(str(entry["href"]), asset))
                 for entry in asset.extra_fields.get("vrt:hrefs") or ()
             ),
             schemes=scheme_options(asset, trust_endpoints=True),
@@ -310,3 +310,8 @@ def _references_record(target: Target, kerchunk_format: str) -> PublishRecord | 
     return PublishRecord.from_json(
         section.get(RECORD_KEY) if isinstance(section, Mapping) else None
     )
+
+
+def _absolute(href: str, asset: pystac.Asset) -> str:
+    """A ``vrt:hrefs`` entry as an absolute href (a relocatable catalog records it relative)."""
+    return absolute_source(href, asset.owner.get_self_href() if asset.owner is not None else None)

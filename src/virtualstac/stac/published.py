@@ -5,9 +5,11 @@ Icechunk repository at the recorded snapshot (``virtual:version``), authorizing 
 virtual chunk containers in ``virtual:containers``; Kerchunk references through virtualstac's
 Kerchunk parsers, allowed to read exactly those prefixes. A catalog is untrusted: containers
 outside the store's home need the user's authorization (:mod:`virtualstac.stac.authorization`).
-An Item whose parent Collection has a store covering it (``virtual:items``) opens as its part
-of that store, when the part can be told: its ``start_datetime``..``end_datetime``, or its
+An Item whose parent Collection has stores covering it (``virtual:items``) opens as its part
+of them, when the part can be told: its ``start_datetime``..``end_datetime``, or its
 datetime when the store has one time step per item. Otherwise its sources are parsed, as before.
+Several stores on one Collection (one per grid, say) open together
+(:mod:`virtualstac.stac.published_stores`).
 
 The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`` returns.
 """
@@ -15,7 +17,8 @@ The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import icechunk
@@ -23,7 +26,7 @@ import numpy as np
 import pystac
 import xarray as xr
 
-from virtualstac.errors import UnregisteredURLError, VirtualStacError
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.authorization import (
@@ -32,6 +35,7 @@ from virtualstac.stac.authorization import (
     check_local_locations,
     is_remote,
 )
+from virtualstac.stac.combining import Grid
 from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import (
     CheckedIcechunkStore,
@@ -41,6 +45,16 @@ from virtualstac.stac.icechunk_reads import (
 )
 from virtualstac.stac.invalid import collection_of
 from virtualstac.stac.levels import level_group
+from virtualstac.stac.published_stores import (
+    PREFERENCE,
+    PublishedStoreError,
+    PublishedStoreUnreadableError,
+    choose_stores,
+    merge_stores,
+    published_assets,
+    stores_by_grid,
+)
+from virtualstac.stac.relocation import moved, relocation
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -49,35 +63,26 @@ from virtualstac.writers.icechunk_containers import authorize_containers, contai
 
 __all__ = [
     "PublishedStoreError",
+    "PublishedStoreUnreadableError",
     "open_published",
     "open_published_for",
+    "open_published_grids",
     "published_asset",
     "reading_registry",
     "scheme_options",
 ]
 
-# When a Collection has both, the versioned and change-checked Icechunk store is preferred.
-_PREFERENCE = ("icechunk", "kerchunk")
 _VERSION_PROP = "virtual:version"
 
 
-class PublishedStoreError(VirtualStacError, ValueError):
-    """A published asset is incomplete, or cannot be combined with the options asked for."""
-
-
 def published_asset(stac: pystac.Item | pystac.Collection) -> pystac.Asset | None:
-    """The asset of a published virtual store on ``stac`` itself, or None.
+    """The preferred published store asset on ``stac`` itself, or None.
 
     Only assets that say which containers to authorize (``virtual:containers``) count: a
-    store without them cannot be opened safely, so its sources are parsed instead.
+    store without them cannot be opened safely, so its sources are parsed instead. A
+    Collection with several stores opens from all of them (:func:`open_published_for`).
     """
-    found = {
-        asset.extra_fields.get(FORMAT_PROP): asset
-        for asset in stac.assets.values()
-        if asset.extra_fields.get(FORMAT_PROP) in _PREFERENCE
-        and CONTAINERS_PROP in asset.extra_fields
-    }
-    return next((found[name] for name in _PREFERENCE if name in found), None)
+    return next(iter(published_assets(stac).values()), None)
 
 
 def open_published_for(
@@ -91,63 +96,64 @@ def open_published_for(
     overview_level: int | None = None,
     authorization: Authorization | None = None,
 ) -> xr.Dataset | None:
-    """Open the published store behind ``stac``, or return None.
+    """Open the published stores behind ``stac`` as one dataset, or return None.
 
-    ``stac`` is a Collection, an Item (its own store, or its part of its Collection's), or an
-    ItemCollection or list of Items all covered by their Collection's store (their part of it).
+    ``stac`` is a Collection, an Item (its own stores, or its part of its Collection's), or an
+    ItemCollection or list of Items all covered by their Collection's stores (their part).
+    Several stores merge into one dataset (see :mod:`virtualstac.stac.published_stores`).
 
     ``parse_options`` are the options that only apply to parsing sources (``sign``,
     ``group``, ...); given together with a published store they are refused rather than
-    silently ignored. ``assets`` selects the store's variables of those names, as parsing the
-    assets would name them; an asset the store has no variable for is refused.
+    silently ignored. ``assets`` selects the stores' variables of those names, as parsing the
+    assets would name them; an asset no store has a variable for is refused.
     ``authorization`` is what the user allows beyond the store's home (see
     :func:`open_published`).
+
+    Raises
+    ------
+    MixedGridsError
+        If the stores lie on different grids (:func:`open_published_grids` keeps them apart).
     """
-    if isinstance(stac, pystac.Collection):
-        asset = published_asset(stac)
-        part = None
-    elif isinstance(stac, pystac.Item):
-        asset = published_asset(stac)
-        part = None
-        if asset is None:
-            collection = collection_of(stac)
-            asset = published_asset(collection) if collection is not None else None
-            if asset is None or stac.id not in (asset.extra_fields.get(ITEMS_PROP) or []):
-                return None
-            part = stac
-    elif isinstance(stac, pystac.ItemCollection | list | tuple):
-        return _open_published_items(
-            list(stac),
-            parse_options=parse_options,
-            assets=assets,
-            registry=registry,
-            drop_variables=drop_variables,
-            decode_times=decode_times,
-            overview_level=overview_level,
-            authorization=authorization,
-        )
-    else:
-        return None
-    if asset is None:
-        return None
-    _refuse(parse_options, asset)
-    dataset = open_published(
-        asset,
+    opened = _open_stores(
+        stac,
+        parse_options=parse_options,
+        assets=assets,
         registry=registry,
         drop_variables=drop_variables,
         decode_times=decode_times,
         overview_level=overview_level,
-        **_authorizing(authorization),
+        authorization=authorization,
     )
-    if assets is not None:
-        dataset = _select_assets(dataset, list(assets), asset)
-    if part is None:
-        return dataset
-    return _part_of(dataset, part, len(asset.extra_fields[ITEMS_PROP]))
+    return None if opened is None else merge_stores(*opened)
 
 
-def _open_published_items(
-    items: list[Any],
+def open_published_grids(
+    stac: Any,
+    *,
+    parse_options: Mapping[str, Any],
+    assets: Iterable[str] | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+    overview_level: int | None = None,
+    authorization: Authorization | None = None,
+) -> dict[Grid | None, xr.Dataset] | None:
+    """:func:`open_published_for` with one dataset per grid (``group_by="grid"``), or None."""
+    opened = _open_stores(
+        stac,
+        parse_options=parse_options,
+        assets=assets,
+        registry=registry,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+        overview_level=overview_level,
+        authorization=authorization,
+    )
+    return None if opened is None else stores_by_grid(opened[1])
+
+
+def _open_stores(
+    stac: Any,
     *,
     parse_options: Mapping[str, Any],
     assets: Iterable[str] | None,
@@ -156,39 +162,82 @@ def _open_published_items(
     decode_times: bool | None,
     overview_level: int | None,
     authorization: Authorization | None,
-) -> xr.Dataset | None:
-    """Items of one Collection whose published store covers them all: their part of it.
+) -> tuple[str, list[tuple[str, xr.Dataset]]] | None:
+    """What ``stac`` is called and its stores' datasets by asset key, or None."""
+    found = _stores_of(stac)
+    if found is None:
+        return None
+    what, stores, items = found
+    if not stores:
+        return None
+    choices = choose_stores(stores, None if assets is None else list(assets))
+    dropped = None if drop_variables is None else list(drop_variables)  # read once per store
+    for choice in choices:
+        _refuse(parse_options, choice.asset)
+    parts: list[tuple[str, xr.Dataset]] = []
+    for choice in choices:
+        dataset = open_published(
+            choice.asset,
+            registry=registry,
+            drop_variables=dropped,
+            decode_times=decode_times,
+            overview_level=overview_level,
+            **_authorizing(authorization),
+        )
+        if choice.variables is not None:
+            kept = [name for name in choice.variables if name not in (dropped or ())]
+            dataset = _select_assets(dataset, kept, choice.asset)
+        if items is not None:
+            covered = choice.asset.extra_fields[ITEMS_PROP]
+            if isinstance(stac, pystac.Item):
+                part = _part_of(dataset, stac, len(covered))
+            elif {item.id for item in items} == set(covered):
+                part = dataset
+            else:
+                part = _parts_of(dataset, items, len(covered))
+            if part is None:
+                return None  # the item's part cannot be told apart: its sources are parsed
+            dataset = part
+        parts.append((choice.key, dataset))
+    return what, parts
 
-    Only the first item's Collection is looked up (one request for items from an API). Items
-    that are not all covered, or whose parts cannot be told apart, are parsed from their
-    sources (None).
-    """
-    if not items or not all(isinstance(item, pystac.Item) for item in items):
+
+def _stores_of(
+    stac: Any,
+) -> tuple[str, dict[str, pystac.Asset], list[pystac.Item] | None] | None:
+    """What ``stac`` is called, the stores that cover it and the items to take parts of."""
+    if isinstance(stac, pystac.Collection):
+        return f"collection {stac.id!r}", published_assets(stac), None
+    if isinstance(stac, pystac.Item):
+        own = published_assets(stac)
+        if own:
+            return f"item {stac.id!r}", own, None
+        collection = collection_of(stac)
+        items = [stac]
+    elif isinstance(stac, pystac.ItemCollection | list | tuple):
+        items = list(stac)
+        if not items or not all(isinstance(item, pystac.Item) for item in items):
+            return None
+        try:
+            # Only the first item's Collection is looked up (one request for items from an API).
+            collection = items[0].get_collection()
+        except (pystac.STACError, OSError, ValueError):
+            return None  # no reachable Collection: nothing published to prefer
+    else:
         return None
-    try:
-        collection = items[0].get_collection()
-    except (pystac.STACError, OSError, ValueError):
-        return None  # no reachable Collection: nothing published to prefer
-    asset = published_asset(collection) if collection is not None else None
-    if asset is None or collection is None:
+    if collection is None:
         return None
-    covered = asset.extra_fields.get(ITEMS_PROP) or []
-    if any(item.collection_id != collection.id or item.id not in covered for item in items):
+    if not isinstance(stac, pystac.Item) and any(i.collection_id != collection.id for i in items):
         return None
-    _refuse(parse_options, asset)
-    dataset = open_published(
-        asset,
-        registry=registry,
-        drop_variables=drop_variables,
-        decode_times=decode_times,
-        overview_level=overview_level,
-        **_authorizing(authorization),
-    )
-    if assets is not None:
-        dataset = _select_assets(dataset, list(assets), asset)
-    if {item.id for item in items} == set(covered):
-        return dataset
-    return _parts_of(dataset, items, len(covered))
+    covering = {
+        key: asset
+        for key, asset in published_assets(collection).items()
+        if all(item.id in (asset.extra_fields.get(ITEMS_PROP) or []) for item in items)
+    }
+    if not covering:
+        return None
+    what = f"item {items[0].id!r}" if len(items) == 1 else f"{len(items)} items"
+    return f"{what} of collection {collection.id!r}", covering, items
 
 
 def _authorizing(authorization: Authorization | None) -> dict[str, Any]:
@@ -303,13 +352,15 @@ def open_published(
     fmt = asset.extra_fields.get(FORMAT_PROP)
     href = asset.get_absolute_href() or asset.href
     containers = asset.extra_fields.get(CONTAINERS_PROP)
-    if fmt not in _PREFERENCE or not href or containers is None:
+    if fmt not in PREFERENCE or not href or containers is None:
         raise PublishedStoreError(
             f"asset {asset.href!r} is not a complete published store: it needs virtual:format "
             "(icechunk or kerchunk), an href and virtual:containers"
         )
     dropped = None if drop_variables is None else list(drop_variables)
     url = normalize_url(href).rstrip("/")
+    mapping = relocation(asset)
+    containers = [moved(prefix, mapping) for prefix in containers]
     authorization = Authorization.of(
         authorize, trust_catalog_endpoints=trust_catalog_endpoints, registry=registry
     )
@@ -321,13 +372,12 @@ def open_published(
     check_containers(asset, url, containers, authorization)
     schemes = scheme_options(asset, trust_endpoints=authorization.trust_catalog_endpoints)
     if fmt == "icechunk":
-        store = _icechunk_store(asset, url, containers, schemes, registry)
+        store = _icechunk_store(asset, url, containers, schemes, registry, mapping)
     else:
         reading = reading_registry([*containers, url], registry, schemes)
         parser_name = asset.extra_fields.get(PARSER_PROP) or detect_format(url, reading)
-        parser = (
-            KerchunkParquetParser() if parser_name == "kerchunk-parquet" else KerchunkJSONParser()
-        )
+        kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
+        parser = kind(relocate=mapping)
         store = parser(url, reading)
     dataset: xr.Dataset = xr.open_zarr(
         store,
@@ -345,6 +395,7 @@ def _icechunk_store(
     containers: Sequence[str],
     schemes: Mapping[str, Mapping[str, Any]],
     registry: ObjectStoreRegistry | None,
+    mapping: Mapping[str, str],
 ) -> Any:
     options = store_options(url, registry)
     target = Target(url, options if options is not None else _options_for(url, schemes))
@@ -353,23 +404,39 @@ def _icechunk_store(
     config = icechunk.RepositoryConfig.default()
     config.storage = reading_settings(network)
     authorized = authorize_containers(specs)
-    repository = icechunk.Repository.open(
-        target.icechunk_storage(), config=config, authorize_virtual_chunk_access=authorized
-    )
-    # The saved containers, bounded by the registry's timeouts for this read only.
-    bounded = reading_config(repository.config, network, {s.prefix: s.options for s in specs})
-    repository = repository.reopen(config=bounded, authorize_virtual_chunk_access=authorized)
     version = asset.extra_fields.get(_VERSION_PROP)
-    session = (
-        repository.readonly_session(snapshot_id=version)
-        if version
-        else repository.readonly_session("main")
-    )
+    with _unreadable(url):
+        repository = icechunk.Repository.open(
+            target.icechunk_storage(), config=config, authorize_virtual_chunk_access=authorized
+        )
+        # The saved containers, bounded by the registry's timeouts for this read only.
+        options = {spec.prefix: spec.options for spec in specs}
+        bounded = reading_config(repository.config, network, options, relocate=mapping)
+        repository = repository.reopen(config=bounded, authorize_virtual_chunk_access=authorized)
+        session = (
+            repository.readonly_session(snapshot_id=version)
+            if version
+            else repository.readonly_session("main")
+        )
     if any(prefix.startswith("file://") for prefix in containers):
         # Icechunk follows links below a local container: check where each chunk leads.
         check_local_locations(session.all_virtual_chunk_locations(), containers)
-    check_local_sources(repository, session.snapshot_id, url)
+    check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     return CheckedIcechunkStore(session.store, url)
+
+
+@contextmanager
+def _unreadable(url: str) -> Iterator[None]:
+    """Icechunk's failures to open a repository as one line naming it (the trace chained)."""
+    try:
+        yield
+    except icechunk.IcechunkError as err:
+        lines = str(err).strip().splitlines()
+        reason = lines[0] if lines else type(err).__name__
+        raise PublishedStoreUnreadableError(
+            f"cannot open the published Icechunk store at {url}: {reason}; check the storage "
+            "scheme it refers to (storage:refs), your credentials, or pass a registry"
+        ) from err
 
 
 def scheme_options(

@@ -11,6 +11,10 @@ A published store becomes a Collection asset with:
 - ``file:size`` / ``file:checksum`` (sha2-256 multihash) for a Kerchunk JSON file;
 - ``storage:refs`` naming the Collection's ``storage:schemes`` of the object stores it uses;
 - ``virtual:format``, ``virtual:version``, ``virtual:containers``, ``virtual:items``;
+- ``virtual:root`` for a relocatable catalog (one whose links are relative): the directory it
+  was published in, while the store's href, ``vrt:hrefs`` and the store link are relative to
+  the Collection, so the directory can move as a whole (see
+  :mod:`virtualstac.stac.relocation`);
 
 and the Collection gets a ``rel: store`` link to the store. Every extension's schema URI is
 declared in ``stac_extensions``.
@@ -30,6 +34,7 @@ from pystac.extensions.datacube import DatacubeExtension
 from pystac.extensions.file import FileExtension
 from pystac.extensions.storage import StorageExtension
 from pystac.extensions.version import BaseVersionExtension
+from pystac.utils import make_absolute_href, make_relative_href
 
 from virtualstac.stac.datacube import datacube_fields
 from virtualstac.stac.extension import VirtualExtension
@@ -37,11 +42,13 @@ from virtualstac.stac.extension import VirtualExtension
 __all__ = [
     "MEDIA_TYPES",
     "ROLES",
+    "ROOT_PROP",
     "STORE_REL",
     "VIRTUAL_ASSETS_SCHEMA_URI",
     "ZARR_SCHEMA_URI",
     "PublishedStore",
     "SourceAsset",
+    "absolute_source",
     "add_published_asset",
     "multihash_sha256",
     "storage_scheme",
@@ -56,6 +63,8 @@ MEDIA_TYPES: Mapping[str, str] = {
 ROLES: tuple[str, ...] = ("data", "references", "virtual")
 #: Relation type of the Collection's link to the store.
 STORE_REL = "store"
+#: The directory a relocatable catalog was published in.
+ROOT_PROP = "virtual:root"
 VIRTUAL_ASSETS_SCHEMA_URI = "https://stac-extensions.github.io/virtual-assets/v1.0.0/schema.json"
 ZARR_SCHEMA_URI = "https://stac-extensions.github.io/zarr/v1.1.0/schema.json"
 
@@ -92,6 +101,15 @@ class PublishedStore:
     parser: str | None = None
     size: int | None = None
     checksum: str | None = None
+    root: str | None = None
+
+
+def absolute_source(href: str, start: str | None) -> str:
+    """A ``vrt:hrefs`` entry made absolute against ``start`` (its fragment kept), if given."""
+    if not start:
+        return href
+    path, hash, fragment = href.partition("#")
+    return make_absolute_href(path, start) + hash + fragment
 
 
 def multihash_sha256(data: bytes) -> str:
@@ -144,14 +162,25 @@ def add_published_asset(
     # pystac's extension classes need an owner to declare their schemas on; a draft Collection
     # collects the declarations, which are then carried over.
     draft = pystac.Collection(collection.id, collection.description, collection.extent)
+    here = collection.get_self_href() if store.root is not None else None
+
+    def located(href: str) -> str:
+        # Relative to the Collection where the catalog's own links are relative.
+        if here is None:
+            return href
+        path, hash, fragment = href.partition("#")
+        return make_relative_href(path, here) + hash + fragment
+
     asset = pystac.Asset(
-        store.href,
+        located(store.href),
         title=f"Virtual Zarr store ({store.format}) of {len(store.items)} items",
         media_type=MEDIA_TYPES[store.format],
         roles=list(ROLES),
     )
     draft.add_asset(key, asset)
-    asset.extra_fields["vrt:hrefs"] = [source.to_dict() for source in store.sources]
+    asset.extra_fields["vrt:hrefs"] = [
+        {"key": source.key, "href": located(source.href)} for source in store.sources
+    ]
     draft.stac_extensions.append(VIRTUAL_ASSETS_SCHEMA_URI)
     if store.version is not None:
         BaseVersionExtension.ext(asset, add_if_missing=True).version = store.version
@@ -178,6 +207,8 @@ def add_published_asset(
         containers=store.containers,
         items=store.items,
     )
+    if store.root is not None:
+        asset.extra_fields[ROOT_PROP] = store.root
     _attach(collection, key, asset, draft.stac_extensions, schemes)
 
 
@@ -188,8 +219,15 @@ def _attach(
     extensions: Sequence[str],
     schemes: Mapping[str, Mapping[str, Any]],
 ) -> None:
+    here = collection.get_self_href()
+
+    def absolute(href: str) -> str:
+        return make_absolute_href(href, here) if here else href
+
     replaced = collection.assets.get(key)
-    stale_hrefs = {asset.href} | ({replaced.href} if replaced is not None else set())
+    stale_hrefs = {absolute(asset.href)} | (
+        {absolute(replaced.href)} if replaced is not None else set()
+    )
     for uri in extensions:
         if uri not in collection.stac_extensions:
             collection.stac_extensions.append(uri)
@@ -200,7 +238,7 @@ def _attach(
     asset.owner = None
     collection.add_asset(key, asset)
     for link in collection.get_links(STORE_REL):
-        if link.href in stale_hrefs:
+        if absolute(link.href) in stale_hrefs:
             collection.links.remove(link)
     collection.add_link(
         pystac.Link(STORE_REL, asset.href, media_type=asset.media_type, title=asset.title)

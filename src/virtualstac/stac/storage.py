@@ -17,6 +17,7 @@ is anonymous, and go only to the provider's own endpoints: an endpoint the catal
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ __all__ = [
     "SCHEMES_PROP",
     "StorageScheme",
     "StorageSchemeError",
+    "bucket_scheme",
+    "declared_registry",
+    "declared_schemes",
     "stac_registry",
     "storage_schemes",
 ]
@@ -354,3 +358,57 @@ def _allow(
         registered.add(prefix.rstrip("/"))
     else:
         registry.allow(location)
+
+
+def declared_schemes(*owners: Any) -> dict[str, dict[str, Any]]:
+    """The ``storage:schemes`` the STAC objects declare, by key (the last owner wins)."""
+    found: dict[str, dict[str, Any]] = {}
+    for owner in owners:
+        for key, fields in _declared_on(owner).items():
+            if isinstance(fields, Mapping):
+                found[str(key)] = dict(fields)
+    return found
+
+
+def bucket_scheme(url: str, declared: Mapping[str, Any]) -> StorageScheme | None:
+    """The declared S3 scheme whose ``bucket`` is the bucket of ``url``, or None.
+
+    The first one declared wins, as :func:`stac_registry` reads a bucket through the first
+    scheme that configures it.
+    """
+    if url.partition("://")[0].lower() not in _S3_URL_SCHEMES:
+        return None
+    bucket = urlsplit(url).netloc
+    for key, fields in declared.items():
+        try:
+            scheme = StorageScheme.from_dict(str(key), fields)
+        except StorageSchemeError:
+            continue
+        if scheme.variables.get("bucket") == bucket and scheme.applies_to(url):
+            return scheme
+    return None
+
+
+def declared_registry(declared: Mapping[str, Any]) -> ObjectStoreRegistry:
+    """A registry of every bucket the ``declared`` S3 schemes name, configured as they say.
+
+    For a publisher: the catalog is its own, so ``custom-s3`` endpoints are trusted
+    (credentials from the environment go there).
+    """
+    registry = ObjectStoreRegistry()
+    for key, fields in declared.items():
+        bucket = fields.get("bucket") if isinstance(fields, Mapping) else None
+        if not bucket or f"s3://{bucket}" in registry:
+            continue
+        scheme = bucket_scheme(f"s3://{bucket}", {key: fields})
+        if scheme is not None:
+            url = f"s3://{bucket}"
+            options = scheme.store_options(url, trust_endpoint=True)
+            if scheme.type == "custom-s3" and scheme.platform.rstrip("/").endswith("/{bucket}"):
+                # Path-style platforms: the endpoint is the server, as Icechunk's S3 storage
+                # and containers take it (obstore reaches the same objects either way).
+                server = scheme.platform.rstrip("/").removesuffix("/{bucket}")
+                options["endpoint"] = dataclasses.replace(scheme, platform=server).endpoint()
+                options["virtual_hosted_style_request"] = False
+            registry.register(url, **options)
+    return registry

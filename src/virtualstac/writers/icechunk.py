@@ -11,7 +11,7 @@ branch, as it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -94,6 +94,7 @@ def write_icechunk(
     path: str | None = None,
     append_dim: str | None = None,
     validate_containers: bool = True,
+    locations: Callable[[str], str] | None = None,
 ) -> WriteSummary:
     """Write ``group`` (and its sub-groups) into an Icechunk session's store.
 
@@ -112,6 +113,9 @@ def write_icechunk(
         there (coordinates such as ``lat``/``lon``) and are left alone.
     validate_containers
         Refuse references that no virtual chunk container of the repository covers.
+    locations
+        The location Icechunk stores for each source URL, for example ``vcc://name/path``
+        relative to a named container; the URL itself by default.
 
     Returns
     -------
@@ -127,10 +131,10 @@ def write_icechunk(
                 _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
             continue
         if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
-            _append_array(target, node_path, node, append_dim, validate_containers)
+            _append_array(target, node_path, node, append_dim, validate_containers, locations)
         else:
             _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
-            _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers)
+            _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
     return WriteSummary.of(group)
 
@@ -158,13 +162,18 @@ def _existing_metadata(store: Any, key: str) -> ArrayV3Metadata:
 
 
 def _append_array(
-    store: Any, node_path: str, array: ManifestArray, append_dim: str, validate: bool
+    store: Any,
+    node_path: str,
+    array: ManifestArray,
+    append_dim: str,
+    validate: bool,
+    located: Callable[[str], str] | None,
 ) -> None:
     offset = grow_array(
         store, node_path, array.metadata, set(array.manifest.path_table), append_dim
     )
     if offset is not None:
-        _write_refs(store, node_path, array, offset, validate)
+        _write_refs(store, node_path, array, offset, validate, located)
 
 
 def grow_array(
@@ -381,10 +390,12 @@ def _write_refs(
     array: ManifestArray,
     grid_offset: tuple[int, ...],
     validate: bool,
+    located: Callable[[str], str] | None = None,
 ) -> None:
     manifest = array.manifest
     codes = manifest.path_codes
-    urls = np.array(["", "", *manifest.path_table], dtype=object)
+    table = manifest.path_table
+    urls = np.array(["", "", *(table if located is None else map(located, table))], object)
     for batch in _batches(manifest):
         locations, offsets, lengths = _batch_refs(batch, manifest, codes, urls)
         starts = tuple(g + b.start for g, b in zip(grid_offset, batch.box, strict=True))

@@ -7,16 +7,23 @@ values cannot be compared without reading them, so variables are taken as they c
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import xarray as xr
+from xarray.core.indexes import PandasIndex
+from xarray.structure.merge import merge_attrs
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests import ManifestArray
 from virtualstac.manifests.metadata import check_combinable
 
-__all__ = ["EXACT_COMBINE", "concat_virtual", "incompatible_variable"]
+__all__ = [
+    "EXACT_COMBINE",
+    "concat_along_existing",
+    "concat_virtual",
+    "incompatible_variable",
+]
 
 #: Keyword arguments for ``xr.concat`` and ``xr.combine_by_coords`` over virtual datasets.
 EXACT_COMBINE: Mapping[str, Any] = {
@@ -42,12 +49,112 @@ def concat_virtual(
         files their arrays reference.
     """
     try:
-        return xr.concat(list(datasets), dim=dim, **EXACT_COMBINE)
+        fast = concat_along_existing(datasets, dim, EXACT_COMBINE)
+        return fast if fast is not None else xr.concat(list(datasets), dim=dim, **EXACT_COMBINE)
     except IncompatibleArraysError as err:
         culprit = incompatible_variable(datasets, labels)
         if culprit is None:
             raise
         raise IncompatibleArraysError(culprit) from err
+
+
+#: The options :func:`concat_along_existing` implements; any other falls back to ``xr.concat``.
+#: ``coords`` and ``compat`` must be given: xarray is changing their defaults. Any ``join``
+#: gives the same result when the indexes are equal, which the fast path requires.
+_FAST_OPTIONS: Mapping[str, tuple[str | None, ...]] = {
+    "coords": ("minimal",),
+    "compat": ("override",),
+    "join": ("exact", "outer", "inner", "left", "right", "override"),
+    "data_vars": ("all", "minimal", None),
+    "combine_attrs": ("drop_conflicts", "override", "drop"),
+}
+
+
+def concat_along_existing(
+    datasets: Sequence[xr.Dataset], dim: Hashable, options: Mapping[str, Any]
+) -> xr.Dataset | None:
+    """``xr.concat(datasets, dim, **options)`` of datasets alike along a dimension they all have.
+
+    ``xr.concat`` copies, aligns and inspects every dataset variable by variable (about 2,000
+    Python calls per dataset), which dominates combining tens of thousands of small files.
+    Datasets that share their variables, dimensions and coordinates, whose data variables all
+    have ``dim`` and whose other indexes are equal, are joined here with one concatenation per
+    variable and one per index: the result is what ``xr.concat`` returns (same variables,
+    attributes, encodings and indexes, in the same order). Returns None when the datasets or
+    the options do not have that shape, so that ``xr.concat`` handles them (and raises its
+    errors).
+    """
+    if len(datasets) < 2 or not _fast_options(options):
+        return None
+    first = datasets[0]
+    if dim not in first.dims or not isinstance(first.xindexes.get(dim), PandasIndex):
+        return None
+    if any(dim not in first.variables[name].dims for name in first.data_vars):
+        return None
+    layout = {name: var.dims for name, var in first.variables.items()}
+    coord_names = set(first.coords)
+    others = {name: index for name, index in first.xindexes.items() if name != dim}
+    if any(dim in first.variables[name].dims for name in others):
+        return None
+    for dataset in datasets[1:]:
+        their = dataset.variables
+        if their.keys() != layout.keys() or set(dataset.coords) != coord_names:
+            return None
+        if any(their[name].dims != dims for name, dims in layout.items()):
+            return None
+        indexes = dataset.xindexes
+        if indexes.keys() != first.xindexes.keys() or not isinstance(indexes[dim], PandasIndex):
+            return None
+        if any(not _same_index(index, indexes[name]) for name, index in others.items()):
+            return None
+    combine_attrs = options.get("combine_attrs", "override")
+    variables: dict[Hashable, xr.Variable] = {}
+    for name, dims in layout.items():
+        if dim not in dims:
+            variables[name] = first.variables[name]  # compat="override": the first one's
+        elif name == dim:
+            index = first.xindexes[dim].concat([d.xindexes[dim] for d in datasets], dim)
+            variable = index.create_variables({dim: first.variables[dim]})[dim]
+            variable.attrs = _merge_attrs([d.variables[dim].attrs for d in datasets], combine_attrs)
+            variables[name] = variable
+            others[dim] = index
+        else:
+            variables[name] = xr.Variable.concat(  # type: ignore[no-untyped-call]
+                [d.variables[name] for d in datasets], dim, combine_attrs=combine_attrs
+            )
+    coords = xr.Coordinates(
+        {name: variables[name] for name in first.coords},
+        indexes={name: others[name] for name in first.xindexes},
+    )
+    result = xr.Dataset(
+        {name: variables[name] for name in first.data_vars},
+        coords=coords,
+        attrs=_merge_attrs([d.attrs for d in datasets], combine_attrs),
+    )
+    result.encoding = first.encoding
+    return result
+
+
+def _merge_attrs(attrs: list[Mapping[Any, Any]], combine_attrs: str) -> dict[Any, Any]:
+    """Attributes combined exactly as ``xr.concat`` combines them."""
+    merged: dict[Any, Any] = merge_attrs(attrs, combine_attrs)  # type: ignore[no-untyped-call]
+    return merged
+
+
+def _fast_options(options: Mapping[str, Any]) -> bool:
+    if not {"coords", "compat"} <= options.keys():
+        return False
+    return all(
+        key in _FAST_OPTIONS and isinstance(value, str | None) and value in _FAST_OPTIONS[key]
+        for key, value in options.items()
+    )
+
+
+def _same_index(a: Any, b: Any) -> bool:
+    """Whether two indexes are equal, as ``join="exact"`` requires (identical ones at once)."""
+    if a is b or (isinstance(a, PandasIndex) and a.index is getattr(b, "index", None)):
+        return True
+    return bool(type(a) is type(b) and a.equals(b))
 
 
 def incompatible_variable(

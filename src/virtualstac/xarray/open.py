@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import glob as globlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
 import obstore
@@ -18,7 +19,7 @@ from obstore.exceptions import BaseError
 from virtualstac.errors import InvalidManifestError, SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parallel import DaskDelayedExecutor, SerialExecutor, check_fork_safe
+from virtualstac.parallel import executor_for, map_batched
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
 from virtualstac.parsers.tiff import TIFFParser
@@ -32,6 +33,7 @@ from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
+from virtualstac.xarray.combine import concat_along_existing
 
 __all__ = [
     "open_virtual_dataset",
@@ -183,6 +185,7 @@ def _parse(
 
 def _virtualize(
     url: str,
+    *,
     parser: Parser | None,
     registry: ObjectStoreRegistry,
     group: str | None,
@@ -191,16 +194,24 @@ def _virtualize(
     decode_times: bool | None,
     overview_level: int | None,
 ) -> xr.Dataset:
-    return open_virtual_dataset(
-        url,
-        parser=parser,
-        registry=registry,
-        group=group,
-        loadable_variables=loadable_variables,
-        drop_variables=drop_variables,
-        decode_times=decode_times,
-        overview_level=overview_level,
-    )
+    """One file of ``open_virtual_mfdataset``, opened where the executor runs it."""
+    try:
+        return open_virtual_dataset(
+            url,
+            parser=parser,
+            registry=registry,
+            group=group,
+            loadable_variables=loadable_variables,
+            drop_variables=drop_variables,
+            decode_times=decode_times,
+            overview_level=overview_level,
+        )
+    except Exception as err:
+        # Among hundreds of files parsed in a batch on another machine, an error that does not
+        # say which file it came from cannot be acted on.
+        if redact(url) not in str(err):
+            err.add_note(f"while opening {redact(url)}")
+        raise
 
 
 def open_virtual_mfdataset(
@@ -236,11 +247,15 @@ def open_virtual_mfdataset(
         ``"by_coords"`` (``xr.combine_by_coords``, needs loaded dimension coordinates) or
         ``"nested"`` (``xr.combine_nested`` along ``concat_dim``, in the order given).
     parallel
-        ``False`` (serial), ``True`` or ``"dask"`` (dask.delayed), any
-        ``concurrent.futures.Executor`` (process pools suit HDF5, whose library is not
-        thread-parallel; they must use ``forkserver`` or ``spawn``, since obstore's runtime
-        does not survive ``fork``), or a ``dask.distributed.Client``.
-        Workers return virtual datasets: references and loaded coordinates, not data.
+        ``False`` (serial, the default); ``True``: a process pool with one worker per available
+        core, started once and reused (:func:`~virtualstac.parallel.shared_process_pool`: the
+        fastest for HDF5, whose library lets one thread in at a time, and for every parser
+        that holds the GIL); ``"dask"`` (dask.delayed); any ``concurrent.futures.Executor``
+        (process pools must use ``forkserver`` or ``spawn``, since obstore's runtime does not
+        survive ``fork``); or a ``dask.distributed.Client``. Files are sent a batch per task,
+        a few tasks per worker, and workers send back virtual datasets: references and loaded
+        coordinates, not data. With processes or a cluster, ``parser`` and ``registry``
+        must pickle.
     preprocess
         Applied to each virtual dataset before combining.
     progress
@@ -267,26 +282,18 @@ def open_virtual_mfdataset(
             if url not in registry:
                 directory = ObjectStoreRegistry.for_url(url).prefixes[0]
                 registry.register(directory)
-    executor = _executor(parallel)
-    loadable = None if loadable_variables is None else list(loadable_variables)
-    drop = None if drop_variables is None else list(drop_variables)
-    batching: dict[str, Any] = {}
-    if isinstance(executor, ProcessPoolExecutor):
-        # One message per file costs a process pool more than parsing a small file: send them
-        # in batches, a few per worker so that a slow batch does not hold the others up.
-        batching["chunksize"] = max(1, len(urls) // (4 * (os.cpu_count() or 1)))
-    results = executor.map(
+    executor = executor_for(parallel)
+    virtualize = functools.partial(
         _virtualize,
-        urls,
-        [parser] * len(urls),
-        [registry] * len(urls),
-        [group] * len(urls),
-        [loadable] * len(urls),
-        [drop] * len(urls),
-        [decode_times] * len(urls),
-        [overview_level] * len(urls),
-        **batching,
+        parser=parser,
+        registry=registry,
+        group=group,
+        loadable_variables=None if loadable_variables is None else list(loadable_variables),
+        drop_variables=None if drop_variables is None else list(drop_variables),
+        decode_times=decode_times,
+        overview_level=overview_level,
     )
+    results = map_batched(executor, virtualize, urls)
     datasets = []
     for url, dataset in zip(
         urls,
@@ -305,6 +312,11 @@ def open_virtual_mfdataset(
     }
     if combine == "nested":
         assert concat_dim is not None
+        dims = _as_list(concat_dim)
+        if len(dims) == 1 and (layout is None or all(_is_path(p) for p in layout)):
+            fast = concat_along_existing(datasets, dims[0], combine_options)
+            if fast is not None:
+                return fast
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
         nested: xr.Dataset = xr.combine_nested(
             arranged, concat_dim=list(_as_list(concat_dim)), **combine_options
@@ -335,23 +347,6 @@ def _nest(layout: NestedPaths, items: Iterator[xr.Dataset]) -> list[Any]:
 
 def _as_list(dims: str | Sequence[str]) -> list[str]:
     return [dims] if isinstance(dims, str) else list(dims)
-
-
-def _executor(parallel: Any) -> Executor:
-    if parallel is False or parallel is None:
-        return SerialExecutor()
-    if parallel is True or parallel == "dask":
-        return DaskDelayedExecutor()
-    if isinstance(parallel, Executor):
-        check_fork_safe(parallel)
-        return parallel
-    if hasattr(parallel, "get_executor"):  # a dask.distributed Client
-        executor: Executor = parallel.get_executor()
-        return executor
-    raise TypeError(
-        f"parallel must be False, True, 'dask', an Executor or a dask.distributed Client, "
-        f"got {parallel!r}"
-    )
 
 
 def _expand(

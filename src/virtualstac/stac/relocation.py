@@ -1,0 +1,112 @@
+"""Relocatable catalogs: a catalog directory moved whole (catalog, sources, store) still opens.
+
+A catalog whose own links are relative (pystac's ``SELF_CONTAINED`` or ``RELATIVE_PUBLISHED``)
+gets a published asset with a relative href and relative ``vrt:hrefs``, and records the
+directory it was published in (``virtual:root``). The references inside the store stay
+absolute URLs, as every reader expects. A reader that finds the catalog in another directory
+maps every URL below the recorded one to the same place below the current one: the store's
+virtual chunk containers, Kerchunk references (the parsers' ``relocate=`` option) and the
+local sources an Icechunk commit records.
+
+Icechunk resolves a local virtual chunk from the absolute path in its reference, whatever
+store its container has, so an absolute reference cannot follow a moved directory. References
+below a local catalog's directory are therefore written as ``vcc://virtualstac-root/<path>``:
+relative to a named container (Icechunk 2) whose prefix is the directory. A reader re-declares
+that container at the catalog's current directory; Icechunk, zarr and xarray then read the
+moved sources, and plain Icechunk readers do the same with a container of that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import icechunk
+import pystac
+
+from virtualstac.stac.published_asset import ROOT_PROP
+from virtualstac.storage.urls import file_url_to_path, normalize_url
+
+__all__ = [
+    "ROOT_CONTAINER",
+    "catalog_directory",
+    "declare_root_container",
+    "moved",
+    "named_location",
+    "publishing_root",
+    "relocation",
+]
+
+#: Name of the Icechunk virtual chunk container of a relocatable catalog's directory.
+ROOT_CONTAINER = "virtualstac-root"
+
+
+def catalog_directory(stac: Any) -> str | None:
+    """The URL (ending in ``/``) of the directory of the root catalog of ``stac``, or None."""
+    if not isinstance(stac, pystac.STACObject):
+        return None
+    href = _root_of(stac).get_self_href() or stac.get_self_href()
+    if not href:
+        return None
+    return normalize_url(href).rsplit("/", 1)[0] + "/"
+
+
+def publishing_root(collection: pystac.Collection) -> str | None:
+    """The directory to record for a Collection about to be published, or None.
+
+    Only catalogs whose links are relative move as a whole; an absolute-published catalog
+    (or one never saved) keeps absolute hrefs.
+    """
+    root = _root_of(collection)
+    if not isinstance(root, pystac.Catalog):
+        return None
+    if root.catalog_type == pystac.CatalogType.ABSOLUTE_PUBLISHED:
+        return None
+    return catalog_directory(collection)
+
+
+def _root_of(stac: pystac.STACObject) -> pystac.STACObject:
+    """The root catalog of ``stac``, or ``stac`` itself when it has none it can read."""
+    try:
+        return stac.get_root() or stac
+    except (pystac.STACError, OSError, ValueError):
+        return stac  # a root link to a catalog not saved (yet)
+
+
+def relocation(asset: pystac.Asset) -> dict[str, str]:
+    """``{recorded directory: current directory}`` when the asset's catalog moved, else empty."""
+    recorded = asset.extra_fields.get(ROOT_PROP)
+    current = catalog_directory(asset.owner)
+    if not isinstance(recorded, str) or current is None or recorded == current:
+        return {}
+    return {recorded: current}
+
+
+def moved(url: str, mapping: Mapping[str, str]) -> str:
+    """``url`` below its new directory if it lies below a moved one, else unchanged."""
+    for old, new in mapping.items():
+        if url.startswith(old):
+            return new + url[len(old) :]
+    return url
+
+
+def named_location(root: str) -> Callable[[str], str]:
+    """The location Icechunk stores for a URL: relative to the named container of ``root``."""
+    named = f"vcc://{ROOT_CONTAINER}/"
+
+    def location(url: str) -> str:
+        return named + url[len(root) :] if url.startswith(root) else url
+
+    return location
+
+
+def declare_root_container(config: Any, root: str) -> None:
+    """Declare the named container of the local directory ``root`` in ``config``.
+
+    It replaces an unnamed container of the same prefix (the narrowest container of sources
+    spread over the directory's subdirectories is the directory itself).
+    """
+    store = icechunk.local_filesystem_store(file_url_to_path(root))
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(root, store, name=ROOT_CONTAINER)
+    )

@@ -1,0 +1,100 @@
+"""A self-contained catalog (catalog, sources, store in one directory) moved whole still opens."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pystac
+import pytest
+from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
+
+from virtualstac.stac import SCHEMA_URI, open_stac, publish
+
+if TYPE_CHECKING:
+    from conftest import Scenes
+
+ReadBand = Callable[[Path], np.ndarray]
+DAYS = ("S2_0", "S2_1")
+TARGETS = {
+    "icechunk": ("icechunk", "json", "scenes.icechunk"),
+    "json": ("kerchunk", "json", "scenes.json"),
+    "parquet": ("kerchunk", "parquet", "scenes.parq"),
+}
+
+
+@pytest.fixture
+def validator() -> Any:
+    if not SCHEMAS.is_dir():
+        pytest.skip(MISSING_REASON)
+    return offline_validator()
+
+
+def self_contained(scenes: Scenes, directory: Path) -> pystac.Collection:
+    """The catalog saved as pystac's SELF_CONTAINED: relative links, items beside their COGs."""
+    items = [next(i for i in scenes.items if i.id == day) for day in DAYS]
+    collection = pystac.Collection("scenes", "two scenes", pystac.Extent.from_items(items))
+    for item in items:
+        item.assets = {"B02": item.assets["B02"]}
+        collection.add_item(item)
+    collection.normalize_hrefs(str(directory))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    return collection
+
+
+@pytest.mark.parametrize("layout", list(TARGETS))
+def test_a_moved_catalog_opens_with_the_same_values(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str, validator: Any
+) -> None:
+    format, kerchunk_format, name = TARGETS[layout]
+    collection = self_contained(scenes, tmp_path)
+    publish(collection, tmp_path / name, format=format, kerchunk_format=kerchunk_format)
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    saved = json.loads((tmp_path / "collection.json").read_text())
+    asset = saved["assets"][format]
+    assert asset["href"] == f"./{name}"
+    assert asset["vrt:hrefs"][0] == {"key": "B02", "href": "./S2_0/S2_0.json#/assets/B02"}
+    assert [link["href"] for link in saved["links"] if link["rel"] == "store"] == [f"./{name}"]
+    assert asset["virtual:root"] == tmp_path.as_uri() + "/"
+    assert SCHEMA_URI in collection.validate(validator=validator)
+    before = open_stac(pystac.Collection.from_file(str(tmp_path / "collection.json"))).load()
+
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-moved"
+    shutil.move(tmp_path, elsewhere)
+    moved = pystac.Collection.from_file(str(elsewhere / "collection.json"))
+    after = open_stac(moved)
+    assert after["B02"].chunks is not None  # read from the store, not parsed from sources
+    after = after.load()
+    for step, day in enumerate(DAYS):
+        expected = read_band(elsewhere / day / "B02.tif")
+        np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)
+    np.testing.assert_array_equal(after["B02"].values, before["B02"].values)
+
+
+@pytest.mark.parametrize("layout", ["icechunk", "json"])
+def test_a_store_appended_to_before_the_move_reads_every_item_after_it(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str
+) -> None:
+    format, kerchunk_format, name = TARGETS[layout]
+    collection = self_contained(scenes, tmp_path)
+    late = collection.get_item("S2_1")
+    assert late is not None
+    collection.remove_item("S2_1")
+    publish(collection, tmp_path / name, format=format, kerchunk_format=kerchunk_format)
+    collection.add_item(late)
+    collection.normalize_hrefs(str(tmp_path))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    publish(collection, tmp_path / name, format=format, kerchunk_format=kerchunk_format)
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    assert collection.assets[format].extra_fields["virtual:items"] == list(DAYS)
+
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-moved"
+    shutil.move(tmp_path, elsewhere)
+    after = open_stac(pystac.Collection.from_file(str(elsewhere / "collection.json"))).load()
+    for step, day in enumerate(DAYS):
+        expected = read_band(elsewhere / day / "B02.tif")
+        np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)

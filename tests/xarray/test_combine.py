@@ -1,0 +1,102 @@
+"""Joining many virtual datasets along time: the direct path gives what ``xr.concat`` gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.demo import write_sample_archive
+from virtualstac.xarray.combine import EXACT_COMBINE, concat_along_existing, concat_virtual
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three daily netCDF4 files (zlib + shuffle, CF packing, time coordinates)."""
+    return write_sample_archive(tmp_path_factory.mktemp("combine") / "archive", days=3)
+
+
+@pytest.fixture
+def days(archive: list[Path]) -> list[xr.Dataset]:
+    """Nine daily virtual datasets: the three files, and copies of them renamed."""
+    opened = [open_virtual_dataset(path) for path in archive]
+    copies = [
+        ds.virtual.rename_paths(lambda p, i=i: p.replace(".nc", f"_copy{i}.nc"))
+        for i, ds in enumerate(opened * 2)
+    ]
+    return opened + copies
+
+
+def assert_same_result(fast: xr.Dataset, slow: xr.Dataset) -> None:
+    """Equal in values, order, attributes, encodings, indexes, and references.
+
+    xarray cannot compare references (it would compute them), so virtual variables are compared
+    by their metadata and manifests and the rest by ``assert_identical``.
+    """
+    virtual = [n for n, v in fast.variables.items() if isinstance(v.data, ManifestArray)]
+    assert virtual == [n for n, v in slow.variables.items() if isinstance(v.data, ManifestArray)]
+    xr.testing.assert_identical(fast.drop_vars(virtual), slow.drop_vars(virtual))
+    assert list(fast.variables) == list(slow.variables)
+    assert list(fast.coords) == list(slow.coords)
+    assert fast.attrs == slow.attrs
+    assert fast.encoding == slow.encoding
+    assert {k: type(i) for k, i in fast.xindexes.items()} == {
+        k: type(i) for k, i in slow.xindexes.items()
+    }
+    for name, variable in fast.variables.items():
+        other = slow.variables[name]
+        assert variable.encoding == other.encoding, name
+        assert variable.attrs == other.attrs, name
+        assert variable.dims == other.dims, name
+        if name in virtual:
+            assert variable.data.metadata == other.data.metadata
+            assert variable.data.manifest == other.data.manifest
+
+
+def test_direct_concat_equals_xarray_concat(days: list[xr.Dataset]) -> None:
+    fast = concat_along_existing(days, "time", EXACT_COMBINE)
+    assert fast is not None
+    assert fast.sizes["time"] == 9 * 24
+    assert len(fast["t2m"].data.manifest.path_table) == 9
+    assert_same_result(fast, xr.concat(days, dim="time", **EXACT_COMBINE))
+
+
+def test_conflicting_attributes_are_dropped_as_xarray_drops_them(days: list[xr.Dataset]) -> None:
+    days[4] = days[4].assign_attrs(title="another title", source="model B")
+    days[5]["t2m"].attrs["comment"] = "only here"
+    days[6]["time"].attrs["note"] = "a note"
+    fast = concat_along_existing(days, "time", EXACT_COMBINE)
+    assert fast is not None
+    assert "title" not in fast.attrs and fast.attrs["source"] == "model B"
+    assert fast["t2m"].attrs["comment"] == "only here"
+    assert_same_result(fast, xr.concat(days, dim="time", **EXACT_COMBINE))
+
+
+def test_open_virtual_mfdataset_nested_equals_xarray_combine(archive: list[Path]) -> None:
+    combined = open_virtual_mfdataset(archive, combine="nested", concat_dim="time")
+    options = {"coords": "minimal", "compat": "override", "combine_attrs": "drop_conflicts"}
+    expected = xr.combine_nested(
+        [open_virtual_dataset(path) for path in archive], concat_dim="time", **options
+    )
+    assert_same_result(combined, expected)
+
+
+def test_datasets_of_other_shapes_are_left_to_xarray(days: list[xr.Dataset]) -> None:
+    without_dim = [ds.assign(mean=xr.Variable((), np.float32(1.5))) for ds in days]
+    missing = [days[0].drop_vars("t2m"), *days[1:]]
+    assert concat_along_existing(without_dim, "time", EXACT_COMBINE) is None
+    assert concat_along_existing(missing, "time", EXACT_COMBINE) is None
+    assert concat_along_existing(days, "lat", EXACT_COMBINE) is None
+    assert concat_along_existing(days, "time", {**EXACT_COMBINE, "coords": "different"}) is None
+    assert concat_along_existing(days, "time", {"join": "exact"}) is None
+
+
+def test_unequal_grids_still_fail_as_xarray_fails(days: list[xr.Dataset]) -> None:
+    shifted = days[1].assign_coords(lat=days[1]["lat"].values + np.float32(0.5))
+    datasets = [days[0], shifted, days[2]]
+    assert concat_along_existing(datasets, "time", EXACT_COMBINE) is None
+    with pytest.raises(ValueError, match="exact"):
+        concat_virtual(datasets, "time")
