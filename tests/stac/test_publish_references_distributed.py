@@ -30,6 +30,7 @@ from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
 from rasterio.transform import from_origin
 from tiff_files import pixels, write_gdal
 
+from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import WorkerLostError
 from virtualstac.stac import open_stac, publish
@@ -186,6 +187,20 @@ def test_new_items_are_appended_by_the_client_on_a_cluster(
     assert collection.assets["kerchunk"].extra_fields["virtual:items"] == [
         item.id for item in archive
     ]
+
+
+def test_the_command_line_has_the_workers_of_a_scheduler_write_the_records(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    collection = collection_of(archive, tmp_path / "collection.json")
+    collection.save_object(include_self_link=False)
+    address = client.scheduler.address.removeprefix("tcp://")
+    with get_task_stream(client) as stream:
+        assert main(["publish", str(tmp_path / "collection.json"), str(tmp_path / "era.parq"),
+                     "--format", "kerchunk", "--kerchunk-format", "parquet",
+                     "--parallel", f"dask://{address}", "--no-progress"]) == 0  # fmt: skip
+    assert any("virtualstac-write" in task["key"] for task in stream.data)
+    assert_published(tmp_path / "era.parq", archive)
 
 
 def test_cog_overviews_written_by_workers_are_the_references_of_one_process(
