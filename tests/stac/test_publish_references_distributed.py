@@ -32,7 +32,7 @@ from tiff_files import pixels, write_gdal
 
 from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import WorkerLostError
+from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import open_stac, publish
 from virtualstac.stac import publish_kerchunk as references_module
 
@@ -248,3 +248,36 @@ def test_cog_overviews_written_by_workers_are_the_references_of_one_process(
                 expected = src.read()
             values = opened["visual"].isel(time=day).transpose("band", "y", "x").values
             np.testing.assert_array_equal(values, expected)
+
+
+def test_an_array_growing_along_another_axis_than_its_first_is_refused(
+    client: Client, tmp_path: Path, make_item: Callable[..., pystac.Item]
+) -> None:
+    """Station series stored ``(station, time)``: a batch's chunks are not one run of records."""
+    items = []
+    for day in range(2):
+        path = tmp_path / f"stations{day}.nc"
+        with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+            nc.createDimension("station", 3)
+            nc.createDimension("time", 4)
+            times = nc.createVariable("time", "f8", ("time",))
+            times.units = "hours since 2024-01-01 00:00:00"
+            times[:] = np.arange(4) + 4 * day
+            values = nc.createVariable("level", "f4", ("station", "time"), chunksizes=(1, 4))
+            values[:] = np.arange(12, dtype="f4").reshape(3, 4) + day
+        item = make_item(
+            f"S{day}", dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {"data": (str(path), "")}
+        )
+        item.assets["data"].media_type = "application/x-netcdf"
+        item.set_self_href(str(tmp_path / "items" / f"S{day}.json"))
+        item.save_object(include_self_link=True)
+        items.append(item)
+    collection = collection_of(items, tmp_path / "collection.json")
+    with pytest.raises(IncompatibleArraysError, match="'level' does not grow along its first"):
+        publish(collection, tmp_path / "stations.parq", parallel=client, **PARQUET)
+    assert not (tmp_path / "stations.parq").exists()
+    assert "kerchunk" not in collection.assets
+    publish(collection, tmp_path / "stations.parq", **PARQUET)  # one process writes them
+    level = open_references(tmp_path / "stations.parq")["level"]
+    assert level.dims == ("station", "time")
+    np.testing.assert_array_equal(level.values[:, 4:], np.arange(12).reshape(3, 4) + 1)

@@ -189,8 +189,12 @@ class ReferenceBatches:
                 for n, part in enumerate(self._parts)
             ]
         )
-        self._layout, starts = stack_layouts([s.layout for s in summaries], dim, where)
-        self._places = [self._places_of(start, where) for start in starts]
+        try:
+            self._layout, starts = stack_layouts([s.layout for s in summaries], dim, where)
+            self._places = [self._places_of(start, where) for start in starts]
+        except IncompatibleArraysError:
+            self.release()
+            raise
         self._loaded = {
             path: _concat([s.loaded[path] for s in summaries], dim) for path in summaries[0].loaded
         }
