@@ -305,10 +305,12 @@ def _info(arguments: argparse.Namespace) -> int:
     stac = pystac.read_file(arguments.url)
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
+    # Sources are summarised by their references; a published store by what it holds.
+    parse = arguments.sources or opened_store(stac) is None
     datasets = open_stac(
         stac,
         group_by="grid",
-        use_published=not arguments.sources,
+        references=parse,
         progress=not arguments.no_progress,
         authorize=arguments.authorize,
         trust_catalog_endpoints=arguments.trust_catalog_endpoints,

@@ -249,3 +249,36 @@ def test_malformed_stac_json_names_the_file(
     with pytest.raises(CorruptFileError) as caught:
         StacVirtualSource(str(path)).stac()
     assert isinstance(caught.value.__cause__, cause)
+
+
+def test_references_true_gives_the_references_and_group_by_grid_a_tree(
+    static: tuple[Path, Archive],
+) -> None:
+    catalog, archive = static
+    extra = catalog.parent / "more.yaml"
+    extra.write_text(
+        """
+sources:
+  references:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: B02
+      references: true
+  grids:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      group_by: grid
+"""
+    )
+    entries = intake.open_catalog(str(extra))
+    references = entries.references.read()
+    assert list(references.data_vars) == ["B02"]  # one asset, named by a string
+    assert isinstance(references["B02"].data, ManifestArray)
+    tree = entries.grids.to_dask()
+    assert list(tree.children) == ["10x10"]  # one group per raster grid, named by pixel size
+    assert set(entries.grids.discover()["metadata"]["groups"]) == {"/", "/10x10"}
+    np.testing.assert_array_equal(
+        tree["10x10"]["B02"].isel(time=0).values, archive.band(SOUTH_IDS[0], "B02")
+    )

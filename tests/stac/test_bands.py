@@ -74,7 +74,7 @@ def rasterio_masked_and_scaled(path: Path, scale: float, offset: float) -> np.nd
 def test_band_names_and_scaling_come_from_the_catalog(tmp_path: Path, fields: Any) -> None:
     path = reflectance(tmp_path / "reflectance.tif")
 
-    dataset = open_stac(item_with(path, fields), ["reflectance"])
+    dataset = open_stac(item_with(path, fields), ["reflectance"], references=True)
 
     assert list(dataset["band"].values) == NAMES
     assert list(dataset["common_name"].values) == COMMON
@@ -104,7 +104,7 @@ def test_one_time_series_keeps_the_labels(tmp_path: Path) -> None:
         item.datetime = WHEN + dt.timedelta(days=day)
         items.append(item)
 
-    cube = open_stac(items, ["reflectance"])
+    cube = open_stac(items, ["reflectance"], references=True)
 
     assert dict(cube["reflectance"].sizes) == {"time": 2, "band": 4, "y": 64, "x": 64}
     assert list(read(cube, tmp_path / "r0.tif")["band"].values) == NAMES
@@ -133,7 +133,7 @@ def test_the_files_own_scale_and_nodata_win_with_a_warning(tmp_path: Path) -> No
     path = reflectance(tmp_path / "scaled.tif", scales=(0.5,) * 4, offsets=(1.0,) * 4)
 
     with pytest.warns(RuntimeWarning, match=r"'reflectance' of item 'S2_1'.*file's"):
-        dataset = open_stac(item_with(path, STAC_10), ["reflectance"])
+        dataset = open_stac(item_with(path, STAC_10), ["reflectance"], references=True)
 
     assert dataset["reflectance"].attrs["scale_factor"] == 0.5
     np.testing.assert_allclose(
@@ -141,13 +141,13 @@ def test_the_files_own_scale_and_nodata_win_with_a_warning(tmp_path: Path) -> No
     )
     other = {"raster:bands": [{"nodata": 7}] * 4}
     with pytest.warns(RuntimeWarning, match="the file's nodata 0 differs from the STAC nodata 7"):
-        open_stac(item_with(path, other), ["reflectance"])
+        open_stac(item_with(path, other), ["reflectance"], references=True)
 
 
 def test_a_nodata_only_the_catalog_gives_masks_the_values(tmp_path: Path) -> None:
     path = reflectance(tmp_path / "bare.tif", nodata=None)
 
-    dataset = open_stac(item_with(path, STAC_11), ["reflectance"])
+    dataset = open_stac(item_with(path, STAC_11), ["reflectance"], references=True)
 
     assert read(dataset, path, mask_and_scale=False)["reflectance"].attrs["_FillValue"] == 0
     assert np.isnan(read(dataset, path)["reflectance"].values[:, :8, :8]).all()
@@ -162,7 +162,7 @@ def test_a_float32_nodata_is_compared_in_float32(tmp_path: Path) -> None:
     # The float64 text of the float32 maximum: only its float32 rounding equals the pixels.
     fields = {"raster:bands": [{"nodata": 3.4028234663852886e38}]}
 
-    dataset = open_stac(item_with(path, fields), ["reflectance"])
+    dataset = open_stac(item_with(path, fields), ["reflectance"], references=True)
 
     values = read(dataset, path)["reflectance"].values
     assert np.isnan(values[0, :4]).all()

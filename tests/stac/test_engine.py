@@ -19,7 +19,7 @@ from stac_archive import COLLECTION, SOUTH_IDS, ServedArchive, write_archive
 from virtualstac import ManifestArray, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import UnregisteredURLError
-from virtualstac.stac import StacReferences, open_stac, stac_registry
+from virtualstac.stac import open_stac, stac_registry
 from virtualstac.stac.backend import StacBackendEntrypoint
 from virtualstac.storage.signing import SigningRegistry
 
@@ -104,7 +104,7 @@ def test_hrefs_signed_by_a_search_modifier_read_without_sign(http_server: HTTPSe
     item = archive.items[0]
     for asset in item.assets.values():
         asset.href = add_token(asset.href)
-    virtual = open_stac(item, ["B02"])
+    virtual = open_stac(item, ["B02"], references=True)
     assert virtual["B02"].data.manifest.path_table == (item.assets["B02"].href.split("?")[0],)
     opened = xr.open_zarr(virtual.virtual.to_store(stac_registry(item)), consolidated=False)
     np.testing.assert_array_equal(opened["B02"].values, archive.band(item.id, "B02"))
@@ -153,10 +153,25 @@ def test_stac_options_on_a_file_are_refused(tmp_path: Path) -> None:
         xr.open_dataset(item, engine="virtualstac", parser=object())
 
 
-def test_references_that_already_hold_values_are_returned_as_they_are() -> None:
-    # What open_stac returns for a collection whose published store it opens instead.
-    values = xr.Dataset({"t2m": (("time",), np.arange(4.0))})
-    references = StacReferences(values, registry=None)
-    assert not references.is_virtual
-    assert references.to_dataset() is values
-    assert references.to_dataset({"time": 2})["t2m"].chunks == ((2, 2),)
+def test_references_come_through_the_engine_on_request(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    virtual = xr.open_dataset(item, engine="virtualstac", assets=["B02"], references=True)
+    assert isinstance(virtual["B02"].data, ManifestArray)
+    (path,) = write_sample_archive(scenes.files[item.id]["B02"].parent, days=1)
+    assert isinstance(
+        xr.open_dataset(path, engine="virtualstac", references=True)["t2m"].data, ManifestArray
+    )
+
+
+def test_datasets_per_grid_are_a_datatree(scenes: Scenes, read_band: ReadBand) -> None:
+    item = scenes.items[0]
+    with pytest.raises(ValueError, match=r"use xr\.open_datatree"):
+        xr.open_dataset(item, engine="virtualstac", group_by="grid")
+    tree = xr.open_datatree(item, engine="virtualstac", group_by="grid")
+    assert set(tree.children) == {"10x10", "20x20"}
+    assert set(tree["10x10"].data_vars) == {"B02", "B03"}
+    np.testing.assert_array_equal(
+        tree["20x20"]["B05"].values, read_band(scenes.files[item.id]["B05"])
+    )
+    single = xr.open_datatree(item, engine="virtualstac", assets=["B02"])
+    assert set(single.data_vars) == {"B02"}

@@ -93,7 +93,7 @@ def values(cube: xr.Dataset, root: Path) -> xr.Dataset:
 def test_tiles_stamped_seconds_apart_are_one_step_by_solar_day(
     tmp_path: Path, passes: list[pystac.Item]
 ) -> None:
-    cube = open_stac(passes, ["reflectance"], groupby="solar_day")
+    cube = open_stac(passes, ["reflectance"], groupby="solar_day", references=True)
 
     assert dict(cube["reflectance"].sizes) == {"time": 3, "band": 4, "y": SIZE, "x": 2 * SIZE}
     # A step's time is its earliest Item's datetime: the west tile's.

@@ -85,7 +85,7 @@ def test_dates_concatenate_and_read_like_rasterio(dates: list[pystac.Item]) -> N
 
 
 def test_open_stac_stacks_the_dates(dates: list[pystac.Item]) -> None:
-    cube = open_stac(dates, ["reflectance"])
+    cube = open_stac(dates, ["reflectance"], references=True)
 
     registry = ObjectStoreRegistry.for_url(dates[0].assets["reflectance"].get_absolute_href())
     read = xr.open_zarr(cube.virtual.to_store(registry), consolidated=False)

@@ -15,6 +15,7 @@ import xarray as xr
 from rasterio.transform import from_origin
 from tiff_files import UTM, pixels, write_gdal
 
+import intake
 from virtualstac import ObjectStoreRegistry
 from virtualstac.stac import MixedGridsError, open_stac
 
@@ -64,7 +65,7 @@ def test_a_two_by_two_tiling_over_two_days_is_one_cube(tmp_path: Path, make_item
         for row in (0, 1)
         for col in (0, 1)
     ]
-    cube = open_stac(items)
+    cube = open_stac(items, references=True)
     assert dict(cube["red"].sizes) == {"time": 2, "y": 512, "x": 512}
     assert cube["spatial_ref"].attrs["GeoTransform"].split()[:4] == ["500000", "10", "0", "4000000"]
 
@@ -111,3 +112,39 @@ def test_an_incomplete_tiling_or_other_dates_per_tile_are_refused(
         open_stac(other_days)
     per_grid = open_stac(other_days, group_by="grid")
     assert len(per_grid) == 2
+
+
+def two_tiles(make_item: MakeItem, root: Path) -> tuple[pystac.Collection, np.ndarray]:
+    """A Collection of two side by side tiles of one date, saved under ``root``, and the
+    mosaic rasterio reads, each tile placed by its geotransform."""
+    items = [tile_item(make_item, root, 0, col, 0) for col in (0, 1)]
+    collection = pystac.Collection("tiles", "two tiles", pystac.Extent.from_items(items))
+    collection.add_items(items)
+    collection.normalize_hrefs(str(root / "stac"))
+    collection.save(pystac.CatalogType.ABSOLUTE_PUBLISHED)
+    mosaic = np.zeros((256, 512), dtype="uint16")
+    for col in (0, 1):
+        with rasterio.open(root / f"r0c{col}d0.tif") as source:
+            column = round((source.transform.c - WEST) / 10)
+            mosaic[:, column : column + 256] = source.read(1)
+    return collection, mosaic
+
+
+def test_the_engine_and_intake_build_the_mosaic_open_stac_builds(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    collection, expected = two_tiles(make_item, tmp_path)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"sources:\n  tiles:\n    driver: stac_virtual\n    args:\n"
+        f"      url: {collection.get_self_href()}\n"
+    )
+    opened = {
+        "open_stac": open_stac(collection),
+        "engine": xr.open_dataset(collection, engine="virtualstac", chunks={}),
+        "intake": intake.open_catalog(str(catalog)).tiles.to_dask(),
+    }
+    for name, cube in opened.items():
+        assert dict(cube["red"].sizes) == {"time": 1, "y": 256, "x": 512}, name
+        assert cube["red"].chunks == ((1,), (128, 128), (128,) * 4), name  # the COGs' tiles
+        np.testing.assert_array_equal(cube["red"].isel(time=0).values, expected, err_msg=name)

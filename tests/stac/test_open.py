@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import dask.array
 import numpy as np
 import pystac
 import pytest
@@ -16,7 +17,7 @@ import rasterio
 import xarray as xr
 from tiff_files import pixels, write_gdal
 
-from virtualstac import ObjectStoreRegistry
+from virtualstac import ManifestArray, ObjectStoreRegistry
 from virtualstac.errors import IncompatibleArraysError, InvalidPathError, UnregisteredURLError
 from virtualstac.stac import (
     AssetNotFoundError,
@@ -24,6 +25,7 @@ from virtualstac.stac import (
     MixedGridsError,
     UnsupportedAssetError,
     VirtualExtension,
+    open_asset,
     open_stac,
     stac_registry,
 )
@@ -45,6 +47,10 @@ def read(dataset: xr.Dataset, root: Path) -> xr.Dataset:
     return xr.open_zarr(dataset.virtual.to_store(registry), consolidated=False)
 
 
+def holds_references(dataset: xr.Dataset) -> bool:
+    return all(isinstance(v.data, ManifestArray) for v in dataset.data_vars.values())
+
+
 def coordinates(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Pixel-centre x and y, as rasterio computes them."""
     with rasterio.open(path) as src:
@@ -58,7 +64,7 @@ def test_item_bands_become_variables_named_by_asset_key(
     scenes: Scenes, tmp_path: Path, read_band: ReadBand
 ) -> None:
     item = scenes.items[1]  # S2_0; its assets' hrefs are relative to its self href
-    virtual = open_stac(item, ["B02", "B03"])
+    virtual = open_stac(item, ["B02", "B03"], references=True)
     assert set(virtual.data_vars) == {"B02", "B03"}
     assert virtual["B02"].dims == ("y", "x")
     assert "band" not in virtual.dims
@@ -84,7 +90,7 @@ def test_group_by_grid_returns_one_dataset_per_grid(
     scenes: Scenes, tmp_path: Path, read_band: ReadBand
 ) -> None:
     item = scenes.items[0]
-    groups = open_stac(item, group_by="grid")
+    groups = open_stac(item, group_by="grid", references=True)
     by_resolution = {grid.resolution: dataset for grid, dataset in groups.items() if grid}
     assert set(by_resolution) == {(10.0, 10.0), (20.0, 20.0)}
     assert set(by_resolution[(10.0, 10.0)].data_vars) == {"B02", "B03"}
@@ -97,7 +103,7 @@ def test_group_by_grid_returns_one_dataset_per_grid(
 def test_items_become_a_time_cube_sorted_by_datetime(
     scenes: Scenes, tmp_path: Path, read_band: ReadBand
 ) -> None:
-    cube = open_stac(scenes.items, ["B02", "B05"], group_by="grid")
+    cube = open_stac(scenes.items, ["B02", "B05"], group_by="grid", references=True)
     assert len(cube) == 2
     ten = next(ds for grid, ds in cube.items() if grid and grid.resolution == (10.0, 10.0))
     opened = read(ten, tmp_path)
@@ -130,7 +136,7 @@ def test_cube_of_cogs_with_a_predictor_reads_identically(
         )
         when = dt.datetime(2024, 6, 1 + day, tzinfo=dt.UTC)
         items.append(make_item(f"day-{day}", when, {"red": (str(path), COG)}))
-    opened = read(open_stac(items), tmp_path)
+    opened = read(open_stac(items, references=True), tmp_path)
     for day in range(2):
         expected = read_band(tmp_path / f"red_{day}.tif")
         np.testing.assert_array_equal(opened["red"].isel(time=day).values, expected)
@@ -153,9 +159,9 @@ def test_collection_item_collection_and_list_give_the_same_cube(
     saved = pystac.Collection.from_file(str(tmp_path / "catalog" / "collection.json"))
     extension = VirtualExtension.ext(saved, add_if_missing=True)
     cubes = {
-        "collection": extension.to_xarray(["B03"]),
-        "item collection": open_stac(pystac.ItemCollection(scenes.items), ["B03"]),
-        "list": open_stac(iter(scenes.items), ["B03"], progress=True),
+        "collection": extension.to_xarray(["B03"], references=True),
+        "item collection": open_stac(pystac.ItemCollection(scenes.items), ["B03"], references=True),
+        "list": open_stac(iter(scenes.items), ["B03"], progress=True, references=True),
     }
     for name, cube in cubes.items():
         assert cube.sizes == {"time": 3, "y": 200, "x": 300}, name
@@ -184,7 +190,7 @@ def test_netcdf_items_concatenate_along_their_own_time_axis(
     netcdf_items: tuple[list[pystac.Item], list[Path]],
 ) -> None:
     items, paths = netcdf_items
-    virtual = open_stac(list(reversed(items)))
+    virtual = open_stac(list(reversed(items)), references=True)
     assert virtual.sizes["time"] == 48
     opened = read(virtual, paths[0].parent)
     with xr.open_mfdataset(paths, engine="netcdf4") as direct:
@@ -200,18 +206,20 @@ def test_virtual_fields_choose_parser_name_and_options(
     VirtualExtension.ext(asset, add_if_missing=True).apply(
         parser="hdf", variable="temperature", loadable_variables=["lat", "lon"]
     )
-    virtual = open_stac(item)
+    virtual = open_stac(item, references=True)
     assert list(virtual.data_vars) == ["temperature"]
     assert isinstance(virtual["lat"].data, np.ndarray)
     assert not isinstance(virtual["time"].data, np.ndarray)  # not loaded: the field said so
     VirtualExtension.ext(asset).drop_variables = ["lon"]
-    dropped = open_stac(item, loadable_variables=[])  # arguments override the fields
+    dropped = open_stac(
+        item, loadable_variables=[], references=True
+    )  # arguments override the fields
     assert "lon" not in dropped.variables
     assert not isinstance(dropped["lat"].data, np.ndarray)
 
     scene = scenes.items[0]
     VirtualExtension.ext(scene.assets["B05"], add_if_missing=True).variable = "red_edge"
-    twenty = open_stac(scene, ["B05"])
+    twenty = open_stac(scene, ["B05"], references=True)
     assert list(twenty.data_vars) == ["red_edge"]
 
 
@@ -266,7 +274,7 @@ def test_sign_rewrites_every_url_read_and_references_stay_unsigned(
         signed.append(url)
         return str(local) if url == href else url
 
-    virtual = open_stac(item, sign=sign)
+    virtual = open_stac(item, sign=sign, references=True)
     assert set(signed) == {href}
     assert virtual["B02"].data.manifest.path_table == (href,)
     registry = stac_registry(item, sign=sign)
@@ -292,7 +300,7 @@ def test_proj_fields_georeference_a_file_without_georeferencing(
     item.assets["B05"].extra_fields.update(
         {"proj:shape": [100, 150], "proj:transform": [20.0, 0.0, 500000.0, 0.0, -20.0, 4000000.0]}
     )
-    virtual = open_stac(item)
+    virtual = open_stac(item, references=True)
     x, y = coordinates(twin)
     np.testing.assert_allclose(virtual["x"].values, x)
     np.testing.assert_allclose(virtual["y"].values, y)
@@ -300,14 +308,14 @@ def test_proj_fields_georeference_a_file_without_georeferencing(
     georeferenced = make_item(
         "twin", dt.datetime(2024, 1, 2, tzinfo=dt.UTC), {"B05": (str(twin), COG)}
     )
-    stacked = open_stac([item, georeferenced], group_by="grid")
+    stacked = open_stac([item, georeferenced], group_by="grid", references=True)
     assert len(stacked) == 1  # the same grid, whether from the file or from proj:
     opened = read(next(iter(stacked.values())), tmp_path)
     np.testing.assert_array_equal(opened["B05"].isel(time=0).values, read_band(plain))
 
     item.assets["B05"].extra_fields["proj:shape"] = [150, 100]
     with pytest.raises(MixedGridsError, match=r"proj:shape \[150, 100\] does not match"):
-        open_stac(item)
+        open_stac(item, references=True)
 
 
 def test_same_variable_in_two_assets_and_items_with_different_variables(
@@ -326,9 +334,11 @@ def test_same_variable_in_two_assets_and_items_with_different_variables(
 
 
 def test_parallel_executor_and_progress(scenes: Scenes, capsys: pytest.CaptureFixture[str]) -> None:
-    serial = open_stac(scenes.items, ["B02", "B03"])
+    serial = open_stac(scenes.items, ["B02", "B03"], references=True)
     with ThreadPoolExecutor(4) as pool:
-        threaded = open_stac(scenes.items, ["B02", "B03"], parallel=pool, progress=True)
+        threaded = open_stac(
+            scenes.items, ["B02", "B03"], parallel=pool, progress=True, references=True
+        )
     for name in ("B02", "B03"):
         assert threaded[name].data.manifest.dict() == serial[name].data.manifest.dict()
     assert "virtualizing: 6/6" in capsys.readouterr().err
@@ -339,11 +349,11 @@ def test_extension_methods_open_items_and_assets(
 ) -> None:
     item = scenes.items[0]
     extension = VirtualExtension.ext(item, add_if_missing=True)
-    virtual = extension.to_xarray(["B02"])
+    virtual = extension.to_xarray(["B02"], references=True)
     assert list(virtual.data_vars) == ["B02"]
-    groups = extension.to_xarray(group_by="grid")
+    groups = extension.to_xarray(group_by="grid", references=True)
     assert len(groups) == 2
-    asset = VirtualExtension.ext(item.assets["B05"]).to_xarray()
+    asset = VirtualExtension.ext(item.assets["B05"]).to_xarray(references=True)
     np.testing.assert_array_equal(
         read(asset, tmp_path)["B05"].values, read_band(scenes.files[item.id]["B05"])
     )
@@ -354,7 +364,7 @@ def test_netcdf_media_type_and_reference_json_are_recognised(
 ) -> None:
     items, paths = netcdf_items
     assert items[0].assets["data"].media_type == "application/x-netcdf"
-    virtual = open_stac(items[0])  # netCDF4 recognised from its magic bytes
+    virtual = open_stac(items[0], references=True)  # netCDF4 recognised from its magic bytes
     virtual.virtual.to_kerchunk(tmp_path / "refs.json", format="json")
     references = make_item(
         "refs", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"refs": (str(tmp_path / "refs.json"), "")}
@@ -363,8 +373,82 @@ def test_netcdf_media_type_and_reference_json_are_recognised(
     references.assets["refs"].roles = ["data", "references"]
     registry = ObjectStoreRegistry.for_url(str(tmp_path / "refs.json"))
     registry.register(str(paths[0].parent) + "/")
-    through = open_stac(references, registry=registry)
+    through = open_stac(references, registry=registry, references=True)
     assert set(through.data_vars) == {"t2m"}
     opened = read(through, tmp_path)
     with xr.open_dataset(paths[0], engine="netcdf4") as direct:
         assert opened["t2m"].load().equals(direct["t2m"].load())
+
+
+# -- values by default, references on request ---------------------------------------------
+
+
+def test_an_item_opens_as_lazy_values_on_the_files_chunks(
+    scenes: Scenes, read_band: ReadBand
+) -> None:
+    item = scenes.items[1]
+    dataset = open_stac(item, ["B02", "B03"])
+    assert dataset["B02"].chunks == ((128, 72), (128, 128, 44))  # dask, on the COG's tiles
+    for band in ("B02", "B03"):
+        np.testing.assert_array_equal(dataset[band].values, read_band(scenes.files[item.id][band]))
+    rechunked = open_stac(item, ["B02"], chunks={"y": 200, "x": 300})
+    assert rechunked["B02"].chunks == ((200,), (300,))
+    lazy = open_stac(item, ["B02"], chunks=None)  # lazily indexed, without dask
+    assert lazy["B02"].chunks is None
+    np.testing.assert_array_equal(
+        lazy["B02"][:5, :5], read_band(scenes.files[item.id]["B02"])[:5, :5]
+    )
+
+
+def test_references_come_from_every_entry_point_with_references_true(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    extended = VirtualExtension.ext(item, add_if_missing=True)
+    asset = item.assets["B02"]
+    opened = {
+        "open_stac": open_stac(item, ["B02"], references=True),
+        "to_xarray": extended.to_xarray(["B02"], references=True),
+        "open_asset": open_asset(asset, references=True),
+        "asset to_xarray": VirtualExtension.ext(asset).to_xarray(references=True),
+        "list": open_stac(scenes.items, ["B02"], references=True),
+    }
+    for name, dataset in opened.items():
+        assert holds_references(dataset), name
+    for name, dataset in {
+        "open_stac": open_stac(item, ["B02"]),
+        "to_xarray": extended.to_xarray(["B02"]),
+        "open_asset": open_asset(asset),
+        "asset to_xarray": VirtualExtension.ext(asset).to_xarray(),
+    }.items():
+        assert isinstance(dataset["B02"].data, dask.array.Array), name
+
+
+def test_one_asset_key_as_a_string_is_one_asset(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    assert list(open_stac(item, "B05").data_vars) == ["B05"]
+    assert list(open_stac(scenes.items, "B05", references=True).data_vars) == ["B05"]
+    extended = VirtualExtension.ext(item, add_if_missing=True)
+    assert list(extended.to_xarray("B05").data_vars) == ["B05"]
+
+
+def test_options_that_contradict_references_are_refused(scenes: Scenes) -> None:
+    item = scenes.items[0]
+    with pytest.raises(ValueError, match="a published store holds values, not references"):
+        open_stac(item, references=True, use_published=True)
+    with pytest.raises(TypeError, match="chunks, mask_and_scale apply to values"):
+        open_stac(item, references=True, chunks={}, mask_and_scale=False)
+    with pytest.raises(TypeError, match="concat_dim combine Items"):
+        open_asset(item.assets["B02"], concat_dim="time")
+
+
+def test_netcdf_items_decode_as_the_netcdf4_library_reads_them(
+    netcdf_items: tuple[list[pystac.Item], list[Path]],
+) -> None:
+    items, paths = netcdf_items
+    with xr.open_mfdataset(paths, engine="netcdf4") as direct:
+        xr.testing.assert_identical(open_stac(items)["t2m"].load(), direct["t2m"].load())
+    with xr.open_mfdataset(paths, engine="netcdf4", mask_and_scale=False) as raw:
+        packed = open_stac(items, mask_and_scale=False)["t2m"]
+        assert packed.dtype == np.dtype("int16")
+        np.testing.assert_array_equal(packed.values, raw["t2m"].values)
+    numbers = open_stac(items, decode_times=False)
+    assert numbers["time"].dtype.kind != "M"

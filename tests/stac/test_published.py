@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest import mock
 
 import numpy as np
 import pystac
@@ -24,6 +25,7 @@ from virtualstac.stac import (
     publish,
     published_asset,
 )
+from virtualstac.stac import open as stac_open
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -47,6 +49,22 @@ def published_collection(
 
 def is_virtual(dataset: xr.Dataset) -> bool:
     return any(isinstance(v.data, ManifestArray) for v in dataset.variables.values())
+
+
+def parses_sources(opening: Callable[[], xr.Dataset]) -> xr.Dataset:
+    """What ``opening`` returns, asserting it parsed source assets (not a published store)."""
+    with mock.patch.object(stac_open, "_open_tasks", wraps=stac_open._open_tasks) as parsing:
+        dataset = opening()
+    assert parsing.called, "the sources were not parsed"
+    return dataset
+
+
+def reads_the_store(opening: Callable[[], xr.Dataset]) -> xr.Dataset:
+    """What ``opening`` returns, asserting it parsed no source asset."""
+    with mock.patch.object(stac_open, "_open_tasks", wraps=stac_open._open_tasks) as parsing:
+        dataset = opening()
+    assert not parsing.called, "the sources were parsed"
+    return dataset
 
 
 @pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
@@ -82,7 +100,8 @@ def test_items_open_as_their_part_of_the_collections_store(
     assert open_stac(item).sizes["time"] == 2
     outsider = next(i for i in scenes.items if i.id == "S2_2")
     collection.add_item(outsider, set_parent=False)
-    assert is_virtual(open_stac(outsider, BANDS))  # not in the store: its sources are parsed
+    # Not in the store: its sources are parsed, into the same kind of dataset.
+    assert not is_virtual(parses_sources(lambda: open_stac(outsider, BANDS)))
 
 
 def test_item_lists_covered_by_the_store_open_from_it(
@@ -90,28 +109,29 @@ def test_item_lists_covered_by_the_store_open_from_it(
 ) -> None:
     collection = published_collection(scenes, tmp_path)
     both = [collection.get_item("S2_0"), collection.get_item("S2_1")]
-    whole = open_stac(pystac.ItemCollection(both))
-    assert not is_virtual(whole) and whole.sizes["time"] == 2
-    one = open_stac([both[1]], ["B02"])  # a subset: its time steps of the store
-    assert not is_virtual(one) and list(one.data_vars) == ["B02"]
+    whole = reads_the_store(lambda: open_stac(pystac.ItemCollection(both)))
+    assert whole.sizes["time"] == 2
+    one = reads_the_store(lambda: open_stac([both[1]], ["B02"]))  # its time steps of the store
+    assert list(one.data_vars) == ["B02"]
     assert one.sizes["time"] == 1
     np.testing.assert_array_equal(
         one["B02"].isel(time=0).values, read_band(scenes.files["S2_1"]["B02"])
     )
     outsider = next(i for i in scenes.items if i.id == "S2_2")
     collection.add_item(outsider, set_parent=False)
-    mixed = open_stac([both[0], outsider], BANDS)  # not all covered: sources are parsed
-    assert is_virtual(mixed) and mixed.sizes["time"] == 2
-    assert is_virtual(open_stac(both, BANDS, use_published=False))
+    mixed = parses_sources(lambda: open_stac([both[0], outsider], BANDS))  # not all covered
+    assert mixed.sizes["time"] == 2
+    parses_sources(lambda: open_stac(both, BANDS, use_published=False))
+    assert is_virtual(open_stac(both, BANDS, references=True))
 
 
 def test_assets_select_the_variables_of_a_store(scenes: Scenes, tmp_path: Path) -> None:
     collection = published_collection(scenes, tmp_path)
     assert list(open_stac(collection, ["B03"]).data_vars) == ["B03"]
-    assert not is_virtual(open_stac(collection, ["B03"]))
+    reads_the_store(lambda: open_stac(collection, ["B03"]))
     with pytest.raises(PublishedStoreError, match=r"no variable for asset 'B05'.* B02, B03"):
         open_stac(collection, ["B02", "B05"])
-    parsed = open_stac(collection, ["B05"], use_published=False)
+    parsed = open_stac(collection, ["B05"], references=True)
     assert is_virtual(parsed) and list(parsed.data_vars) == ["B05"]
 
 
@@ -191,3 +211,23 @@ def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) ->
     assert published_asset(collection) is None
     with pytest.raises(PublishedStoreError, match="needs virtual:format"):
         open_published(collection.assets["icechunk"])
+
+
+@pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
+def test_the_same_call_returns_values_before_and_after_publishing(
+    scenes: Scenes, tmp_path: Path, format: str
+) -> None:
+    items = [next(i for i in scenes.items if i.id == name) for name in ("S2_0", "S2_1")]
+    collection = pystac.Collection("scenes", "two scenes", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item, set_parent=False)
+    extension = VirtualExtension.ext(collection, add_if_missing=True)
+    before = parses_sources(lambda: extension.to_xarray(BANDS))
+    assert not is_virtual(before)
+    target = tmp_path / ("scenes.icechunk" if format == "icechunk" else "scenes.json")
+    publish(collection, target, format=format, assets=BANDS)
+    after = reads_the_store(lambda: extension.to_xarray(BANDS))
+    assert after["B02"].chunks == before["B02"].chunks  # dask on the files' chunks, both
+    xr.testing.assert_identical(after[BANDS].load(), before[BANDS].load())
+    # References still come from the sources, published store or not.
+    assert is_virtual(parses_sources(lambda: extension.to_xarray(BANDS, references=True)))

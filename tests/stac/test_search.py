@@ -31,7 +31,7 @@ def test_a_search_by_collection_datetime_and_bbox_becomes_a_time_cube(
     search = Client.open(stac_api.url).search(
         collections=[COLLECTION], datetime="2024-05-02/2024-05-03", bbox=SOUTH_BBOX
     )
-    cube = open_stac(search, ["B02", "B03"])
+    cube = open_stac(search, ["B02", "B03"], references=True)
     assert cube.sizes == {"time": 2, "y": HEIGHT, "x": WIDTH}
     assert [str(t)[:10] for t in cube["time"].values] == ["2024-05-02", "2024-05-03"]
     opened = read(search.item_collection(), cube)
@@ -47,10 +47,10 @@ def test_item_collections_and_item_lists_of_a_search_give_the_same_cube(
     search = Client.open(stac_api.url).search(collections=[COLLECTION], bbox=SOUTH_BBOX)
     found = search.item_collection()
     assert sorted(item.id for item in found) == SOUTH_IDS
-    from_search = open_stac(search, ["B02"])
-    from_items = open_stac(list(found), ["B02"])
+    from_search = open_stac(search, ["B02"], references=True)
+    from_items = open_stac(list(found), ["B02"], references=True)
     assert from_items["B02"].data.manifest.dict() == from_search["B02"].data.manifest.dict()
-    opened = read(found, open_stac(found, ["B02"]))
+    opened = read(found, open_stac(found, ["B02"], references=True))
     np.testing.assert_array_equal(
         opened["B02"].isel(time=0).values, stac_api.archive.band(SOUTH_IDS[0], "B02")
     )
@@ -59,7 +59,7 @@ def test_item_collections_and_item_lists_of_a_search_give_the_same_cube(
 def test_a_bbox_elsewhere_selects_the_other_tile(stac_api: ServedArchive) -> None:
     search = Client.open(stac_api.url).search(collections=[COLLECTION], bbox=[8.9, 45.0, 9.1, 45.3])
     (item,) = search.items()
-    virtual = open_stac(search, ["B03"])
+    virtual = open_stac(search, ["B03"], references=True)
     assert virtual.sizes == {"time": 1, "y": HEIGHT, "x": WIDTH}
     assert "32632" in virtual["spatial_ref"].attrs["crs_wkt"]
     opened = read([item], virtual)

@@ -24,7 +24,7 @@ from virtualstac import open_virtual_dataset
 from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
-from virtualstac.stac import open_stac, open_stac_dataset, publish, stac_registry
+from virtualstac.stac import open_stac, publish, stac_registry
 
 NETCDF = "application/x-netcdf"
 WHEN = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -74,10 +74,10 @@ def test_a_kerchunk_asset_cannot_read_a_secret_next_to_a_decoy_asset(
     item = saved(hostile, tmp_path / "catalog")
 
     with pytest.raises(UnregisteredURLError, match=authorize_message(data.as_uri() + "/")):
-        open_stac_dataset(item, ["refs"]).load()
+        open_stac(item, ["refs"]).load()
     assert secret.as_uri() not in stac_registry(item)
 
-    trusted = open_stac_dataset(item, ["refs"], authorize=[secret.as_uri()])
+    trusted = open_stac(item, ["refs"], authorize=[secret.as_uri()])
     assert_same_values(trusted, secret)
 
 
@@ -89,7 +89,7 @@ def test_kerchunk_references_may_read_the_other_assets_of_their_item(
     item = make_item("index", WHEN, {"source": (str(source), NETCDF)})
     item = saved(with_references(item, refs), tmp_path / "catalog")
 
-    assert_same_values(open_stac_dataset(item, ["refs"]), source)
+    assert_same_values(open_stac(item, ["refs"]), source)
 
 
 def test_a_zarr_asset_allows_its_own_directory_and_not_its_parent(
@@ -117,7 +117,7 @@ def test_a_remote_catalog_may_not_name_local_files(tmp_path: Path, make_item: Ma
     assert source.as_uri() not in stac_registry(item)
     with pytest.raises(UnregisteredURLError, match=authorize_message(source.parent.as_uri() + "/")):
         open_stac(item)
-    assert_same_values(open_stac_dataset(item, authorize=[source.as_uri()]), source)
+    assert_same_values(open_stac(item, authorize=[source.as_uri()]), source)
 
 
 def test_links_below_an_authorized_directory_are_judged_by_their_target(
@@ -131,8 +131,8 @@ def test_links_below_an_authorized_directory_are_judged_by_their_target(
     item = saved(with_references(make_item("linked", WHEN, {}), refs), tmp_path / "catalog")
 
     with pytest.raises(UnregisteredURLError, match=authorize_message(secret_dir.as_uri() + "/")):
-        open_stac_dataset(item, ["refs"], authorize=[data.as_uri() + "/"]).load()
-    trusted = open_stac_dataset(item, ["refs"], authorize=[secret_dir.as_uri() + "/"])
+        open_stac(item, ["refs"], authorize=[data.as_uri() + "/"]).load()
+    trusted = open_stac(item, ["refs"], authorize=[secret_dir.as_uri() + "/"])
     assert_same_values(trusted, secret)
 
 

@@ -67,7 +67,7 @@ def test_custom_s3_anonymous_scheme_reads_a_public_bucket(
     bucket = s3_server.create_bucket("archive")
     url = s3_server.upload(bucket, "tiles/B02.tif", cog, public=True)
     item = stored_item(make_item, url, {"moto": moto_scheme(s3_server, anonymous=True)}, ["moto"])
-    virtual = open_stac(item)
+    virtual = open_stac(item, references=True)
     np.testing.assert_array_equal(read(item, virtual)["B02"].values, read_band(cog))
 
     store, _ = stac_registry(item).resolve(url)
@@ -88,15 +88,15 @@ def test_private_buckets_need_credentials_from_the_environment_and_a_trusted_end
         make_item, url, {"moto": moto_scheme(s3_server, anonymous=True)}, ["moto"]
     )
     with pytest.raises(ChunkReadError, match="403 Forbidden"):
-        open_stac(anonymous)
+        open_stac(anonymous, references=True)
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_access_key)
     signed = stored_item(make_item, url, {"moto": moto_scheme(s3_server)}, ["moto"])
     # The endpoint is the catalog's choice: the credentials go there only if the user says so.
     with pytest.raises(ChunkReadError, match="403 Forbidden"):
-        open_stac(signed)
-    trusted = open_stac(signed, trust_catalog_endpoints=True)
+        open_stac(signed, references=True)
+    trusted = open_stac(signed, trust_catalog_endpoints=True, references=True)
     values = read(signed, trusted, trust_catalog_endpoints=True)["B02"].values
     np.testing.assert_array_equal(values, read_band(cog))
 
@@ -117,10 +117,10 @@ def test_requester_pays_sends_the_header(
     gateway = {"type": "custom-s3", "platform": requester_pays_gateway.url, "region": "us-east-1"}
     refused = stored_item(make_item, url, {"gw": gateway}, ["gw"])
     with pytest.raises(ChunkReadError, match="403 Forbidden"):
-        open_stac(refused)
+        open_stac(refused, references=True)
 
     paying = stored_item(make_item, url, {"gw": {**gateway, "requester_pays": True}}, ["gw"])
-    trusted = open_stac(paying, trust_catalog_endpoints=True)
+    trusted = open_stac(paying, trust_catalog_endpoints=True, references=True)
     values = read(paying, trusted, trust_catalog_endpoints=True)["B02"].values
     np.testing.assert_array_equal(values, read_band(cog))
 
@@ -166,7 +166,9 @@ def test_schemes_declared_on_the_collection_apply_to_its_items(
     assert scheme == StorageScheme(
         "moto", s3_server.endpoint, "custom-s3", "us-east-1", anonymous=True
     )
-    np.testing.assert_array_equal(read(saved, open_stac(saved))["B02"].values, read_band(cog))
+    np.testing.assert_array_equal(
+        read(saved, open_stac(saved, references=True))["B02"].values, read_band(cog)
+    )
 
 
 def test_kerchunk_references_into_a_bucket_a_scheme_names_need_the_users_authorization(
@@ -185,7 +187,7 @@ def test_kerchunk_references_into_a_bucket_a_scheme_names_need_the_users_authori
     }
     moved.properties["storage:schemes"] = schemes
     moved.assets["data"].extra_fields["storage:refs"] = ["sources"]
-    open_stac(moved).virtual.to_kerchunk(tmp_path / "refs.json", format="json")
+    open_stac(moved, references=True).virtual.to_kerchunk(tmp_path / "refs.json", format="json")
     refs_url = s3_server.upload(references, "refs.json", tmp_path / "refs.json", public=True)
 
     index = make_item("index", WHEN, {"refs": (refs_url, "application/json")})
@@ -193,15 +195,15 @@ def test_kerchunk_references_into_a_bucket_a_scheme_names_need_the_users_authori
     index.assets["refs"].extra_fields["storage:refs"] = ["refs"]
     index.properties["storage:schemes"] = {"refs": schemes["refs"]}
     with pytest.raises(UnregisteredURLError, match=f"s3://{sources}/"):
-        open_stac(index)
+        open_stac(index, references=True)
 
     # A scheme naming the bucket says how to reach it, not that the catalog may read there.
     index.assets["refs"].extra_fields["storage:refs"] = ["refs", "sources"]
     index.properties["storage:schemes"] = schemes
     with pytest.raises(UnregisteredURLError, match=rf"authorize=\['s3://{sources}/'\]"):
-        open_stac(index)
+        open_stac(index, references=True)
 
-    through = open_stac(index, authorize=[f"s3://{sources}/"])
+    through = open_stac(index, authorize=[f"s3://{sources}/"], references=True)
     with xr.open_dataset(path, engine="netcdf4") as direct:
         values = read(index, through, authorize=[f"s3://{sources}/"])["t2m"].load()
         xr.testing.assert_equal(values, direct["t2m"].load())

@@ -108,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(temperature_collection, pystac.Collection)
     parse_started = time.perf_counter()
     with counting_reads() as parsing:
-        cube = VirtualExtension.ext(scene_collection).to_xarray()
-        temperature = VirtualExtension.ext(temperature_collection).to_xarray()
+        cube = VirtualExtension.ext(scene_collection).to_xarray(references=True)
+        temperature = VirtualExtension.ext(temperature_collection).to_xarray(references=True)
     parse_seconds = time.perf_counter() - parse_started
     references = _references(cube) + _references(temperature)
     print(

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+import types
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Literal, TypeAliasType, Union, get_args, get_origin
 
 from virtualstac.errors import InvalidCatalogArgumentError
 
@@ -34,11 +35,14 @@ class Arguments:
             f"not {_shown(value)} ({type(value).__name__})"
         )
 
-    def unknown(self, given: Collection[str], driver: Callable[..., Any]) -> None:
-        """Refuse argument names the ``driver``'s ``__init__`` does not name."""
+    def unknown(
+        self, given: Collection[str], driver: Callable[..., Any], also: Iterable[str] = ()
+    ) -> None:
+        """Refuse argument names neither the ``driver``'s ``__init__`` nor ``also`` name."""
         if given:
             parameters = inspect.signature(driver).parameters.values()
             known = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
+            known += list(also)
             raise InvalidCatalogArgumentError(
                 f"{self.where}: unknown argument(s) {', '.join(map(repr, sorted(given)))}; "
                 f"it takes {', '.join(known)}"
@@ -96,6 +100,51 @@ class Arguments:
         if isinstance(value, str) and value.strip().isdigit():
             return int(value)
         raise self.error("overview_level", value, "a whole number from 0")
+
+    def fits(self, value: Any, hint: Any) -> bool:
+        """Whether ``value`` is of the type ``hint`` describes (unions, literals, lists of
+        strings, mappings, functions and classes)."""
+        if isinstance(hint, TypeAliasType):
+            return self.fits(value, hint.__value__)
+        origin, parts = get_origin(hint), get_args(hint)
+        if origin in (Union, types.UnionType):
+            return any(self.fits(value, part) for part in parts)
+        if origin is Literal:
+            return value in parts
+        if hint is Any:
+            return True
+        if hint is None or hint is type(None):
+            return value is None
+        if hint is int:
+            return isinstance(value, int) and not isinstance(value, bool)
+        if origin is Callable:
+            return callable(value)
+        if origin in (Iterable, list, tuple):
+            return isinstance(value, list | tuple) and all(self.fits(v, parts[0]) for v in value)
+        if origin is Mapping:
+            return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+        return isinstance(value, origin or hint)
+
+    def described(self, hint: Any) -> str:
+        """What ``hint`` asks for, in words of a catalog: ``true or false``, ``a string``..."""
+        if isinstance(hint, TypeAliasType):
+            return self.described(hint.__value__)
+        origin, parts = get_origin(hint), get_args(hint)
+        if origin in (Union, types.UnionType):
+            alternatives = [self.described(p) for p in parts if p is not type(None)]
+            return " or ".join(dict.fromkeys(alternatives))
+        if origin is Literal:
+            return " or ".join(map(repr, parts))
+        words = {bool: "true or false", int: "a whole number", str: "a string"}
+        if hint in words:
+            return words[hint]
+        if origin in (Iterable, list, tuple):
+            return "a list of strings"
+        if origin is Mapping:
+            return "a mapping of names to values"
+        if origin is Callable:
+            return "a function"
+        return f"a {getattr(hint, '__name__', hint)}"
 
     def moment(self, name: str, value: Any) -> str | dt.date | None:
         """A date, a datetime, or text (YAML reads unquoted dates as dates)."""

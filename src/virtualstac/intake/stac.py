@@ -18,8 +18,9 @@ Registered under the ``intake.drivers`` entry point, so a catalog entry says::
 ``{{ CATALOG_DIR }}/stac/collection.json``), an ItemCollection (``FeatureCollection``) JSON, or
 the root of a STAC API, searched with ``collections``, ``bbox``, ``datetime``, ``ids``,
 ``query``, ``filter`` and ``max_items``. The items are opened with
-:func:`~virtualstac.stac.open_stac` (so a collection's published virtual store is preferred
-where open_stac does so), and read through their references.
+:func:`~virtualstac.stac.open_stac`, which takes every other argument: values (from a
+collection's published virtual store where open_stac prefers it, or read through the
+references), or with ``references: true`` the references.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import datetime as dt
 import importlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, get_type_hints
 
 import pystac
 import xarray as xr
@@ -37,8 +38,10 @@ from pystac_client import Client, ItemSearch
 
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource
-from virtualstac.stac.dataset import StacReferences, open_stac_references
+from virtualstac.stac.backend import grid_names
 from virtualstac.stac.invalid import reading_stac
+from virtualstac.stac.open import _open_stac
+from virtualstac.stac.options import OPTION_NAMES, OpenOptions
 
 __all__ = ["StacVirtualSource"]
 
@@ -56,26 +59,23 @@ class StacVirtualSource(VirtualDataSource):
         of a STAC API (searched when any search parameter is given, or when it is an API
         landing page).
     assets
-        Keys of the assets to open (a list, or a template rendering one, such as
+        Keys of the assets to open (a list, one key, or a template rendering a list, such as
         ``"{{ bands }}"`` for a list parameter); by default the Items' data assets a parser
         reads.
     collections, bbox, datetime, ids, query, filter, max_items
         Search parameters, as for ``pystac_client.Client.search``. ``bbox`` may be a list
         of numbers or a ``"west,south,east,north"`` string.
-    sign
-        A function applied to every URL read, or its import path as a string
-        (``"planetary_computer.sign"`` or ``"package.module:function"``).
-    parallel, group, loadable_variables, drop_variables, concat_dim, overview_level
-        As for :func:`~virtualstac.stac.open_stac` (``overview_level``: a COG overview, 0 the
-        largest; a template may render it as text).
-    chunks
-        Dask chunks of the dataset; ``{}`` (the default) keeps the files' own chunks.
-    authorize, trust_catalog_endpoints
-        What the STAC catalog may make us read beyond its own assets, and whether your
-        credentials may go to the S3 endpoints it chooses, as for
-        :func:`~virtualstac.stac.open_stac` (see ``docs/security.md``).
     metadata
         Catalog metadata.
+    **options
+        Every option of :func:`~virtualstac.stac.open_stac`
+        (:class:`~virtualstac.stac.options.OpenOptions`), checked as the catalog gives them.
+        ``sign`` may be a function's import path (``"planetary_computer.sign"`` or
+        ``"package.module:function"``); ``overview_level`` the text a template rendered.
+        ``chunks``: ``{}`` (the default) keeps the files' own chunks. ``references: true``
+        makes ``read()`` and ``to_dask()`` return the references (ManifestArrays) instead of
+        values. ``group_by: grid`` makes them return an ``xr.DataTree`` with one group per
+        raster grid, named as by the engine's ``open_datatree``.
     """
 
     name = "stac_virtual"
@@ -91,18 +91,8 @@ class StacVirtualSource(VirtualDataSource):
         query: dict[str, Any] | None = None,
         filter: dict[str, Any] | str | None = None,
         max_items: int | str | None = None,
-        sign: Callable[[str], str] | str | None = None,
-        parallel: bool | str | Any = False,
-        group: str | None = None,
-        loadable_variables: Sequence[str] | None = None,
-        drop_variables: Sequence[str] | None = None,
-        concat_dim: str | None = None,
-        overview_level: int | str | None = None,
-        chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
-        authorize: Sequence[str] | str | None = None,
-        trust_catalog_endpoints: bool = False,
-        **unknown: Any,
+        **options: Any,
     ) -> None:
         """Check the arguments as a catalog gives them.
 
@@ -112,7 +102,11 @@ class StacVirtualSource(VirtualDataSource):
             If an argument is unknown or of the wrong type.
         """
         arguments = Arguments(self.name, metadata)
-        arguments.unknown(unknown, StacVirtualSource.__init__)
+        arguments.unknown(
+            [name for name in options if name not in OPTION_NAMES],
+            StacVirtualSource.__init__,
+            also=OPTION_NAMES,
+        )
         super().__init__(metadata=arguments.mapping("metadata", metadata))
         if not isinstance(url, str) or not url.strip():
             raise arguments.error("url", url, "the path or URL of STAC JSON or a STAC API")
@@ -127,24 +121,9 @@ class StacVirtualSource(VirtualDataSource):
             filter=filter if isinstance(filter, str) else arguments.mapping("filter", filter),
             max_items=arguments.whole("max_items", max_items),
         )
-        if not (sign is None or callable(sign) or isinstance(sign, str)):
-            raise arguments.error("sign", sign, "a function or its import path")
-        self.sign = _signer(sign)
-        if isinstance(parallel, str) and parallel != "dask":
-            raise arguments.error("parallel", parallel, "true, false or 'dask'")
-        self.parallel = parallel
-        self.group = arguments.text("group", group)
-        self.loadable_variables = arguments.variables("loadable_variables", loadable_variables)
-        self.drop_variables = arguments.variables("drop_variables", drop_variables)
-        self.concat_dim = arguments.text("concat_dim", concat_dim)
-        self.overview_level = arguments.overview_level(overview_level)
-        self.chunks = arguments.chunks(chunks)
-        authorized = arguments.names("authorize", authorize)
-        self.authorize = [authorized] if isinstance(authorized, str) else list(authorized or ())
-        self.trust_catalog_endpoints = bool(
-            arguments.flag("trust_catalog_endpoints", trust_catalog_endpoints)
-        )
-        self._references: StacReferences | None = None
+        self.options = _checked_options(arguments, options)
+        self.references = bool(self.options.get("references"))
+        self._opened: xr.Dataset | xr.DataTree | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
         """The STAC object ``url`` names, or the search it and the parameters describe."""
@@ -165,33 +144,52 @@ class StacVirtualSource(VirtualDataSource):
             raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
         return found
 
-    def _open_references(self) -> StacReferences:
-        """Parse the assets once (headers and chunk indexes); later calls reuse them."""
-        if self._references is None:
-            self._references = open_stac_references(
-                self.stac(),
-                self.assets,
-                sign=self.sign,
-                parallel=self.parallel,
-                group=self.group,
-                loadable_variables=self.loadable_variables,
-                drop_variables=self.drop_variables,
-                concat_dim=self.concat_dim,
-                overview_level=self.overview_level,
-                authorize=self.authorize,
-                trust_catalog_endpoints=self.trust_catalog_endpoints,
-            )
-        return self._references
+    def _parsed(self) -> xr.Dataset | xr.DataTree:
+        """Open the items once (headers and chunk indexes); later calls reuse them."""
+        if self._opened is None:
+            options = dict(self.options)
+            group_by = options.pop("group_by", None)
+            opened = _open_stac(self.stac(), self.assets, group_by=group_by, **options)
+            if isinstance(opened, dict):
+                names = grid_names(opened)
+                self._opened = xr.DataTree.from_dict({names[g]: opened[g] for g in opened})
+            else:
+                self._opened = opened
+        return self._opened
 
-    def _parsed(self) -> xr.Dataset:
-        return self._open_references().virtual
-
-    def to_dask(self) -> xr.Dataset:
-        """The dataset, lazy and dask-backed, read through the references."""
-        return self._open_references().to_dataset(self.chunks)
+    def to_dask(self) -> xr.Dataset | xr.DataTree:
+        """The dataset, lazy and dask-backed (references with ``references: true``)."""
+        return self._parsed()
 
     def _close(self) -> None:
-        self._references = None
+        self._opened = None
+
+
+def _checked_options(arguments: Arguments, given: dict[str, Any]) -> dict[str, Any]:
+    """The options of :class:`OpenOptions` as a catalog gives them, checked against their
+    types there; a few are converted from the text a YAML catalog or a template holds."""
+    hints = get_type_hints(OpenOptions)
+    checked: dict[str, Any] = {}
+    for name, value in given.items():
+        if name == "sign":
+            if not (value is None or callable(value) or isinstance(value, str)):
+                raise arguments.error(name, value, "a function or its import path")
+            value = _signer(value)
+        elif name == "parallel" and isinstance(value, str) and value != "dask":
+            raise arguments.error(name, value, "true, false or 'dask'")
+        elif name == "overview_level":
+            value = arguments.overview_level(value)
+        elif name == "chunks":
+            value = arguments.chunks(value)
+        elif name in ("authorize", "loadable_variables", "drop_variables"):
+            value = arguments.variables(name, value)
+        elif name == "group_by":
+            if value not in (None, "grid"):
+                raise arguments.error(name, value, "'grid'")
+        elif not arguments.fits(value, hints[name]):
+            raise arguments.error(name, value, arguments.described(hints[name]))
+        checked[name] = value
+    return checked
 
 
 def _names(value: Sequence[str] | str | None) -> list[str] | None:

@@ -55,6 +55,9 @@ class VirtualSource(VirtualDataSource):
         Kerchunk references), or local files a remote catalog names.
     chunks
         Dask chunks of the opened dataset; ``{}`` (the default) keeps the files' own chunks.
+    references
+        ``true`` makes ``read()`` and ``to_dask()`` return the references (ManifestArrays),
+        to assemble or publish, instead of values.
     metadata
         Catalog metadata.
     """
@@ -75,6 +78,7 @@ class VirtualSource(VirtualDataSource):
         chunks: dict[str, int] | None = None,
         metadata: dict[str, Any] | None = None,
         authorize: Sequence[str] | str | None = None,
+        references: bool = False,
         **unknown: Any,
     ) -> None:
         """Check the arguments as a catalog gives them.
@@ -103,6 +107,9 @@ class VirtualSource(VirtualDataSource):
         self.storage_options = arguments.mapping("storage_options", storage_options) or {}
         self.authorize = _as_list(arguments.names("authorize", authorize))
         self.chunks = arguments.chunks(chunks)
+        self.references = bool(arguments.flag("references", references))
+        if self.references and chunks:
+            raise arguments.error("chunks", chunks, "left out with references: true")
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
@@ -169,8 +176,11 @@ class VirtualSource(VirtualDataSource):
         return self._open_virtual()
 
     def to_dask(self) -> xr.Dataset:
-        """The dataset, lazy and dask-backed, read through the references."""
+        """The dataset, lazy and dask-backed, read through the references (the references
+        themselves with ``references: true``)."""
         virtual = self._open_virtual()
+        if self.references:
+            return virtual
         store = virtual.virtual.to_store(self._registry)
         dataset: xr.Dataset = xr.open_zarr(store, chunks=self.chunks)
         return dataset

@@ -34,18 +34,22 @@ if TYPE_CHECKING:
 __all__ = ["ManifestArray"]
 
 _LOAD_ADVICE = (
-    "ManifestArray holds references to chunks in archival files, not values, so it cannot be "
-    "loaded or computed on. To get values, either open the file with "
-    "loadable_variables=[<name>] so that variable is read into memory, or read the references "
-    "through their store: xr.open_zarr(manifest_store) for a ManifestStore, or write the "
-    "virtual dataset with ds.virtual.to_icechunk(...) / to_kerchunk(...) and open that."
+    "this variable holds references to chunks in archival files (a ManifestArray), not values, "
+    "so it cannot be loaded, computed or plotted. For values, open it without "
+    "references=True: open_stac(...), .to_xarray() or xr.open_dataset(..., "
+    "engine='virtualstac') return lazy values; or read these references through their store: "
+    "xr.open_zarr(ds.virtual.to_store(registry)); or read a small variable into memory while "
+    "parsing: open_virtual_dataset(..., loadable_variables=[name])."
 )
 
 #: xarray's combining functions compare variables by loading them, or with numpy functions
-#: ManifestArray cannot support; these keywords make them combine without comparing values.
+#: ManifestArray cannot support.
 _COMBINE_ADVICE = (
-    "xr.concat, xr.merge and xr.combine_* do this to compare variables unless told not to: pass "
-    "coords='minimal', compat='override' to combine virtual datasets."
+    "xr.concat, xr.merge and xr.combine_* compare variables by their values: combine datasets "
+    "of values (open_stac(...) without references=True, or "
+    "xr.open_zarr(ds.virtual.to_store(registry))); to assemble references, open all the Items "
+    "at once with open_stac(items, references=True), or the files with "
+    "open_virtual_mfdataset(...)."
 )
 
 

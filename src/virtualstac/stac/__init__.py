@@ -1,11 +1,11 @@
 """STAC front end: the ``virtual:`` extension and opening Items and Collections as datasets.
 
 >>> from virtualstac.stac import open_stac  # doctest: +SKIP
->>> ds = open_stac(item)  # all its COG/netCDF/HDF5/Zarr source assets  # doctest: +SKIP
+>>> ds = open_stac(item)  # its COG/netCDF/HDF5/Zarr assets, lazy values  # doctest: +SKIP
+>>> refs = open_stac(items, references=True)  # references, to publish  # doctest: +SKIP
 >>> publish(collection, "s3://bucket/scenes.icechunk")  # a store as an asset  # doctest: +SKIP
 """
 
-from virtualstac.stac.dataset import StacReferences, open_stac_dataset, open_stac_references
 from virtualstac.stac.extension import (
     SCHEMA_URI,
     VIRTUAL_EXTENSION_HOOKS,
@@ -29,6 +29,7 @@ from virtualstac.stac.open import (
     open_asset,
     open_stac,
 )
+from virtualstac.stac.options import OpenOptions
 from virtualstac.stac.publish import PublishError, StoreRecordedElsewhereError, publish
 from virtualstac.stac.published import (
     PublishedStoreError,
@@ -54,10 +55,10 @@ __all__ = [
     "ItemAssetsVirtualExtension",
     "ItemVirtualExtension",
     "MixedGridsError",
+    "OpenOptions",
     "PublishError",
     "PublishedStoreError",
     "PublishedStoreUnreadableError",
-    "StacReferences",
     "StacSource",
     "StorageScheme",
     "StorageSchemeError",
@@ -70,8 +71,6 @@ __all__ = [
     "open_asset",
     "open_published",
     "open_stac",
-    "open_stac_dataset",
-    "open_stac_references",
     "publish",
     "published_asset",
     "register_schema",

@@ -50,6 +50,22 @@ from pystac.extensions.base import (
 from pystac.extensions.hooks import ExtensionHooks
 
 from virtualstac.stac.extension_open import AssetOpener, StacOpener
+from virtualstac.stac.fields import (
+    CONCAT_DIM_PROP,
+    CONTAINERS_PROP,
+    DROP_VARIABLES_PROP,
+    FORMAT_PROP,
+    GROUP_PROP,
+    ITEMS_PROP,
+    LOADABLE_VARIABLES_PROP,
+    PARSER_PROP,
+    PARSERS,
+    PREFIX,
+    PUBLISHED_FORMATS,
+    SCHEMA_URI,
+    VARIABLE_PROP,
+    VERSION_PROP,
+)
 
 __all__ = [
     "CONCAT_DIM_PROP",
@@ -81,27 +97,6 @@ __all__ = [
 #: Generalized version of :class:`~pystac.Item`, :class:`~pystac.Collection`,
 #: :class:`~pystac.Asset` or :class:`~pystac.ItemAssetDefinition`.
 T = TypeVar("T", pystac.Item, pystac.Collection, pystac.Asset, pystac.ItemAssetDefinition)
-
-SCHEMA_URI: str = "https://virtualstac.org/stac/virtual/v1.0.0/schema.json"
-PREFIX: str = "virtual:"
-
-# Source asset fields
-PARSER_PROP: str = PREFIX + "parser"
-GROUP_PROP: str = PREFIX + "group"
-LOADABLE_VARIABLES_PROP: str = PREFIX + "loadable_variables"
-DROP_VARIABLES_PROP: str = PREFIX + "drop_variables"
-VARIABLE_PROP: str = PREFIX + "variable"
-CONCAT_DIM_PROP: str = PREFIX + "concat_dim"
-# Published asset fields
-FORMAT_PROP: str = PREFIX + "format"
-VERSION_PROP: str = PREFIX + "version"
-CONTAINERS_PROP: str = PREFIX + "containers"
-ITEMS_PROP: str = PREFIX + "items"
-
-#: Values of ``virtual:parser``.
-PARSERS: tuple[str, ...] = ("tiff", "hdf", "netcdf3", "zarr", "kerchunk-json", "kerchunk-parquet")
-#: Values of ``virtual:format``.
-PUBLISHED_FORMATS: tuple[str, ...] = ("icechunk", "kerchunk")
 
 _SCHEMA_RESOURCE = "schema/v1.0.0/schema.json"
 

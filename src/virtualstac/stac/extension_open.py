@@ -1,25 +1,20 @@
 """``to_xarray`` on the Virtual Zarr extension: opening Items, Collections and Assets.
 
-The extension classes of :mod:`virtualstac.stac.extension` inherit these methods; the opening
-itself lives in :mod:`virtualstac.stac.open`, which builds on the extension's field names, so
-it is imported when first needed.
+The extension classes of :mod:`virtualstac.stac.extension` inherit these methods, which open
+through :mod:`virtualstac.stac.open`: values by default, references with ``references=True``.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from collections.abc import Iterable
+from typing import Literal, Unpack, overload
 
 import pystac
+import xarray as xr
 
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
-    import xarray as xr
-
-    from virtualstac.stac.open import Grid
-    from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.stac.open import Grid, _open_stac, open_asset
+from virtualstac.stac.options import OpenOptions
 
 __all__ = ["AssetOpener", "StacOpener"]
 
@@ -34,92 +29,37 @@ class StacOpener:
     @overload
     def to_xarray(
         self,
-        assets: Iterable[str] | None = None,
+        assets: Iterable[str] | str | None = None,
         *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
         group_by: None = None,
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-        overview_level: int | None = None,
-        authorize: Iterable[str] | str | None = None,
-        trust_catalog_endpoints: bool = False,
+        **options: Unpack[OpenOptions],
     ) -> xr.Dataset: ...
 
     @overload
     def to_xarray(
         self,
-        assets: Iterable[str] | None = None,
+        assets: Iterable[str] | str | None = None,
         *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
         group_by: Literal["grid"],
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-        overview_level: int | None = None,
-        authorize: Iterable[str] | str | None = None,
-        trust_catalog_endpoints: bool = False,
+        **options: Unpack[OpenOptions],
     ) -> dict[Grid | None, xr.Dataset]: ...
 
     def to_xarray(
         self,
-        assets: Iterable[str] | None = None,
+        assets: Iterable[str] | str | None = None,
         *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
         group_by: Literal["grid"] | None = None,
-        parallel: Executor | Literal["dask"] | bool | Any = False,
-        progress: bool = False,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        concat_dim: str | None = None,
-        use_published: bool = True,
-        overview_level: int | None = None,
-        authorize: Iterable[str] | str | None = None,
-        trust_catalog_endpoints: bool = False,
+        **options: Unpack[OpenOptions],
     ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
-        """Open the object's source assets as one virtual dataset (see :func:`open_stac`).
+        """Open the object's source assets as one lazy dataset of values (see ``open_stac``).
 
         An Item becomes one dataset of its assets' variables; a Collection becomes a datacube
-        of its items along ``time`` (or ``concat_dim``). A published virtual store of the
-        Collection (for an Item: its own, or its Collection's) is opened instead, unless
-        ``use_published=False``. ``authorize`` and ``trust_catalog_endpoints`` say what the
-        catalog may make us read beyond its own assets (see ``docs/security.md``).
+        of its items along ``time`` (or ``concat_dim``), read from its published virtual store
+        when it has one (for an Item: its own, or its Collection's), whatever the store, the
+        same kind of dataset. ``references=True`` returns the references parsed from the
+        sources instead, for assembling and publishing.
         """
-        from virtualstac.stac.open import _open_stac
-
-        return _open_stac(
-            self._stac_object(),
-            assets,
-            registry=registry,
-            sign=sign,
-            group_by=group_by,
-            parallel=parallel,
-            progress=progress,
-            group=group,
-            loadable_variables=loadable_variables,
-            drop_variables=drop_variables,
-            decode_times=decode_times,
-            concat_dim=concat_dim,
-            use_published=use_published,
-            overview_level=overview_level,
-            authorize=authorize,
-            trust_catalog_endpoints=trust_catalog_endpoints,
-        )
+        return _open_stac(self._stac_object(), assets, group_by=group_by, **options)
 
 
 class AssetOpener:
@@ -127,31 +67,7 @@ class AssetOpener:
 
     asset: pystac.Asset
 
-    def to_xarray(
-        self,
-        *,
-        registry: ObjectStoreRegistry | None = None,
-        sign: Callable[[str], str] | None = None,
-        group: str | None = None,
-        loadable_variables: Iterable[str] | None = None,
-        drop_variables: Iterable[str] | None = None,
-        decode_times: bool | None = None,
-        overview_level: int | None = None,
-        authorize: Iterable[str] | str | None = None,
-        trust_catalog_endpoints: bool = False,
-    ) -> xr.Dataset:
-        """Open this asset alone as a virtual dataset (see :func:`open_stac`)."""
-        from virtualstac.stac.open import open_asset
-
-        return open_asset(
-            self.asset,
-            registry=registry,
-            sign=sign,
-            group=group,
-            loadable_variables=loadable_variables,
-            drop_variables=drop_variables,
-            decode_times=decode_times,
-            overview_level=overview_level,
-            authorize=authorize,
-            trust_catalog_endpoints=trust_catalog_endpoints,
-        )
+    def to_xarray(self, **options: Unpack[OpenOptions]) -> xr.Dataset:
+        """Open this asset alone as a lazy dataset of values (see ``open_asset``);
+        ``references=True`` returns its references."""
+        return open_asset(self.asset, **options)

@@ -30,9 +30,9 @@ import pystac
 
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
+from virtualstac.stac.asset_reading import UnsupportedAssetError
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels
-from virtualstac.stac.open import UnsupportedAssetError, _is_source
 from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
 from virtualstac.stac.publish_icechunk import Writes, publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
@@ -46,6 +46,7 @@ from virtualstac.stac.published_asset import (
     storage_scheme,
 )
 from virtualstac.stac.relocation import publishing_root
+from virtualstac.stac.selecting import _is_source
 from virtualstac.stac.storage import (
     StorageScheme,
     bucket_scheme,

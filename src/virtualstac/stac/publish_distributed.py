@@ -78,7 +78,7 @@ class Opening:
                 progress=progress,
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
-                use_published=False,
+                references=True,
                 overview_level=overview_level,
                 # The publisher owns the catalog: its storage schemes' endpoints are trusted.
                 trust_catalog_endpoints=self.registry is None,

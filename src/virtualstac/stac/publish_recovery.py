@@ -23,7 +23,7 @@ import icechunk
 import obstore
 import pystac
 
-from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 from virtualstac.stac.published import scheme_options
 from virtualstac.stac.published_asset import SourceAsset, absolute_source
 from virtualstac.stac.targets import (

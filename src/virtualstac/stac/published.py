@@ -36,7 +36,7 @@ from virtualstac.stac.authorization import (
     is_remote,
 )
 from virtualstac.stac.combining import Grid
-from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import (
     CheckedIcechunkStore,
     check_local_sources,
@@ -95,6 +95,7 @@ def open_published_for(
     decode_times: bool | None = None,
     overview_level: int | None = None,
     authorization: Authorization | None = None,
+    zarr_options: Mapping[str, Any] | None = None,
 ) -> xr.Dataset | None:
     """Open the published stores behind ``stac`` as one dataset, or return None.
 
@@ -107,7 +108,8 @@ def open_published_for(
     silently ignored. ``assets`` selects the stores' variables of those names, as parsing the
     assets would name them; an asset no store has a variable for is refused.
     ``authorization`` is what the user allows beyond the store's home (see
-    :func:`open_published`).
+    :func:`open_published`); ``zarr_options`` are further arguments of ``xr.open_zarr``
+    (chunks, CF decoding).
 
     Raises
     ------
@@ -123,6 +125,7 @@ def open_published_for(
         decode_times=decode_times,
         overview_level=overview_level,
         authorization=authorization,
+        zarr_options=zarr_options,
     )
     return None if opened is None else merge_stores(*opened)
 
@@ -137,6 +140,7 @@ def open_published_grids(
     decode_times: bool | None = None,
     overview_level: int | None = None,
     authorization: Authorization | None = None,
+    zarr_options: Mapping[str, Any] | None = None,
 ) -> dict[Grid | None, xr.Dataset] | None:
     """:func:`open_published_for` with one dataset per grid (``group_by="grid"``), or None."""
     opened = _open_stores(
@@ -148,6 +152,7 @@ def open_published_grids(
         decode_times=decode_times,
         overview_level=overview_level,
         authorization=authorization,
+        zarr_options=zarr_options,
     )
     return None if opened is None else stores_by_grid(opened[1])
 
@@ -162,6 +167,7 @@ def _open_stores(
     decode_times: bool | None,
     overview_level: int | None,
     authorization: Authorization | None,
+    zarr_options: Mapping[str, Any] | None,
 ) -> tuple[str, list[tuple[str, xr.Dataset]]] | None:
     """What ``stac`` is called and its stores' datasets by asset key, or None."""
     found = _stores_of(stac)
@@ -182,6 +188,7 @@ def _open_stores(
             drop_variables=dropped,
             decode_times=decode_times,
             overview_level=overview_level,
+            zarr_options=zarr_options,
             **_authorizing(authorization),
         )
         if choice.variables is not None:
@@ -326,13 +333,15 @@ def open_published(
     overview_level: int | None = None,
     authorize: Iterable[str] | str | None = None,
     trust_catalog_endpoints: bool = False,
+    zarr_options: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """Open a published asset (``virtual:format`` icechunk or kerchunk) as a lazy dataset.
 
     ``registry`` supplies credentials and endpoints for object stores (the store itself and
     its containers); without it, S3 options come from the Collection's ``storage:schemes`` and
     credentials from the environment, which are sent to a ``custom-s3`` endpoint only with
-    ``trust_catalog_endpoints``. A store published with overviews (a
+    ``trust_catalog_endpoints``. ``zarr_options`` are further arguments of ``xr.open_zarr``
+    (chunks, CF decoding). A store published with overviews (a
     multiscales group) opens at its full resolution, or at ``overview_level`` (0: the largest
     overview).
 
@@ -385,6 +394,7 @@ def open_published(
         consolidated=False,
         drop_variables=dropped,
         decode_times=decode_times,
+        **(zarr_options or {}),
     )
     return dataset
 

@@ -38,6 +38,7 @@ from pystac.utils import make_absolute_href, make_relative_href
 
 from virtualstac.stac.datacube import datacube_fields
 from virtualstac.stac.extension import VirtualExtension
+from virtualstac.stac.fields import ROOT_PROP
 
 __all__ = [
     "MEDIA_TYPES",
@@ -63,8 +64,6 @@ MEDIA_TYPES: Mapping[str, str] = {
 ROLES: tuple[str, ...] = ("data", "references", "virtual")
 #: Relation type of the Collection's link to the store.
 STORE_REL = "store"
-#: The directory a relocatable catalog was published in.
-ROOT_PROP = "virtual:root"
 VIRTUAL_ASSETS_SCHEMA_URI = "https://stac-extensions.github.io/virtual-assets/v1.0.0/schema.json"
 ZARR_SCHEMA_URI = "https://stac-extensions.github.io/zarr/v1.1.0/schema.json"
 

@@ -20,7 +20,7 @@ import xarray as xr
 
 from virtualstac.errors import VirtualStacError
 from virtualstac.stac.combining import Grid, _grid_of, _mixed_grids_error
-from virtualstac.stac.extension import CONTAINERS_PROP, FORMAT_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP
 
 __all__ = [
     "PREFERENCE",

@@ -24,7 +24,7 @@ from typing import Any
 import icechunk
 import pystac
 
-from virtualstac.stac.published_asset import ROOT_PROP
+from virtualstac.stac.fields import ROOT_PROP
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [

@@ -1,23 +1,43 @@
-"""The xarray backend: ``xr.open_dataset(path, engine="virtualstac")``.
+"""The xarray backend for files: ``xr.open_dataset(path, engine="virtualstac")``.
 
 It opens a file by reading its chunk index and then reading the chunks through the references,
 so any format virtualstac parses opens with the same zarr decoding pipeline (and the same lazy,
-chunk-aligned dask arrays with ``chunks={}``). It never guesses: pass ``engine="virtualstac"``.
+chunk-aligned dask arrays with ``chunks={}``). ``references=True`` returns the references
+themselves (ManifestArrays). It never guesses: pass ``engine="virtualstac"``. The engine's
+entry point (:mod:`virtualstac.stac.backend`) extends this class to STAC objects.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 import xarray as xr
 from xarray.backends import BackendEntrypoint
 
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.signing import SigningRegistry
 
-__all__ = ["VirtualstacBackendEntrypoint"]
+__all__ = ["FILE_OPTIONS", "VirtualstacBackendEntrypoint"]
+
+#: What opening a file takes besides the path: xarray's CF decoding options and ours.
+FILE_OPTIONS: tuple[str, ...] = (
+    "drop_variables",
+    "parser",
+    "registry",
+    "sign",
+    "group",
+    "overview_level",
+    "references",
+    "mask_and_scale",
+    "decode_times",
+    "decode_timedelta",
+    "use_cftime",
+    "concat_characters",
+    "decode_coords",
+)
 
 
 class VirtualstacBackendEntrypoint(BackendEntrypoint):
@@ -25,20 +45,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
 
     description = "Open COG, netCDF3/4, HDF5, Zarr or Kerchunk files through chunk references"
     url = "https://github.com/virtualstac/virtualstac"
-    open_dataset_parameters: ClassVar[tuple[str, ...]] = (
-        "filename_or_obj",
-        "drop_variables",
-        "parser",
-        "registry",
-        "group",
-        "mask_and_scale",
-        "decode_times",
-        "decode_timedelta",
-        "use_cftime",
-        "concat_characters",
-        "decode_coords",
-        "overview_level",
-    )
+    open_dataset_parameters: ClassVar[tuple[str, ...]] = ("filename_or_obj", *FILE_OPTIONS)
 
     def open_dataset(  # type: ignore[override]
         self,
@@ -47,24 +54,40 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
         drop_variables: str | Iterable[str] | None = None,
         parser: Parser | None = None,
         registry: ObjectStoreRegistry | None = None,
+        sign: Callable[[str], str] | None = None,
         group: str | None = None,
-        mask_and_scale: bool = True,
-        decode_times: bool | None = True,
-        decode_timedelta: bool | None = None,
-        use_cftime: bool | None = None,
-        concat_characters: bool = True,
-        decode_coords: bool | Literal["coordinates", "all"] = True,
         overview_level: int | None = None,
+        references: bool = False,
+        **decoding: Any,
     ) -> xr.Dataset:
         """Parse the file's metadata, then open its references with the zarr pipeline.
 
-        ``overview_level`` opens a COG overview (0: the largest), as rasterio does.
+        ``overview_level`` opens a COG overview (0: the largest), as rasterio does; ``sign``
+        is applied to every URL read; ``decoding`` are the CF options of ``xr.open_zarr``
+        (``mask_and_scale``, ``decode_times``, ...). ``references=True`` returns the file's
+        references instead of values.
         """
         from virtualstac.xarray.open import open_virtual_dataset, source_url
 
         url = source_url(filename_or_obj)
         registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
+        if sign is not None:
+            registry = SigningRegistry.wrap(registry, sign)
         drop = [drop_variables] if isinstance(drop_variables, str) else list(drop_variables or [])
+        if references:
+            if decoding:
+                raise TypeError(
+                    f"{', '.join(sorted(decoding))} apply to values, and references=True "
+                    "returns references"
+                )
+            return open_virtual_dataset(
+                url,
+                parser=parser,
+                registry=registry,
+                group=group,
+                drop_variables=drop,
+                overview_level=overview_level,
+            )
         virtual = open_virtual_dataset(
             url,
             parser=parser,
@@ -75,14 +98,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             overview_level=overview_level,
         )
         dataset: xr.Dataset = xr.open_zarr(
-            virtual.virtual.to_store(registry),
-            chunks=None,
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            decode_timedelta=decode_timedelta,
-            use_cftime=use_cftime,
-            concat_characters=concat_characters,
-            decode_coords=decode_coords,
+            virtual.virtual.to_store(registry), chunks=None, consolidated=False, **decoding
         )
         return dataset
 

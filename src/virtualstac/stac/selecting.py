@@ -1,0 +1,256 @@
+"""Which assets of STAC Items are opened, and how: the parser, fields and overrides of each.
+
+An asset is opened when it has ``virtual:parser``, or role ``data`` and a media type a parser
+reads (:data:`MEDIA_TYPE_PARSERS`); ``virtual:`` fields on the asset, or on its Item as
+defaults, say how (group, variables, name), and the caller's options override them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyproj
+import pystac
+from pystac_client import ItemSearch
+
+from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
+from virtualstac.stac.bands import asset_bands
+from virtualstac.stac.fields import (
+    CONCAT_DIM_PROP,
+    DROP_VARIABLES_PROP,
+    FORMAT_PROP,
+    GROUP_PROP,
+    LOADABLE_VARIABLES_PROP,
+    PARSER_PROP,
+    PARSERS,
+    VARIABLE_PROP,
+)
+from virtualstac.stac.hrefs import check_not_local_on_api
+from virtualstac.stac.invalid import catalog_items
+from virtualstac.storage.signing import split_signature
+from virtualstac.storage.urls import normalize_url
+
+__all__ = ["MEDIA_TYPE_PARSERS", "AssetNotFoundError", "StacSource"]
+
+#: What :func:`~virtualstac.stac.open_stac` opens: an Item, a Collection or Catalog (its
+#: items), an ItemCollection, a pystac-client search (its results), or any iterable of Items.
+type StacSource = (
+    pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch | Iterable[pystac.Item]
+)
+
+#: Media types (without parameters) opened by default, and their parser; ``None`` means the
+#: file's magic bytes decide (netCDF may be netCDF3 or netCDF4/HDF5, Kerchunk JSON or parquet).
+MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
+    "image/tiff": "tiff",
+    "image/geotiff": "tiff",
+    "application/x-netcdf": None,
+    "application/netcdf": None,
+    "application/x-hdf5": "hdf",
+    "application/vnd.zarr": "zarr",
+    "application/vnd+zarr": "zarr",
+    "application/vnd.zarr+kerchunk": None,
+}
+# Kerchunk JSON is plain JSON; only these roles say a JSON asset holds references.
+_REFERENCE_ROLES = frozenset({"references", "index"})
+
+
+class AssetNotFoundError(VirtualStacError, KeyError):
+    """An asset key asked for is not among the Item's assets."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its message; this one is a sentence.
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class _Overrides:
+    group: str | None
+    loadable_variables: tuple[str, ...] | None
+    drop_variables: tuple[str, ...] | None
+    decode_times: bool | None
+    overview_level: int | None = None
+
+
+def _items_of(stac: StacSource) -> list[pystac.Item]:
+    if isinstance(stac, pystac.Item):
+        return [stac]
+    if isinstance(stac, pystac.Catalog):  # Collections are Catalogs
+        found = catalog_items(stac)
+    elif isinstance(stac, pystac.ItemCollection):
+        found = list(stac.items)
+    elif isinstance(stac, ItemSearch):
+        found = list(stac.items())
+    else:
+        found = list(stac)
+    for entry in found:
+        if not isinstance(entry, pystac.Item):
+            raise TypeError(f"expected pystac Items, got {type(entry).__name__}")
+    if not found:
+        searched = isinstance(stac, ItemSearch)
+        raise UnsupportedAssetError(
+            f"no STAC items to open{': the search matched no items' if searched else ''}"
+        )
+    ids = [item.id for item in found]
+    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicated:
+        raise ValueError(f"item ids must be unique; repeated: {', '.join(duplicated)}")
+    return found
+
+
+def _tasks_for(
+    item: pystac.Item,
+    wanted: list[str] | None,
+    overrides: _Overrides,
+) -> list[_AssetTask]:
+    if wanted is not None:
+        missing = [key for key in wanted if key not in item.assets]
+        if missing:
+            raise AssetNotFoundError(
+                f"item {item.id!r} has no asset {', '.join(map(repr, missing))}; "
+                f"its assets: {', '.join(item.assets) or 'none'}"
+            )
+        return [
+            _task(item.id, key, item.assets[key], item, overrides, explicit=True) for key in wanted
+        ]
+    keys = [key for key, asset in item.assets.items() if _is_source(asset, item)]
+    if not keys:
+        described = ", ".join(
+            f"{key} ({asset.media_type or 'no type'}; roles {asset.roles or []})"
+            for key, asset in item.assets.items()
+        )
+        raise UnsupportedAssetError(
+            f"item {item.id!r} has no asset to open: none has virtual:parser, or role 'data' and "
+            f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}). "
+            f"Its assets: {described or 'none'}. Name assets with assets=[...] and set "
+            "virtual:parser on them."
+        )
+    return [_task(item.id, key, item.assets[key], item, overrides, explicit=False) for key in keys]
+
+
+def _field(asset: pystac.Asset, item: pystac.Item | None, name: str) -> Any:
+    """An asset's ``virtual:`` field, falling back to the Item's properties (the defaults)."""
+    value = asset.extra_fields.get(name)
+    if value is None and item is not None:
+        value = item.properties.get(name)
+    return value
+
+
+def _main_media_type(asset: pystac.Asset) -> str | None:
+    if not asset.media_type:
+        return None
+    return asset.media_type.split(";", 1)[0].strip().lower()
+
+
+def _is_source(asset: pystac.Asset, item: pystac.Item) -> bool:
+    if FORMAT_PROP in asset.extra_fields:
+        return False
+    if asset.extra_fields.get(PARSER_PROP) is not None:
+        return True
+    if "data" not in (asset.roles or []):
+        return False
+    media_type = _main_media_type(asset)
+    if media_type in MEDIA_TYPE_PARSERS:
+        return True
+    return media_type == "application/json" and bool(_REFERENCE_ROLES & set(asset.roles or []))
+
+
+def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str | None:
+    """The ``virtual:parser`` name for an asset, or None to detect the format from its bytes."""
+    name = _field(asset, item, PARSER_PROP)
+    if name is not None:
+        if name not in PARSERS:
+            raise UnsupportedAssetError(
+                f"asset {key!r}: virtual:parser {name!r} is unknown; use one of "
+                f"{', '.join(PARSERS)}"
+            )
+        return str(name)
+    media_type = _main_media_type(asset) or ""
+    if media_type in MEDIA_TYPE_PARSERS:
+        return MEDIA_TYPE_PARSERS[media_type]
+    if media_type == "application/json" and _REFERENCE_ROLES & set(asset.roles or []):
+        return "kerchunk-json"
+    raise UnsupportedAssetError(
+        f"asset {key!r} has media type {asset.media_type!r}, which virtualstac does not parse; "
+        f"supported: {', '.join(MEDIA_TYPE_PARSERS)}, or set virtual:parser"
+    )
+
+
+def _task(
+    item_id: str,
+    key: str,
+    asset: pystac.Asset,
+    item: pystac.Item | None,
+    overrides: _Overrides,
+    *,
+    explicit: bool,
+) -> _AssetTask:
+    if explicit and FORMAT_PROP in asset.extra_fields:
+        raise UnsupportedAssetError(
+            f"asset {key!r} of item {item_id!r} is a published {asset.extra_fields[FORMAT_PROP]} "
+            "store, not a source file; open it with its own reader (e.g. xr.open_zarr)"
+        )
+    check_not_local_on_api(key, asset, item)
+    href = asset.get_absolute_href() or asset.href
+    if "://" not in href and not href.startswith("/"):
+        raise InvalidPathError(
+            f"asset {key!r} of item {item_id!r} has the relative href {asset.href!r} and the item "
+            "has no self href to resolve it against; set one (item.set_self_href) or use "
+            "absolute hrefs"
+        )
+    loadable = _field(asset, item, LOADABLE_VARIABLES_PROP)
+    drop = _field(asset, item, DROP_VARIABLES_PROP)
+    return _AssetTask(
+        item_id=item_id,
+        key=key,
+        # A signed href's query is kept by the registry (stac_registry), not in references.
+        url=split_signature(normalize_url(href))[0],
+        parser=_parser_name(key, asset, item),
+        variable=_field(asset, item, VARIABLE_PROP),
+        group=overrides.group if overrides.group is not None else _field(asset, item, GROUP_PROP),
+        loadable_variables=(
+            overrides.loadable_variables
+            if overrides.loadable_variables is not None
+            else None
+            if loadable is None
+            else tuple(loadable)
+        ),
+        drop_variables=(
+            overrides.drop_variables
+            if overrides.drop_variables is not None
+            else None
+            if drop is None
+            else tuple(drop)
+        ),
+        decode_times=overrides.decode_times,
+        projection=_projection(asset, item),
+        overview_level=overrides.overview_level,
+        bands=asset_bands(asset),
+    )
+
+
+def _projection(asset: pystac.Asset, item: pystac.Item | None) -> _Projection:
+    def get(name: str) -> Any:
+        return _field(asset, item, f"proj:{name}")
+
+    transform = get("transform")
+    shape = get("shape")
+    epsg = get("epsg")
+    crs = get("code") or get("wkt2") or (f"EPSG:{epsg}" if epsg else None)
+    if crs is None and get("projjson") is not None:
+        crs = pyproj.CRS.from_json_dict(get("projjson")).to_wkt()
+    return _Projection(
+        transform=None if transform is None else tuple(float(v) for v in transform),
+        shape=None if shape is None else tuple(int(v) for v in shape),
+        crs=crs,
+    )
+
+
+def _concat_dim_of(task: _AssetTask, override: str | None, items: list[pystac.Item]) -> str:
+    if override is not None:
+        return override
+    item = next(i for i in items if i.id == task.item_id)
+    value = _field(item.assets[task.key], item, CONCAT_DIM_PROP)
+    return str(value) if value else "time"
