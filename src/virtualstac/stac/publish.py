@@ -266,6 +266,7 @@ def publish(
                     record, items=ids, sources=(*previous.sources, *sources)
                 ),
                 schemes=previous.schemes,
+                root=None if moving is None else moving.url,
             )
         store = PublishedStore(
             "kerchunk",

@@ -63,6 +63,7 @@ def publish_references(
     registry: ObjectStoreRegistry | None,
     record: PublishRecord,
     schemes: Mapping[str, Mapping[str, Any]] | None = None,
+    root: str | None = None,
 ) -> ReferencesVersion:
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
@@ -70,7 +71,8 @@ def publish_references(
     nothing is published there yet). A sequence of datasets is an image pyramid (finest
     first), written as a multiscales group (:mod:`virtualstac.stac.levels`). With ``dataset``
     None nothing is written: the published references are described as they are.
-    ``record`` (its containers filled in) is written into the references.
+    ``record`` (its containers filled in) is written into the references. References below
+    ``root``, the directory of a relocatable catalog, get containers of their own.
     """
     if kerchunk_format not in ("json", "parquet"):
         raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
@@ -102,7 +104,7 @@ def publish_references(
             return dataset_to_group(combined[path])
 
     group = pyramid_group(dataset, joined)
-    containers = tuple(spec.prefix for spec in required_containers(group, registry))
+    containers = tuple(spec.prefix for spec in required_containers(group, registry, apart=root))
     notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
     size = checksum = None
     if kerchunk_format == "json":
