@@ -13,6 +13,7 @@ import pystac
 import pytest
 from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac import SCHEMA_URI, open_stac, publish
 
 if TYPE_CHECKING:
@@ -156,3 +157,21 @@ def test_a_catalog_beside_its_data_and_stores_moves_with_them(
     np.testing.assert_array_equal(
         after["B02"].isel(time=2).values, read_band(scenes.files["S2_2"]["B02"])
     )
+
+
+def test_a_catalog_cannot_claim_the_filesystem_root_as_its_moving_directory(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    catalog = side_by_side(scenes, root)
+    collection = catalog.get_child("scenes")
+    assert isinstance(collection, pystac.Collection)
+    publish(collection, root / "stores" / "scenes.json", format="kerchunk")
+    catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    path = root / "stac" / "scenes" / "collection.json"
+    saved = json.loads(path.read_text())
+    saved["assets"]["kerchunk"]["virtual:root_levels"] = len(root.parts) + 5
+    path.write_text(json.dumps(saved))
+
+    with pytest.raises(UnregisteredURLError, match="virtual chunk container"):
+        open_stac(pystac.Collection.from_file(str(path)), authorize=[tmp_path.as_uri() + "/S2_2/"])
