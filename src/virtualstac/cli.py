@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOW",
         help="'threads' (default) or 'processes' (--workers of them), or dask://HOST:PORT: the "
         "workers of that dask.distributed scheduler parse the sources and write the Icechunk "
-        "repository",
+        "repository (or new Kerchunk parquet records)",
     )
     publish.add_argument("--no-progress", action="store_true", help="no progress bars")
     publish.add_argument(

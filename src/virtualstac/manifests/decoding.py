@@ -8,6 +8,9 @@ gets a whole wave in one call, one request per source object), and each chunk is
 copied into the output by one task on a thread pool, while the next wave is being fetched. The
 codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's copies) release
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
+Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
+straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
+per-chunk buffers, which cost more than decoding a small chunk.
 
 A chunk of a ManifestStore that fails to decode raises
 :class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
@@ -24,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import zarr
 from zarr.abc.codec import GetResult
 from zarr.core.array_spec import ArraySpec
@@ -33,6 +37,7 @@ from zarr.core.indexing import SelectorTuple
 from zarr.storage import StorePath
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
+from virtualstac.manifests.direct_decode import DirectDecoder
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
 
@@ -94,6 +99,11 @@ async def read_concurrently(
     loop = asyncio.get_running_loop()
     pool = decode_pool()
     describe_chunk = store.describe_chunk if isinstance(store, ManifestStore) else None
+    direct = (
+        DirectDecoder.for_chain(transform, spec)
+        if isinstance(out.as_ndarray_like(), np.ndarray)
+        else None
+    )
     # Several chunks per task: a hop to the pool costs about as much as copying a small chunk.
     per_task = max(1, per_wave // (4 * _workers))
     waves: list[list[asyncio.Future[list[GetResult]]]] = []
@@ -103,7 +113,7 @@ async def read_concurrently(
             # At most two waves decode while the next is fetched: memory stays bounded.
             if len(waves) >= 2:
                 await asyncio.gather(*waves[-2])
-            chunks = list(zip(await _fetch(store, wave), wave, strict=True))
+            chunks = list(zip(await _fetch(store, wave, direct), wave, strict=True))
             waves.append(
                 [
                     asyncio.wrap_future(
@@ -112,7 +122,7 @@ async def read_concurrently(
                             chunks[first : first + per_task],
                             out,
                             drop_axes,
-                            transform,
+                            direct or transform,
                             describe_chunk,
                         ),
                         loop=loop,
@@ -132,9 +142,12 @@ async def read_concurrently(
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _fetch(store: Any, wave: Sequence[ReadItem]) -> list[Buffer | None]:
+async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | None) -> list[Any]:
     if isinstance(store, ManifestStore):
-        return await store.get_chunks([getter.path for getter, *_ in wave], wave[0][1].prototype)
+        keys = [getter.path for getter, *_ in wave]
+        if direct is not None:
+            return await store.get_chunk_bytes(keys)
+        return await store.get_chunks(keys, wave[0][1].prototype)
     limit = asyncio.Semaphore(zarr.config.get("async.concurrency"))
 
     async def get(getter: StorePath, spec: ArraySpec) -> Buffer | None:
@@ -145,27 +158,31 @@ async def _fetch(store: Any, wave: Sequence[ReadItem]) -> list[Buffer | None]:
 
 
 def _decode_some(
-    chunks: Sequence[tuple[Buffer | None, ReadItem]],
+    chunks: Sequence[tuple[Any, ReadItem]],
     out: NDBuffer,
     drop_axes: tuple[int, ...],
-    transform: ChunkTransform,
+    decoder: ChunkTransform | DirectDecoder,
     describe_chunk: Callable[[str], str] | None,
 ) -> list[GetResult]:
-    return [
-        _decode_one(raw, item, out, drop_axes, transform, describe_chunk) for raw, item in chunks
-    ]
+    return [_decode_one(raw, item, out, drop_axes, decoder, describe_chunk) for raw, item in chunks]
 
 
 def _decode_one(
-    raw: Buffer | None,
+    raw: Any,
     item: ReadItem,
     out: NDBuffer,
     drop_axes: tuple[int, ...],
-    transform: ChunkTransform,
+    decoder: ChunkTransform | DirectDecoder,
     describe_chunk: Callable[[str], str] | None,
 ) -> GetResult:
     getter, spec, chunk_selection, out_selection, _ = item
     try:
+        if isinstance(decoder, DirectDecoder):
+            if isinstance(raw, Buffer):
+                raw = raw.as_numpy_array()
+            target = out.as_ndarray_like()
+            assert isinstance(target, np.ndarray)  # read_concurrently checked it
+            return decoder.decode_into(raw, target, spec, chunk_selection, out_selection, drop_axes)
         return decode_and_scatter_chunk(
             raw,
             out,
@@ -173,7 +190,7 @@ def _decode_one(
             chunk_selection=chunk_selection,
             out_selection=out_selection,
             drop_axes=drop_axes,
-            decode=transform.decode_chunk,
+            decode=decoder.decode_chunk,
         )
     except VirtualStacError:
         raise

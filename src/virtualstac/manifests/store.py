@@ -30,8 +30,10 @@ from virtualstac.errors import (
     UnregisteredURLError,
 )
 from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.chunk_keys import locate_entries
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
+from virtualstac.manifests.path_table import INLINED_CODE, MISSING_CODE
 from virtualstac.manifests.ranges import (
     RangeRequest,
     clamp,
@@ -378,34 +380,38 @@ class ManifestStore(Store):
         Raises as ``get`` does; a key that is not a chunk of this store raises
         :class:`~virtualstac.errors.InvalidChunkKeyError`.
         """
-        results: list[Buffer | None] = [None] * len(keys)
+        return [
+            None if data is None else prototype.buffer.from_bytes(data)
+            for data in await self.get_chunk_bytes(keys)
+        ]
+
+    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
+        """:meth:`get_chunks`, each chunk's bytes as a bytes-like object (no zarr Buffer)."""
+        entries = locate_entries(self._locate_chunk, keys)
+        results: list[Any] = [None] * len(keys)
         loop = asyncio.get_running_loop()
         by_url: dict[str, list[RangeRequest]] = {}
         slots: list[tuple[int, asyncio.Future[Any]]] = []
-        for index, key in enumerate(keys):
-            located = self._locate_chunk(key)
-            if located is None:
-                raise InvalidChunkKeyError(f"{key!r} is not a chunk of this store")
-            entry = located[1].manifest.get_entry(located[2])
-            if entry is None:
+        for index, (code, path, offset, length) in enumerate(entries):
+            if code == MISSING_CODE:
                 continue
-            if entry["path"] == INLINED_CHUNK_PATH:
-                results[index] = prototype.buffer.from_bytes(entry["data"])
-            elif entry["length"] == 0:
-                results[index] = prototype.buffer.from_bytes(b"")
-            else:
-                future: asyncio.Future[Any] = loop.create_future()
-                start = entry["offset"]
-                by_url.setdefault(entry["path"], []).append(
-                    RangeRequest(start, start + entry["length"], future, key)
-                )
-                slots.append((index, future))
+            if code == INLINED_CODE:
+                results[index] = path
+                continue
+            if not length:
+                results[index] = b""
+                continue
+            future: asyncio.Future[Any] = loop.create_future()
+            by_url.setdefault(path, []).append(
+                RangeRequest(offset, offset + length, future, keys[index])
+            )
+            slots.append((index, future))
         await asyncio.gather(*(self._fetch(url, requests) for url, requests in by_url.items()))
         failure: BaseException | None = None
         for index, future in slots:
             error = future.exception()
             if error is None:
-                results[index] = prototype.buffer.from_bytes(future.result())
+                results[index] = future.result()
             elif failure is None:
                 failure = error
         if failure is not None:

@@ -38,6 +38,7 @@ from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
 from virtualstac.stac.publish_icechunk import Writes, publish_repository
 from virtualstac.stac.publish_kerchunk import KerchunkFormat, publish_references
 from virtualstac.stac.publish_recovery import PreviousStore, PublishRecord, recover
+from virtualstac.stac.publish_references_distributed import ReferenceBatches
 from virtualstac.stac.published_asset import (
     MEDIA_TYPES,
     PublishedStore,
@@ -127,8 +128,11 @@ def publish(
         progress bars on stderr while sources are parsed and the store is written. With a
         ``dask.distributed`` Client and ``format="icechunk"``, the workers parse the items in
         batches and write their references into forks of the repository's session, which this
-        process merges and commits once (:mod:`virtualstac.stac.publish_distributed`); Kerchunk
-        references are parsed on the workers and written here.
+        process merges and commits once (:mod:`virtualstac.stac.publish_distributed`); new
+        Kerchunk parquet references at a local (shared) directory are written by the workers,
+        each its batch's record files, and swapped in whole
+        (:mod:`virtualstac.stac.publish_references_distributed`); other Kerchunk references
+        (JSON, appended, or on an object store) are parsed on the workers and written here.
     drop_variables
         Variables to leave out of the store.
     overviews
@@ -201,6 +205,7 @@ def publish(
     # With nothing new, the adopted store is recorded as it is.
     dataset: Levels | None = None
     batches: Writes | None = None
+    references: ReferenceBatches | None = None
     dropped = None if drop_variables is None else list(drop_variables)
     groups = None if groupby is None or not new else assign_groups(new, groupby)
     if groups is not None:
@@ -210,6 +215,8 @@ def publish(
     if new and format == "icechunk" and is_cluster(parallel):
         appending = None if base is None else (place, base)
         batches = Batches(parallel, new, opening, appending=appending, where=place.href)
+    elif new and is_cluster(parallel) and _workers_write(kerchunk_format, place, previous):
+        references = ReferenceBatches(parallel, new, opening, where=place.href)
     elif new:
         dataset = opening(new, parallel=parallel, progress=progress)
     ids = (*previous.items, *(item.id for item in new))
@@ -255,8 +262,8 @@ def publish(
         described = version.dataset
     else:
         with writing:
-            references = publish_references(
-                dataset,
+            written = publish_references(
+                dataset if references is None else references,
                 place,
                 kerchunk_format=kerchunk_format,
                 previous_containers=previous.containers if previous.recorded else None,
@@ -272,20 +279,29 @@ def publish(
             "kerchunk",
             place.href,
             2,
-            references.containers,
+            written.containers,
             ids,
             (*previous.sources, *sources),
-            parser=references.parser,
-            size=references.size,
-            checksum=references.checksum,
+            parser=written.parser,
+            size=written.size,
+            checksum=written.checksum,
             root=None if moving is None else moving.url,
             root_levels=0 if moving is None else moving.levels,
         )
-        described = references.dataset
+        described = written.dataset
     schemes = _schemes(place, store.containers, settings, declared)
     add_published_asset(collection, key, store, described, schemes)
     _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
+
+
+def _workers_write(kerchunk_format: str, place: Target, previous: PreviousStore) -> bool:
+    """Whether a cluster's workers write the references: new parquet ones in a directory.
+
+    JSON is one document, written here; appended references are rewritten whole from the
+    published ones, which this process reads.
+    """
+    return kerchunk_format == "parquet" and place.is_local and not previous.recorded
 
 
 def _items_and_collection(

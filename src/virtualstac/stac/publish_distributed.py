@@ -44,7 +44,7 @@ from virtualstac.writers.icechunk_regions import (
     write_region,
 )
 
-__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "batched", "is_cluster"]
+__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "batched", "document_of", "is_cluster"]
 
 #: Batches per worker: more than one, so that a slow worker's share is taken by others.
 BATCHES_PER_WORKER = 4
@@ -156,7 +156,7 @@ class Batches(Writes):
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
         self._groups = [
-            client.submit(parse, [_document(item) for item in batch], key=self._key("parse", n))
+            client.submit(parse, [document_of(item) for item in batch], key=self._key("parse", n))
             for n, batch in enumerate(batched(items, size, opening.groups))
         ]
         layouts = self._gather(
@@ -235,7 +235,7 @@ def _when(item: pystac.Item) -> Any:
     return item.datetime or item.common_metadata.start_datetime
 
 
-def _document(item: pystac.Item) -> dict[str, Any]:
+def document_of(item: pystac.Item) -> dict[str, Any]:
     """The item as JSON a worker rebuilds it from: absolute asset hrefs, its self link, and its
     Collection's link when that Collection was saved (for its storage schemes)."""
     clone = item.clone()

@@ -27,12 +27,14 @@ from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.stac.appending import check_appendable, ordered_like
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import RECORD_KEY, PublishRecord
+from virtualstac.stac.publish_references_distributed import ReferenceBatches
 from virtualstac.stac.published import reading_registry
 from virtualstac.stac.published_asset import multihash_sha256
 from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
-from virtualstac.writers.kerchunk import kerchunk_refs, write_kerchunk
+from virtualstac.writers.kerchunk import RECORD_SIZE, kerchunk_refs, write_kerchunk
+from virtualstac.writers.staging import replacing
 from virtualstac.writers.zarr_v2 import with_v2_fill_value
 from virtualstac.xarray.combine import concat_virtual
 from virtualstac.xarray.convert import dataset_to_group
@@ -54,7 +56,7 @@ class ReferencesVersion:
 
 
 def publish_references(
-    dataset: Levels | None,
+    dataset: Levels | ReferenceBatches | None,
     target: Target,
     *,
     kerchunk_format: KerchunkFormat,
@@ -73,19 +75,22 @@ def publish_references(
     None nothing is written: the published references are described as they are.
     ``record`` (its containers filled in) is written into the references. References below
     ``root``, the directory of a relocatable catalog, get containers of their own.
+    :class:`~virtualstac.stac.publish_references_distributed.ReferenceBatches` (new parquet
+    references at a local target) are written by the cluster's workers that parsed them.
     """
     if kerchunk_format not in ("json", "parquet"):
         raise ValueError(f"kerchunk_format must be 'json' or 'parquet', got {kerchunk_format!r}")
     parser = f"kerchunk-{kerchunk_format}"
+    if isinstance(dataset, ReferenceBatches):
+        if previous_containers is not None:
+            raise ValueError("a cluster's workers write new references, not appended ones")
+        _check_new(target)
+        return _write_batches(dataset, target, registry, record, root)
     combined: dict[str, xr.Dataset] = {}
     if previous_containers is None:
         if dataset is None:
             raise ValueError("new references need a dataset to publish")
-        if target.exists():
-            raise PublishError(
-                f"{target.href} already exists and this collection does not record it; publish "
-                "to a new target, or delete it first"
-            )
+        _check_new(target)
 
         def joined(path: str, level: xr.Dataset) -> ManifestGroup:
             combined[path] = level
@@ -112,14 +117,39 @@ def publish_references(
         target.write_file(data)
         size, checksum = len(data), multihash_sha256(data)
     elif target.is_local:
-        write_kerchunk(group, target.path, format="parquet", notes=notes)
+        write_kerchunk(group, target.path, format="parquet", record_size=RECORD_SIZE, notes=notes)
     else:
         with tempfile.TemporaryDirectory(prefix="virtualstac-") as work:
             directory = Path(work) / "references"
-            write_kerchunk(group, directory, format="parquet", notes=notes)
+            write_kerchunk(group, directory, format="parquet", record_size=RECORD_SIZE, notes=notes)
             target.write_directory(directory)
     described = combined["" if isinstance(dataset, xr.Dataset) else "0"]
     return ReferencesVersion(parser, containers, described, size, checksum)
+
+
+def _check_new(target: Target) -> None:
+    if target.exists():
+        raise PublishError(
+            f"{target.href} already exists and this collection does not record it; publish "
+            "to a new target, or delete it first"
+        )
+
+
+def _write_batches(
+    batches: ReferenceBatches,
+    target: Target,
+    registry: ObjectStoreRegistry | None,
+    record: PublishRecord,
+    root: str | None,
+) -> ReferencesVersion:
+    """Write new parquet references whose records the cluster's workers write."""
+    assert target.is_local, "the workers write into a directory they see"
+    found = required_containers(batches.sources(), registry, apart=root)
+    containers = tuple(spec.prefix for spec in found)
+    notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
+    with replacing(target.path) as staged:
+        batches.write(staged, record_size=RECORD_SIZE, notes=notes)
+    return ReferencesVersion("kerchunk-parquet", containers, batches.dataset, None, None)
 
 
 def _described(

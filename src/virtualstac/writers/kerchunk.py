@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from zarr.core.group import GroupMetadata
+from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import InvalidPathError
 from virtualstac.manifests import ManifestArray, ManifestGroup
@@ -24,26 +24,25 @@ from virtualstac.manifests.metadata import json_safe
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.inlining import inline_small_chunks
+from virtualstac.writers.kerchunk_records import Rows, write_array_records
 from virtualstac.writers.staging import replacing
 from virtualstac.writers.zarr_v2 import in_v2_layout, v2_metadata
 
-__all__ = ["SOURCES_KEY", "kerchunk_metadata", "kerchunk_refs", "write_kerchunk"]
+__all__ = [
+    "RECORD_SIZE",
+    "SOURCES_KEY",
+    "kerchunk_metadata",
+    "kerchunk_refs",
+    "nodes_metadata",
+    "source_stamps",
+    "write_kerchunk",
+    "write_parquet_index",
+]
 
 KerchunkFormat = Literal["dict", "json", "parquet"]
 
-# Offsets and sizes are never null; fastparquet reads integer columns as floats unless the
-# schema says so and the statistics (null counts) are written.
-_PARQUET_SCHEMA = pa.schema(
-    [
-        pa.field("path", pa.dictionary(pa.int32(), pa.string())),
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("size", pa.int64(), nullable=False),
-        pa.field("raw", pa.binary()),
-    ]
-)
-# Offsets are nearly all distinct, so a dictionary page for them outweighs the column it
-# encodes (about 40% more bytes after zstd); the few distinct paths are what a dictionary is for.
-_DICTIONARY_COLUMNS = ["path"]
+#: References per parquet record file, unless told otherwise.
+RECORD_SIZE = 100_000
 ROOT_TEMPLATE = "root"
 #: Top-level key of virtualstac's own metadata in Kerchunk references (ignored by fsspec).
 SOURCES_KEY = "virtualstac"
@@ -63,16 +62,31 @@ def kerchunk_metadata(group: ManifestGroup) -> dict[str, dict[str, Any]]:
     (:func:`~virtualstac.writers.zarr_v2.in_v2_layout`).
     """
     group = in_v2_layout(group)
-    documents: dict[str, dict[str, Any]] = {}
+    nodes: dict[str, ArrayV3Metadata | GroupMetadata] = {}
+    complete: dict[str, bool] = {}
     for path, node in group.walk():
-        key = f"{path}/" if path else ""
-        if isinstance(node, ManifestGroup):
-            documents[f"{key}.zgroup"] = {"zarr_format": 2}
-            documents[f"{key}.zattrs"] = json_safe(dict(node.metadata.attributes))
-        else:
+        nodes[path] = node.metadata
+        if isinstance(node, ManifestArray):
             manifest = node.manifest
-            complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
-            zarray, zattrs = v2_metadata(path, node.metadata, has_missing_chunks=not complete)
+            complete[path] = len(manifest) == math.prod(manifest.shape_chunk_grid)
+    return nodes_metadata(nodes, complete)
+
+
+def nodes_metadata(
+    nodes: Mapping[str, ArrayV3Metadata | GroupMetadata], complete: Mapping[str, bool]
+) -> dict[str, dict[str, Any]]:
+    """The Zarr v2 metadata documents of groups and arrays (in v2 layout) by path.
+
+    ``complete`` tells, per array, whether every chunk is referenced or inlined.
+    """
+    documents: dict[str, dict[str, Any]] = {}
+    for path, metadata in nodes.items():
+        key = f"{path}/" if path else ""
+        if isinstance(metadata, GroupMetadata):
+            documents[f"{key}.zgroup"] = {"zarr_format": 2}
+            documents[f"{key}.zattrs"] = json_safe(dict(metadata.attributes))
+        else:
+            zarray, zattrs = v2_metadata(path, metadata, has_missing_chunks=not complete[path])
             documents[f"{key}.zarray"] = zarray
             documents[f"{key}.zattrs"] = json_safe(zattrs)
     return documents
@@ -143,13 +157,13 @@ def _section(
 ) -> dict[str, Any]:
     """The ``virtualstac`` section: source versions and the caller's notes."""
     section: dict[str, Any] = dict(notes or {})
-    sources = _source_stamps(group, root)
+    sources = source_stamps(group, root)
     if sources:
         section["sources"] = sources
     return section
 
 
-def _source_stamps(group: ManifestGroup, root: str | None) -> dict[str, Any]:
+def source_stamps(group: ManifestGroup, root: str | None) -> dict[str, Any]:
     """The version of each referenced object, keyed by the path as the references write it.
 
     Kerchunk has no change detection of its own; readers that know this key (our parsers)
@@ -173,45 +187,28 @@ def _write_parquet(
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     group = in_v2_layout(group)
-    metadata = kerchunk_metadata(group)
     root_url = normalize_url(root) if root is not None else None
+    write_parquet_index(
+        directory, kerchunk_metadata(group), record_size, _section(group, root_url, notes)
+    )
+    for path, array in _walk_arrays(group):
+        (directory / path).mkdir(parents=True, exist_ok=True)
+        table = _relative_paths(array.manifest.path_table, root_url)
+        write_array_records(Rows.of(array, table), directory / path, record_size)
+
+
+def write_parquet_index(
+    directory: Path,
+    metadata: Mapping[str, Any],
+    record_size: int,
+    section: Mapping[str, Any],
+) -> None:
+    """Write a parquet reference set's ``.zmetadata``: the metadata documents, the record size
+    and the ``virtualstac`` section (when not empty)."""
     document: dict[str, Any] = {"metadata": metadata, "record_size": record_size}
-    section = _section(group, root_url, notes)
     if section:
         document[SOURCES_KEY] = section
     (directory / ".zmetadata").write_text(json.dumps(document, allow_nan=False))
-    for path, array in _walk_arrays(group):
-        manifest = array.manifest
-        codes = manifest.path_codes.ravel()
-        total = max(codes.size, 1)
-        dictionary = pa.array(_relative_paths(manifest.path_table, root_url), type=pa.string())
-        raw = np.full(codes.size, None, dtype=object)
-        for index, data in manifest.inlined.items():
-            raw[np.ravel_multi_index(index, manifest.shape_chunk_grid) if index else 0] = data
-        offsets = manifest.offsets.ravel().astype(np.int64)
-        lengths = manifest.lengths.ravel().astype(np.int64)
-        (directory / path).mkdir(parents=True, exist_ok=True)
-        for record, start in enumerate(range(0, total, record_size)):
-            stop = min(start + record_size, codes.size)
-            pad = record_size - (stop - start)
-            part_codes = np.concatenate([codes[start:stop], np.full(pad, -1, dtype=codes.dtype)])
-            valid = part_codes >= 0
-            indices = pa.array(np.where(valid, part_codes, 0).astype(np.int32), mask=~valid)
-            table = pa.Table.from_arrays(
-                [
-                    pa.DictionaryArray.from_arrays(indices, dictionary),
-                    pa.array(np.concatenate([offsets[start:stop], np.zeros(pad, np.int64)])),
-                    pa.array(np.concatenate([lengths[start:stop], np.zeros(pad, np.int64)])),
-                    pa.array([*raw[start:stop].tolist(), *([None] * pad)], type=pa.binary()),
-                ],
-                schema=_PARQUET_SCHEMA,
-            )
-            pq.write_table(
-                table,
-                directory / path / f"refs.{record}.parq",
-                compression="zstd",
-                use_dictionary=_DICTIONARY_COLUMNS,
-            )
 
 
 def write_kerchunk(
@@ -219,7 +216,7 @@ def write_kerchunk(
     path: str | Path | None = None,
     *,
     format: KerchunkFormat = "dict",
-    record_size: int = 100_000,
+    record_size: int = RECORD_SIZE,
     root: str | None = None,
     inline_threshold: int = 0,
     registry: ObjectStoreRegistry | None = None,

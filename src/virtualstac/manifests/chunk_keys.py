@@ -1,0 +1,109 @@
+"""Many chunk keys of one array turned into grid positions at once.
+
+A read of thousands of chunks gives the store thousands of keys (``t2m/c/0/3/7``); parsing
+each through zarr's chunk key encoding, checking it and looking its entry up costs tens of
+microseconds per chunk in Python. Here the keys of one array are split with one ``split`` of
+their concatenation, checked by re-encoding them the same way, and turned into flat
+positions into the manifest's arrays with numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
+
+from virtualstac.errors import InvalidChunkKeyError
+from virtualstac.manifests.path_table import INLINED_CHUNK_PATH, INLINED_CODE, MISSING_CODE
+
+__all__ = ["flat_positions", "locate_entries"]
+
+
+def flat_positions(
+    prefix: str, encoding: Any, grid: tuple[int, ...], keys: Sequence[str]
+) -> np.ndarray[Any, np.dtype[np.intp]] | None:
+    """The C-order positions in ``grid`` of the chunk ``keys`` of the array at ``prefix``
+    (``""`` or ending in ``/``); None unless every key is the canonical key of a chunk
+    within the grid under ``encoding`` (zarr's default or v2 encoding, at least one
+    dimension), so that the caller can look the keys up one by one and name the bad one."""
+    ndim = len(grid)
+    if ndim == 0 or not keys:
+        return None
+    if isinstance(encoding, DefaultChunkKeyEncoding):
+        head = f"{prefix}c{encoding.separator}"
+    elif isinstance(encoding, V2ChunkKeyEncoding):
+        head = prefix
+    else:
+        return None
+    separator = encoding.separator
+    start = len(head)
+    parts = []
+    for key in keys:
+        if not key.startswith(head) or key.count(separator, start) != ndim - 1:
+            return None
+        parts.append(key[start:])
+    joined = separator.join(parts)
+    try:
+        numbers = [int(token) for token in joined.split(separator)]
+    except ValueError:
+        return None
+    # int() also accepts "+1", "01" and " 1": only keys that re-encode to themselves count.
+    if separator.join(map(str, numbers)) != joined:
+        return None
+    coords = np.array(numbers, dtype=np.intp).reshape(len(keys), ndim)
+    if (coords < 0).any() or (coords >= np.array(grid, dtype=np.intp)).any():
+        return None
+    return np.asarray(np.ravel_multi_index(tuple(coords.T), grid), dtype=np.intp)
+
+
+type Entry = tuple[int, Any, int, int]
+type Locate = Callable[[str], tuple[str, Any, tuple[int, ...]] | None]
+
+
+def locate_entries(locate: Locate, keys: Sequence[str]) -> list[Entry]:
+    """``(code, path, offset, length)`` of each chunk key (the code of the manifest's path
+    table: missing, inlined or a source); for an inlined chunk the path is its bytes.
+
+    ``locate`` is the store's lookup of one key (array path, array, grid indices); it is
+    used for the first key, and for every key when the keys are not all canonical keys of
+    that array. A key that is no chunk raises :class:`~virtualstac.errors.InvalidChunkKeyError`.
+    """
+    if not keys:
+        return []
+    located = locate(keys[0])
+    if located is None:
+        return [_entry(locate, key) for key in keys]
+    array_path, array, _ = located
+    manifest = array.manifest
+    grid = manifest.shape_chunk_grid
+    positions = flat_positions(
+        f"{array_path}/" if array_path else "", array.metadata.chunk_key_encoding, grid, keys
+    )
+    if positions is None:
+        return [_entry(locate, key) for key in keys]
+    codes = manifest._codes.reshape(-1)[positions].tolist()
+    offsets = manifest._offsets.reshape(-1)[positions].tolist()
+    lengths = manifest._lengths.reshape(-1)[positions].tolist()
+    table = manifest._table
+    entries: list[Entry] = []
+    for position, code, offset, length in zip(positions, codes, offsets, lengths, strict=True):
+        if code == INLINED_CODE:
+            index = tuple(int(i) for i in np.unravel_index(int(position), grid))
+            entries.append((code, manifest._inlined[index], offset, length))
+        else:
+            entries.append((code, table[code], offset, length))
+    return entries
+
+
+def _entry(locate: Locate, key: str) -> Entry:
+    located = locate(key)
+    if located is None:
+        raise InvalidChunkKeyError(f"{key!r} is not a chunk of this store")
+    entry = located[1].manifest.get_entry(located[2])
+    if entry is None:
+        return MISSING_CODE, None, 0, 0
+    if entry["path"] == INLINED_CHUNK_PATH:
+        return INLINED_CODE, entry["data"], entry["offset"], entry["length"]
+    return INLINED_CODE + 1, entry["path"], entry["offset"], entry["length"]
