@@ -198,7 +198,8 @@ def publish(
         raise UnsupportedAssetError("no STAC items to publish")
     if unwritable is not None:
         raise unwritable
-    sources = tuple(source for item in new for source in _sources(item, wanted))
+    chosen = [(item, source) for item in new for source in _sources(item, wanted)]
+    sources = tuple(source for _, source in chosen)
 
     base = previous.version if previous.recorded else None
     # With nothing new, the adopted store is recorded as it is.
@@ -223,9 +224,17 @@ def publish(
     # Icechunk commits inside the step: writing and committing are one bar.
     label = "writing and committing" if format == "icechunk" else "writing references"
     writing = step(label, enabled=progress)
+    moving = publishing_root(
+        collection,
+        place.url,
+        [item.assets[source.key] for item, source in chosen],
+        collection.assets.get(key) if previous.recorded else None,
+    )
     if format == "icechunk":
         # Batches written by a cluster keep absolute references: such a store stays put.
-        root = _local(publishing_root(collection)) if batches is None else None
+        if batches is not None or moving is None or not moving.url.startswith("file://"):
+            moving = None
+        root = None if moving is None else moving.url
         with writing:
             version = publish_repository(
                 dataset if batches is None else batches,
@@ -248,6 +257,7 @@ def publish(
             (*previous.sources, *sources),
             version=version.snapshot,
             root=root,
+            root_levels=0 if moving is None else moving.levels,
         )
         described = version.dataset
     else:
@@ -263,6 +273,7 @@ def publish(
                     record, items=ids, sources=(*previous.sources, *sources)
                 ),
                 schemes=previous.schemes,
+                root=None if moving is None else moving.url,
             )
         store = PublishedStore(
             "kerchunk",
@@ -274,7 +285,8 @@ def publish(
             parser=written.parser,
             size=written.size,
             checksum=written.checksum,
-            root=publishing_root(collection),
+            root=None if moving is None else moving.url,
+            root_levels=0 if moving is None else moving.levels,
         )
         described = written.dataset
     schemes = _schemes(place, store.containers, settings, declared)
@@ -290,11 +302,6 @@ def _workers_write(kerchunk_format: str, place: Target, previous: PreviousStore)
     published ones, which this process reads.
     """
     return kerchunk_format == "parquet" and place.is_local and not previous.recorded
-
-
-def _local(root: str | None) -> str | None:
-    """A local catalog directory, whose Icechunk references are named after it."""
-    return root if root is not None and root.startswith("file://") else None
 
 
 def _items_and_collection(
