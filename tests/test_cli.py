@@ -233,6 +233,24 @@ def test_options_of_the_other_format_are_refused_with_2(catalog: Path, tmp_path:
     assert not Path(target).exists()
 
 
+def test_info_names_every_store_it_reads(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ten, twenty = tmp_path / "10m.icechunk", tmp_path / "20m.icechunk"
+    for target, band in ((ten, "B02"), (twenty, "B05")):
+        args = ["publish", str(catalog), str(target), "--assets", band, "--asset-key", band]
+        assert main([*args, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["info", "--json", str(catalog)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["stores"] == [str(ten), str(twenty)]
+    assert summary["opened"] == str(ten)
+    assert {name for d in summary["datasets"] for name in d["variables"]} >= {"B02", "B05"}
+    assert len(summary["sources"]) == 4  # two items, one asset from each store
+    assert main(["info", str(catalog)]) == 0
+    assert f"opened from its published stores {ten}, {twenty}:" in capsys.readouterr().out
+
+
 def test_info_json_summarizes_the_published_store_and_the_sources(
     catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

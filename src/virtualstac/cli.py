@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         "--assets", nargs="+", metavar="KEY", help="asset keys to publish (default: data assets)"
     )
     publish.add_argument(
+        "--groupby",
+        metavar="HOW",
+        help="which items form one time step: 'time' (default: equal datetimes), 'solar_day' "
+        "(tiles of one pass stamped seconds apart), 'id', or an item property name",
+    )
+    publish.add_argument(
         "--overviews",
         action="store_true",
         help="also publish the COG overviews, as a multiscales group of resolution levels",
@@ -255,6 +261,7 @@ def _publish(arguments: argparse.Namespace) -> int:
             progress=not arguments.no_progress,
             overviews=arguments.overviews,
             replace=arguments.replace,
+            groupby=arguments.groupby,
         )
     _save(collection, output, include_self_link=had_self_link)
     logging.getLogger(__name__).info("saved the collection at %s", output)
@@ -298,7 +305,7 @@ def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool)
 
 
 def _info(arguments: argparse.Namespace) -> int:
-    from virtualstac.cli_summary import dataset_summary, opened_store, sources_of
+    from virtualstac.cli_summary import dataset_summary, opened_stores, sources_of
     from virtualstac.manifests import ManifestArray
     from virtualstac.stac.open import open_stac
 
@@ -306,7 +313,7 @@ def _info(arguments: argparse.Namespace) -> int:
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
     # Sources are summarised by their references; a published store by what it holds.
-    parse = arguments.sources or opened_store(stac) is None
+    parse = arguments.sources or not opened_stores(stac)
     datasets = open_stac(
         stac,
         group_by="grid",
@@ -318,19 +325,24 @@ def _info(arguments: argparse.Namespace) -> int:
     virtual = any(
         isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()
     )
-    asset = None if virtual else opened_store(stac)
-    store = None if asset is None else asset.get_absolute_href() or asset.href
+    assets = [] if virtual else opened_stores(stac)
+    stores = [asset.get_absolute_href() or asset.href for asset in assets]
     if arguments.json:
         summary = {
             "type": type(stac).__name__,
             "id": stac.id,
-            "opened": "parsed sources" if store is None else store,
+            # The first store read (the one holding the first variables), and every one.
+            "opened": stores[0] if stores else "parsed sources",
+            "stores": stores,
             "datasets": [dataset_summary(grid, dataset) for grid, dataset in datasets.items()],
-            "sources": sources_of(asset, datasets.values()),
+            "sources": sources_of(assets, datasets.values()),
         }
         print(json.dumps(summary, indent=2))
         return 0
-    origin = "its source assets (virtual references)" if virtual else f"its published store {store}"
+    if virtual:
+        origin = "its source assets (virtual references)"
+    else:
+        origin = f"its published store{'s' if len(stores) > 1 else ''} {', '.join(stores)}"
     print(f"{type(stac).__name__} {stac.id}, opened from {origin}:")
     for grid, dataset in datasets.items():
         if len(datasets) > 1:

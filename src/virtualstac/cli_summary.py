@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pystac
@@ -10,19 +10,20 @@ import xarray as xr
 
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac.open import Grid
-from virtualstac.stac.published import published_asset
 from virtualstac.stac.published_asset import absolute_source
+from virtualstac.stac.published_stores import choose_stores, published_assets
 
-__all__ = ["dataset_summary", "opened_store", "sources_of"]
+__all__ = ["dataset_summary", "opened_stores", "sources_of"]
 
 
-def opened_store(stac: pystac.Item | pystac.Collection) -> pystac.Asset | None:
-    """The published store asset that opening ``stac`` reads: its own, or its Collection's."""
-    asset = published_asset(stac)
-    if asset is None and isinstance(stac, pystac.Item):
+def opened_stores(stac: pystac.Item | pystac.Collection) -> list[pystac.Asset]:
+    """The published store assets that opening ``stac`` reads (its own, or its Collection's):
+    every store that holds a variable no store before it holds."""
+    stores = published_assets(stac)
+    if not stores and isinstance(stac, pystac.Item):
         collection = stac.get_collection()
-        asset = None if collection is None else published_asset(collection)
-    return asset
+        stores = {} if collection is None else published_assets(collection)
+    return [choice.asset for choice in choose_stores(stores, None)] if stores else []
 
 
 def dataset_summary(grid: Grid | None, dataset: xr.Dataset) -> dict[str, Any]:
@@ -39,13 +40,17 @@ def dataset_summary(grid: Grid | None, dataset: xr.Dataset) -> dict[str, Any]:
     }
 
 
-def sources_of(asset: pystac.Asset | None, datasets: Iterable[xr.Dataset]) -> list[str]:
-    """The sources behind the datasets: the store's ``vrt:hrefs`` (the item assets it was
+def sources_of(stores: Sequence[pystac.Asset], datasets: Iterable[xr.Dataset]) -> list[str]:
+    """The sources behind the datasets: the stores' ``vrt:hrefs`` (the item assets they were
     published from, absolute), or the files the manifests reference."""
-    if asset is not None:
-        owner = None if asset.owner is None else asset.owner.get_self_href()
-        hrefs = (str(entry["href"]) for entry in asset.extra_fields.get("vrt:hrefs") or ())
-        return sorted({absolute_source(href, owner) for href in hrefs})
+    if stores:
+        return sorted(
+            {
+                absolute_source(str(entry["href"]), _owner_href(asset))
+                for asset in stores
+                for entry in asset.extra_fields.get("vrt:hrefs") or ()
+            }
+        )
     return sorted(
         {
             path
@@ -55,6 +60,10 @@ def sources_of(asset: pystac.Asset | None, datasets: Iterable[xr.Dataset]) -> li
             for path in variable.data.manifest.path_table
         }
     )
+
+
+def _owner_href(asset: pystac.Asset) -> str | None:
+    return None if asset.owner is None else asset.owner.get_self_href()
 
 
 def _grid(grid: Grid) -> dict[str, Any]:

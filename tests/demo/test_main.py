@@ -21,7 +21,10 @@ def test_the_whole_workflow_reads_every_value_identically(
     assert main(["--output", str(tmp_path), "--days", "2", "--scenes", "2"]) == 0
     printed = capsys.readouterr().out
     assert "wrote 6 files" in printed
+    assert "4 4-band COGs of 2 tiles x 2 passes" in printed
     assert "virtualized 6 files" in printed
+    # Both tiles of each pass, stamped seconds apart, form one time step.
+    assert "scenes {'time': 2, 'band': 4, 'y': 512, 'x': 1024}" in printed
     assert "published scenes to Icechunk" in printed
     assert "all values identical: True" in printed
     assert (tmp_path / "stores" / "scenes.icechunk").is_dir()

@@ -190,6 +190,23 @@ def test_published_asset_on_a_collection_validates() -> None:
         ({"virtual:format": "kerchunk", "virtual:containers": ["bucket/x"]}, "does not match"),
         ({"virtual:items": [1]}, "is not of type 'string'"),
         ({"virtual:parsers": "tiff"}, "'virtual:parsers' does not match any of the regexes"),
+        ({"virtual:format": "icechunk", "virtual:root": "data/"}, "does not match"),
+        (
+            {"virtual:format": "icechunk", "virtual:root_levels": 1},
+            "'virtual:root' is a dependency of 'virtual:root_levels'",
+        ),
+        (
+            {"virtual:format": "icechunk", "virtual:root": "file:///a/", "virtual:root_levels": -1},
+            "is less than the minimum of 0",
+        ),
+        (
+            {
+                "virtual:format": "icechunk",
+                "virtual:root": "file:///a/",
+                "virtual:root_levels": "1",
+            },
+            "is not of type 'integer'",
+        ),
     ],
 )
 def test_invalid_fields_fail_validation(fields: dict[str, Any], message: str) -> None:

@@ -20,14 +20,16 @@ from rasterio.transform import from_origin
 from tiff_files import UTM, pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry
-from virtualstac.stac import open_stac
+from virtualstac.stac import open_stac, publish
 from virtualstac.stac.combining import MixedGridsError
 from virtualstac.stac.grouping import (
     DuplicateTimeError,
     GroupingError,
     OverlappingItemsError,
+    assign_groups,
     group_items,
 )
+from virtualstac.stac.publish_distributed import batched
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 WEST, NORTH, SIZE = 500000.0, 4000000.0, 128
@@ -124,10 +126,40 @@ def test_a_property_or_a_function_groups_the_same_way(
 
 
 def test_exact_times_leave_tiles_of_one_pass_apart(passes: list[pystac.Item]) -> None:
-    with pytest.raises(MixedGridsError, match="cannot be joined side by side"):
+    with pytest.raises(MixedGridsError, match="cannot be joined side by side") as raised:
         open_stac(passes, ["reflectance"])
+    assert "groupby='solar_day'" in str(raised.value)
     per_tile = open_stac(passes, ["reflectance"], group_by="grid")
     assert [dataset.sizes["time"] for dataset in per_tile.values()] == [3, 3]
+
+
+def test_publishing_by_solar_day_stores_one_step_per_pass(
+    tmp_path: Path, passes: list[pystac.Item]
+) -> None:
+    collection = pystac.Collection(
+        "passes", "two tiles, three passes", pystac.Extent.from_items(passes)
+    )
+    collection.add_items(passes)
+    collection.normalize_hrefs(str(tmp_path / "stac"))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+
+    publish(collection, tmp_path / "passes.icechunk", assets=["reflectance"], groupby="solar_day")
+
+    stored = open_stac(collection)
+    parsed = open_stac(passes, ["reflectance"], groupby="solar_day", use_published=False)
+    assert dict(stored["reflectance"].sizes) == {"time": 3, "band": 4, "y": SIZE, "x": 2 * SIZE}
+    xr.testing.assert_identical(stored["reflectance"].load(), parsed["reflectance"].load())
+
+
+def test_cluster_batches_never_split_a_time_step(passes: list[pystac.Item]) -> None:
+    in_time_order = sorted(passes, key=lambda item: (item.datetime, item.id))
+    steps = assign_groups(in_time_order, "solar_day")
+
+    batches = batched(in_time_order, 1, steps)
+
+    assert [[item.id for item in batch] for batch in batches] == [
+        [f"T0_d{day}", f"T1_d{day}"] for day in (0, 1, 2)
+    ]
 
 
 def test_a_reprocessed_copy_of_a_tile_is_refused_naming_both(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pystac
 import pytest
 from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac import SCHEMA_URI, open_stac, publish
 
 if TYPE_CHECKING:
@@ -98,3 +99,79 @@ def test_a_store_appended_to_before_the_move_reads_every_item_after_it(
     for step, day in enumerate(DAYS):
         expected = read_band(elsewhere / day / "B02.tif")
         np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)
+
+
+def side_by_side(scenes: Scenes, root: Path) -> pystac.Catalog:
+    """``root/stac/`` (catalog, collection, items) beside ``root/data/`` (the COGs they name
+    relatively); the third scene stays outside ``root``, named by an absolute href."""
+    catalog = pystac.Catalog("root", "catalog beside its data")
+    items = sorted(scenes.items, key=lambda item: item.id)
+    collection = pystac.Collection("scenes", "three scenes", pystac.Extent.from_items(items))
+    catalog.add_child(collection)
+    for item in items:
+        item.assets = {"B02": item.assets["B02"]}
+        collection.add_item(item)
+    catalog.normalize_hrefs(str(root / "stac"))
+    for item in items[:2]:
+        data = root / "data" / item.id / "B02.tif"
+        data.parent.mkdir(parents=True)
+        shutil.copy(scenes.files[item.id]["B02"], data)
+        item.assets["B02"].href = f"../../../data/{item.id}/B02.tif"
+    outside = scenes.files[items[2].id]["B02"]
+    items[2].assets["B02"].href = str(outside)
+    catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    return catalog
+
+
+@pytest.mark.parametrize("layout", ["icechunk", "json"])
+def test_a_catalog_beside_its_data_and_stores_moves_with_them(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str, validator: Any
+) -> None:
+    format, kerchunk_format, name = TARGETS[layout]
+    root = tmp_path / "root"
+    catalog = side_by_side(scenes, root)
+    collection = catalog.get_child("scenes")
+    assert isinstance(collection, pystac.Collection)
+    publish(collection, root / "stores" / name, format=format, kerchunk_format=kerchunk_format)
+    catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    saved = json.loads((root / "stac" / "scenes" / "collection.json").read_text())
+    asset = saved["assets"][format]
+    assert asset["href"] == f"../../stores/{name}"
+    # The directory holding the catalog, the store and the relatively named COGs, not the
+    # third scene's: its absolute href does not move with the catalog.
+    assert asset["virtual:root"] == root.as_uri() + "/"
+    assert asset["virtual:root_levels"] == 1
+    assert SCHEMA_URI in collection.validate(validator=validator)
+
+    elsewhere = tmp_path / "elsewhere" / "moved"
+    elsewhere.parent.mkdir()
+    shutil.move(root, elsewhere)
+    outside = scenes.files["S2_2"]["B02"].parent.as_uri() + "/"
+    moved = pystac.Collection.from_file(str(elsewhere / "stac" / "scenes" / "collection.json"))
+    after = open_stac(moved, authorize=[outside])
+    assert after["B02"].chunks is not None  # read from the store, not parsed from sources
+    after = after.load()
+    for step, day in enumerate(("S2_0", "S2_1")):
+        expected = read_band(elsewhere / "data" / day / "B02.tif")
+        np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)
+    np.testing.assert_array_equal(
+        after["B02"].isel(time=2).values, read_band(scenes.files["S2_2"]["B02"])
+    )
+
+
+def test_a_catalog_cannot_claim_the_filesystem_root_as_its_moving_directory(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    catalog = side_by_side(scenes, root)
+    collection = catalog.get_child("scenes")
+    assert isinstance(collection, pystac.Collection)
+    publish(collection, root / "stores" / "scenes.json", format="kerchunk")
+    catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    path = root / "stac" / "scenes" / "collection.json"
+    saved = json.loads(path.read_text())
+    saved["assets"]["kerchunk"]["virtual:root_levels"] = len(root.parts) + 5
+    path.write_text(json.dumps(saved))
+
+    with pytest.raises(UnregisteredURLError, match="virtual chunk container"):
+        open_stac(pystac.Collection.from_file(str(path)), authorize=[tmp_path.as_uri() + "/S2_2/"])

@@ -2,10 +2,12 @@
 
 The whole catalog workflow, with no network:
 
-1. write sample files with independent writers (netCDF4 files by the netCDF4 library, COGs by
-   GDAL) and a static STAC catalog and an Intake catalog over them (:mod:`.catalog`);
+1. write sample files with independent writers (netCDF4 files by the netCDF4 library; 4-band
+   pixel-interleaved COGs of two adjacent tiles per pass, stamped seconds apart, by GDAL) and
+   a static STAC catalog (``eo:bands`` names, ``raster:bands`` scale and offset) and an Intake
+   catalog over them (:mod:`.catalog`);
 2. open the STAC collections as virtual datasets, reading only COG headers and HDF5 chunk
-   indexes;
+   indexes: the two tiles of each pass become one time step;
 3. publish them, the scenes as an Icechunk repository and the temperature archive as Kerchunk
    references, and record the stores in the STAC catalog;
 4. open the Intake catalog's entries with ``to_dask()`` (they now read the published stores)
@@ -17,6 +19,7 @@ It prints a short summary and exits non-zero if any value differs.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import time
 from collections.abc import Sequence
@@ -27,7 +30,16 @@ import pystac
 import xarray as xr
 
 from virtualstac.demo.catalog import write_demo_catalogs
-from virtualstac.demo.samples import SCENE_BANDS, Scene, write_sample_archive, write_sample_scenes
+from virtualstac.demo.samples import (
+    SCENE_BANDS,
+    SCENE_ORIGIN,
+    SCENE_RESOLUTION,
+    SCENE_SHAPE,
+    TILE_STAMP_GAP,
+    Scene,
+    write_sample_archive,
+    write_sample_scenes,
+)
 from virtualstac.manifests import ManifestArray
 from virtualstac.storage import counting_reads
 
@@ -42,23 +54,32 @@ def _references(dataset: xr.Dataset) -> int:
     )
 
 
-def _direct_scenes(scenes: Sequence[Scene]) -> dict[str, np.ndarray]:
-    """Every band of every scene, read by rasterio (GDAL), stacked along time."""
+def _direct_scenes(scenes: Sequence[Scene], decoded: xr.DataArray) -> np.ndarray:
+    """The passes as rasterio (GDAL) reads them, tiles placed by their geotransforms, decoded
+    as xarray decoded ``decoded`` (nodata to NaN, scale and offset): (time, band, y, x)."""
     import rasterio
 
-    bands = {}
-    for band in SCENE_BANDS:
-        planes = []
-        for scene in scenes:
-            with rasterio.open(scene.bands[band]) as source:
-                planes.append(source.read(1))
-        bands[band] = np.stack(planes)
-    return bands
+    rows, columns = SCENE_SHAPE
+    passes: dict[dt.date, np.ndarray] = {}
+    for scene in scenes:
+        mosaic = passes.setdefault(
+            scene.datetime.date(), np.zeros((len(SCENE_BANDS), rows, 2 * columns), "uint16")
+        )
+        with rasterio.open(scene.path) as source:
+            column = round((source.transform.c - SCENE_ORIGIN[0]) / SCENE_RESOLUTION)
+            mosaic[:, :, column : column + columns] = source.read()
+    raw = np.stack([passes[day] for day in sorted(passes)])
+    scale = decoded.encoding.get("scale_factor", 1)
+    offset = decoded.encoding.get("add_offset", 0)
+    values = raw.astype(decoded.dtype) * np.asarray(scale, decoded.dtype)
+    values += np.asarray(offset, decoded.dtype)
+    return np.where(raw == decoded.encoding.get("_FillValue"), np.nan, values)
 
 
-def _ndvi(red: np.ndarray, nir: np.ndarray) -> float:
-    red64, nir64 = red.astype("float64"), nir.astype("float64")
-    return float(np.mean((nir64 - red64) / (nir64 + red64)))
+def _ndvi(reflectance: xr.DataArray | np.ndarray, red: int, nir: int) -> float:
+    values = np.asarray(reflectance, "float64")
+    ratio = (values[:, nir] - values[:, red]) / (values[:, nir] + values[:, red])
+    return float(np.nanmean(ratio))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m virtualstac.demo", description=__doc__)
     parser.add_argument("--output", type=Path, default=Path("demo-output"))
     parser.add_argument("--days", type=int, default=4, help="daily netCDF4 files to write")
-    parser.add_argument("--scenes", type=int, default=3, help="COG scenes to write")
+    parser.add_argument("--scenes", type=int, default=3, help="passes over the two tiles")
     parser.add_argument(
         "--no-publish",
         action="store_true",
@@ -82,19 +103,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 1. Sample files and the catalogs over them.
     archive = write_sample_archive(root / "data" / "temperature", args.days)
     scenes = write_sample_scenes(root / "data" / "scenes", args.scenes)
-    files = [*archive, *(path for scene in scenes for path in scene.bands.values())]
+    files = [*archive, *(scene.path for scene in scenes)]
     size = sum(path.stat().st_size for path in files)
     write_demo_catalogs(root, archive, scenes)
     print(
         f"1. wrote {len(files)} files ({size:,} bytes: {len(archive)} netCDF4, "
-        f"{len(files) - len(archive)} COGs) and their catalogs to {root}"
+        f"{len(scenes)} 4-band COGs of 2 tiles x {args.scenes} passes, the tiles of a pass "
+        f"stamped {TILE_STAMP_GAP.seconds} s apart) and their catalogs to {root}"
     )
     if args.no_publish:
         return 0
 
     import icechunk
 
-    from virtualstac.stac import VirtualExtension, publish
+    from virtualstac.stac import VirtualExtension, open_stac, publish
 
     # Icechunk warns that a local repository is unsafe for concurrent commits: true, and beside
     # the point of a demo that commits from one process.
@@ -108,20 +130,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(temperature_collection, pystac.Collection)
     parse_started = time.perf_counter()
     with counting_reads() as parsing:
-        cube = VirtualExtension.ext(scene_collection).to_xarray(references=True)
+        cube = open_stac(scene_collection, ["reflectance"], groupby="solar_day", references=True)
         temperature = VirtualExtension.ext(temperature_collection).to_xarray(references=True)
     parse_seconds = time.perf_counter() - parse_started
     references = _references(cube) + _references(temperature)
     print(
         f"2. virtualized {len(files)} files in {parse_seconds:.2f} s: {references} chunk "
         f"references from {parsing.bytes:,} bytes of headers and indexes ({parsing.requests} "
-        f"reads); scenes {dict(cube.sizes)}, "
+        f"reads); scenes {dict(cube.sizes)} (both tiles of each pass in one time step), "
         f"temperature {dict(temperature.sizes)}"
     )
 
     # 3. Publish both collections and record the stores in the catalog.
     stores = root / "stores"
-    publish(scene_collection, stores / "scenes.icechunk", format="icechunk")
+    publish(
+        scene_collection,
+        stores / "scenes.icechunk",
+        assets=["reflectance"],
+        groupby="solar_day",
+        format="icechunk",
+    )
     publish(temperature_collection, stores / "temperature.json", format="kerchunk")
     catalog.save(pystac.CatalogType.SELF_CONTAINED)
     snapshot = scene_collection.assets["icechunk"].extra_fields["version"]
@@ -138,15 +166,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     entries = intake.open_catalog(str(root / "catalog.yaml"))
     read_started = time.perf_counter()
     opened_scenes = entries.scenes.to_dask()
-    virtual_ndvi = _ndvi(opened_scenes["red"].values, opened_scenes["nir"].values)
+    reflectance = opened_scenes["reflectance"].transpose("time", "band", "y", "x")
+    labels = [str(label) for label in opened_scenes["band"].values]
+    values = reflectance.values
+    red, nir = 2, 3  # B04, B08
+    virtual_ndvi = _ndvi(values, red, nir)
     opened_temperature = entries.temperature_stac.to_dask()
     virtual_t2m = float(opened_temperature["t2m"].mean())
     read_seconds = time.perf_counter() - read_started
-    direct = _direct_scenes(scenes)
-    direct_ndvi = _ndvi(direct["red"], direct["nir"])
-    scenes_identical = all(
-        np.array_equal(opened_scenes[band].values, direct[band]) for band in SCENE_BANDS
-    )
+    direct = _direct_scenes(scenes, opened_scenes["reflectance"])
+    direct_ndvi = _ndvi(direct, red, nir)
+    scenes_identical = bool(np.allclose(values, direct, rtol=1e-6, atol=0, equal_nan=True))
     with xr.open_mfdataset(archive, engine="netcdf4", combine="by_coords") as netcdf:
         direct_temperature = netcdf["t2m"].load()
     files_entry = entries.temperature.to_dask()
@@ -156,9 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     direct_t2m = float(direct_temperature.mean())
     print(
-        f"4. intake: scenes mean NDVI {virtual_ndvi:.6f} (rasterio: {direct_ndvi:.6f}), "
-        f"temperature mean t2m {virtual_t2m:.4f} K (netCDF4: {direct_t2m:.4f} K) in "
-        f"{read_seconds:.2f} s; all values identical: "
+        f"4. intake: scenes {dict(reflectance.sizes)} {reflectance.dtype}, bands {labels}, "
+        f"{int(np.isnan(values).sum()):,} nodata pixels as NaN; mean NDVI {virtual_ndvi:.6f} "
+        f"(rasterio: {direct_ndvi:.6f}), temperature mean t2m {virtual_t2m:.4f} K (netCDF4: "
+        f"{direct_t2m:.4f} K) in {read_seconds:.2f} s; all values identical: "
         f"{scenes_identical and temperature_identical}"
     )
     print(f"done in {time.perf_counter() - started:.2f} s")

@@ -10,7 +10,7 @@ Layout under the catalog root::
     stac/catalog.json                         STAC root catalog
     stac/<collection>/collection.json         one collection per sample kind
     stac/<collection>/<item>/<item>.json      items; assets point into data/
-    data/temperature/*.nc, data/scenes/<scene>/<band>.tif
+    data/temperature/*.nc, data/scenes/<scene>/reflectance.tif
 """
 
 from __future__ import annotations
@@ -21,12 +21,17 @@ from pathlib import Path
 
 import pyproj
 import pystac
+from pystac.extensions.eo import Band, EOExtension
 from pystac.extensions.projection import ProjectionExtension
+from pystac.extensions.raster import DataType, RasterBand, RasterExtension
 
 from virtualstac.demo.samples import (
+    SCENE_BANDS,
     SCENE_CRS,
+    SCENE_OFFSET,
     SCENE_ORIGIN,
     SCENE_RESOLUTION,
+    SCENE_SCALE,
     SCENE_SHAPE,
     Scene,
 )
@@ -56,27 +61,23 @@ sources:
     args:
       url: "{{ CATALOG_DIR }}/stac/temperature/collection.json"
   scenes:
-    description: Red and near-infrared COGs of three scenes, a datacube along time
+    description: 4-band reflectance of two adjacent tiles, one time step per pass
     driver: stac_virtual
-    parameters:
-      bands:
-        description: Band assets to open
-        type: list
-        default: [red, nir]
     args:
       url: "{{ CATALOG_DIR }}/stac/scenes/collection.json"
-      assets: "{{ bands }}"
+      assets: reflectance
+      groupby: solar_day
 """
 
 
-def _lonlat_bbox() -> list[float]:
-    """Bounding box of the scenes' UTM grid in longitude/latitude, rounded for stable JSON."""
+def _lonlat_bbox(west: float, columns: int) -> list[float]:
+    """Bounding box of a tile of the UTM grid in longitude/latitude, rounded for stable JSON."""
     to_lonlat = pyproj.Transformer.from_crs(SCENE_CRS, "EPSG:4326", always_xy=True)
-    left, top = SCENE_ORIGIN
-    right = left + SCENE_SHAPE[1] * SCENE_RESOLUTION
+    top = SCENE_ORIGIN[1]
+    right = west + columns * SCENE_RESOLUTION
     bottom = top - SCENE_SHAPE[0] * SCENE_RESOLUTION
-    west, south, east, north = to_lonlat.transform_bounds(left, bottom, right, top)
-    return [round(value, 6) for value in (west, south, east, north)]
+    bounds = to_lonlat.transform_bounds(west, bottom, right, top)
+    return [round(value, 6) for value in bounds]
 
 
 def _polygon(bbox: Sequence[float]) -> dict[str, object]:
@@ -118,31 +119,49 @@ def _temperature_collection(archive: Sequence[Path]) -> pystac.Collection:
     return collection
 
 
+def _scene_asset(scene: Scene) -> pystac.Asset:
+    """The reflectance COG, with its band names and how its counts scale to reflectance."""
+    asset = pystac.Asset(
+        str(scene.path.resolve()),
+        title="Surface reflectance x 10,000 + 1,000",
+        media_type=COG,
+        roles=["data", "reflectance"],
+    )
+    EOExtension.ext(asset).bands = [
+        Band.create(name=name, common_name=common) for name, common in SCENE_BANDS
+    ]
+    RasterExtension.ext(asset).bands = [
+        RasterBand.create(
+            nodata=0,
+            data_type=DataType.UINT16,
+            scale=SCENE_SCALE,
+            offset=SCENE_OFFSET,
+            spatial_resolution=SCENE_RESOLUTION,
+        )
+        for _ in SCENE_BANDS
+    ]
+    return asset
+
+
 def _scenes_collection(scenes: Sequence[Scene]) -> pystac.Collection:
-    bbox = _lonlat_bbox()
+    bbox = _lonlat_bbox(SCENE_ORIGIN[0], 2 * SCENE_SHAPE[1])
     collection = pystac.Collection(
         "scenes",
-        "Red and near-infrared reflectance of one 10 m UTM tile, one COG per band.",
+        "Surface reflectance (blue, green, red, near infrared) of two adjacent 10 m UTM tiles, "
+        "one 4-band COG per tile and pass; the tiles of a pass are stamped seconds apart.",
         _extent(bbox, scenes[0].datetime, scenes[-1].datetime),
         title="Demo scenes",
         license="CC0-1.0",
     )
-    transform = [SCENE_RESOLUTION, 0.0, SCENE_ORIGIN[0], 0.0, -SCENE_RESOLUTION, SCENE_ORIGIN[1]]
     for scene in scenes:
-        item = pystac.Item(scene.id, _polygon(bbox), bbox, scene.datetime, {})
-        VirtualExtension.add_to(item)  # so that VirtualExtension.ext(item).to_xarray() works
-        projection = ProjectionExtension.ext(item, add_if_missing=True)
+        tile_bbox = _lonlat_bbox(scene.west, SCENE_SHAPE[1])
+        item = pystac.Item(scene.id, _polygon(tile_bbox), tile_bbox, scene.datetime, {})
+        for extension in (VirtualExtension, ProjectionExtension, EOExtension, RasterExtension):
+            extension.add_to(item)  # VirtualExtension: so that .ext(item).to_xarray() works
+        transform = [SCENE_RESOLUTION, 0.0, scene.west, 0.0, -SCENE_RESOLUTION, SCENE_ORIGIN[1]]
+        projection = ProjectionExtension.ext(item)
         projection.apply(code=SCENE_CRS, shape=list(SCENE_SHAPE), transform=transform)
-        for band, path in scene.bands.items():
-            item.add_asset(
-                band,
-                pystac.Asset(
-                    str(path.resolve()),
-                    title=f"{band} reflectance x 10,000",
-                    media_type=COG,
-                    roles=["data", "reflectance"],
-                ),
-            )
+        item.add_asset("reflectance", _scene_asset(scene))
         collection.add_item(item)
     return collection
 

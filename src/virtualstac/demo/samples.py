@@ -2,8 +2,9 @@
 
 - :func:`write_sample_archive`: daily netCDF4 files of hourly 2 m temperature, written by the
   netCDF4 library (packed ``int16`` with ``scale_factor``/``add_offset``, zlib + shuffle).
-- :func:`write_sample_scenes`: Sentinel-2-like scenes, one Cloud-Optimized GeoTIFF per band,
-  written by GDAL through rasterio (tiled, deflate with a predictor, overviews).
+- :func:`write_sample_scenes`: Sentinel-2-like scenes of two adjacent tiles per pass, stamped
+  seconds apart, each one 4-band pixel-interleaved Cloud-Optimized GeoTIFF written by GDAL
+  through rasterio (tiled, deflate with a predictor, overviews).
 
 Both need the writers of the ``test`` extra (netCDF4, rasterio), as the demo does.
 """
@@ -19,21 +20,36 @@ import numpy as np
 __all__ = [
     "SCENE_BANDS",
     "SCENE_CRS",
+    "SCENE_OFFSET",
     "SCENE_ORIGIN",
     "SCENE_RESOLUTION",
+    "SCENE_SCALE",
     "SCENE_SHAPE",
+    "SCENE_TILES",
+    "TILE_STAMP_GAP",
     "Scene",
     "write_sample_archive",
     "write_sample_scenes",
 ]
 
-#: Band names of every scene, each one COG.
-SCENE_BANDS: tuple[str, ...] = ("red", "nir")
-#: The scenes' grid: UTM zone 33N, 10 m pixels, upper-left corner, rows x columns.
+#: The bands of every scene's reflectance COG, with their common names (``eo:bands``).
+SCENE_BANDS: tuple[tuple[str, str], ...] = (
+    ("B02", "blue"),
+    ("B03", "green"),
+    ("B04", "red"),
+    ("B08", "nir"),
+)
+#: Reflectance is stored as ``round((reflectance - SCENE_OFFSET) / SCENE_SCALE)``, 0 nodata.
+SCENE_SCALE, SCENE_OFFSET = 1e-4, -0.1
+#: The tiles' grid: UTM zone 33N, 10 m pixels, the western tile's upper-left corner; each
+#: tile is SCENE_SHAPE pixels, the eastern one starts where the western one ends.
 SCENE_CRS = "EPSG:32633"
 SCENE_RESOLUTION = 10.0
 SCENE_ORIGIN = (499980.0, 4000020.0)
-SCENE_SHAPE = (512, 768)
+SCENE_SHAPE = (512, 512)
+SCENE_TILES = ("33SVB", "33SWB")
+#: The eastern tile is stamped this long after the western one, as one pass stamps its tiles.
+TILE_STAMP_GAP = dt.timedelta(seconds=5)
 
 
 def write_sample_archive(directory: Path, days: int = 4) -> list[Path]:
@@ -82,58 +98,70 @@ def write_sample_archive(directory: Path, days: int = 4) -> list[Path]:
 
 @dataclass(frozen=True)
 class Scene:
-    """One acquisition: its id, time, and one COG per band."""
+    """One tile of one pass: its id, tile, time, and its 4-band reflectance COG."""
 
     id: str
+    tile: int
     datetime: dt.datetime
-    bands: dict[str, Path]
+    path: Path
+
+    @property
+    def west(self) -> float:
+        """The easting of the tile's left edge."""
+        return SCENE_ORIGIN[0] + self.tile * SCENE_SHAPE[1] * SCENE_RESOLUTION
 
 
-def write_sample_scenes(directory: Path, count: int = 3) -> list[Scene]:
-    """Write ``count`` scenes, five days apart, each one COG per band in its own directory.
+def write_sample_scenes(directory: Path, count: int = 3, tiles: int = 2) -> list[Scene]:
+    """Write ``count`` passes, five days apart, over ``tiles`` adjacent tiles (at most two).
 
-    Reflectances are ``uint16`` (scaled by 10,000, 0 is nodata): a smooth field of vegetation
-    whose greenness changes from scene to scene, plus seeded noise, so the COGs compress like
-    real ones and every scene differs.
+    Each scene is one COG of the four bands in GDAL's default pixel interleave, ``uint16``
+    reflectance scaled by 10,000 and offset by -0.1 (Sentinel-2 L2A's encoding), 0 is nodata
+    (a strip outside the swath): a smooth field of vegetation whose greenness changes from
+    pass to pass, continuous across the two tiles, plus seeded noise, so the COGs compress like
+    real ones and every scene differs. Returned in time order.
     """
     import rasterio
     from rasterio.transform import from_origin
 
     rows, columns = SCENE_SHAPE
-    y, x = np.mgrid[0:rows, 0:columns]
-    transform = from_origin(*SCENE_ORIGIN, SCENE_RESOLUTION, SCENE_RESOLUTION)
     scenes = []
     for index in range(count):
-        when = dt.datetime(2024, 5, 1 + 5 * index, 10, 0, tzinfo=dt.UTC)
-        scene_id = f"scene-{when:%Y-%m-%d}"
-        folder = directory / scene_id
-        folder.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(index)
-        greenness = 0.5 + 0.4 * np.sin(x / 90.0 + index) * np.cos(y / 70.0)
-        reflectance = {
-            "red": 0.12 - 0.08 * greenness,
-            "nir": 0.15 + 0.35 * greenness,
-        }
-        bands = {}
-        for band in SCENE_BANDS:
-            noisy = reflectance[band] + rng.normal(0, 0.005, SCENE_SHAPE)
-            values = np.clip(np.round(noisy * 10_000), 1, 10_000).astype("uint16")
-            path = folder / f"{band}.tif"
+        start = dt.datetime(2024, 5, 1 + 5 * index, 10, 0, tzinfo=dt.UTC)
+        for tile, name in enumerate(SCENE_TILES[:tiles]):
+            when = start + tile * TILE_STAMP_GAP
+            scene_id = f"S2B_{name}_{when:%Y%m%d}"
+            rng = np.random.default_rng(10 * index + tile)
+            y, x = np.mgrid[0:rows, 0:columns]
+            x = x + tile * columns  # continuous across the tile boundary
+            greenness = 0.5 + 0.4 * np.sin(x / 90.0 + index) * np.cos(y / 70.0)
+            reflectance = (
+                0.06 + 0.02 * greenness,
+                0.08 + 0.04 * greenness,
+                0.12 - 0.08 * greenness,
+                0.15 + 0.35 * greenness,
+            )
+            noisy = np.stack([band + rng.normal(0, 0.005, SCENE_SHAPE) for band in reflectance])
+            counts = np.round((noisy - SCENE_OFFSET) / SCENE_SCALE)
+            values = np.clip(counts, 1, 65535).astype("uint16")
+            values[:, : 40 + 20 * index, :] = 0  # outside the swath: nodata
+            path = directory / scene_id / "reflectance.tif"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            west = SCENE_ORIGIN[0] + tile * columns * SCENE_RESOLUTION
             profile = {
                 "driver": "COG",
                 "width": columns,
                 "height": rows,
-                "count": 1,
+                "count": len(SCENE_BANDS),
                 "dtype": "uint16",
                 "crs": SCENE_CRS,
-                "transform": transform,
+                "transform": from_origin(west, SCENE_ORIGIN[1], SCENE_RESOLUTION, SCENE_RESOLUTION),
                 "nodata": 0,
                 "blocksize": 256,
                 "compress": "DEFLATE",
                 "predictor": 2,
             }
-            with rasterio.open(path, "w", **profile) as dst:
-                dst.write(values[np.newaxis])
-            bands[band] = path
-        scenes.append(Scene(scene_id, when, bands))
+            with rasterio.open(path, "w", **profile) as dst:  # pixel interleaved: GDAL's default
+                dst.write(values)
+                dst.descriptions = tuple(name for name, _ in SCENE_BANDS)
+            scenes.append(Scene(scene_id, tile, when, path))
     return scenes

@@ -111,7 +111,11 @@ def asset_registry(url: str, owner: Any, authorization: Authorization) -> Object
 
 
 def check_containers(
-    asset: pystac.Asset, store_url: str, containers: Iterable[str], authorization: Authorization
+    asset: pystac.Asset,
+    store_url: str,
+    containers: Iterable[str],
+    authorization: Authorization,
+    moving_root: str | None = None,
 ) -> None:
     """Refuse the containers of a published store that neither its home nor the user allows.
 
@@ -120,6 +124,8 @@ def check_containers(
     document (Collection or Item JSON) that names it, on the same host (links resolved) and
     not the root. A local store named by a remote document has no home. A document built in
     memory (no self href) was made by the user's program: its containers are all allowed.
+    ``moving_root``, the directory a relocatable catalog records as moving with it (where it is
+    now), is the catalog's own tree: containers below it are allowed too, unless it is the root.
 
     Raises
     ------
@@ -129,10 +135,11 @@ def check_containers(
     if asset.owner is not None and not asset.owner.get_self_href():
         return
     home = _home(asset, store_url)
+    homes = [place for place in (home, _tree(moving_root)) if place is not None]
     for container in containers:
         if authorization.covers(container):
             continue
-        if home is not None and within(container, [home]):
+        if within(container, homes):
             continue
         where = f"its home {home!r}" if home is not None else "where the catalog may point"
         raise UnregisteredURLError(
@@ -185,6 +192,14 @@ def _home(asset: pystac.Asset, store_url: str) -> str | None:
         if (here.scheme, here.netloc) == (there.scheme, there.netloc):
             directories.append(posixpath.dirname(located))
     common = _common_directory(directories)
+    return None if common is None else common + "/"
+
+
+def _tree(directory: str | None) -> str | None:
+    """``directory`` (links resolved) as a home, unless it is the root of its host."""
+    if directory is None:
+        return None
+    common = _common_directory([_real(directory.rstrip("/"))])
     return None if common is None else common + "/"
 
 

@@ -250,8 +250,22 @@ def _mosaic_of(
         raise MixedGridsError(
             f"{error}\nThey cannot be joined side by side either: {err}. Tiles join only on one "
             "CRS and pixel size, with the same time steps, as a complete rectangle of whole "
-            "chunks."
+            f"chunks.{_time_advice(cubes)}"
         ) from err
+
+
+def _time_advice(cubes: list[xr.Dataset]) -> str:
+    """Advice when the tiles' time steps differ: tiles of one pass are stamped seconds apart."""
+    if any("time" not in cube.indexes for cube in cubes):
+        return ""
+    steps = [cube.indexes["time"] for cube in cubes]
+    if all(step.equals(steps[0]) for step in steps):
+        return ""
+    return (
+        " The tiles' time steps differ (tiles of one pass are stamped seconds apart): "
+        "groupby='solar_day' makes the items of one day one time step (or groupby='<property>' "
+        "for items sharing a property, such as a datatake id)."
+    )
 
 
 def _concat_items(

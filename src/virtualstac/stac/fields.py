@@ -19,6 +19,7 @@ __all__ = [
     "PARSER_PROP",
     "PREFIX",
     "PUBLISHED_FORMATS",
+    "ROOT_LEVELS_PROP",
     "ROOT_PROP",
     "SCHEMA_URI",
     "VARIABLE_PROP",
@@ -42,6 +43,8 @@ CONTAINERS_PROP: str = PREFIX + "containers"
 ITEMS_PROP: str = PREFIX + "items"
 #: The directory a relocatable catalog was published in.
 ROOT_PROP: str = PREFIX + "root"
+#: How many directories above the root catalog's directory ``virtual:root`` is (0 if absent).
+ROOT_LEVELS_PROP: str = PREFIX + "root_levels"
 
 #: Values of ``virtual:parser``.
 PARSERS: tuple[str, ...] = ("tiff", "hdf", "netcdf3", "zarr", "kerchunk-json", "kerchunk-parquet")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,11 +35,13 @@ import pystac
 from virtualstac.errors import IncompatibleArraysError
 
 __all__ = [
+    "AssignedGroups",
     "DuplicateTimeError",
     "GroupBy",
     "GroupingError",
     "OverlappingItemsError",
     "TimeGroup",
+    "assign_groups",
     "group_items",
     "item_time",
 ]
@@ -94,6 +96,25 @@ def group_items(items: Sequence[pystac.Item], groupby: GroupBy = "time") -> list
         if before.time == after.time:
             raise DuplicateTimeError(_duplicate_message(before, after, groupby))
     return groups
+
+
+@dataclass(frozen=True)
+class AssignedGroups:
+    """A grouping decided once, applied to Items by id: a publishing client groups all the
+    items it publishes (the solar day's longitude is taken over all of them) and its workers,
+    each opening a share, group theirs the same way. Picklable, unlike most callables."""
+
+    steps: Mapping[str, int]
+
+    def __call__(self, item: pystac.Item) -> Hashable:
+        """The time step ``item`` belongs to."""
+        return self.steps[item.id]
+
+
+def assign_groups(items: Sequence[pystac.Item], groupby: GroupBy) -> AssignedGroups:
+    """Group ``items`` now (see :func:`group_items`) and keep each one's step by its id."""
+    groups = group_items(items, groupby)
+    return AssignedGroups({item.id: n for n, group in enumerate(groups) for item in group.items})
 
 
 def _duplicate_message(before: TimeGroup, after: TimeGroup, groupby: GroupBy) -> str:

@@ -31,6 +31,7 @@ import pystac
 from virtualstac.errors import NotWritableError
 from virtualstac.progress import step
 from virtualstac.stac.asset_reading import UnsupportedAssetError
+from virtualstac.stac.grouping import GroupBy, assign_groups
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.levels import Levels
 from virtualstac.stac.publish_distributed import Batches, Opening, is_cluster
@@ -77,6 +78,7 @@ def publish(
     assets: Iterable[str] | None = None,
     asset_key: str | None = None,
     concat_dim: str = "time",
+    groupby: GroupBy | None = None,
     registry: ObjectStoreRegistry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     parallel: Executor | Literal["dask"] | bool | Any = False,
@@ -110,6 +112,11 @@ def publish(
         Key of the published asset on the Collection; by default the format's name.
     concat_dim
         Dimension the items are stacked and appended along.
+    groupby
+        Which items form one time step, as for :func:`open_stac` (``"solar_day"`` joins the
+        tiles of one pass stamped seconds apart). The new items are grouped together, so a
+        step must be published whole: a tile of a step already in the store is refused as
+        a time before the store's end.
     registry
         Allows reading the sources (and gives their credentials); its options also reach an
         object-store target it covers. By default the directory or bucket of every asset.
@@ -191,7 +198,8 @@ def publish(
         raise UnsupportedAssetError("no STAC items to publish")
     if unwritable is not None:
         raise unwritable
-    sources = tuple(source for item in new for source in _sources(item, wanted))
+    chosen = [(item, source) for item in new for source in _sources(item, wanted)]
+    sources = tuple(source for _, source in chosen)
 
     base = previous.version if previous.recorded else None
     # With nothing new, the adopted store is recorded as it is.
@@ -199,7 +207,11 @@ def publish(
     batches: Writes | None = None
     references: ReferenceBatches | None = None
     dropped = None if drop_variables is None else list(drop_variables)
-    opening = Opening(wanted, registry, dropped, concat_dim, overviews)
+    groups = None if groupby is None or not new else assign_groups(new, groupby)
+    if groups is not None:
+        # Whole steps in order, so that batches never split one.
+        new.sort(key=lambda item: (groups(item), _moment(item)))
+    opening = Opening(wanted, registry, dropped, concat_dim, overviews, groups)
     if new and format == "icechunk" and is_cluster(parallel):
         appending = None if base is None else (place, base)
         batches = Batches(parallel, new, opening, appending=appending, where=place.href)
@@ -212,9 +224,17 @@ def publish(
     # Icechunk commits inside the step: writing and committing are one bar.
     label = "writing and committing" if format == "icechunk" else "writing references"
     writing = step(label, enabled=progress)
+    moving = publishing_root(
+        collection,
+        place.url,
+        [item.assets[source.key] for item, source in chosen],
+        collection.assets.get(key) if previous.recorded else None,
+    )
     if format == "icechunk":
         # Batches written by a cluster keep absolute references: such a store stays put.
-        root = _local(publishing_root(collection)) if batches is None else None
+        if batches is not None or moving is None or not moving.url.startswith("file://"):
+            moving = None
+        root = None if moving is None else moving.url
         with writing:
             version = publish_repository(
                 dataset if batches is None else batches,
@@ -237,6 +257,7 @@ def publish(
             (*previous.sources, *sources),
             version=version.snapshot,
             root=root,
+            root_levels=0 if moving is None else moving.levels,
         )
         described = version.dataset
     else:
@@ -252,6 +273,7 @@ def publish(
                     record, items=ids, sources=(*previous.sources, *sources)
                 ),
                 schemes=previous.schemes,
+                root=None if moving is None else moving.url,
             )
         store = PublishedStore(
             "kerchunk",
@@ -263,7 +285,8 @@ def publish(
             parser=written.parser,
             size=written.size,
             checksum=written.checksum,
-            root=publishing_root(collection),
+            root=None if moving is None else moving.url,
+            root_levels=0 if moving is None else moving.levels,
         )
         described = written.dataset
     schemes = _schemes(place, store.containers, settings, declared)
@@ -279,11 +302,6 @@ def _workers_write(kerchunk_format: str, place: Target, previous: PreviousStore)
     published ones, which this process reads.
     """
     return kerchunk_format == "parquet" and place.is_local and not previous.recorded
-
-
-def _local(root: str | None) -> str | None:
-    """A local catalog directory, whose Icechunk references are named after it."""
-    return root if root is not None and root.startswith("file://") else None
 
 
 def _items_and_collection(

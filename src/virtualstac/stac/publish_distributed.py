@@ -25,6 +25,7 @@ import xarray as xr
 
 from virtualstac.errors import WorkerLostError
 from virtualstac.manifests import ManifestGroup
+from virtualstac.stac.grouping import AssignedGroups
 from virtualstac.stac.levels import Levels, open_levels
 from virtualstac.stac.open import _open_stac
 from virtualstac.stac.publish_icechunk import (
@@ -64,6 +65,8 @@ class Opening:
     drop_variables: list[str] | None
     concat_dim: str
     overviews: bool
+    #: Which items form one time step, decided over all the items published.
+    groups: AssignedGroups | None = None
 
     def __call__(self, items: list[pystac.Item], *, parallel: Any, progress: bool) -> Levels:
         """The items' source assets as virtual datasets of references, with ``overviews``
@@ -78,6 +81,7 @@ class Opening:
                 progress=progress,
                 drop_variables=self.drop_variables,
                 concat_dim=self.concat_dim,
+                groupby=self.groups,
                 references=True,
                 overview_level=overview_level,
                 # The publisher owns the catalog: its storage schemes' endpoints are trusted.
@@ -153,7 +157,7 @@ class Batches(Writes):
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
         self._groups = [
             client.submit(parse, [document_of(item) for item in batch], key=self._key("parse", n))
-            for n, batch in enumerate(batched(items, size))
+            for n, batch in enumerate(batched(items, size, opening.groups))
         ]
         layouts = self._gather(
             [
@@ -211,12 +215,16 @@ class Batches(Writes):
         self._client.cancel(self._groups)
 
 
-def batched(items: Sequence[pystac.Item], size: int) -> list[list[pystac.Item]]:
+def batched(
+    items: Sequence[pystac.Item], size: int, groups: AssignedGroups | None = None
+) -> list[list[pystac.Item]]:
     """``items`` (in time order) cut into batches of about ``size``, never between two items
-    of the same time: opened together, those form one time step (``groupby="time"``)."""
+    of one time step (the same time, or the same of ``groups``): opened together, those are
+    joined into one step."""
+    step = _when if groups is None else groups
     batches: list[list[pystac.Item]] = []
     for item in items:
-        if batches and (len(batches[-1]) < size or _when(item) == _when(batches[-1][-1])):
+        if batches and (len(batches[-1]) < size or step(item) == step(batches[-1][-1])):
             batches[-1].append(item)
         else:
             batches.append([item])

@@ -236,7 +236,7 @@ def _create(commit: _Commit, target: Target) -> RepositoryVersion:
         if isinstance(commit.dataset, Writes)
         else _LocalWrites(first_group(commit.dataset, commit.concat_dim))
     )
-    containers = required_containers(group.sources(), commit.registry)
+    containers = required_containers(_unnamed(group, commit.root), commit.registry)
     config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
     if target.is_local:
         path = target.path
@@ -277,12 +277,11 @@ def _commit(
     config = repository.config
     declared = _named_containers(config)
     writes = group if isinstance(group, Writes) else _LocalWrites(group)
-    required = required_containers(writes.sources(), commit.registry)
+    required = required_containers(_unnamed(writes, commit.root), commit.registry)
     root = commit.root
     if root is not None and isinstance(writes, _LocalWrites):
         # References below a relocatable catalog's directory are named after its container.
         declare_root_container(config, root)
-        required = [spec for spec in required if not spec.prefix.startswith(root)]
         writes = _LocalWrites(writes.group, named_location(root))
     ensure_containers(config, required)
     containers = set(config.virtual_chunk_containers or {})
@@ -297,6 +296,14 @@ def _commit(
     if grown:
         repository.save_config()
     return repository, str(snapshot)
+
+
+def _unnamed(writes: Writes, root: str | None) -> Iterable[str]:
+    """The sources needing containers of their own: all but those below a relocatable
+    catalog's directory (named after its container), which only local writes name."""
+    if root is None or not isinstance(writes, _LocalWrites):
+        return writes.sources()
+    return [url for url in writes.sources() if not url.startswith(root)]
 
 
 def _named_containers(config: Any) -> dict[str, str | None]:

@@ -65,6 +65,7 @@ def publish_references(
     registry: ObjectStoreRegistry | None,
     record: PublishRecord,
     schemes: Mapping[str, Mapping[str, Any]] | None = None,
+    root: str | None = None,
 ) -> ReferencesVersion:
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
@@ -72,7 +73,8 @@ def publish_references(
     nothing is published there yet). A sequence of datasets is an image pyramid (finest
     first), written as a multiscales group (:mod:`virtualstac.stac.levels`). With ``dataset``
     None nothing is written: the published references are described as they are.
-    ``record`` (its containers filled in) is written into the references.
+    ``record`` (its containers filled in) is written into the references. References below
+    ``root``, the directory of a relocatable catalog, get containers of their own.
     :class:`~virtualstac.stac.publish_references_distributed.ReferenceBatches` (new parquet
     references at a local target) are written by the cluster's workers that parsed them.
     """
@@ -83,7 +85,7 @@ def publish_references(
         if previous_containers is not None:
             raise ValueError("a cluster's workers write new references, not appended ones")
         _check_new(target)
-        return _write_batches(dataset, target, registry, record)
+        return _write_batches(dataset, target, registry, record, root)
     combined: dict[str, xr.Dataset] = {}
     if previous_containers is None:
         if dataset is None:
@@ -107,7 +109,7 @@ def publish_references(
             return dataset_to_group(combined[path])
 
     group = pyramid_group(dataset, joined)
-    containers = tuple(spec.prefix for spec in required_containers(group, registry))
+    containers = tuple(spec.prefix for spec in required_containers(group, registry, apart=root))
     notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
     size = checksum = None
     if kerchunk_format == "json":
@@ -138,10 +140,12 @@ def _write_batches(
     target: Target,
     registry: ObjectStoreRegistry | None,
     record: PublishRecord,
+    root: str | None,
 ) -> ReferencesVersion:
     """Write new parquet references whose records the cluster's workers write."""
     assert target.is_local, "the workers write into a directory they see"
-    containers = tuple(spec.prefix for spec in required_containers(batches.sources(), registry))
+    found = required_containers(batches.sources(), registry, apart=root)
+    containers = tuple(spec.prefix for spec in found)
     notes = {RECORD_KEY: replace(record, containers=containers).to_json()}
     with replacing(target.path) as staged:
         batches.write(staged, record_size=RECORD_SIZE, notes=notes)

@@ -181,7 +181,7 @@ class ReferenceBatches:
             client.submit(
                 _Parse(opening), [document_of(item) for item in batch], key=self._key("parse", n)
             )
-            for n, batch in enumerate(batched(items, size))
+            for n, batch in enumerate(batched(items, size, opening.groups))
         ]
         summaries: list[_Summary] = self._gather(
             [

@@ -54,7 +54,7 @@ from virtualstac.stac.published_stores import (
     published_assets,
     stores_by_grid,
 )
-from virtualstac.stac.relocation import moved, relocation
+from virtualstac.stac.relocation import current_root, moved, relocation
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -378,7 +378,7 @@ def open_published(
             f"a remote catalog names the local store {url!r}; authorize it if you trust it: "
             f"authorize=[{url!r}]"
         )
-    check_containers(asset, url, containers, authorization)
+    check_containers(asset, url, containers, authorization, moving_root=current_root(asset))
     schemes = scheme_options(asset, trust_endpoints=authorization.trust_catalog_endpoints)
     if fmt == "icechunk":
         store = _icechunk_store(asset, url, containers, schemes, registry, mapping)

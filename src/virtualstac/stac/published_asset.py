@@ -11,8 +11,9 @@ A published store becomes a Collection asset with:
 - ``file:size`` / ``file:checksum`` (sha2-256 multihash) for a Kerchunk JSON file;
 - ``storage:refs`` naming the Collection's ``storage:schemes`` of the object stores it uses;
 - ``virtual:format``, ``virtual:version``, ``virtual:containers``, ``virtual:items``;
-- ``virtual:root`` for a relocatable catalog (one whose links are relative): the directory it
-  was published in, while the store's href, ``vrt:hrefs`` and the store link are relative to
+- ``virtual:root`` for a relocatable catalog (one whose links are relative): the directory
+  that moves with it (``virtual:root_levels`` above the root catalog's directory), while the
+  store's href, ``vrt:hrefs`` and the store link are relative to
   the Collection, so the directory can move as a whole (see
   :mod:`virtualstac.stac.relocation`);
 
@@ -38,7 +39,7 @@ from pystac.utils import make_absolute_href, make_relative_href
 
 from virtualstac.stac.datacube import datacube_fields
 from virtualstac.stac.extension import VirtualExtension
-from virtualstac.stac.fields import ROOT_PROP
+from virtualstac.stac.fields import ROOT_LEVELS_PROP, ROOT_PROP
 
 __all__ = [
     "MEDIA_TYPES",
@@ -101,6 +102,7 @@ class PublishedStore:
     size: int | None = None
     checksum: str | None = None
     root: str | None = None
+    root_levels: int = 0
 
 
 def absolute_source(href: str, start: str | None) -> str:
@@ -208,6 +210,8 @@ def add_published_asset(
     )
     if store.root is not None:
         asset.extra_fields[ROOT_PROP] = store.root
+        if store.root_levels:
+            asset.extra_fields[ROOT_LEVELS_PROP] = store.root_levels
     _attach(collection, key, asset, draft.stac_extensions, schemes)
 
 

@@ -2,11 +2,15 @@
 
 A catalog whose own links are relative (pystac's ``SELF_CONTAINED`` or ``RELATIVE_PUBLISHED``)
 gets a published asset with a relative href and relative ``vrt:hrefs``, and records the
-directory it was published in (``virtual:root``). The references inside the store stay
-absolute URLs, as every reader expects. A reader that finds the catalog in another directory
-maps every URL below the recorded one to the same place below the current one: the store's
-virtual chunk containers, Kerchunk references (the parsers' ``relocate=`` option) and the
-local sources an Icechunk commit records.
+directory that moves with the catalog (``virtual:root``): the deepest one holding the root
+catalog's directory, the store (if local) and every source the items name by a relative href
+(``root/stac/catalog.json`` beside ``root/data/`` and ``root/stores/`` records ``root/``).
+How far above the root catalog's directory it is (``virtual:root_levels``, 0 when absent) lets a
+reader find it again. Sources named by absolute hrefs stay where they are. The references
+inside the store stay absolute URLs, as every reader expects. A reader that finds the catalog
+in another directory maps every URL below the recorded directory to the same place below its
+current one: the store's virtual chunk containers, Kerchunk references (the parsers'
+``relocate=`` option) and the local sources an Icechunk commit records.
 
 Icechunk resolves a local virtual chunk from the absolute path in its reference, whatever
 store its container has, so an absolute reference cannot follow a moved directory. References
@@ -18,18 +22,24 @@ moved sources, and plain Icechunk readers do the same with a container of that n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import posixpath
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import icechunk
 import pystac
+from pystac.utils import is_absolute_href
 
-from virtualstac.stac.fields import ROOT_PROP
+from virtualstac.stac.fields import ROOT_LEVELS_PROP, ROOT_PROP
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [
     "ROOT_CONTAINER",
+    "MovingRoot",
     "catalog_directory",
+    "current_root",
     "declare_root_container",
     "moved",
     "named_location",
@@ -51,18 +61,81 @@ def catalog_directory(stac: Any) -> str | None:
     return normalize_url(href).rsplit("/", 1)[0] + "/"
 
 
-def publishing_root(collection: pystac.Collection) -> str | None:
+@dataclass(frozen=True)
+class MovingRoot:
+    """The directory that moves with a catalog: its URL (ending in ``/``) and how many levels
+    above the root catalog's directory it is."""
+
+    url: str
+    levels: int = 0
+
+
+def publishing_root(
+    collection: pystac.Collection,
+    store: str,
+    sources: Iterable[pystac.Asset] = (),
+    previous: pystac.Asset | None = None,
+) -> MovingRoot | None:
     """The directory to record for a Collection about to be published, or None.
 
     Only catalogs whose links are relative move as a whole; an absolute-published catalog
-    (or one never saved) keeps absolute hrefs.
+    (or one never saved) keeps absolute hrefs. The directory is the deepest one holding the
+    root catalog's directory, the ``store`` URL (on the catalog's host) and every one of
+    ``sources`` named by a relative href. A store published before (``previous``) keeps its
+    directory, where it is now: the references already written are relative to it.
     """
     root = _root_of(collection)
     if not isinstance(root, pystac.Catalog):
         return None
     if root.catalog_type == pystac.CatalogType.ABSOLUTE_PUBLISHED:
         return None
-    return catalog_directory(collection)
+    directory = catalog_directory(collection)
+    if directory is None:
+        return None
+    kept = current_root(previous) if previous is not None else None
+    if kept is not None:
+        return MovingRoot(kept, _levels(kept, directory))
+    urls = [directory, store]
+    for asset in sources:
+        href = asset.get_absolute_href()
+        if href and not is_absolute_href(asset.href):
+            urls.append(normalize_url(href))
+    common = _common(directory, urls)
+    return MovingRoot(common, _levels(common, directory))
+
+
+def current_root(asset: pystac.Asset) -> str | None:
+    """Where the directory recorded by ``asset`` (``virtual:root``) is now, or None."""
+    recorded = asset.extra_fields.get(ROOT_PROP)
+    directory = catalog_directory(asset.owner)
+    if not isinstance(recorded, str) or directory is None:
+        return None
+    levels = asset.extra_fields.get(ROOT_LEVELS_PROP, 0)
+    if not isinstance(levels, int) or isinstance(levels, bool) or levels < 0:
+        return None
+    parts = urlsplit(directory)
+    path = parts.path.rstrip("/")
+    for _ in range(levels):
+        path = posixpath.dirname(path)
+    return f"{parts.scheme}://{parts.netloc}{path.rstrip('/')}/"
+
+
+def _common(directory: str, urls: list[str]) -> str:
+    """The deepest directory of ``directory``'s host holding ``directory`` and ``urls``."""
+    here = urlsplit(directory)
+    paths = [here.path.rstrip("/") or "/"]
+    for url in urls[1:]:
+        there = urlsplit(url)
+        if (there.scheme, there.netloc) == (here.scheme, here.netloc):
+            paths.append(posixpath.dirname(there.path.rstrip("/")) or "/")
+    common = posixpath.commonpath(paths)
+    return f"{here.scheme}://{here.netloc}{common.rstrip('/')}/"
+
+
+def _levels(root: str, directory: str) -> int:
+    """How many directories ``root`` is above ``directory`` (0 when it is not above it)."""
+    rest = directory[len(root) :].strip("/") if directory.startswith(root) else ""
+    return len(rest.split("/")) if rest else 0
 
 
 def _root_of(stac: pystac.STACObject) -> pystac.STACObject:
@@ -76,7 +149,7 @@ def _root_of(stac: pystac.STACObject) -> pystac.STACObject:
 def relocation(asset: pystac.Asset) -> dict[str, str]:
     """``{recorded directory: current directory}`` when the asset's catalog moved, else empty."""
     recorded = asset.extra_fields.get(ROOT_PROP)
-    current = catalog_directory(asset.owner)
+    current = current_root(asset)
     if not isinstance(recorded, str) or current is None or recorded == current:
         return {}
     return {recorded: current}

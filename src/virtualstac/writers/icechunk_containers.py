@@ -110,20 +110,24 @@ def _referenced_urls(node: ManifestGroup | ManifestArray) -> set[str]:
 def required_containers(
     source: ManifestGroup | Iterable[str],
     registry: ObjectStoreRegistry | None = None,
+    apart: str | None = None,
 ) -> list[ContainerSpec]:
     """The narrowest containers that cover every reference of ``source``.
 
     One container per bucket (or host, or local filesystem), whose prefix is the longest
-    directory that all of its references share. Store options (region, endpoint, anonymous
-    access, requester pays) come from the store ``registry`` resolves each prefix to.
+    directory that all of its references share; references below ``apart`` (a directory that
+    moves whole) get one of their own, never shared with references outside it. Store options
+    (region, endpoint, anonymous access, requester pays) come from the store ``registry``
+    resolves each prefix to.
     """
     urls = _referenced_urls(source) if isinstance(source, ManifestGroup) else set(source)
-    by_authority: dict[str, list[str]] = {}
+    by_authority: dict[tuple[str, bool], list[str]] = {}
     for url in urls:
         parsed = urlsplit(url)
-        by_authority.setdefault(f"{parsed.scheme}://{parsed.netloc}", []).append(url)
+        below = apart is not None and url.startswith(apart)
+        by_authority.setdefault((f"{parsed.scheme}://{parsed.netloc}", below), []).append(url)
     specs = []
-    for authority, members in sorted(by_authority.items()):
+    for (authority, _), members in sorted(by_authority.items()):
         directories = [posixpath.dirname(urlsplit(u).path) for u in members]
         common = posixpath.commonpath(directories) if directories else "/"
         prefix = authority + (common.rstrip("/") + "/" if common != "/" else "/")
