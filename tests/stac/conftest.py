@@ -31,6 +31,7 @@ from servers import RequesterPaysGateway, S3Server
 from virtualstac.demo import write_sample_archive
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
+from stac_schemas import MISSING_REASON, SCHEMAS, OfflineValidator, offline_validator
 from tiff_files import UTM, pixels, write_gdal
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
@@ -133,6 +134,14 @@ def write_band_fixture() -> Callable[..., Path]:
 @pytest.fixture(name="make_item")
 def make_item_fixture() -> Callable[..., pystac.Item]:
     return make_item
+
+
+@pytest.fixture
+def validator() -> OfflineValidator:
+    """An offline STAC validator, or a skip saying the shared schemas are missing."""
+    if not SCHEMAS.is_dir():
+        pytest.skip(MISSING_REASON)
+    return offline_validator()
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ import pystac
 import pytest
 import xarray as xr
 from rasterio.transform import from_origin
-from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 from tiff_files import write_gdal
 
 from virtualstac import ObjectStoreRegistry
@@ -89,13 +88,6 @@ def assert_bands(dataset: xr.Dataset, scenes: Scenes, ids: list[str], read_band:
         for band in ("B02", "B03"):
             expected = read_band(scenes.files[item_id][band])
             np.testing.assert_array_equal(dataset[band].isel(time=index).values, expected)
-
-
-@pytest.fixture
-def validator() -> Any:
-    if not SCHEMAS.is_dir():
-        pytest.skip(MISSING_REASON)
-    return offline_validator()
 
 
 def test_icechunk_asset_follows_the_conventions_and_validates(

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pystac
 import pytest
-from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
 from virtualstac.stac import open_published, publish
 from virtualstac.stac.published import PublishedStoreUnreadableError
@@ -27,13 +26,6 @@ if TYPE_CHECKING:
 
 ReadBand = Callable[[Path], np.ndarray]
 SCHEME = "minio"
-
-
-@pytest.fixture
-def validator() -> Any:
-    if not SCHEMAS.is_dir():
-        pytest.skip(MISSING_REASON)
-    return offline_validator()
 
 
 def provider_catalog(scenes: Scenes, tmp_path: Path, s3_server: S3Server) -> pystac.Collection:

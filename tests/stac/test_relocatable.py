@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pystac
 import pytest
-from stac_schemas import MISSING_REASON, SCHEMAS, offline_validator
 
 from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac import SCHEMA_URI, open_stac, publish
@@ -26,13 +25,6 @@ TARGETS = {
     "json": ("kerchunk", "json", "scenes.json"),
     "parquet": ("kerchunk", "parquet", "scenes.parq"),
 }
-
-
-@pytest.fixture
-def validator() -> Any:
-    if not SCHEMAS.is_dir():
-        pytest.skip(MISSING_REASON)
-    return offline_validator()
 
 
 def self_contained(scenes: Scenes, directory: Path) -> pystac.Collection:
