@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pystac
@@ -31,6 +32,7 @@ from servers import RequesterPaysGateway, S3Server
 from virtualstac.demo import write_sample_archive
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
+from cluster_publishing import DAYS
 from stac_schemas import MISSING_REASON, SCHEMAS, OfflineValidator, offline_validator
 from tiff_files import UTM, pixels, write_gdal
 
@@ -134,6 +136,38 @@ def write_band_fixture() -> Callable[..., Path]:
 @pytest.fixture(name="make_item")
 def make_item_fixture() -> Callable[..., pystac.Item]:
     return make_item
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """A dask.distributed cluster of two worker processes, one thread each, whose scheduler
+    fails a task with the first worker it kills (``allowed-failures`` 0)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture
+def archive(tmp_path: Path, make_item: Callable[..., pystac.Item]) -> list[pystac.Item]:
+    """Six daily netCDF4 files of 24 hourly steps, one item each, saved beside them."""
+    items = []
+    for day, path in enumerate(write_sample_archive(tmp_path / "archive", days=DAYS)):
+        item = make_item(
+            path.stem, dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {"data": (str(path), "")}
+        )
+        item.assets["data"].media_type = "application/x-netcdf"
+        item.set_self_href(str(tmp_path / "items" / f"{path.stem}.json"))
+        item.save_object(include_self_link=True)
+        items.append(item)
+    return items
 
 
 @pytest.fixture

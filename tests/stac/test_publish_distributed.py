@@ -11,62 +11,27 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import dask
 import icechunk
-import netCDF4
 import numpy as np
 import pystac
 import pytest
 import xarray as xr
-from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
+from cluster_publishing import (
+    DAYS,
+    collection_of,
+    expected_t2m,
+    expected_times,
+    killing_write,
+)
+from distributed import Client, get_task_stream
 
 from virtualstac.cli import main
-from virtualstac.demo import write_sample_archive
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import publish
 from virtualstac.stac.publish_distributed import batched
-
-DAYS = 6
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    with (
-        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-        LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
-
-
-@pytest.fixture
-def archive(tmp_path: Path, make_item: Callable[..., pystac.Item]) -> list[pystac.Item]:
-    """Six daily netCDF4 files of 24 hourly steps, one item each, saved beside them."""
-    items = []
-    for day, path in enumerate(write_sample_archive(tmp_path / "archive", days=DAYS)):
-        item = make_item(
-            path.stem, dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {"data": (str(path), "")}
-        )
-        item.assets["data"].media_type = "application/x-netcdf"
-        item.set_self_href(str(tmp_path / "items" / f"{path.stem}.json"))
-        item.save_object(include_self_link=True)
-        items.append(item)
-    return items
-
-
-def collection_of(items: list[pystac.Item], path: Path) -> pystac.Collection:
-    collection = pystac.Collection("era", "hourly temperature", pystac.Extent.from_items(items))
-    for item in items:
-        collection.add_item(item, set_parent=False)
-    collection.set_self_href(str(path))
-    return collection
 
 
 def repository_of(target: Path) -> icechunk.Repository:
@@ -86,38 +51,11 @@ def read_back(target: Path) -> xr.Dataset:
     return xr.open_zarr(session.store, consolidated=False, zarr_format=3, chunks=None)
 
 
-def expected_t2m(items: list[pystac.Item]) -> np.ndarray:
-    parts = []
-    for item in items:
-        with netCDF4.Dataset(item.assets["data"].href) as nc:
-            parts.append(np.ma.filled(nc["t2m"][:].astype("f8"), np.nan))
-    return np.concatenate(parts)
-
-
 def assert_published(target: Path, items: list[pystac.Item]) -> None:
     dataset = read_back(target)
     assert dataset.sizes["time"] == 24 * len(items)
     np.testing.assert_allclose(dataset["t2m"].values, expected_t2m(items), rtol=0, atol=1e-6)
-    expected_times = np.datetime64("2024-01-01") + np.arange(24 * len(items)).astype(
-        "timedelta64[h]"
-    )
-    np.testing.assert_array_equal(dataset["time"].values, expected_times)
-
-
-def killing_write(batch: int) -> WorkerPlugin:
-    """A plugin that ends its worker's process when the write task of ``batch`` starts.
-
-    Defined here so that cloudpickle ships the class itself to the worker processes.
-    """
-
-    class DieWhileWriting(WorkerPlugin):
-        name = "die-while-writing"
-
-        def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-            if finish == "executing" and str(key).startswith(f"virtualstac-write-{batch}-"):
-                os._exit(1)
-
-    return DieWhileWriting()
+    np.testing.assert_array_equal(dataset["time"].values, expected_times(items))
 
 
 def test_a_cluster_parses_and_writes_on_its_workers_and_commits_once(

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import dask
 import fsspec
 import netCDF4
 import numpy as np
@@ -26,59 +24,28 @@ import pystac
 import pytest
 import rasterio
 import xarray as xr
-from distributed import Client, LocalCluster, WorkerPlugin, get_task_stream
+from cluster_publishing import (
+    collection_of,
+    expected_t2m,
+    expected_times,
+    killing_write,
+)
+from distributed import Client, get_task_stream
 from rasterio.transform import from_origin
 from tiff_files import pixels, write_gdal
 
 from virtualstac.cli import main
-from virtualstac.demo import write_sample_archive
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import open_stac, publish
 from virtualstac.stac import publish_kerchunk as references_module
 
-DAYS = 6
 RECORD_SIZE = 7  # t2m has 16 chunks per day (one item, one batch): records straddle batches
 PARQUET = {"format": "kerchunk", "kerchunk_format": "parquet"}
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    with (
-        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-        LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
 
 
 @pytest.fixture(autouse=True)
 def small_records(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(references_module, "RECORD_SIZE", RECORD_SIZE)
-
-
-@pytest.fixture
-def archive(tmp_path: Path, make_item: Callable[..., pystac.Item]) -> list[pystac.Item]:
-    """Six daily netCDF4 files of 24 hourly steps, one item each, saved beside them."""
-    items = []
-    for day, path in enumerate(write_sample_archive(tmp_path / "archive", days=DAYS)):
-        item = make_item(
-            path.stem, dt.datetime(2024, 1, day + 1, tzinfo=dt.UTC), {"data": (str(path), "")}
-        )
-        item.assets["data"].media_type = "application/x-netcdf"
-        item.set_self_href(str(tmp_path / "items" / f"{path.stem}.json"))
-        item.save_object(include_self_link=True)
-        items.append(item)
-    return items
-
-
-def collection_of(items: list[pystac.Item], path: Path) -> pystac.Collection:
-    collection = pystac.Collection("era", "hourly temperature", pystac.Extent.from_items(items))
-    for item in items:
-        collection.add_item(item, set_parent=False)
-    collection.set_self_href(str(path))
-    return collection
 
 
 def open_references(target: Path) -> xr.Dataset:
@@ -88,14 +55,9 @@ def open_references(target: Path) -> xr.Dataset:
 
 def assert_published(target: Path, items: list[pystac.Item]) -> None:
     """The references read back by fsspec hold netCDF4's values and times."""
-    parts = []
-    for item in items:
-        with netCDF4.Dataset(item.assets["data"].href) as nc:
-            parts.append(np.ma.filled(nc["t2m"][:].astype("f8"), np.nan))
     dataset = open_references(target)
-    np.testing.assert_allclose(dataset["t2m"].values, np.concatenate(parts), rtol=0, atol=1e-6)
-    hours = np.arange(24 * len(items)).astype("timedelta64[h]")
-    np.testing.assert_array_equal(dataset["time"].values, np.datetime64("2024-01-01") + hours)
+    np.testing.assert_allclose(dataset["t2m"].values, expected_t2m(items), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(dataset["time"].values, expected_times(items))
 
 
 def references(target: Path) -> dict[str, Any]:
@@ -109,19 +71,6 @@ def references(target: Path) -> dict[str, Any]:
         for row_number, row in enumerate(rows):
             found[f"{array}#{record * RECORD_SIZE + row_number}"] = row
     return found
-
-
-def killing_write(batch: int) -> WorkerPlugin:
-    """A plugin that ends its worker's process when the write task of ``batch`` starts."""
-
-    class DieWhileWriting(WorkerPlugin):
-        name = "die-while-writing"
-
-        def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-            if finish == "executing" and str(key).startswith(f"virtualstac-write-{batch}-"):
-                os._exit(1)
-
-    return DieWhileWriting()
 
 
 def test_workers_write_the_records_one_process_would_write(
