@@ -24,9 +24,10 @@ Stages, each with its wall-clock seconds and the largest resident set size while
 - **listing**: the sorted paths of the directory (``Path.glob``);
 - **parsing**: from the call of ``open_virtual_mfdataset`` until every file's virtual dataset is
   back in the client (marked by the first call of the combining function: xarray's
-  ``_combine_nd``, or our ``concat_along_existing``);
+  ``_combine_nd``, or our ``join_partials``). Ours includes joining each batch of files in the
+  worker that parsed it: the client receives one dataset per batch of up to 1,000 files;
 - **combining**: the rest of ``open_virtual_mfdataset`` (``xr.combine_nested`` of the virtual
-  datasets);
+  datasets; ours: joining the batches);
 - **writing**: ``to_icechunk`` into a writable session of a local repository;
 - **committing**: ``session.commit``.
 
@@ -226,9 +227,10 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     paths = sorted(directory.glob("*.nc"))
     stages.stop()
 
-    # Both libraries parse every file, then combine: VirtualiZarr (and ours, for datasets that
-    # are not alike) through xarray's ``_combine_nd``, ours through ``concat_along_existing``.
-    # The first of them to be called ends parsing.
+    # VirtualiZarr parses every file, then combines them through xarray's ``_combine_nd``. Ours
+    # joins each batch of files in the worker that parsed it (that is parsing), then joins the
+    # batches (``join_partials``), or for files that are not alike combines them one by one
+    # through ``_combine_nd``. The first of them to be called ends parsing.
     import xarray.structure.combine as xarray_combine
 
     def marking(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,7 +246,7 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     if lib == "ours":
         import virtualstac.xarray.open as ours_open
 
-        ours_open.concat_along_existing = marking(ours_open.concat_along_existing)
+        ours_open.join_partials = marking(ours_open.join_partials)
     # Our progress bar (stderr) shows how far a long run is; VirtualiZarr has none.
     options: dict[str, Any] = {"progress": True} if lib == "ours" else {}
     stages.start("parsing")
