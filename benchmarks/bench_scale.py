@@ -490,17 +490,20 @@ def run(
     executor: str = "processes",
     peer_budget: float = 900.0,
     workdir: Path | None = None,
+    growth: bool = True,
+    peer: bool = True,
 ) -> list[Row]:
-    """Publish archives of each size (ours, then VirtualiZarr's), then measure combine growth."""
+    """Publish archives of each size (ours, then VirtualiZarr's unless not ``peer``), then
+    measure combine growth (unless not ``growth``)."""
     sizes = tuple(files) if files else (QUICK_SIZES if quick else SIZES)
-    combine_sizes = QUICK_COMBINE_SIZES if quick else COMBINE_SIZES
+    combine_sizes = (QUICK_COMBINE_SIZES if quick else COMBINE_SIZES) if growth else ()
     script = Path(__file__)
     own_tmp = workdir is None
     tmp = Path(tempfile.mkdtemp(prefix="bench_scale_")) if workdir is None else workdir
     tmp.mkdir(parents=True, exist_ok=True)
     _PUBLISHED.clear()
     _COMBINED.clear()
-    libs = ("ours", "vz") if peer_available() else ("ours",)
+    libs = ("ours", "vz") if peer and peer_available() else ("ours",)
     try:
         peer_stopped = False
         for count in sizes:
@@ -521,7 +524,7 @@ def run(
                     continue
                 _print_stages(lib, count, result)
             shutil.rmtree(directory)
-        directory = make_archive(tmp, REAL_FILES)
+        directory = make_archive(tmp, REAL_FILES) if combine_sizes else tmp
         for count in combine_sizes:
             for lib in libs:
                 progress(f"combine {count:,} virtual datasets, {lib}")
@@ -554,8 +557,20 @@ def main() -> None:
         help="seconds VirtualiZarr gets per run; larger sizes are skipped past it",
     )
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
+    parser.add_argument(
+        "--no-growth", action="store_true", help="skip the combine growth (1k/10k/100k datasets)"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="publish with virtualstac only")
     args = parser.parse_args()
-    rows = run(args.quick, args.files, args.parallel, args.peer_budget, args.workdir)
+    rows = run(
+        args.quick,
+        args.files,
+        args.parallel,
+        args.peer_budget,
+        args.workdir,
+        growth=not args.no_growth,
+        peer=not args.no_peer,
+    )
     print_table(
         "100k files: publish to Icechunk by stage, and combine growth", rows, not peer_available()
     )
