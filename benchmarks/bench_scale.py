@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_scale.py                  # 1,000 and 10,000 files
     python benchmarks/bench_scale.py --files 100000   # the 100k run (about half an hour on 2 cores)
     python benchmarks/bench_scale.py --quick          # 200 and 1,000 files (a smoke test)
+    python benchmarks/bench_scale.py --files 20000 --no-peer --no-growth  # ours, publish only
 
 The archive is the typical one: one small netCDF4 file per day (``time`` of length 1, ``lat`` 32,
 ``lon`` 64, three zlib+shuffle float32 variables of one chunk each), concatenated along
