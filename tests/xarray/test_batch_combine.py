@@ -177,6 +177,29 @@ def test_files_that_are_not_alike_are_combined_one_by_one(days: list[str], combi
     assert "height" in combined.coords
 
 
+def test_files_not_alike_in_batches_of_one_are_parsed_once(days: list[str]) -> None:
+    opened: list[float] = []
+
+    def counting(ds: xr.Dataset) -> xr.Dataset:
+        opened.append(float(ds["time"][0]))
+        return with_height_on_day_5(ds)
+
+    with ThreadPoolExecutor(3) as pool:  # 12 batches for 11 files
+        combined = open_virtual_mfdataset(
+            days,
+            combine="nested",
+            concat_dim="time",
+            parallel=pool,
+            preprocess=counting,
+            progress=False,
+            decode_times=False,
+            **OPTIONS,
+        )
+
+    assert sorted(opened) == [24.0 * day for day in range(FILES)]
+    assert combined.sizes["time"] == 2 * FILES
+
+
 @pytest.mark.parametrize("name", ["processes", "cluster"])
 def test_a_damaged_file_in_a_batch_is_named(
     days: list[str], tmp_path: Path, name: str, request: pytest.FixtureRequest

@@ -25,11 +25,12 @@ from typing import Any
 import pandas as pd
 import xarray as xr
 
-from virtualstac.xarray.combine import concat_along_existing, joinable
+from virtualstac.xarray.combine import concat_along_existing
 
 __all__ = [
     "MAX_BATCH_FILES",
     "Partial",
+    "as_partial",
     "by_coords_order",
     "combine_batch",
     "join_by_coords",
@@ -64,11 +65,7 @@ def combine_batch(
     datasets: Sequence[xr.Dataset], dim: Hashable, options: Mapping[str, Any]
 ) -> Partial | None:
     """``datasets`` joined as :func:`concat_along_existing` joins them, or None when they are
-    not alike (the caller then combines them one by one, with xarray)."""
-    if not datasets:
-        return None
-    if len(datasets) == 1:
-        return Partial(datasets[0], dim, 1) if joinable(datasets[0], dim, options) else None
+    not alike or fewer than two (the caller then combines them one by one, with xarray)."""
     joined = concat_along_existing(datasets, dim, options)
     if joined is None:
         return None
@@ -94,6 +91,14 @@ def _dropped(
         if lost := frozenset(seen - kept.keys()):
             dropped[name] = lost
     return dropped
+
+
+def as_partial(result: Partial | list[xr.Dataset]) -> Partial | None:
+    """What :func:`open_batch` returned as a partial to join (one file counts as one), or None
+    for the datasets of several files that could not be joined."""
+    if isinstance(result, Partial):
+        return result
+    return Partial(result[0], None, 1) if len(result) == 1 else None
 
 
 def join_partials(
@@ -189,11 +194,11 @@ def open_batch(
 ) -> Partial | list[xr.Dataset]:
     """A batch of files opened by ``virtualize`` and joined along ``dim`` (None: along the
     dimension coordinate they differ by, in its order) when they are alike, else the virtual
-    datasets one per file."""
+    datasets one per file (a batch of one file: its dataset)."""
     datasets = [virtualize(url) for url in urls]
+    if len(datasets) == 1:
+        return datasets
     if dim is None:
-        if len(datasets) == 1:
-            return Partial(datasets[0], None, 1)
         order = by_coords_order(datasets)
         if order is None:
             return datasets

@@ -23,7 +23,6 @@ __all__ = [
     "concat_along_existing",
     "concat_virtual",
     "incompatible_variable",
-    "joinable",
 ]
 
 #: Keyword arguments for ``xr.concat`` and ``xr.combine_by_coords`` over virtual datasets.
@@ -85,7 +84,7 @@ def concat_along_existing(
     the options do not have that shape, so that ``xr.concat`` handles them (and raises its
     errors).
     """
-    if len(datasets) < 2 or not joinable(datasets[0], dim, options):
+    if len(datasets) < 2 or not _joinable(datasets[0], dim, options):
         return None
     first = datasets[0]
     layout = {name: var.dims for name, var in first.variables.items()}
@@ -130,7 +129,7 @@ def concat_along_existing(
     return result
 
 
-def joinable(dataset: xr.Dataset, dim: Hashable, options: Mapping[str, Any]) -> bool:
+def _joinable(dataset: xr.Dataset, dim: Hashable, options: Mapping[str, Any]) -> bool:
     """Whether :func:`concat_along_existing` joins ``dataset`` with datasets alike along
     ``dim`` with ``options``: every data variable has ``dim``, indexed by a ``PandasIndex``,
     and no other index has it."""

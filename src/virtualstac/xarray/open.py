@@ -36,6 +36,7 @@ from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.batch_combine import (
     MAX_BATCH_FILES,
     Partial,
+    as_partial,
     join_by_coords,
     join_partials,
     open_batch,
@@ -359,12 +360,13 @@ def _open_joined(
             size=lambda result: len(result[0]),
         )
     )
-    partials = [result for _, result in done if isinstance(result, Partial)]
-    if len(partials) == len(done):
+    partials = [as_partial(result) for _, result in done]
+    if all(partial is not None for partial in partials):
+        joinable = [partial for partial in partials if partial is not None]
         if dim is None:
-            joined = join_by_coords(partials, options)
+            joined = join_by_coords(joinable, options)
         else:
-            joined = join_partials(partials, dim, options)
+            joined = join_partials(joinable, dim, options)
         if joined is not None:
             return joined
     # Some batches were joined and others could not be, or the batches differ from each
