@@ -42,22 +42,20 @@ __all__ = [
 #: small netCDF4 file) until it joins them, and the progress bar moves a batch at a time.
 MAX_BATCH_FILES = 1000
 
-#: Where :attr:`Partial.dropped` records the dataset's own attributes (variables by name).
-DATASET_ATTRS = "<dataset>"
-
 
 @dataclass(frozen=True)
 class Partial:
-    """Consecutive files' virtual datasets joined along ``dim`` (None: one file opened to be
-    combined by coordinates, whose dimension the other batches tell).
+    """Consecutive files' virtual datasets joined along ``dim`` (None for a single file, which
+    joins along the dimension the other batches were joined on).
 
-    ``dropped`` names, per variable joined along ``dim`` (and :data:`DATASET_ATTRS` for the
-    dataset), the attributes dropped because two of the files disagree on them.
+    ``dropped_attrs`` names the dataset's attributes dropped because two of the files disagree
+    on them, and ``dropped`` the same per variable joined along ``dim``.
     """
 
     dataset: xr.Dataset
     dim: Hashable | None
     files: int
+    dropped_attrs: frozenset[Hashable] = frozenset()
     dropped: Mapping[Hashable, frozenset[Hashable]] = field(default_factory=dict)
 
 
@@ -69,28 +67,23 @@ def combine_batch(
     joined = concat_along_existing(datasets, dim, options)
     if joined is None:
         return None
-    dropped: dict[Hashable, frozenset[Hashable]] = {}
-    if options.get("combine_attrs") == "drop_conflicts":
-        dropped = _dropped(datasets, joined, dim)
-    return Partial(joined, dim, len(datasets), dropped)
+    if options.get("combine_attrs") != "drop_conflicts":
+        return Partial(joined, dim, len(datasets))
+    attrs = _lost([dataset.attrs for dataset in datasets], joined.attrs)
+    dropped = {
+        name: lost
+        for name, variable in joined.variables.items()
+        if dim in variable.dims
+        and (lost := _lost([d.variables[name].attrs for d in datasets], variable.attrs))
+    }
+    return Partial(joined, dim, len(datasets), attrs, dropped)
 
 
-def _dropped(
-    datasets: Sequence[xr.Dataset], joined: xr.Dataset, dim: Hashable
-) -> dict[Hashable, frozenset[Hashable]]:
-    """The attributes some of ``datasets`` have and ``joined`` lost, per joined variable."""
-    joined_along = [name for name, variable in joined.variables.items() if dim in variable.dims]
-    dropped: dict[Hashable, frozenset[Hashable]] = {}
-    for name in [DATASET_ATTRS, *joined_along]:
-        kept = joined.attrs if name == DATASET_ATTRS else joined.variables[name].attrs
-        seen = {
-            key
-            for dataset in datasets
-            for key in (dataset.attrs if name == DATASET_ATTRS else dataset.variables[name].attrs)
-        }
-        if lost := frozenset(seen - kept.keys()):
-            dropped[name] = lost
-    return dropped
+def _lost(
+    given: Sequence[Mapping[Hashable, Any]], kept: Mapping[Hashable, Any]
+) -> frozenset[Hashable]:
+    """The attributes some of ``given`` have and ``kept`` has not."""
+    return frozenset(key for attrs in given for key in attrs if key not in kept)
 
 
 def as_partial(result: Partial | list[xr.Dataset]) -> Partial | None:
@@ -113,15 +106,13 @@ def join_partials(
     joined = concat_along_existing([p.dataset for p in partials], dim, options)
     if joined is None:
         return None
-    lost: dict[Hashable, set[Hashable]] = {}
+    # Only attributes this join created (the dataset's, those of variables along dim) change.
     for partial in partials:
+        for key in partial.dropped_attrs:
+            joined.attrs.pop(key, None)
         for name, keys in partial.dropped.items():
-            lost.setdefault(name, set()).update(keys)
-    for name, conflicting in lost.items():
-        # Only attributes of variables (and a dataset) this join created are changed here.
-        attrs = joined.attrs if name == DATASET_ATTRS else joined.variables[name].attrs
-        for key in conflicting:
-            attrs.pop(key, None)
+            for key in keys:
+                joined.variables[name].attrs.pop(key, None)
     return joined
 
 
