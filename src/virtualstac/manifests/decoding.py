@@ -40,10 +40,13 @@ from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.direct_decode import DirectDecoder
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
+from virtualstac.storage.local_ranges import LocalRange, read_local_ranges
 
 __all__ = ["can_read_concurrently", "decode_pool", "read_concurrently"]
 
 type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
+
+_PRESENT = GetResult(status="present")
 
 # A wave holds about this many decoded bytes: enough chunks to fill a request and keep the
 # pool busy, few enough that two waves in flight stay small beside the output array.
@@ -75,12 +78,17 @@ os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def can_read_concurrently(batch: Sequence[ReadItem], transform: ChunkTransform | None) -> bool:
-    """Whether ``batch`` can take this path: several chunks of one store, every codec
-    synchronous (``transform``)."""
-    if transform is None or len(batch) < 2:
+    """Whether ``batch`` can take this path: chunks of one store, every codec synchronous
+    (``transform``); several chunks, or one of a ManifestStore (which this path reads
+    without zarr's per-chunk buffers, as dask reads one chunk per task)."""
+    if transform is None or not batch:
         return False
     first = batch[0][0]
-    return isinstance(first, StorePath) and all(
+    if not isinstance(first, StorePath):
+        return False
+    if len(batch) == 1:
+        return isinstance(first.store, ManifestStore)
+    return all(
         isinstance(getter, StorePath) and getter.store is first.store for getter, *_ in batch
     )
 
@@ -146,7 +154,7 @@ async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | N
     if isinstance(store, ManifestStore):
         keys = [getter.path for getter, *_ in wave]
         if direct is not None:
-            return await store.get_chunk_bytes(keys)
+            return await store.get_chunk_bytes(keys, local_ranges=True)
         return await store.get_chunks(keys, wave[0][1].prototype)
     limit = asyncio.Semaphore(zarr.config.get("async.concurrency"))
 
@@ -164,7 +172,19 @@ def _decode_some(
     decoder: ChunkTransform | DirectDecoder,
     describe_chunk: Callable[[str], str] | None,
 ) -> list[GetResult]:
-    return [_decode_one(raw, item, out, drop_axes, decoder, describe_chunk) for raw, item in chunks]
+    decoding = (drop_axes, decoder, describe_chunk)
+    local = [index for index, (raw, _) in enumerate(chunks) if isinstance(raw, LocalRange)]
+    # Local chunks are read here, on the pool, a few at a time into a buffer that stays in the
+    # cache, and decoded before the next are read.
+    results: list[GetResult] = [
+        _PRESENT if isinstance(raw, LocalRange) else _decode_one(raw, item, out, *decoding)
+        for raw, item in chunks
+    ]
+    for run in read_local_ranges([chunks[index][0] for index in local]):
+        for position, view in run:
+            index = local[position]
+            results[index] = _decode_one(view, chunks[index][1], out, *decoding)
+    return results
 
 
 def _decode_one(
