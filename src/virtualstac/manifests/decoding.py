@@ -10,7 +10,12 @@ codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's cop
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
 Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
-per-chunk buffers, which cost more than decoding a small chunk.
+per-chunk buffers, which cost more than decoding a small chunk. Their chunks in local files are
+not fetched at all: the pool threads read them with ``pread``
+(:mod:`virtualstac.storage.local_ranges`), a few nearby chunks per call into a buffer that stays
+in the core's cache, and decode each while its bytes are there; obstore's per-chunk cost
+(futures, a bytes object per range) was more than the read. A ManifestStore's single-chunk
+reads (dask's, one chunk per task) take this path too.
 
 A chunk of a ManifestStore that fails to decode raises
 :class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -410,12 +410,20 @@ class ManifestStore(Store):
                 by_url.setdefault(path, []).append((index, offset, length))
         loop = asyncio.get_running_loop()
         slots: list[tuple[int, asyncio.Future[Any]]] = []
-        fetches = []
+        fetches: list[Awaitable[Any]] = []
         for url, chunks in by_url.items():
             file = self._local_file(url) if local_ranges else None
             if file is not None:
                 for index, offset, length in chunks:
                     results[index] = LocalRange(file, url, offset, offset + length, keys[index])
+                continue
+            if len(keys) == 1:
+                # A read of one chunk (dask reads one per task) joins the reads other tasks
+                # make at the same time, as ``get`` does, so that they share a request.
+                index, offset, length = chunks[0]
+                read = loop.create_task(self._read(url, offset, offset + length, keys[index]))
+                slots.append((index, read))
+                fetches.append(read)
                 continue
             requests = []
             for index, offset, length in chunks:
@@ -423,7 +431,7 @@ class ManifestStore(Store):
                 requests.append(RangeRequest(offset, offset + length, future, keys[index]))
                 slots.append((index, future))
             fetches.append(self._fetch(url, requests))
-        await asyncio.gather(*fetches)
+        await asyncio.gather(*fetches, return_exceptions=True)
         failure: BaseException | None = None
         for index, future in slots:
             error = future.exception()
