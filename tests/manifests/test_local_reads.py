@@ -15,7 +15,9 @@ import xarray as xr
 
 from virtualstac import ManifestArray, ManifestGroup, ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import ChunkReadError
+from virtualstac.manifests import decoding
 from virtualstac.manifests import store as store_module
+from virtualstac.storage import local_ranges
 from virtualstac.storage.stats import counting_reads
 
 type WriteHDF5 = Callable[..., Path]
@@ -115,5 +117,51 @@ def test_a_file_truncated_inside_a_chunk_is_named(
         f.truncate(last.byte_offset + 100)
 
     message = r"chunk 'data/c/1/1/1' from 'file://.*cut\.h5' failed: .* only 100 of 1024 bytes"
+    with pytest.raises(ChunkReadError, match=message):
+        ds["data"].load()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "into_place"),
+    [("<f4", 2), (">f4", 0), ("<i2", 2)],  # big-endian bytes are swapped on the way: copied
+)
+def test_whole_uncompressed_chunks_of_contiguous_blocks_are_read_into_place(
+    write_hdf5: WriteHDF5,
+    hdf5_array: HDF5Array,
+    no_obstore: None,
+    monkeypatch: pytest.MonkeyPatch,
+    dtype: str,
+    into_place: int,
+) -> None:
+    read_into = local_ranges.read_local_range_into
+    placed: list[str] = []
+
+    def counting(item: local_ranges.LocalRange, destination: memoryview) -> None:
+        placed.append(item.key)
+        read_into(item, destination)
+
+    monkeypatch.setattr(decoding, "read_local_range_into", counting)
+    values = np.arange(5 * 40 * 30).reshape(5, 40, 30).astype(dtype)
+    # Chunks of two whole time steps: the last, partial chunk is copied, not read in place.
+    path = write_hdf5("v.h5", values, chunks=(2, 40, 30), compression=None, shuffle=False)
+
+    read = dataset_of(hdf5_array(path, ["t", "y", "x"]), path, chunks=None)["data"].values
+
+    np.testing.assert_array_equal(read, h5py_values(path))
+    assert len(placed) == into_place
+
+
+def test_a_truncated_chunk_read_into_place_is_named(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array
+) -> None:
+    values = np.arange(2 * 32 * 32, dtype="<f4").reshape(2, 32, 32)
+    path = write_hdf5("cut.h5", values, chunks=(1, 32, 32), compression=None, shuffle=False)
+    ds = dataset_of(hdf5_array(path, ["t", "y", "x"]), path, chunks=None)
+    with h5py.File(path) as f:
+        last = f["data"].id.get_chunk_info_by_coord((1, 0, 0))
+    with open(path, "r+b") as f:
+        f.truncate(last.byte_offset + 100)
+
+    message = r"chunk 'data/c/1/0/0' from 'file://.*cut\.h5' failed: .* only 100 of 4096 bytes"
     with pytest.raises(ChunkReadError, match=message):
         ds["data"].load()

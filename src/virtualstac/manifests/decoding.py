@@ -45,7 +45,11 @@ from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.direct_decode import DirectDecoder
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
-from virtualstac.storage.local_ranges import LocalRange, read_local_ranges
+from virtualstac.storage.local_ranges import (
+    LocalRange,
+    read_local_range_into,
+    read_local_ranges,
+)
 
 __all__ = ["can_read_concurrently", "decode_pool", "read_concurrently"]
 
@@ -179,17 +183,41 @@ def _decode_some(
 ) -> list[GetResult]:
     decoding = (drop_axes, decoder, describe_chunk)
     local = [index for index, (raw, _) in enumerate(chunks) if isinstance(raw, LocalRange)]
-    # Local chunks are read here, on the pool, a few at a time into a buffer that stays in the
-    # cache, and decoded before the next are read.
     results: list[GetResult] = [
         _PRESENT if isinstance(raw, LocalRange) else _decode_one(raw, item, out, *decoding)
         for raw, item in chunks
     ]
+    if local and isinstance(decoder, DirectDecoder) and not drop_axes:
+        local = _read_into_place(chunks, local, out, decoder)
+    # The other local chunks are read here, on the pool, a few at a time into a buffer that
+    # stays in the cache, and decoded before the next are read.
     for run in read_local_ranges([chunks[index][0] for index in local]):
         for position, view in run:
             index = local[position]
             results[index] = _decode_one(view, chunks[index][1], out, *decoding)
     return results
+
+
+def _read_into_place(
+    chunks: Sequence[tuple[Any, ReadItem]], local: list[int], out: NDBuffer, decoder: DirectDecoder
+) -> list[int]:
+    """Read the whole chunks whose bytes are their values, in the output's byte order, and
+    whose place in the output is one contiguous block, straight into it (one copy fewer);
+    return the other chunks of ``local``."""
+    target = out.as_ndarray_like()
+    if decoder.steps or not isinstance(target, np.ndarray) or target.dtype != decoder.stored:
+        return local
+    others = []
+    for index in local:
+        raw, (_, _, _, out_selection, is_complete_chunk) = chunks[index]
+        place = None
+        if is_complete_chunk and all(isinstance(part, slice) for part in out_selection):
+            place = target[out_selection]
+        if place is None or not place.flags.c_contiguous or place.nbytes != raw.end - raw.start:
+            others.append(index)
+            continue
+        read_local_range_into(raw, memoryview(place).cast("B"))
+    return others
 
 
 def _decode_one(

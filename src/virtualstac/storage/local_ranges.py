@@ -24,7 +24,13 @@ from virtualstac.errors import ChunkReadError
 from virtualstac.storage.failures import describe, redact
 from virtualstac.storage.stats import record_read
 
-__all__ = ["LocalRange", "local_file", "read_local_ranges", "short_read_error"]
+__all__ = [
+    "LocalRange",
+    "local_file",
+    "read_local_range_into",
+    "read_local_ranges",
+    "short_read_error",
+]
 
 # Ranges of one file at most this many bytes apart are read with one call while the read stays
 # within RUN_BYTES: reading a small gap costs less than another system call, and a buffer of
@@ -137,20 +143,7 @@ def _read_run(
     first = ranges[run[0]]
     start = first.start
     buffer = _thread_buffer(end - start)
-    descriptor = _open(first, descriptors)
-    try:
-        filled = os.preadv(descriptor, [buffer], start)
-        while 0 < filled < len(buffer):
-            # A read may return fewer bytes than asked before the end of the file.
-            more = os.preadv(descriptor, [buffer[filled:]], start + filled)
-            if not more:
-                break
-            filled += more
-    except OSError as err:
-        raise ChunkReadError(
-            f"reading chunk {first.key!r} from {redact(first.url)!r} failed ({describe(err)})"
-        ) from err
-    record_read(1, filled)
+    filled = _read_fully(_open(first, descriptors), buffer, first)
     views = []
     for index in run:
         item = ranges[index]
@@ -160,3 +153,34 @@ def _read_run(
             )
         views.append((index, buffer[item.start - start : item.end - start]))
     return views
+
+
+def read_local_range_into(item: LocalRange, destination: memoryview) -> None:
+    """Read the bytes of ``item`` straight into ``destination`` (as long as the range)."""
+    descriptors: dict[str, int] = {}
+    try:
+        filled = _read_fully(_open(item, descriptors), destination, item)
+    finally:
+        for descriptor in descriptors.values():
+            os.close(descriptor)
+    if filled < item.end - item.start:
+        raise short_read_error(item.key, item.url, item.start, item.end, filled)
+
+
+def _read_fully(descriptor: int, buffer: memoryview, first: LocalRange) -> int:
+    """Read into ``buffer`` from ``first.start`` until it is full or the file ends; the bytes
+    read."""
+    try:
+        filled = os.preadv(descriptor, [buffer], first.start)
+        while 0 < filled < len(buffer):
+            # A read may return fewer bytes than asked before the end of the file.
+            more = os.preadv(descriptor, [buffer[filled:]], first.start + filled)
+            if not more:
+                break
+            filled += more
+    except OSError as err:
+        raise ChunkReadError(
+            f"reading chunk {first.key!r} from {redact(first.url)!r} failed ({describe(err)})"
+        ) from err
+    record_read(1, filled)
+    return filled
