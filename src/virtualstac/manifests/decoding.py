@@ -30,6 +30,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -191,10 +192,12 @@ def _decode_some(
         local = _read_into_place(chunks, local, out, decoder)
     # The other local chunks are read here, on the pool, a few at a time into a buffer that
     # stays in the cache, and decoded before the next are read.
-    for run in read_local_ranges([chunks[index][0] for index in local]):
-        for position, view in run:
-            index = local[position]
-            results[index] = _decode_one(view, chunks[index][1], out, *decoding)
+    # closing: a chunk that fails to decode closes the files at once, not when collected.
+    with closing(read_local_ranges([chunks[index][0] for index in local])) as runs:
+        for run in runs:
+            for position, view in run:
+                index = local[position]
+                results[index] = _decode_one(view, chunks[index][1], out, *decoding)
     return results
 
 
