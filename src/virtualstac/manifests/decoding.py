@@ -214,7 +214,11 @@ def _read_into_place(
     for index in local:
         raw, (_, _, _, out_selection, is_complete_chunk) = chunks[index]
         place = None
-        if is_complete_chunk and all(isinstance(part, slice) for part in out_selection):
+        if (
+            is_complete_chunk
+            and isinstance(out_selection, tuple)
+            and all(isinstance(part, slice) for part in out_selection)
+        ):
             place = target[out_selection]
         if place is None or not place.flags.c_contiguous or place.nbytes != raw.end - raw.start:
             others.append(index)

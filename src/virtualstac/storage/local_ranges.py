@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,7 @@ def short_read_error(key: str, url: str, start: int, end: int, available: int) -
 
 def read_local_ranges(
     ranges: Sequence[LocalRange], gap: int = DEFAULT_GAP, run_bytes: int = RUN_BYTES
-) -> Iterator[list[tuple[int, memoryview]]]:
+) -> Generator[list[tuple[int, memoryview]]]:
     """Read ``ranges`` a run at a time: each run is the ranges of one file at most ``gap``
     bytes apart spanning at most ``run_bytes`` (or one range, if longer), read with one call;
     yields ``(position in ranges, bytes)`` for the ranges of each run.
