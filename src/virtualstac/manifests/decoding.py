@@ -220,7 +220,12 @@ def _read_into_place(
             and all(isinstance(part, slice) for part in out_selection)
         ):
             place = target[out_selection]
-        if place is None or not place.flags.c_contiguous or place.nbytes != raw.end - raw.start:
+        # A 0-d output indexed with () gives a scalar, not a view: it takes the copying path.
+        if (
+            not isinstance(place, np.ndarray)
+            or not place.flags.c_contiguous
+            or place.nbytes != raw.end - raw.start
+        ):
             others.append(index)
             continue
         read_local_range_into(raw, memoryview(place).cast("B"))
