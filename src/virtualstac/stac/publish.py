@@ -231,8 +231,8 @@ def publish(
         collection.assets.get(key) if previous.recorded else None,
     )
     if format == "icechunk":
-        # Batches written by a cluster keep absolute references: such a store stays put.
-        if batches is not None or moving is None or not moving.url.startswith("file://"):
+        # Only a local directory has a named container to move with the catalog.
+        if moving is None or not moving.url.startswith("file://"):
             moving = None
         root = None if moving is None else moving.url
         with writing:
