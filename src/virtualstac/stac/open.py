@@ -33,7 +33,7 @@ from virtualstac.stac.combining import (
     _single,
 )
 from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
-from virtualstac.stac.published import open_published_for, open_published_grids
+from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
     MEDIA_TYPE_PARSERS,
     AssetNotFoundError,
@@ -258,9 +258,9 @@ def _published(
     """The values of the stores published for ``stac``, or None if there are none."""
     registry = options.get("registry")
     reading = _reading(options)
-    opening = open_published_grids if group_by == "grid" else open_published_for
-    return opening(
+    return open_published_for(
         stac,
+        group_by=group_by,
         parse_options={
             "sign": options.get("sign"),
             "group": options.get("group"),
