@@ -47,6 +47,7 @@ from virtualstac.stac.selecting import (
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
+from virtualstac.xarray.decoding import open_zarr_values
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",
@@ -243,10 +244,9 @@ def _reading(options: OpenOptions) -> dict[str, Any]:
 
 def _values(dataset: xr.Dataset, registry: ObjectStoreRegistry, options: OpenOptions) -> xr.Dataset:
     """The values of a dataset of references, lazily read through them by ``xr.open_zarr``."""
-    values: xr.Dataset = xr.open_zarr(
+    return open_zarr_values(
         dataset.virtual.to_store(registry), consolidated=False, **_reading(options)
     )
-    return values
 
 
 def _published(

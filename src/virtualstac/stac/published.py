@@ -60,6 +60,7 @@ from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.icechunk_containers import authorize_containers, container_for
+from virtualstac.xarray.decoding import open_zarr_values
 
 __all__ = [
     "PublishedStoreError",
@@ -339,7 +340,7 @@ def open_published(
         kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
         parser = kind(relocate=mapping)
         store = parser(url, reading)
-    dataset: xr.Dataset = xr.open_zarr(
+    return open_zarr_values(
         store,
         group=level_group(store, overview_level, href),
         consolidated=False,
@@ -347,7 +348,6 @@ def open_published(
         decode_times=decode_times,
         **(zarr_options or {}),
     )
-    return dataset
 
 
 def _icechunk_store(
