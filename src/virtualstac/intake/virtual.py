@@ -30,8 +30,8 @@ from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.decoding import open_zarr_values
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["VirtualSource"]
 

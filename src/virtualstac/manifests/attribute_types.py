@@ -6,7 +6,7 @@ with ``float64`` ones to ``float64``. Zarr attributes are JSON, whose numbers re
 ``float64``, so a parser records the type of packing attributes narrower than that beside them,
 as NCZarr records attribute types (``"_nczarr_attr": {"types": {"scale_factor": "<f4"}}``);
 opening values restores the type before CF decoding
-(:func:`virtualstac.xarray.decoding.open_zarr_values`). xarray hides the key when it reads
+(:func:`virtualstac.xarray.unpacking.open_zarr_values`). xarray hides the key when it reads
 Zarr v2 metadata (Kerchunk references) itself.
 """
 

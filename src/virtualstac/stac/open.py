@@ -47,7 +47,7 @@ from virtualstac.stac.selecting import (
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
-from virtualstac.xarray.decoding import open_zarr_values
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",

@@ -60,7 +60,7 @@ from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.icechunk_containers import authorize_containers, container_for
-from virtualstac.xarray.decoding import open_zarr_values
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = [
     "PublishedStoreError",

@@ -19,7 +19,7 @@ from xarray.backends import BackendEntrypoint
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
-from virtualstac.xarray.decoding import open_zarr_values
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["FILE_OPTIONS", "VirtualstacBackendEntrypoint"]
 

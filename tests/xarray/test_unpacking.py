@@ -16,8 +16,10 @@ import pystac
 import pytest
 import xarray as xr
 
+from virtualstac.errors import IncompatibleArraysError
 from virtualstac.intake import StacVirtualSource, VirtualSource
 from virtualstac.stac import open_stac, publish
+from virtualstac.xarray import open_virtual_mfdataset
 
 FORMATS = ("NETCDF4", "NETCDF3_CLASSIC")
 
@@ -109,3 +111,20 @@ def test_published_stores_unpack_as_netcdf4_does(
     opened = open_stac(collection)
     assert opened["tas"].chunks is not None  # read from the store, not parsed from sources
     assert_like_netcdf4(opened, [tmp_path / "day0.nc", tmp_path / "day1.nc"])
+
+
+def test_files_packed_with_other_types_are_not_joined(tmp_path: Path) -> None:
+    """The same scale in float32 and float64 unpacks to different types: one array cannot say
+    both, so joining them is refused, naming the record."""
+    paths = []
+    for day, packing in enumerate((np.float32, np.float64)):
+        path = tmp_path / f"day{day}.nc"
+        with netCDF4.Dataset(path, "w") as nc:
+            nc.createDimension("time", None)
+            nc.createVariable("time", "f8", ("time",), fill_value=False)[:] = [day]
+            pr = nc.createVariable("pr", "i2", ("time",))
+            pr.scale_factor = packing(0.5)
+            pr[:] = [1.5]
+        paths.append(path)
+    with pytest.raises(IncompatibleArraysError, match="'_nczarr_attr'"):
+        open_virtual_mfdataset(paths, combine="nested", concat_dim="time")

@@ -1,4 +1,4 @@
-"""Opening values from a Zarr store with CF decoding to the types netCDF4 unpacks to.
+"""Opening values from a Zarr store, packed variables unpacked to the types netCDF4 gives.
 
 ``xr.open_zarr`` unpacks an ``int16`` variable with ``float32`` ``scale_factor``/``add_offset``
 to ``float64``: the attributes come back from JSON as Python floats. The parsers record the
