@@ -103,6 +103,9 @@ class Attributes(Mapping[str, Any]):
 
         ``create_plist`` is the object's creation property list, if already at hand.
         """
+        if isinstance(node, h5py.File):
+            # A file's attributes are its root group's (the file's id has other properties).
+            node = node["/"]
         self._node = node
         #: Each name as h5py gives it (``str``, or ``bytes`` when not UTF-8), and as stored.
         self._raw: dict[str | bytes, bytes] = {}
