@@ -297,7 +297,7 @@ class _FileWalker:
         attributes = hdf_metadata.attributes(
             member.attrs, member.path, self.file, self.fail, is_scale=member.is_scale
         )
-        vlen = h5py.check_vlen_dtype(ds.dtype)
+        vlen = h5py.check_vlen_dtype(member.dtype)
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
         dtype = self.fixed_dtype(member)
@@ -315,10 +315,10 @@ class _FileWalker:
         if layout == h5py.h5d.COMPACT:
             values = self.read(member)
         elif ds.size * dtype.itemsize < self.parser.inline_threshold:
-            if ds.chunks and not _filters(dcpl):
+            if member.chunks and not _filters(dcpl):
                 # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
                 # check the chunk sizes, as for referenced chunks, before trusting the values.
-                chunks = tuple(int(c) for c in ds.chunks)
+                chunks = member.chunks
                 chunked_manifest(
                     member, shape, chunks, self.chunk_url, self.size, self.fail, unfiltered=True
                 )
@@ -348,7 +348,7 @@ class _FileWalker:
             ) from err
         endian = "big" if dtype.byteorder == ">" else "little"
         codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filters]
-        chunks = tuple(int(c) for c in ds.chunks) if ds.chunks else tuple(max(s, 1) for s in shape)
+        chunks = member.chunks or tuple(max(s, 1) for s in shape)
         metadata = create_v3_array_metadata(
             shape=shape,
             data_type=dtype,
@@ -359,7 +359,7 @@ class _FileWalker:
             dimension_names=dims,
         )
         check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
-        if ds.chunks:
+        if member.chunks:
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
             manifest = chunked_manifest(
@@ -381,7 +381,7 @@ class _FileWalker:
 
     def fixed_dtype(self, member: Member) -> np.dtype[Any]:
         """The dataset's dtype without h5py's metadata, if its bytes can be referenced."""
-        dtype: np.dtype[Any] = member.node.dtype
+        dtype: np.dtype[Any] = member.dtype
         if h5py.check_ref_dtype(dtype) is not None:
             raise self.fail(
                 member.path, "holds HDF5 references, which are addresses inside the file"

@@ -72,7 +72,17 @@ class Dimension(NamedTuple):
 class Member:
     """A dataset or group found in a group, with its path relative to the parsed root."""
 
-    __slots__ = ("attrs", "create_plist", "dims", "is_scale", "name", "node", "path")
+    __slots__ = (
+        "attrs",
+        "chunks",
+        "create_plist",
+        "dims",
+        "dtype",
+        "is_scale",
+        "name",
+        "node",
+        "path",
+    )
 
     def __init__(self, name: str, path: str, node: Any) -> None:
         """Wrap ``node`` (an h5py dataset or group) found as ``name`` at ``path``."""
@@ -81,8 +91,16 @@ class Member:
         self.node = node
         self.dims: list[Dimension] = []
         dataset = isinstance(node, h5py.Dataset)
-        #: The dataset's creation property list (layout, filters, fill value), asked for once.
-        self.create_plist: Any = node.id.get_create_plist() if dataset else None
+        plist = node.id.get_create_plist() if dataset else None
+        #: The dataset's creation property list (layout, filters, fill value); None for a group.
+        self.create_plist: Any = plist
+        # What h5py's Dataset properties give, asked of HDF5 once (each asks again).
+        #: The dataset's dtype as h5py gives it; None for a group.
+        self.dtype: Any = node.id.dtype if dataset else None
+        #: The chunk shape of a chunked dataset, else None (``Dataset.chunks``).
+        self.chunks: tuple[int, ...] | None = None
+        if plist is not None and plist.get_layout() == h5py.h5d.CHUNKED:
+            self.chunks = tuple(int(c) for c in plist.get_chunk())
         self.attrs = Attributes(node if dataset else None, self.create_plist)
         self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
 
@@ -243,7 +261,13 @@ def fill_value(
     HDF5 reads its unwritten chunks as zeros, where it reads them at all
     (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`).
     """
-    value = member.node.fillvalue if defined else np.zeros((), dtype=dtype)[()]
+    if defined:
+        # As h5py's Dataset.fillvalue reads it, from the creation property list at hand.
+        stored = np.zeros((1,), dtype=member.dtype)
+        member.create_plist.get_fill_value(stored)
+        value = stored[0]
+    else:
+        value = np.zeros((), dtype=dtype)[()]
     if fill_off and netcdf:
         if "_FillValue" in member.attrs:
             value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
