@@ -84,7 +84,7 @@ def read_manifest(data: bytes) -> dict[str, ArrayRefs]:
             f"not a spec version 2 manifest (version {version}, type {file_type}, "
             f"compression {compression})"
         )
-    body = bytes(data[_HEADER:])
+    body: Any = bytes(data[_HEADER:])
     try:
         if compression == _ZSTD:
             body = imagecodecs.zstd_decode(body)
