@@ -14,7 +14,14 @@ import pytest
 import xarray as xr
 import zarr
 
-from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from servers import HTTPServer
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ObjectStoreRegistry,
+    open_virtual_dataset,
+)
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceChangedError
 from virtualstac.stac import icechunk_chunks
@@ -218,3 +225,67 @@ def test_manifests_not_understood_are_left_to_icechunk(
         read = xr.open_zarr(open_store(tmp_path / "repo"), consolidated=False).load()
     xr.testing.assert_identical(read, direct)
     assert stats.requests == 0
+
+
+def served_archive(http_server: HTTPServer) -> tuple[str, Path]:
+    """A netCDF4 file (zlib + shuffle) the server serves: its URL and its path."""
+    path = write_sample_archive(http_server.directory("icechunk"), days=1)[0]
+    return http_server.url_for(path), path
+
+
+def publish_served(
+    path: Path, url: str, *, stamped: bool
+) -> tuple[CheckedIcechunkStore, xr.Dataset]:
+    """The served file's references published at ``path`` (with the sources' versions, or
+    without any), and the store virtualstac reads it through."""
+    registry = ObjectStoreRegistry()
+    registry.register(url.rsplit("/", 1)[0] + "/")
+    virtual = open_virtual_dataset(url, registry=registry)
+    group = virtual.virtual.to_group()
+    if not stamped:
+        manifest = group["t2m"].manifest
+        plain = ChunkManifest.from_path_table(
+            path_table=manifest.path_table,
+            path_codes=manifest.path_codes,
+            offsets=manifest.offsets,
+            lengths=manifest.lengths,
+        )
+        assert not plain.source_stamps
+        arrays = {**group.arrays, "t2m": ManifestArray(group["t2m"].metadata, plain)}
+        group = ManifestGroup(arrays, attributes=group.metadata.attributes)
+    containers = required_containers(group)
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    session = repository.writable_session("main")
+    write_icechunk(group, session.store)
+    session.commit("served")
+    registry.register(path.as_uri())
+    prefixes = [container.prefix for container in containers]
+    session = repository.readonly_session("main")
+    return checked_store(repository, session, path.as_uri(), registry, prefixes), virtual
+
+
+def test_remote_sources_with_checksums_are_read_through_icechunk(
+    tmp_path: Path, http_server: HTTPServer
+) -> None:
+    """Icechunk compares a remote source's ETag or last-modified time on every read."""
+    url, path = served_archive(http_server)
+    store, _ = publish_served(tmp_path / "repo", url, stamped=True)
+    with counting_reads() as stats:
+        read = zarr.open_array(store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, raw_values([path], "t2m"))
+    assert stats.requests == 0
+
+
+def test_remote_sources_without_checksums_are_read_directly(
+    tmp_path: Path, http_server: HTTPServer
+) -> None:
+    url, path = served_archive(http_server)
+    store, _ = publish_served(tmp_path / "repo", url, stamped=False)
+    with counting_reads() as stats:
+        read = zarr.open_array(store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, raw_values([path], "t2m"))
+    assert stats.requests == 1
