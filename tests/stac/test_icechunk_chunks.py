@@ -2,6 +2,7 @@
 Icechunk, with the values netCDF4 and h5py read."""
 
 import os
+import pickle
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -289,3 +290,37 @@ def test_remote_sources_without_checksums_are_read_directly(
         read = zarr.open_array(store, path="t2m", mode="r")[...]
     np.testing.assert_array_equal(read, raw_values([path], "t2m"))
     assert stats.requests == 1
+
+
+def test_the_store_pickles_for_dask_workers(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    store = open_store(tmp_path / "repo")
+    xr.open_zarr(store, consolidated=False, chunks=None).load()  # references loaded
+    copy = pickle.loads(pickle.dumps(store))
+    with counting_reads() as stats:
+        read = xr.open_zarr(copy, consolidated=False, chunks=None).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 2
+
+
+def test_a_few_chunks_of_a_large_manifest_are_read_through_icechunk(tmp_path: Path) -> None:
+    """Decoding a manifest costs a hundredth of an Icechunk get per reference: it pays only
+    for reads of more chunks than a hundredth of the references."""
+    path = tmp_path / "many.nc"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=np.arange(12_000, dtype="<i4").reshape(2, 60, 100),
+                         chunks=(1, 10, 10))  # fmt: skip
+    publish(tmp_path / "repo", open_virtual_dataset(str(path)))
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="v", mode="r")
+    with counting_reads() as stats:
+        one = array[0, 0, 0]
+    assert (one, stats.requests) == (0, 0)
+    with counting_reads() as stats:
+        values = array[...]
+    assert stats.requests == 1
+    np.testing.assert_array_equal(values, np.arange(12_000).reshape(2, 60, 100))
+    with counting_reads() as stats:
+        assert array[1, 59, 99] == 11_999
+    assert stats.requests == 1  # loaded now: read directly

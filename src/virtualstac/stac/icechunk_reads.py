@@ -83,7 +83,7 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
         """Read a value, translating Icechunk's failed virtual chunk reads."""
-        direct = await self._direct(key)
+        direct = await self._direct_one(key, 1)
         if direct is not None:
             return await direct.store.get(direct.inner_key(key), prototype, byte_range)
         try:
@@ -110,7 +110,7 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         direct: dict[int, tuple[ArrayChunks, list[int]]] = {}
         others: list[int] = []
         for index, key in enumerate(keys):
-            chunks = await self._direct(key)
+            chunks = await self._direct_one(key, len(keys))
             if chunks is None:
                 others.append(index)
             else:
@@ -133,11 +133,12 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         )
         return results
 
-    async def _direct(self, key: str) -> ArrayChunks | None:
-        """The directly read chunks of ``key``'s array if ``key`` is one of them."""
+    async def _direct_one(self, key: str, reading: int) -> ArrayChunks | None:
+        """The directly read chunks of ``key``'s array if ``key`` is one of them; ``reading``
+        chunks are read now (loading an array's references must pay)."""
         if self._chunks is None or key.endswith("zarr.json"):
             return None
-        chunks = await self._chunks.for_key(key)
+        chunks = self._chunks.loaded(key) or await self._chunks.for_key(key, reading)
         if chunks is None or key in chunks.through_icechunk:
             return None
         return chunks
