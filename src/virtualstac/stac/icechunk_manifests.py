@@ -164,6 +164,8 @@ class _Reader:
         etags = np.zeros(count, np.bool_)
         modified = np.zeros(count, np.uint32)
         locations = [""] * count
+        # Few distinct sources, many references: each location string is made once.
+        texts: dict[bytes, str] = {}
         unpack = struct.unpack_from
         for i, ref in enumerate(refs):
             start, ndim = self._vector(ref, 0, 4)
@@ -179,12 +181,15 @@ class _Reader:
             elif self._field(ref, 4):
                 kinds[i] = NATIVE
             elif location := self._field(ref, 5):
-                text = self._target(location)
-                length = self._u32(text)
-                raw = bytes(self.buffer[text + 4 : text + 4 + length])
+                begin = self._target(location)
+                length = self._u32(begin)
+                raw = bytes(self.buffer[begin + 4 : begin + 4 + length])
                 if len(raw) != length:
                     raise IndexError("location past the end of the buffer")
-                locations[i] = raw.decode()
+                text = texts.get(raw)
+                if text is None:
+                    text = texts[raw] = raw.decode()
+                locations[i] = text
                 kinds[i] = VIRTUAL
                 etags[i] = bool(self._field(ref, 6))
                 where = self._field(ref, 7)
