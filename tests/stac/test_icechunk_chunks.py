@@ -71,10 +71,15 @@ def publish(path: Path, dataset: xr.Dataset) -> icechunk.Repository:
 
 
 def open_store(
-    path: Path, authorized: Sequence[str] | None = None, relocate: dict[str, str] | None = None
+    path: Path,
+    authorized: Sequence[str] | None = None,
+    relocate: dict[str, str] | None = None,
+    *,
+    manifests_readable: bool = True,
 ) -> CheckedIcechunkStore:
     """The repository as virtualstac reads it; ``authorized``: the containers read directly
-    (all those it declares by default), Icechunk authorizing all of them."""
+    (all those it declares by default), Icechunk authorizing all of them; the registry allows
+    reading the repository's own files only if ``manifests_readable``."""
     storage = icechunk.local_filesystem_storage(str(path))
     repository = icechunk.Repository.open(storage)
     config = reading_config(repository.config, DEFAULT_NETWORK, relocate=relocate)
@@ -86,7 +91,7 @@ def open_store(
         authorize_virtual_chunk_access=icechunk.containers_credentials(credentials),
     )
     registry = ObjectStoreRegistry()
-    for prefix in [*prefixes, path.as_uri()]:
+    for prefix in [*prefixes, path.as_uri()] if manifests_readable else prefixes:
         registry.register(prefix)
     session = repository.readonly_session("main")
     allowed = prefixes if authorized is None else authorized
@@ -224,6 +229,17 @@ def test_manifests_not_understood_are_left_to_icechunk(
     publish(tmp_path / "repo", virtual)
     with counting_reads() as stats:
         read = xr.open_zarr(open_store(tmp_path / "repo"), consolidated=False).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 0
+
+
+def test_manifests_the_reader_may_not_fetch_are_left_to_icechunk(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    store = open_store(tmp_path / "repo", manifests_readable=False)
+    with counting_reads() as stats:
+        read = xr.open_zarr(store, consolidated=False).load()
     xr.testing.assert_identical(read, direct)
     assert stats.requests == 0
 

@@ -165,7 +165,7 @@ class SnapshotChunks:
                 self._sizes = {
                     str(info["id"]): int(info["num_chunk_refs"]) for info in snapshot["manifests"]
                 }
-            except (KeyError, TypeError, ValueError, AttributeError) as err:
+            except Exception as err:
                 _log.debug("snapshot %s not understood, read through Icechunk: %s", self, err)
                 nodes = {}
             self._nodes = nodes
@@ -181,8 +181,10 @@ class SnapshotChunks:
                 if (found := (await self._manifest(manifest_id)).get(node_id)) is not None
             ]
             return None if metadata is None else self._index(array, metadata, refs)
-        except (IcechunkFormatError, ValueError, TypeError, KeyError) as err:
-            _log.debug("references of %r not understood, read through Icechunk: %s", array, err)
+        except Exception as err:
+            # Unreadable or not understood (a newer format, a manifest that cannot be fetched
+            # with the reader's credentials): Icechunk reads the chunks, or names the failure.
+            _log.debug("references of %r not read, read through Icechunk: %s", array, err)
             return None
 
     async def _metadata(self, array: str) -> ArrayV3Metadata | None:
