@@ -322,8 +322,8 @@ def test_the_store_pickles_for_dask_workers(
 
 
 def test_a_few_chunks_of_a_large_manifest_are_read_through_icechunk(tmp_path: Path) -> None:
-    """Decoding a manifest costs a hundredth of an Icechunk get per reference: it pays only
-    for reads of more chunks than a hundredth of the references."""
+    """Decoding a manifest costs a fiftieth of an Icechunk get per reference: it pays only
+    for reads of more chunks than a fiftieth of the references."""
     path = tmp_path / "many.nc"
     with h5py.File(path, "w") as f:
         f.create_dataset("v", data=np.arange(12_000, dtype="<i4").reshape(2, 60, 100),

@@ -93,11 +93,16 @@ def read_manifest(data: bytes) -> dict[str, ArrayRefs]:
         raise IcechunkFormatError(f"the manifest does not decode ({err})") from err
 
 
+# A table: its position, and the offsets of its fields from there (0: absent).
+type _Table = tuple[int, tuple[int, ...]]
+
+
 class _Reader:
     """FlatBuffer tables, read field by field with every offset checked against the buffer."""
 
     def __init__(self, buffer: memoryview) -> None:
         self.buffer = buffer
+        self._vtables: dict[int, tuple[int, ...]] = {}
         if bytes(buffer[4:8]) != _IDENTIFIER:
             raise IcechunkFormatError("the manifest lacks its FlatBuffer identifier")
 
@@ -107,27 +112,32 @@ class _Reader:
         value: int = struct.unpack_from("<I", self.buffer, at)[0]
         return value
 
-    def _table(self, at: int) -> tuple[int, int, int]:
-        """A table at ``at``: (table position, vtable position, vtable length)."""
+    def _table(self, at: int) -> _Table:
+        """The table at ``at``: its position and its fields' offsets (0: absent)."""
         vtable = at - struct.unpack_from("<i", self.buffer, at)[0]
-        if vtable < 0:
-            raise IndexError("vtable outside the buffer")
-        size: int = struct.unpack_from("<H", self.buffer, vtable)[0]
-        return at, vtable, size
+        fields = self._vtables.get(vtable)
+        if fields is None:
+            # Tables written alike share one vtable: each is read once.
+            if vtable < 0:
+                raise IndexError("vtable outside the buffer")
+            size: int = struct.unpack_from("<H", self.buffer, vtable)[0]
+            count = max(0, (size - 4) // 2)
+            fields = self._vtables[vtable] = struct.unpack_from(
+                f"<{count}H", self.buffer, vtable + 4
+            )
+        return at, fields
 
-    def _field(self, table: tuple[int, int, int], index: int) -> int:
+    @staticmethod
+    def _field(table: _Table, index: int) -> int:
         """The position of field ``index`` of ``table``; 0 when the field is absent."""
-        at, vtable, size = table
-        slot = 4 + 2 * index
-        if slot + 2 > size:
-            return 0
-        offset: int = struct.unpack_from("<H", self.buffer, vtable + slot)[0]
+        at, fields = table
+        offset = fields[index] if index < len(fields) else 0
         return at + offset if offset else 0
 
     def _target(self, position: int) -> int:
         return position + self._u32(position)
 
-    def _vector(self, table: tuple[int, int, int], index: int, width: int) -> tuple[int, int]:
+    def _vector(self, table: _Table, index: int, width: int) -> tuple[int, int]:
         """(start of elements, count) of a vector field; (0, 0) when absent."""
         position = self._field(table, index)
         if not position:
@@ -138,7 +148,7 @@ class _Reader:
             raise IndexError("vector past the end of the buffer")
         return start + 4, count
 
-    def _tables(self, table: tuple[int, int, int], index: int) -> list[tuple[int, int, int]]:
+    def _tables(self, table: _Table, index: int) -> list[_Table]:
         start, count = self._vector(table, index, 4)
         return [self._table(self._target(start + 4 * i)) for i in range(count)]
 
@@ -155,35 +165,35 @@ class _Reader:
             arrays[node_id_string(raw)] = self._refs(self._tables(array, 1))
         return arrays
 
-    def _refs(self, refs: list[tuple[int, int, int]]) -> ArrayRefs:
+    def _refs(self, refs: list[_Table]) -> ArrayRefs:
         count = len(refs)
-        rows: list[list[int]] = []
-        kinds = np.full(count, OTHER, np.uint8)
-        offsets = np.zeros(count, np.uint64)
-        lengths = np.zeros(count, np.uint64)
-        etags = np.zeros(count, np.bool_)
-        modified = np.zeros(count, np.uint32)
+        rows: list[tuple[int, ...]] = []
+        kinds = [OTHER] * count
+        offsets = [0] * count
+        lengths = [0] * count
+        etags = [False] * count
+        modified = [0] * count
         locations = [""] * count
         # Few distinct sources, many references: each location string is made once.
         texts: dict[bytes, str] = {}
-        unpack = struct.unpack_from
+        unpack, buffer, field = struct.unpack_from, self.buffer, self._field
         for i, ref in enumerate(refs):
             start, ndim = self._vector(ref, 0, 4)
-            rows.append(list(unpack(f"<{ndim}I", self.buffer, start)) if ndim else [])
-            where = self._field(ref, 2)
-            offsets[i] = unpack("<Q", self.buffer, where)[0] if where else 0
-            where = self._field(ref, 3)
-            lengths[i] = unpack("<Q", self.buffer, where)[0] if where else 0
-            if self._field(ref, 9) and self._vector(ref, 9, 1)[1]:
+            rows.append(unpack(f"<{ndim}I", buffer, start) if ndim else ())
+            if where := field(ref, 2):
+                offsets[i] = unpack("<Q", buffer, where)[0]
+            if where := field(ref, 3):
+                lengths[i] = unpack("<Q", buffer, where)[0]
+            if field(ref, 9) and self._vector(ref, 9, 1)[1]:
                 continue  # fields for future extensions: left to Icechunk
-            if self._field(ref, 1):
+            if field(ref, 1):
                 kinds[i] = INLINE
-            elif self._field(ref, 4):
+            elif field(ref, 4):
                 kinds[i] = NATIVE
-            elif location := self._field(ref, 5):
+            elif location := field(ref, 5):
                 begin = self._target(location)
                 length = self._u32(begin)
-                raw = bytes(self.buffer[begin + 4 : begin + 4 + length])
+                raw = bytes(buffer[begin + 4 : begin + 4 + length])
                 if len(raw) != length:
                     raise IndexError("location past the end of the buffer")
                 text = texts.get(raw)
@@ -191,11 +201,19 @@ class _Reader:
                     text = texts[raw] = raw.decode()
                 locations[i] = text
                 kinds[i] = VIRTUAL
-                etags[i] = bool(self._field(ref, 6))
-                where = self._field(ref, 7)
-                modified[i] = unpack("<I", self.buffer, where)[0] if where else 0
+                etags[i] = bool(field(ref, 6))
+                if where := field(ref, 7):
+                    modified[i] = unpack("<I", buffer, where)[0]
         ndims = {len(row) for row in rows}
         if len(ndims) > 1:
             raise IcechunkFormatError("references of one array differ in their number of axes")
         indices = np.array(rows, np.uint32).reshape(count, ndims.pop() if ndims else 0)
-        return ArrayRefs(indices, kinds, offsets, lengths, locations, etags, modified)
+        return ArrayRefs(
+            indices,
+            np.array(kinds, np.uint8),
+            np.array(offsets, np.uint64),
+            np.array(lengths, np.uint64),
+            locations,
+            np.array(etags, np.bool_),
+            np.array(modified, np.uint32),
+        )
