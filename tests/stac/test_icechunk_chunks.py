@@ -58,12 +58,20 @@ def direct(archive: list[Path]) -> xr.Dataset:
         return ds.load()
 
 
-def publish(path: Path, dataset: xr.Dataset) -> icechunk.Repository:
-    """``dataset``'s references committed to a new repository at ``path``."""
+def publish(path: Path, dataset: xr.Dataset, *, compress_from: int = 1000) -> icechunk.Repository:
+    """``dataset``'s references committed to a new repository at ``path``; manifests of at
+    least ``compress_from`` virtual chunks store their locations compressed (Icechunk's
+    default: 1,000)."""
     containers = required_containers(dataset.virtual.to_group())
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    config.manifest = icechunk.ManifestConfig(
+        virtual_chunk_location_compression=icechunk.ManifestVirtualChunkLocationCompressionConfig(
+            min_num_chunks=compress_from
+        )
+    )
     repository = icechunk.Repository.create(
         icechunk.local_filesystem_storage(str(path)),
-        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        config=config,
         authorize_virtual_chunk_access=authorize_containers(containers),
     )
     dataset.virtual.to_icechunk(repository.writable_session("main").store, commit="published")
@@ -98,10 +106,11 @@ def open_store(
     return checked_store(repository, session, path.as_uri(), registry, allowed)
 
 
+@pytest.mark.parametrize("compress_from", [1000, 1], ids=["plain", "compressed-locations"])
 def test_virtual_chunks_are_read_from_their_sources(
-    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, compress_from: int
 ) -> None:
-    publish(tmp_path / "repo", virtual)
+    publish(tmp_path / "repo", virtual, compress_from=compress_from)
     store = open_store(tmp_path / "repo")
     with counting_reads() as stats:
         read = xr.open_zarr(store, consolidated=False, chunks=None).load()

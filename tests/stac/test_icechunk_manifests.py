@@ -21,16 +21,23 @@ from virtualstac.stac.icechunk_manifests import (
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
 
 
-@pytest.fixture
-def repository(tmp_path: Path) -> icechunk.Repository:
-    """Two days of the demo archive published; one chunk of ``t2m`` then written natively."""
+@pytest.fixture(params=[1000, 1], ids=["plain", "compressed-locations"])
+def repository(tmp_path: Path, request: pytest.FixtureRequest) -> icechunk.Repository:
+    """Two days of the demo archive published (locations compressed in manifests of at least
+    ``request.param`` virtual chunks); one chunk of ``t2m`` then written natively."""
     paths = write_sample_archive(tmp_path / "archive", days=2)
     parts = [open_virtual_dataset(str(path)) for path in paths]
     virtual = xr.concat(parts, dim="time", coords="minimal", compat="override")
     containers = required_containers(virtual.virtual.to_group())
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    config.manifest = icechunk.ManifestConfig(
+        virtual_chunk_location_compression=icechunk.ManifestVirtualChunkLocationCompressionConfig(
+            min_num_chunks=request.param
+        )
+    )
     repository = icechunk.Repository.create(
         icechunk.local_filesystem_storage(str(tmp_path / "repo")),
-        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        config=config,
         authorize_virtual_chunk_access=authorize_containers(containers),
     )
     virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="published")
@@ -39,6 +46,9 @@ def repository(tmp_path: Path) -> icechunk.Repository:
     noise = np.random.default_rng(0).integers(-1000, 1000, array.chunks)
     array[tuple(slice(c, 2 * c) for c in array.chunks)] = noise.astype(array.dtype)
     session.commit("one native chunk")
+    infos = repository.list_manifest_files(repository.lookup_branch("main"))
+    compressed = [repository.inspect_manifest(info.id)["compression"] for info in infos]
+    assert any(c["uses_location_compression"] for c in compressed) == (request.param == 1)
     return repository
 
 

@@ -214,34 +214,41 @@ class SnapshotChunks:
         offsets = np.zeros(grid, np.uint64)
         lengths = np.zeros(grid, np.uint64)
         table: dict[str, int] = {}
-        others: list[tuple[int, ...]] = []
+        # Many references share a source and its checksum: each is decided once.
+        decided: dict[tuple[str, bool, int], int] = {}
+        others: list[np.ndarray[Any, np.dtype[np.uint32]]] = []
         for refs in found:
             if refs.indices.shape[1] != len(grid) or (refs.indices >= np.array(grid)).any():
                 raise IcechunkFormatError(f"references outside the chunk grid {grid}")
-            for row, kind, offset, length, location, etag, modified in zip(
-                refs.indices.tolist(),
-                refs.kinds.tolist(),
-                refs.offsets.tolist(),
-                refs.lengths.tolist(),
-                refs.locations,
-                refs.etags.tolist(),
-                refs.modified.tolist(),
-                strict=True,
-            ):
-                url = self._readable(location, etag, modified) if kind == VIRTUAL else None
-                if url is None:
-                    others.append(tuple(row))
-                    continue
-                at = tuple(row)
-                codes[at] = table.setdefault(url, len(table) + 1)
-                offsets[at] = offset
-                lengths[at] = length
+            etags, modified = refs.etags.tolist(), refs.modified.tolist()
+            chosen = [0] * len(etags)  # the path table code of each reference; 0: Icechunk's
+            for i in np.flatnonzero(refs.kinds == VIRTUAL).tolist():
+                source = (refs.locations[i], etags[i], modified[i])
+                code = decided.get(source)
+                if code is None:
+                    url = self._readable(*source)
+                    code = 0 if url is None else table.setdefault(url, len(table) + 1)
+                    decided[source] = code
+                chosen[i] = code
+            picked = np.array(chosen, np.int64)
+            direct = picked > 0
+            at = tuple(refs.indices[direct].T)
+            codes[at] = picked[direct]
+            offsets[at] = refs.offsets[direct]
+            lengths[at] = refs.lengths[direct]
+            others.append(refs.indices[~direct])
+        if not table:
+            return None  # nothing to read directly
         manifest = ChunkManifest.from_path_table(
             path_table=["", *table], path_codes=codes, offsets=offsets, lengths=lengths
         )
         parent, _, name = array.rpartition("/")
         group = ManifestGroup(arrays={name: ManifestArray(metadata, manifest)})
-        keys = frozenset(f"{array}/{metadata.encode_chunk_key(at)}" for at in others)
+        keys = frozenset(
+            f"{array}/{metadata.encode_chunk_key(tuple(row))}"
+            for rows in others
+            for row in rows.tolist()
+        )
         return ArrayChunks(
             ManifestStore(group, registry=self._registry), f"{parent}/" if parent else "", keys
         )

@@ -17,11 +17,17 @@ authorized containers before fetching anything.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import imagecodecs
 import numpy as np
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 __all__ = ["ArrayRefs", "IcechunkFormatError", "node_id_string", "read_manifest"]
 
@@ -31,6 +37,7 @@ _SPEC_V2 = 2
 _MANIFEST_FILE = 2
 _ZSTD = 1
 _IDENTIFIER = b"Ichk"
+_MAX_URL = 64 * 1024  # a decompressed location longer than this is not one
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 # What a reference is, as read from its fields.
@@ -103,6 +110,7 @@ class _Reader:
     def __init__(self, buffer: memoryview) -> None:
         self.buffer = buffer
         self._vtables: dict[int, tuple[int, ...]] = {}
+        self._dictionary: zstd.ZstdDict | None = None
         if bytes(buffer[4:8]) != _IDENTIFIER:
             raise IcechunkFormatError("the manifest lacks its FlatBuffer identifier")
 
@@ -154,6 +162,7 @@ class _Reader:
 
     def manifest(self) -> dict[str, ArrayRefs]:
         root = self._table(self._u32(0))
+        self._dictionary = self._location_dictionary(root)
         arrays: dict[str, ArrayRefs] = {}
         for array in self._tables(root, 1):
             node = self._field(array, 0)
@@ -164,6 +173,31 @@ class _Reader:
                 raise IndexError("node id past the end of the buffer")
             arrays[node_id_string(raw)] = self._refs(self._tables(array, 1))
         return arrays
+
+    def _location_dictionary(self, root: _Table) -> zstd.ZstdDict | None:
+        """The zstd dictionary of compressed locations; None if there is none (or the
+        manifest names an algorithm this reader does not know)."""
+        where = self._field(root, 3)
+        algorithm = struct.unpack_from("<B", self.buffer, where)[0] if where else _ZSTD
+        start, size = self._vector(root, 2, 1)
+        if algorithm != _ZSTD or not size:
+            return None
+        try:
+            return zstd.ZstdDict(bytes(self.buffer[start : start + size]))
+        except zstd.ZstdError as err:
+            raise IcechunkFormatError(f"the location dictionary does not load ({err})") from err
+
+    def _compressed_location(self, ref: _Table) -> bytes | None:
+        """The location of ``ref`` stored compressed, decompressed; None if unreadable."""
+        start, size = self._vector(ref, 8, 1)
+        if not size or self._dictionary is None:
+            return None
+        decompressor = zstd.ZstdDecompressor(zstd_dict=self._dictionary)
+        try:
+            raw = decompressor.decompress(bytes(self.buffer[start : start + size]), _MAX_URL)
+        except zstd.ZstdError:
+            return None
+        return raw if decompressor.eof else None
 
     def _refs(self, refs: list[_Table]) -> ArrayRefs:
         count = len(refs)
@@ -176,6 +210,7 @@ class _Reader:
         locations = [""] * count
         # Few distinct sources, many references: each location string is made once.
         texts: dict[bytes, str] = {}
+        inflated: dict[bytes, str] = {}
         unpack, buffer, field = struct.unpack_from, self.buffer, self._field
         for i, ref in enumerate(refs):
             start, ndim = self._vector(ref, 0, 4)
@@ -199,6 +234,22 @@ class _Reader:
                 text = texts.get(raw)
                 if text is None:
                     text = texts[raw] = raw.decode()
+                locations[i] = text
+                kinds[i] = VIRTUAL
+                etags[i] = bool(field(ref, 6))
+                if where := field(ref, 7):
+                    modified[i] = unpack("<I", buffer, where)[0]
+            elif compressed := field(ref, 8):
+                # Locations compressed with the manifest's dictionary: the same URL gives the
+                # same bytes, so each distinct one is decompressed once.
+                begin = self._target(compressed)
+                packed = bytes(buffer[begin + 4 : begin + 4 + self._u32(begin)])
+                text = inflated.get(packed)
+                if text is None:
+                    unpacked = self._compressed_location(ref)
+                    if unpacked is None:
+                        continue  # left to Icechunk
+                    text = inflated[packed] = unpacked.decode()
                 locations[i] = text
                 kinds[i] = VIRTUAL
                 etags[i] = bool(field(ref, 6))
