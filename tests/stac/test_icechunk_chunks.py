@@ -24,7 +24,7 @@ from virtualstac import (
     open_virtual_dataset,
 )
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import SourceChangedError
+from virtualstac.errors import ChunkReadError, SourceChangedError
 from virtualstac.stac import icechunk_chunks
 from virtualstac.stac.icechunk_manifests import IcechunkFormatError
 from virtualstac.stac.icechunk_reads import (
@@ -349,3 +349,13 @@ def test_a_few_chunks_of_a_large_manifest_are_read_through_icechunk(tmp_path: Pa
     with counting_reads() as stats:
         assert array[1, 59, 99] == 11_999
     assert stats.requests == 1  # loaded now: read directly
+
+
+def test_a_missing_source_is_named_with_the_store(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    archive[1].unlink()
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="t2m", mode="r")
+    with pytest.raises(ChunkReadError, match=r"published Icechunk store at .*repo: chunk .*"):
+        array[...]

@@ -62,7 +62,6 @@ class ChunkBytesSource(Protocol):
 
     async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
         """The bytes of the chunks ``keys``, bytes-like or zarr ``Buffer``s."""
-        ...
 
 
 def decode_pool() -> ThreadPoolExecutor:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import icechunk
@@ -85,7 +86,8 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         """Read a value, translating Icechunk's failed virtual chunk reads."""
         direct = await self._direct_one(key, 1)
         if direct is not None:
-            return await direct.store.get(direct.inner_key(key), prototype, byte_range)
+            with self._naming_the_store():
+                return await direct.store.get(direct.inner_key(key), prototype, byte_range)
         try:
             return await self._store.get(key, prototype, byte_range)  # type: ignore[no-any-return]
         except icechunk.IcechunkError as err:
@@ -117,7 +119,9 @@ class CheckedIcechunkStore(WrapperStore[Any]):
                 direct.setdefault(id(chunks), (chunks, []))[1].append(index)
 
         async def fetch(chunks: ArrayChunks, indices: list[int]) -> None:
-            found = await chunks.store.get_chunk_bytes([chunks.inner_key(keys[i]) for i in indices])
+            inner = [chunks.inner_key(keys[i]) for i in indices]
+            with self._naming_the_store():
+                found = await chunks.store.get_chunk_bytes(inner)
             for index, data in zip(indices, found, strict=True):
                 results[index] = data
 
@@ -142,6 +146,14 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         if chunks is None or key in chunks.through_icechunk:
             return None
         return chunks
+
+    @contextmanager
+    def _naming_the_store(self) -> Iterator[None]:
+        """Failed direct reads (a missing source, a network failure) name this store."""
+        try:
+            yield
+        except VirtualStacError as err:
+            raise type(err)(f"published Icechunk store at {self.location}: {err}") from err
 
     def _failure(self, key: str, err: icechunk.IcechunkError) -> VirtualStacError:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
