@@ -19,8 +19,9 @@ Readers:
   read with ``xr.open_zarr(store, chunks=None)[var].values``;
 - ``VirtualiZarr``: its ``HDFParser()(url, registry)`` ManifestStore, read the same way
   (``zarr_format=3``);
-- both also with ``zarr.config.set({"async.concurrency": 64})``, and through xarray's default
-  dask-backed ``xr.open_zarr(store)``;
+- both also with ``zarr.config.set({"async.concurrency": 64})``, through xarray's default
+  dask-backed ``xr.open_zarr(store)`` (one task per source chunk), and with dask chunks of one
+  whole time step (``chunks={"time": 1, "y": -1, "x": -1}``);
 - ``Icechunk``: our references published to a local Icechunk repository (``write_icechunk``,
   committed before timing), read from a read-only session with ``xr.open_zarr(store,
   chunks=None)``: virtualstac's store over the session (``checked_store``, as ``open_stac``
@@ -246,6 +247,8 @@ def worker_read(params: dict[str, Any]) -> dict[str, Any]:
             kwargs["zarr_format"] = 3  # VirtualiZarr's store cannot be auto-detected (#783)
         if not params.get("dask"):
             kwargs["chunks"] = None
+        elif params.get("dask_chunks") is not None:
+            kwargs["chunks"] = params["dask_chunks"]
 
         def opener() -> Any:
             return xr.open_zarr(store, **kwargs)[VAR]
@@ -306,6 +309,9 @@ WORKERS = {"read": worker_read}
 
 # -- driver --------------------------------------------------------------------------------
 
+# Dask chunks of one whole time step: many source chunks per task.
+FRAME = {"time": 1, "y": -1, "x": -1}
+
 # (label, reader, options); peers use the same options as ours.
 READERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("h5py dset[...]", "h5py", {}),
@@ -316,6 +322,8 @@ READERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("store, async.concurrency=64", "vz", {"concurrency": 64}),
     ("store, open_zarr() with dask", "ours", {"dask": True}),
     ("store, open_zarr() with dask", "vz", {"dask": True}),
+    ("store, dask, one time step per task", "ours", {"dask": True, "dask_chunks": FRAME}),
+    ("store, dask, one time step per task", "vz", {"dask": True, "dask_chunks": FRAME}),
     ("published Icechunk, open_zarr(chunks=None)", "icechunk", {}),
     ("published Icechunk, open_zarr(chunks=None)", "icechunk-zarr", {"zarr_pipeline": True}),
 )

@@ -22,7 +22,7 @@ from zarr.core.dtype import Float32
 from servers import HTTPServer
 from virtualstac import ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import InvalidChunkKeyError
-from virtualstac.manifests import decoding
+from virtualstac.manifests import decoding, pipeline
 from virtualstac.manifests.decoders import SizedShuffle, SizedZlib, decoder_twin
 
 
@@ -73,18 +73,38 @@ def test_chunks_decode_on_the_pool_threads(sample: Sample, monkeypatch: pytest.M
     assert threads and all(name.startswith("virtualstac-decode") for name in threads)
 
 
-def test_a_single_chunk_read_keeps_zarrs_path(
+def test_a_single_chunk_of_another_store_keeps_zarrs_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("one chunk of another store needs no pool")
+
+    monkeypatch.setattr(pipeline, "read_concurrently", refuse)
+    values = np.arange(64 * 64, dtype="<f4").reshape(64, 64)
+    array = zarr.create_array(
+        zarr.storage.MemoryStore(), shape=(64, 64), chunks=(16, 16), dtype="<f4"
+    )
+    array[:] = values
+
+    np.testing.assert_array_equal(array[:16, :16], values[:16, :16])
+
+
+def test_a_single_chunk_of_a_manifest_store_is_read_by_the_pool(
     sample: Sample, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("one chunk needs no pool")
+    # dask reads one chunk per task: each skips zarr's per-chunk buffers too.
+    calls: list[int] = []
+    read = decoding.read_concurrently
 
-    monkeypatch.setattr(decoding, "read_concurrently", refuse)
+    async def counting(batch: list[object], *args: object) -> object:
+        calls.append(len(batch))
+        return await read(batch, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "read_concurrently", counting)
     store = ManifestStore(sample.group(), registry=ObjectStoreRegistry.for_url(str(sample.path)))
 
     chunk = zarr.open_array(store, path="temperature", mode="r")[0, :16, :16]
 
     np.testing.assert_array_equal(chunk, sample.values["temperature"][0, :16, :16])
+    assert calls == [1]
 
 
 def test_get_chunks_serves_virtual_missing_and_inlined_chunks(sample: Sample) -> None:

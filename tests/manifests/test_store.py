@@ -139,6 +139,26 @@ def test_adjacent_chunks_share_requests(sample: Sample, http_server: HTTPServer)
     assert len(http_server.requests(directory / "sample.h5")) == 1
 
 
+def test_single_chunk_reads_that_arrive_together_share_requests(
+    sample: Sample, http_server: HTTPServer
+) -> None:
+    directory = http_server.directory("single-chunk-reads")
+    shutil.copy(sample.path, directory / "sample.h5")
+    url = http_server.url_for(directory / "sample.h5")
+    store = ManifestStore(sample.group(url), registry=ObjectStoreRegistry.for_url(url))
+
+    # dask reads one chunk per task, each through the codec pipeline's path of one chunk.
+    async def sixteen_reads() -> list[list[object]]:
+        keys = [f"temperature/c/0/{i // 4}/{i % 4}" for i in range(16)]
+        return list(await asyncio.gather(*(store.get_chunk_bytes([key]) for key in keys)))
+
+    chunks = asyncio.run(sixteen_reads())
+    assert [bytes(chunk) for (chunk,) in chunks] == [
+        raw_chunk(sample, "temperature", (0, i // 4, i % 4)) for i in range(16)
+    ]
+    assert len(http_server.requests(directory / "sample.h5")) == 1
+
+
 def test_chunks_spread_over_several_files_are_batched_per_file(http_server: HTTPServer) -> None:
     directory = http_server.directory("two-files")
     values = np.arange(32 * 100, dtype="<i8")

@@ -115,6 +115,10 @@ def test_netcdf4_metadata(everything: Path) -> None:
         "add_offset",
         "units",
         "long_name",
+        "_nczarr_attr",  # the float32 type of the packing attributes, which JSON loses
+    }
+    assert temp["attributes"]["_nczarr_attr"] == {
+        "types": {"scale_factor": "<f4", "add_offset": "<f4"}
     }
     big = group["big"].metadata.to_dict()
     assert big["codecs"][0] == {"name": "bytes", "configuration": {"endian": "big"}}

@@ -29,7 +29,7 @@ def expected_t2m(items: list[pystac.Item]) -> np.ndarray:
     """``t2m`` of the items' files as netCDF4 reads them, masked values as NaN."""
     parts = []
     for item in items:
-        with netCDF4.Dataset(item.assets["data"].href) as nc:
+        with netCDF4.Dataset(item.assets["data"].get_absolute_href() or "") as nc:
             parts.append(np.ma.filled(nc["t2m"][:].astype("f8"), np.nan))
     return np.concatenate(parts)
 

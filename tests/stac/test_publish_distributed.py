@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from distributed import Client, get_task_stream
 
 from virtualstac.cli import main
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
-from virtualstac.stac import publish
+from virtualstac.stac import open_stac, publish
 from virtualstac.stac.publish_distributed import batched
 
 
@@ -91,6 +92,37 @@ def test_new_items_append_on_the_cluster(
     history = list(repository_of(target).ancestry(branch="main"))
     assert len(history) == 3
     assert collection.assets["icechunk"].extra_fields["version"] == history[0].id
+
+
+def test_a_store_published_on_the_cluster_moves_with_its_self_contained_catalog(
+    client: Client, archive: list[pystac.Item], tmp_path: Path
+) -> None:
+    """The workers name the files below the catalog's directory after its container, as a
+    local publish does, so the directory moved whole still reads every value."""
+    root = tmp_path / "root"
+    collection = pystac.Collection("era", "hourly temperature", pystac.Extent.from_items(archive))
+    for item in archive:
+        collection.add_item(item)
+    shutil.move(tmp_path / "archive", root / "archive")
+    for item in archive:
+        data = item.assets["data"]
+        data.href = str(root / "archive" / Path(data.href).name)
+    collection.normalize_hrefs(str(root))
+    collection.make_all_asset_hrefs_relative()
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    publish(collection, root / "era.icechunk", parallel=client)
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    assert collection.assets["icechunk"].extra_fields["virtual:root"] == root.as_uri() + "/"
+
+    elsewhere = tmp_path / "moved"
+    shutil.move(root, elsewhere)
+    moved = pystac.Collection.from_file(str(elsewhere / "collection.json"))
+    after = open_stac(moved)
+    assert after["t2m"].chunks is not None  # read from the store, not parsed from sources
+    items = sorted(moved.get_items(recursive=True), key=lambda item: item.id)
+    assert all(str(elsewhere) in (i.assets["data"].get_absolute_href() or "") for i in items)
+    np.testing.assert_allclose(after["t2m"].values, expected_t2m(items), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(after["time"].values, expected_times(archive))
 
 
 def test_a_worker_killed_while_writing_changes_nothing_and_a_rerun_completes(

@@ -13,6 +13,7 @@ import xarray as xr
 
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac import MixedGridsError, PublishedStoreError, open_stac, publish
+from virtualstac.stac.published import open_published_for
 from virtualstac.stac.published_stores import choose_stores, published_assets
 
 if TYPE_CHECKING:
@@ -90,6 +91,25 @@ def test_a_collection_with_stores_on_two_grids_does_not_open_one_silently(
     ]
     for dataset in grids.values():
         assert_bands(dataset, scenes, read_band)
+
+
+def test_one_function_opens_the_stores_merged_or_per_grid(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    """``group_by`` chooses between one dataset and one per grid; the options are the same."""
+    collection = stores_by_grid(scenes, tmp_path)
+    one = open_published_for(collection, parse_options={}, assets=["B02", "B03"])
+    assert isinstance(one, xr.Dataset) and sorted(one.data_vars) == ["B02", "B03"]
+    assert_bands(one, scenes, read_band)
+    grids = open_published_for(collection, group_by="grid", parse_options={})
+    assert isinstance(grids, dict)
+    assert sorted(sorted(map(str, d.data_vars)) for d in grids.values()) == [
+        ["B02", "B03"],
+        ["B05"],
+    ]
+    with pytest.raises(PublishedStoreError, match="sign only apply to parsing"):
+        open_published_for(collection, group_by="grid", parse_options={"sign": str})
+    assert open_published_for(collection_of(scenes), group_by="grid", parse_options={}) is None
 
 
 def test_stores_on_one_grid_merge_into_one_dataset(

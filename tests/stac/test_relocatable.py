@@ -93,6 +93,42 @@ def test_a_store_appended_to_before_the_move_reads_every_item_after_it(
         np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)
 
 
+@pytest.mark.parametrize("layout", list(TARGETS))
+def test_items_appended_after_the_move_read_with_the_moved_ones(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand, layout: str
+) -> None:
+    """A republish where the catalog now is writes every reference below its new directory,
+    so the store moves again with it."""
+    format, kerchunk_format, name = TARGETS[layout]
+    collection = self_contained(scenes, tmp_path)
+    collection.remove_item("S2_1")  # its JSON stays beside its COG, to be added later
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    publish(collection, tmp_path / name, format=format, kerchunk_format=kerchunk_format)
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+
+    moved = tmp_path.parent / f"{tmp_path.name}-moved"
+    shutil.move(tmp_path, moved)
+    collection = pystac.Collection.from_file(str(moved / "collection.json"))
+    collection.add_item(pystac.Item.from_file(str(moved / "S2_1" / "S2_1.json")))
+    collection.normalize_hrefs(str(moved))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    publish(collection, moved / name, format=format, kerchunk_format=kerchunk_format)
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    asset = collection.assets[format]
+    assert asset.extra_fields["virtual:items"] == list(DAYS)
+    assert asset.extra_fields["virtual:root"] == moved.as_uri() + "/"
+    assert all(
+        prefix.startswith(moved.as_uri()) for prefix in asset.extra_fields["virtual:containers"]
+    )
+
+    again = tmp_path.parent / f"{tmp_path.name}-again"
+    shutil.move(moved, again)
+    after = open_stac(pystac.Collection.from_file(str(again / "collection.json"))).load()
+    for step, day in enumerate(DAYS):
+        expected = read_band(again / day / "B02.tif")
+        np.testing.assert_array_equal(after["B02"].isel(time=step).values, expected)
+
+
 def side_by_side(scenes: Scenes, root: Path) -> pystac.Catalog:
     """``root/stac/`` (catalog, collection, items) beside ``root/data/`` (the COGs they name
     relatively); the third scene stays outside ``root``, named by an absolute href."""

@@ -31,6 +31,7 @@ from virtualstac.intake.base import VirtualDataSource
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["VirtualSource"]
 
@@ -182,7 +183,7 @@ class VirtualSource(VirtualDataSource):
         if self.references:
             return virtual
         store = virtual.virtual.to_store(self._registry)
-        dataset: xr.Dataset = xr.open_zarr(store, chunks=self.chunks)
+        dataset = open_zarr_values(store, chunks=self.chunks)
         return dataset
 
     def _close(self) -> None:

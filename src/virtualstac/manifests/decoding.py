@@ -10,7 +10,12 @@ codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's cop
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
 Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
-per-chunk buffers, which cost more than decoding a small chunk.
+per-chunk buffers, which cost more than decoding a small chunk. Their chunks in local files are
+not fetched at all: the pool threads read them with ``pread``
+(:mod:`virtualstac.storage.local_ranges`), a few nearby chunks per call into a buffer that stays
+in the core's cache, and decode each while its bytes are there; obstore's per-chunk cost
+(futures, a bytes object per range) was more than the read. A ManifestStore's single-chunk
+reads (dask's, one chunk per task) take this path too.
 
 A chunk of a ManifestStore that fails to decode raises
 :class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
@@ -25,6 +30,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -40,10 +46,17 @@ from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.direct_decode import DirectDecoder
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
+from virtualstac.storage.local_ranges import (
+    LocalRange,
+    read_local_range_into,
+    read_local_ranges,
+)
 
 __all__ = ["ChunkBytesSource", "can_read_concurrently", "decode_pool", "read_concurrently"]
 
 type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
+
+_PRESENT = GetResult(status="present")
 
 # A wave holds about this many decoded bytes: enough chunks to fill a request and keep the
 # pool busy, few enough that two waves in flight stay small beside the output array.
@@ -84,12 +97,17 @@ os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def can_read_concurrently(batch: Sequence[ReadItem], transform: ChunkTransform | None) -> bool:
-    """Whether ``batch`` can take this path: several chunks of one store, every codec
-    synchronous (``transform``)."""
-    if transform is None or len(batch) < 2:
+    """Whether ``batch`` can take this path: chunks of one store, every codec synchronous
+    (``transform``); several chunks, or one of a ManifestStore (which this path reads
+    without zarr's per-chunk buffers, as dask reads one chunk per task)."""
+    if transform is None or not batch:
         return False
     first = batch[0][0]
-    return isinstance(first, StorePath) and all(
+    if not isinstance(first, StorePath):
+        return False
+    if len(batch) == 1:
+        return isinstance(first.store, ManifestStore)
+    return all(
         isinstance(getter, StorePath) and getter.store is first.store for getter, *_ in batch
     )
 
@@ -155,7 +173,7 @@ async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | N
     if isinstance(store, ManifestStore):
         keys = [getter.path for getter, *_ in wave]
         if direct is not None:
-            return await store.get_chunk_bytes(keys)
+            return await store.get_chunk_bytes(keys, local_ranges=True)
         return await store.get_chunks(keys, wave[0][1].prototype)
     if direct is not None and isinstance(store, ChunkBytesSource):
         return await store.get_chunk_bytes([getter.path for getter, *_ in wave])
@@ -175,7 +193,54 @@ def _decode_some(
     decoder: ChunkTransform | DirectDecoder,
     describe_chunk: Callable[[str], str] | None,
 ) -> list[GetResult]:
-    return [_decode_one(raw, item, out, drop_axes, decoder, describe_chunk) for raw, item in chunks]
+    decoding = (drop_axes, decoder, describe_chunk)
+    local = [index for index, (raw, _) in enumerate(chunks) if isinstance(raw, LocalRange)]
+    results: list[GetResult] = [
+        _PRESENT if isinstance(raw, LocalRange) else _decode_one(raw, item, out, *decoding)
+        for raw, item in chunks
+    ]
+    if local and isinstance(decoder, DirectDecoder) and not drop_axes:
+        local = _read_into_place(chunks, local, out, decoder)
+    # The other local chunks are read here, on the pool, a few at a time into a buffer that
+    # stays in the cache, and decoded before the next are read.
+    # closing: a chunk that fails to decode closes the files at once, not when collected.
+    with closing(read_local_ranges([chunks[index][0] for index in local])) as runs:
+        for run in runs:
+            for position, view in run:
+                index = local[position]
+                results[index] = _decode_one(view, chunks[index][1], out, *decoding)
+    return results
+
+
+def _read_into_place(
+    chunks: Sequence[tuple[Any, ReadItem]], local: list[int], out: NDBuffer, decoder: DirectDecoder
+) -> list[int]:
+    """Read the whole chunks whose bytes are their values, in the output's byte order, and
+    whose place in the output is one contiguous block, straight into it (one copy fewer);
+    return the other chunks of ``local``."""
+    target = out.as_ndarray_like()
+    if decoder.steps or not isinstance(target, np.ndarray) or target.dtype != decoder.stored:
+        return local
+    others = []
+    for index in local:
+        raw, (_, _, _, out_selection, is_complete_chunk) = chunks[index]
+        place = None
+        if (
+            is_complete_chunk
+            and isinstance(out_selection, tuple)
+            and all(isinstance(part, slice) for part in out_selection)
+        ):
+            place = target[out_selection]
+        # A 0-d output indexed with () gives a scalar, not a view: it takes the copying path.
+        if (
+            not isinstance(place, np.ndarray)
+            or not place.flags.c_contiguous
+            or place.nbytes != raw.end - raw.start
+        ):
+            others.append(index)
+            continue
+        read_local_range_into(raw, memoryview(place).cast("B"))
+    return others
 
 
 def _decode_one(

@@ -19,6 +19,7 @@ from virtualstac.errors import (
     IncompatibleCodecsError,
     InvalidManifestError,
 )
+from virtualstac.manifests.attribute_types import TYPES_KEY
 
 __all__ = [
     "CF_ENCODING_ATTRS",
@@ -44,6 +45,8 @@ CF_ENCODING_ATTRS = (
     "_Unsigned",
     "units",
     "calendar",
+    # The recorded type of scale_factor/add_offset: what type the values unpack to.
+    TYPES_KEY,
 )
 
 

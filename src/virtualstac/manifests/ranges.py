@@ -11,7 +11,7 @@ import obstore
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
 from virtualstac.errors import ChunkReadError
-from virtualstac.storage.failures import redact
+from virtualstac.storage.local_ranges import short_read_error
 
 __all__ = ["RangeRequest", "clamp", "fail_all", "short_read", "within_local_file"]
 
@@ -47,12 +47,7 @@ async def within_local_file(
 
 def short_read(request: RangeRequest, url: str, available: int) -> ChunkReadError:
     """The error of a request of which only ``available`` bytes exist."""
-    expected = request.end - request.start
-    return ChunkReadError(
-        f"reading chunk {request.key!r} from {redact(url)!r} failed: it references bytes "
-        f"{request.start}-{request.end}, but only {available} of {expected} bytes exist; the "
-        "file is shorter than when it was referenced"
-    )
+    return short_read_error(request.key, url, request.start, request.end, available)
 
 
 def fail_all(requests: list[RangeRequest], error: BaseException) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from virtualstac.manifests.ranges import (
     within_local_file,
 )
 from virtualstac.storage.failures import describe, network_failure, redact
+from virtualstac.storage.local_ranges import LocalRange, local_file
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_read
 
@@ -385,28 +386,52 @@ class ManifestStore(Store):
             for data in await self.get_chunk_bytes(keys)
         ]
 
-    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
-        """:meth:`get_chunks`, each chunk's bytes as a bytes-like object (no zarr Buffer)."""
+    async def get_chunk_bytes(
+        self, keys: Sequence[str], *, local_ranges: bool = False
+    ) -> list[Any]:
+        """:meth:`get_chunks`, each chunk's bytes as a bytes-like object (no zarr Buffer).
+
+        With ``local_ranges``, the chunks of local files are not read: each is a
+        :class:`~virtualstac.storage.local_ranges.LocalRange` (its file, checked against the
+        registry, and its byte range), for the caller to read with
+        :func:`~virtualstac.storage.local_ranges.read_local_ranges` where it decodes them.
+        """
         entries = locate_entries(self._locate_chunk, keys)
         results: list[Any] = [None] * len(keys)
-        loop = asyncio.get_running_loop()
-        by_url: dict[str, list[RangeRequest]] = {}
-        slots: list[tuple[int, asyncio.Future[Any]]] = []
+        by_url: dict[str, list[tuple[int, int, int]]] = {}
         for index, (code, path, offset, length) in enumerate(entries):
             if code == MISSING_CODE:
                 continue
             if code == INLINED_CODE:
                 results[index] = path
-                continue
-            if not length:
+            elif not length:
                 results[index] = b""
+            else:
+                by_url.setdefault(path, []).append((index, offset, length))
+        loop = asyncio.get_running_loop()
+        slots: list[tuple[int, asyncio.Future[Any]]] = []
+        fetches: list[Awaitable[Any]] = []
+        for url, chunks in by_url.items():
+            file = self._local_file(url) if local_ranges else None
+            if file is not None:
+                for index, offset, length in chunks:
+                    results[index] = LocalRange(file, url, offset, offset + length, keys[index])
                 continue
-            future: asyncio.Future[Any] = loop.create_future()
-            by_url.setdefault(path, []).append(
-                RangeRequest(offset, offset + length, future, keys[index])
-            )
-            slots.append((index, future))
-        await asyncio.gather(*(self._fetch(url, requests) for url, requests in by_url.items()))
+            if len(keys) == 1:
+                # A read of one chunk (dask reads one per task) joins the reads other tasks
+                # make at the same time, as ``get`` does, so that they share a request.
+                index, offset, length = chunks[0]
+                read = loop.create_task(self._read(url, offset, offset + length, keys[index]))
+                slots.append((index, read))
+                fetches.append(read)
+                continue
+            requests = []
+            for index, offset, length in chunks:
+                future: asyncio.Future[Any] = loop.create_future()
+                requests.append(RangeRequest(offset, offset + length, future, keys[index]))
+                slots.append((index, future))
+            fetches.append(self._fetch(url, requests))
+        await asyncio.gather(*fetches, return_exceptions=True)
         failure: BaseException | None = None
         for index, future in slots:
             error = future.exception()
@@ -417,6 +442,12 @@ class ManifestStore(Store):
         if failure is not None:
             raise failure
         return results
+
+    def _local_file(self, url: str) -> str | None:
+        """The file system path of a ``file://`` URL the registry serves from a LocalStore."""
+        if not url.startswith("file://"):
+            return None
+        return local_file(*self._registry.resolve(url))
 
     async def get_partial_values(
         self,

@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError
+from virtualstac.manifests.attribute_types import with_types
 from virtualstac.manifests.metadata import cf_fill_value_attribute
 
 __all__ = [
@@ -128,8 +129,10 @@ def attributes(
     *,
     is_scale: bool,
 ) -> dict[str, Any]:
-    """The user attributes of the group or dataset at ``where``, as JSON values."""
+    """The user attributes of the group or dataset at ``where``, as JSON values (and the types
+    of packing attributes JSON widens, see :mod:`virtualstac.manifests.attribute_types`)."""
     result: dict[str, Any] = {}
+    types: dict[str, np.dtype[Any]] = {}
     for name in attrs:
         if name in _INTERNAL_ATTRS or (is_scale and name in _SCALE_ATTRS):
             continue
@@ -138,7 +141,9 @@ def attributes(
         except (OSError, TypeError, ValueError) as err:
             raise fail(where, f"has attribute {name!r}, which h5py cannot read: {err}") from err
         result[name] = _attribute_value(value, where, name, h5file, fail)
-    return result
+        if isinstance(value, np.ndarray | np.generic):
+            types[name] = value.dtype
+    return with_types(result, types)
 
 
 def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail: Fail) -> Any:

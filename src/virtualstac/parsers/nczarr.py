@@ -14,6 +14,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from virtualstac.manifests.attribute_types import TYPES_KEY, packing_types
+
 __all__ = ["SCALAR_DIMENSION", "nczarr_dimensions", "without_netcdf_attributes"]
 
 #: The dimension netCDF-C gives the one axis of a scalar it stores as a one-element array.
@@ -50,5 +52,9 @@ def nczarr_dimensions(
 
 
 def without_netcdf_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """``attributes`` without the netCDF bookkeeping xarray hides (names starting ``_nc``)."""
-    return {k: v for k, v in attributes.items() if not k.lower().startswith("_nc")}
+    """``attributes`` without the netCDF bookkeeping xarray hides (names starting ``_nc``),
+    but for the types of packing attributes (see :mod:`virtualstac.manifests.attribute_types`)."""
+    kept = {k: v for k, v in attributes.items() if not k.lower().startswith("_nc")}
+    if TYPES_KEY in attributes:
+        kept[TYPES_KEY] = attributes[TYPES_KEY]
+    return packing_types(kept)

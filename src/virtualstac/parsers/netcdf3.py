@@ -35,6 +35,7 @@ import numpy as np
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
 from virtualstac.limits import check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.attribute_types import with_types
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
@@ -498,7 +499,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def _attributes(raw: dict[str, np.ndarray[Any, Any]]) -> dict[str, Any]:
-    return {name: _attribute_value(values) for name, values in raw.items()}
+    attributes = {name: _attribute_value(values) for name, values in raw.items()}
+    return with_types(attributes, {name: values.dtype for name, values in raw.items()})
 
 
 def _attribute_value(values: np.ndarray[Any, Any]) -> Any:

@@ -33,7 +33,7 @@ from virtualstac.stac.combining import (
     _single,
 )
 from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
-from virtualstac.stac.published import open_published_for, open_published_grids
+from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
     MEDIA_TYPE_PARSERS,
     AssetNotFoundError,
@@ -47,6 +47,7 @@ from virtualstac.stac.selecting import (
 from virtualstac.stac.storage import stac_registry
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = [
     "MEDIA_TYPE_PARSERS",
@@ -243,10 +244,9 @@ def _reading(options: OpenOptions) -> dict[str, Any]:
 
 def _values(dataset: xr.Dataset, registry: ObjectStoreRegistry, options: OpenOptions) -> xr.Dataset:
     """The values of a dataset of references, lazily read through them by ``xr.open_zarr``."""
-    values: xr.Dataset = xr.open_zarr(
+    return open_zarr_values(
         dataset.virtual.to_store(registry), consolidated=False, **_reading(options)
     )
-    return values
 
 
 def _published(
@@ -258,9 +258,9 @@ def _published(
     """The values of the stores published for ``stac``, or None if there are none."""
     registry = options.get("registry")
     reading = _reading(options)
-    opening = open_published_grids if group_by == "grid" else open_published_for
-    return opening(
+    return open_published_for(
         stac,
+        group_by=group_by,
         parse_options={
             "sign": options.get("sign"),
             "group": options.get("group"),

@@ -46,7 +46,7 @@ from virtualstac.stac.published_asset import (
     add_published_asset,
     storage_scheme,
 )
-from virtualstac.stac.relocation import publishing_root
+from virtualstac.stac.relocation import publishing_root, relocation
 from virtualstac.stac.selecting import _is_source
 from virtualstac.stac.storage import (
     StorageScheme,
@@ -224,15 +224,13 @@ def publish(
     # Icechunk commits inside the step: writing and committing are one bar.
     label = "writing and committing" if format == "icechunk" else "writing references"
     writing = step(label, enabled=progress)
+    recorded = collection.assets.get(key) if previous.recorded else None
     moving = publishing_root(
-        collection,
-        place.url,
-        [item.assets[source.key] for item, source in chosen],
-        collection.assets.get(key) if previous.recorded else None,
+        collection, place.url, [item.assets[source.key] for item, source in chosen], recorded
     )
     if format == "icechunk":
-        # Batches written by a cluster keep absolute references: such a store stays put.
-        if batches is not None or moving is None or not moving.url.startswith("file://"):
+        # Only a local directory has a named container to move with the catalog.
+        if moving is None or not moving.url.startswith("file://"):
             moving = None
         root = None if moving is None else moving.url
         with writing:
@@ -274,6 +272,7 @@ def publish(
                 ),
                 schemes=previous.schemes,
                 root=None if moving is None else moving.url,
+                relocate=None if recorded is None else relocation(recorded),
             )
         store = PublishedStore(
             "kerchunk",

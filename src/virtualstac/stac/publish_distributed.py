@@ -34,6 +34,7 @@ from virtualstac.stac.publish_icechunk import (
     first_group,
     published_store,
 )
+from virtualstac.stac.relocation import NamedLocation
 from virtualstac.stac.targets import Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import WriteSummary
@@ -120,8 +121,11 @@ def _write(
     dim: str,
     start: int,
     first: bool,
+    locations: NamedLocation | None,
 ) -> Any:
-    write_region(group, fork.store, dim=dim, places=places, start=start, first=first)
+    write_region(
+        group, fork.store, dim=dim, places=places, start=start, first=first, locations=locations
+    )
     return fork
 
 
@@ -189,8 +193,13 @@ class Batches(Writes):
         """Every object the batches reference."""
         return set().union(*self._layout.sources.values())
 
-    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
-        """Write the stacked metadata, then each batch into a fork on its worker; merge them."""
+    def write(
+        self, session: Any, append_dim: str | None, locations: NamedLocation | None
+    ) -> WriteSummary:
+        """Write the stacked metadata, then each batch into a fork on its worker; merge them.
+
+        The workers name the sources as ``locations`` says, as a local write does, so that a
+        relocatable catalog's store moves with it."""
         places = write_layout(self._layout, session.store, append_dim=append_dim)
         writes = [
             self._client.submit(
@@ -201,6 +210,7 @@ class Batches(Writes):
                 self._dim,
                 start,
                 n == 0,
+                locations,
                 key=self._key("write", n),
             )
             for n, (group, start) in enumerate(zip(self._groups, self._starts, strict=True))

@@ -13,7 +13,7 @@ publish fails (if killed, the next publish adopts the empty repository it left).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
 from virtualstac.stac.levels import Levels, check_levels, level_group, pyramid_group
 from virtualstac.stac.publish_recovery import BRANCH, RECORD_KEY, PublishRecord
-from virtualstac.stac.relocation import declare_root_container, named_location
+from virtualstac.stac.relocation import NamedLocation, declare_root_container
 from virtualstac.stac.targets import PublishError, Target, icechunk_failures
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk import WriteSummary, write_icechunk
@@ -89,8 +89,12 @@ class Writes(ABC):
         """Every object the references point to (for the containers they need)."""
 
     @abstractmethod
-    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
-        """Write everything into the writable ``session``, appending along ``append_dim``."""
+    def write(
+        self, session: Any, append_dim: str | None, locations: NamedLocation | None
+    ) -> WriteSummary:
+        """Write everything into the writable ``session``, appending along ``append_dim``;
+        ``locations`` names the sources below a relocatable catalog's directory after its
+        container."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,6 @@ class _LocalWrites(Writes):
     """A group this process writes."""
 
     group: ManifestGroup
-    locations: Callable[[str], str] | None = None
 
     def sources(self) -> Iterable[str]:
         return {
@@ -108,10 +111,10 @@ class _LocalWrites(Writes):
             for url in node.manifest.path_table
         }
 
-    def write(self, session: Any, append_dim: str | None) -> WriteSummary:
-        return write_icechunk(
-            self.group, session.store, append_dim=append_dim, locations=self.locations
-        )
+    def write(
+        self, session: Any, append_dim: str | None, locations: NamedLocation | None
+    ) -> WriteSummary:
+        return write_icechunk(self.group, session.store, append_dim=append_dim, locations=locations)
 
 
 def publish_repository(
@@ -279,17 +282,19 @@ def _commit(
     writes = group if isinstance(group, Writes) else _LocalWrites(group)
     required = required_containers(_unnamed(writes, commit.root), commit.registry)
     root = commit.root
-    if root is not None and isinstance(writes, _LocalWrites):
-        # References below a relocatable catalog's directory are named after its container.
+    locations = None
+    if root is not None:
+        # References below a relocatable catalog's directory are named after its container,
+        # whichever process writes them.
         declare_root_container(config, root)
-        writes = _LocalWrites(writes.group, named_location(root))
+        locations = NamedLocation(root)
     ensure_containers(config, required)
     containers = set(config.virtual_chunk_containers or {})
     grown = _named_containers(config) != declared
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
-    summary = writes.write(session, commit.concat_dim if append else None)
+    summary = writes.write(session, commit.concat_dim if append else None, locations)
     snapshot = session.commit(
         commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
     )
@@ -300,8 +305,8 @@ def _commit(
 
 def _unnamed(writes: Writes, root: str | None) -> Iterable[str]:
     """The sources needing containers of their own: all but those below a relocatable
-    catalog's directory (named after its container), which only local writes name."""
-    if root is None or not isinstance(writes, _LocalWrites):
+    catalog's directory (named after its container)."""
+    if root is None:
         return writes.sources()
     return [url for url in writes.sources() if not url.startswith(root)]
 

@@ -30,6 +30,7 @@ from virtualstac.stac.publish_recovery import RECORD_KEY, PublishRecord
 from virtualstac.stac.publish_references_distributed import ReferenceBatches
 from virtualstac.stac.published import reading_registry
 from virtualstac.stac.published_asset import multihash_sha256
+from virtualstac.stac.relocation import moved
 from virtualstac.stac.targets import PublishError, Target
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers.icechunk_containers import required_containers
@@ -66,6 +67,7 @@ def publish_references(
     record: PublishRecord,
     schemes: Mapping[str, Mapping[str, Any]] | None = None,
     root: str | None = None,
+    relocate: Mapping[str, str] | None = None,
 ) -> ReferencesVersion:
     """Write ``dataset`` as references at ``target``, after the published ones if any.
 
@@ -75,6 +77,8 @@ def publish_references(
     None nothing is written: the published references are described as they are.
     ``record`` (its containers filled in) is written into the references. References below
     ``root``, the directory of a relocatable catalog, get containers of their own.
+    ``relocate`` maps the directory the published references were written below to where it
+    is now (its catalog moved): they are read, and rewritten, below the new one.
     :class:`~virtualstac.stac.publish_references_distributed.ReferenceBatches` (new parquet
     references at a local target) are written by the cluster's workers that parsed them.
     """
@@ -96,9 +100,14 @@ def publish_references(
             combined[path] = level
             return dataset_to_group(level)
     else:
-        published = _open_references(target, parser, previous_containers, registry, schemes)
+        mapping = dict(relocate or {})
+        prefixes = [moved(prefix, mapping) for prefix in previous_containers]
+        reading = reading_registry(prefixes, registry, schemes)
+        reading.register(target.url, **target.options)
+        read = KerchunkParquetParser if parser == "kerchunk-parquet" else KerchunkJSONParser
+        published = read(relocate=mapping)(target.url, reading)
         if dataset is None:
-            return _described(target, kerchunk_format, previous_containers, published)
+            return _described(target, kerchunk_format, prefixes, published)
         check_levels(dataset, published, target.href)
 
         def joined(path: str, level: xr.Dataset) -> ManifestGroup:
@@ -165,19 +174,6 @@ def _described(
     return ReferencesVersion(
         f"kerchunk-{kerchunk_format}", tuple(containers), dataset, size, checksum
     )
-
-
-def _open_references(
-    target: Target,
-    parser: str,
-    containers: Sequence[str],
-    registry: ObjectStoreRegistry | None,
-    schemes: Mapping[str, Mapping[str, Any]] | None,
-) -> ManifestStore:
-    reading = reading_registry(containers, registry, schemes)
-    reading.register(target.url, **target.options)
-    read = KerchunkParquetParser() if parser == "kerchunk-parquet" else KerchunkJSONParser()
-    return read(target.url, reading)
 
 
 def _as_written(dataset: xr.Dataset) -> xr.Dataset:

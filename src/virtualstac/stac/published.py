@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import icechunk
 import numpy as np
@@ -60,13 +60,13 @@ from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.icechunk_containers import authorize_containers, container_for
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = [
     "PublishedStoreError",
     "PublishedStoreUnreadableError",
     "open_published",
     "open_published_for",
-    "open_published_grids",
     "published_asset",
     "reading_registry",
     "scheme_options",
@@ -88,6 +88,7 @@ def published_asset(stac: pystac.Item | pystac.Collection) -> pystac.Asset | Non
 def open_published_for(
     stac: Any,
     *,
+    group_by: Literal["grid"] | None = None,
     parse_options: Mapping[str, Any],
     assets: Iterable[str] | None = None,
     registry: ObjectStoreRegistry | None = None,
@@ -96,12 +97,13 @@ def open_published_for(
     overview_level: int | None = None,
     authorization: Authorization | None = None,
     zarr_options: Mapping[str, Any] | None = None,
-) -> xr.Dataset | None:
+) -> xr.Dataset | dict[Grid | None, xr.Dataset] | None:
     """Open the published stores behind ``stac`` as one dataset, or return None.
 
     ``stac`` is a Collection, an Item (its own stores, or its part of its Collection's), or an
     ItemCollection or list of Items all covered by their Collection's stores (their part).
-    Several stores merge into one dataset (see :mod:`virtualstac.stac.published_stores`).
+    Several stores merge into one dataset (see :mod:`virtualstac.stac.published_stores`);
+    with ``group_by="grid"``, into one dataset per grid.
 
     ``parse_options`` are the options that only apply to parsing sources (``sign``,
     ``group``, ...); given together with a published store they are refused rather than
@@ -114,72 +116,16 @@ def open_published_for(
     Raises
     ------
     MixedGridsError
-        If the stores lie on different grids (:func:`open_published_grids` keeps them apart).
+        If the stores lie on different grids and ``group_by`` is not ``"grid"``.
     """
-    opened = _open_stores(
-        stac,
-        parse_options=parse_options,
-        assets=assets,
-        registry=registry,
-        drop_variables=drop_variables,
-        decode_times=decode_times,
-        overview_level=overview_level,
-        authorization=authorization,
-        zarr_options=zarr_options,
-    )
-    return None if opened is None else merge_stores(*opened)
-
-
-def open_published_grids(
-    stac: Any,
-    *,
-    parse_options: Mapping[str, Any],
-    assets: Iterable[str] | None = None,
-    registry: ObjectStoreRegistry | None = None,
-    drop_variables: Iterable[str] | None = None,
-    decode_times: bool | None = None,
-    overview_level: int | None = None,
-    authorization: Authorization | None = None,
-    zarr_options: Mapping[str, Any] | None = None,
-) -> dict[Grid | None, xr.Dataset] | None:
-    """:func:`open_published_for` with one dataset per grid (``group_by="grid"``), or None."""
-    opened = _open_stores(
-        stac,
-        parse_options=parse_options,
-        assets=assets,
-        registry=registry,
-        drop_variables=drop_variables,
-        decode_times=decode_times,
-        overview_level=overview_level,
-        authorization=authorization,
-        zarr_options=zarr_options,
-    )
-    return None if opened is None else stores_by_grid(opened[1])
-
-
-def _open_stores(
-    stac: Any,
-    *,
-    parse_options: Mapping[str, Any],
-    assets: Iterable[str] | None,
-    registry: ObjectStoreRegistry | None,
-    drop_variables: Iterable[str] | None,
-    decode_times: bool | None,
-    overview_level: int | None,
-    authorization: Authorization | None,
-    zarr_options: Mapping[str, Any] | None,
-) -> tuple[str, list[tuple[str, xr.Dataset]]] | None:
-    """What ``stac`` is called and its stores' datasets by asset key, or None."""
     found = _stores_of(stac)
-    if found is None:
+    if found is None or not found[1]:
         return None
     what, stores, items = found
-    if not stores:
-        return None
     choices = choose_stores(stores, None if assets is None else list(assets))
-    dropped = None if drop_variables is None else list(drop_variables)  # read once per store
     for choice in choices:
         _refuse(parse_options, choice.asset)
+    dropped = None if drop_variables is None else list(drop_variables)  # read once per store
     parts: list[tuple[str, xr.Dataset]] = []
     for choice in choices:
         dataset = open_published(
@@ -195,18 +141,24 @@ def _open_stores(
             kept = [name for name in choice.variables if name not in (dropped or ())]
             dataset = _select_assets(dataset, kept, choice.asset)
         if items is not None:
-            covered = choice.asset.extra_fields[ITEMS_PROP]
-            if isinstance(stac, pystac.Item):
-                part = _part_of(dataset, stac, len(covered))
-            elif {item.id for item in items} == set(covered):
-                part = dataset
-            else:
-                part = _parts_of(dataset, items, len(covered))
+            part = _covered_part(dataset, stac, items, choice.asset)
             if part is None:
                 return None  # the item's part cannot be told apart: its sources are parsed
             dataset = part
         parts.append((choice.key, dataset))
-    return what, parts
+    return stores_by_grid(parts) if group_by == "grid" else merge_stores(what, parts)
+
+
+def _covered_part(
+    dataset: xr.Dataset, stac: Any, items: list[pystac.Item], asset: pystac.Asset
+) -> xr.Dataset | None:
+    """The items' part of a store covering them, or None when it cannot be told apart."""
+    covered = asset.extra_fields[ITEMS_PROP]
+    if isinstance(stac, pystac.Item):
+        return _part_of(dataset, stac, len(covered))
+    if {item.id for item in items} == set(covered):
+        return dataset
+    return _parts_of(dataset, items, len(covered))
 
 
 def _stores_of(
@@ -388,7 +340,7 @@ def open_published(
         kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
         parser = kind(relocate=mapping)
         store = parser(url, reading)
-    dataset: xr.Dataset = xr.open_zarr(
+    return open_zarr_values(
         store,
         group=level_group(store, overview_level, href),
         consolidated=False,
@@ -396,7 +348,6 @@ def open_published(
         decode_times=decode_times,
         **(zarr_options or {}),
     )
-    return dataset
 
 
 def _icechunk_store(

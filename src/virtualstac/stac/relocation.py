@@ -23,7 +23,7 @@ moved sources, and plain Icechunk readers do the same with a container of that n
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,11 +38,11 @@ from virtualstac.storage.urls import file_url_to_path, normalize_url
 __all__ = [
     "ROOT_CONTAINER",
     "MovingRoot",
+    "NamedLocation",
     "catalog_directory",
     "current_root",
     "declare_root_container",
     "moved",
-    "named_location",
     "publishing_root",
     "relocation",
 ]
@@ -163,14 +163,19 @@ def moved(url: str, mapping: Mapping[str, str]) -> str:
     return url
 
 
-def named_location(root: str) -> Callable[[str], str]:
-    """The location Icechunk stores for a URL: relative to the named container of ``root``."""
-    named = f"vcc://{ROOT_CONTAINER}/"
+@dataclass(frozen=True)
+class NamedLocation:
+    """The location Icechunk stores for a URL: relative to the named container of ``root``
+    when below it, else the URL itself. A plain object, so that a cluster's workers that write
+    references receive it as they receive their batches."""
 
-    def location(url: str) -> str:
-        return named + url[len(root) :] if url.startswith(root) else url
+    root: str
 
-    return location
+    def __call__(self, url: str) -> str:
+        """``url`` as ``vcc://virtualstac-root/<path>`` if below the root, else unchanged."""
+        if url.startswith(self.root):
+            return f"vcc://{ROOT_CONTAINER}/" + url[len(self.root) :]
+        return url
 
 
 def declare_root_container(config: Any, root: str) -> None:

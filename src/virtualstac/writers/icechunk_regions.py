@@ -13,7 +13,7 @@ reaches the branch before that commit.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -245,12 +245,14 @@ def write_region(
     start: int,
     first: bool,
     validate_containers: bool = True,
+    locations: Callable[[str], str] | None = None,
 ) -> None:
     """Write one batch's references and inlined chunks into a fork of the session.
 
     ``places`` is what :func:`write_layout` returned, ``start`` where the batch starts along
     ``dim`` (from :func:`stack_layouts`). Arrays without ``dim`` are written by the ``first``
-    batch only: every batch holds the same ones.
+    batch only: every batch holds the same ones. ``locations`` is the location Icechunk stores
+    for each source URL (see :func:`~virtualstac.writers.icechunk.write_icechunk`).
     """
     for path, node in group.walk():
         if not isinstance(node, ManifestArray):
@@ -262,4 +264,4 @@ def write_region(
         offset = list(place)
         if axis is not None:
             offset[axis] += start // chunk_shape_of(node.metadata)[axis]
-        _write_refs(store, path, node, tuple(offset), validate_containers)
+        _write_refs(store, path, node, tuple(offset), validate_containers, locations)

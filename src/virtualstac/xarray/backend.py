@@ -19,6 +19,7 @@ from xarray.backends import BackendEntrypoint
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
+from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["FILE_OPTIONS", "VirtualstacBackendEntrypoint"]
 
@@ -97,10 +98,9 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             drop_variables=drop,
             overview_level=overview_level,
         )
-        dataset: xr.Dataset = xr.open_zarr(
+        return open_zarr_values(
             virtual.virtual.to_store(registry), chunks=None, consolidated=False, **decoding
         )
-        return dataset
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         """Never: the engine is chosen explicitly, so other engines keep their files."""
