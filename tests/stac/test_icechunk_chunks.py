@@ -33,7 +33,7 @@ from virtualstac.stac.icechunk_reads import (
     reading_config,
     reading_settings,
 )
-from virtualstac.stac.relocation import declare_root_container, named_location
+from virtualstac.stac.relocation import NamedLocation, declare_root_container
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.stats import counting_reads
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
@@ -215,7 +215,7 @@ def test_named_containers_are_read_where_they_are_now(
         authorize_virtual_chunk_access={root: icechunk.credentials.LocalFileSystemAccess},
     )
     session = repository.writable_session("main")
-    write_icechunk(virtual.virtual.to_group(), session.store, locations=named_location(root))
+    write_icechunk(virtual.virtual.to_group(), session.store, locations=NamedLocation(root))
     session.commit("named")
     shutil.move(tmp_path / "archive", tmp_path / "moved")
     now = (tmp_path / "moved").as_uri() + "/"
