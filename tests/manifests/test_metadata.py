@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -236,3 +237,19 @@ def test_json_safe_spells_non_finite_numbers_as_zarr_does() -> None:
         "n": 1,
     }
     assert json_safe((float("-inf"), "x")) == ["-Infinity", "x"]
+
+
+def test_fill_values_equal_as_numbers_keep_their_own_bits() -> None:
+    # Casts of numpy fill values are reused across arrays: 0.0 and -0.0 compare equal, and a
+    # NaN payload is not a NaN's only spelling, so each keeps its bytes.
+    def fill(value: Any) -> Any:
+        return create_v3_array_metadata(
+            shape=(2,), data_type="f4", chunk_shape=(2,), fill_value=value
+        ).fill_value
+
+    assert not np.signbit(fill(np.float32(0.0)))
+    assert np.signbit(fill(np.float32(-0.0)))
+    payload = np.array([0x7FC00001], dtype="<u4").view("<f4")[0]
+    assert fill(np.float32(np.nan)).tobytes() != fill(payload).tobytes()
+    assert fill(payload).tobytes() == payload.tobytes()
+    assert fill(np.float64(2.5)) == np.float32(2.5)

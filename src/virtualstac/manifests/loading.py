@@ -64,12 +64,20 @@ def virtual_dataset_from_store(
             decode_times,
             stack_char_dim=variables[name].ndim > 0 and variables[name].dims[-1] in stackable,
         )
-    # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
-    # virtual ones cannot, since an index needs the values. One Dataset is built from both.
-    indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
+    data_vars = {n: v for n, v in variables.items() if n not in coord_names}
+    attrs = node.dataset_attributes()
     # Raster coordinates too big to be arrays come from the GeoTransform, computed lazily.
     sizes = {dim: n for variable in variables.values() for dim, n in variable.sizes.items()}
     ranged = geotransform_coordinates(variables, sizes)
+    virtual = [n for n in coord_names if n not in load]
+    if not ranged and not any(variables[n].dims == (n,) for n in virtual):
+        # xarray indexes exactly the loaded dimension coordinates, as below: one merge, not three.
+        plain = {n: variables[n] for n in coord_names if n not in load}
+        loaded = {n: variables[n] for n in load if n in coord_names}
+        return xr.Dataset(data_vars, coords={**plain, **loaded}, attrs=attrs)
+    # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
+    # virtual ones cannot, since an index needs the values. One Dataset is built from both.
+    indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
     coords = xr.Coordinates(
         {
             **{n: variables[n] for n in coord_names if n not in indexed},
@@ -78,8 +86,7 @@ def virtual_dataset_from_store(
         },
         indexes={**indexed.xindexes, **ranged.xindexes},
     )
-    data_vars = {n: v for n, v in variables.items() if n not in coord_names}
-    return xr.Dataset(data_vars, coords=coords, attrs=node.dataset_attributes())
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
 
 
 def _stackable_character_dimensions(variables: Mapping[str, xr.Variable]) -> set[Hashable]:

@@ -82,11 +82,7 @@ def create_v3_array_metadata(
     # little-endian, so the metadata holds it that way whatever order was given.
     zarr_dtype = _zarr_dtype(dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
     try:
-        fill = (
-            zarr_dtype.default_scalar()
-            if fill_value is None
-            else zarr_dtype.cast_scalar(fill_value)
-        )
+        fill = _cast_fill(zarr_dtype, dtype, fill_value)
     except (TypeError, ValueError, OverflowError) as err:
         raise InvalidManifestError(
             f"fill value {fill_value!r} cannot be stored in an array of {dtype}: {err}"
@@ -133,6 +129,30 @@ def create_v3_array_metadata(
     metadata = copy.copy(template)
     object.__setattr__(metadata, "attributes", dict(attributes or {}))
     return metadata
+
+
+def _cast_fill(zarr_dtype: ZDType[Any, Any], dtype: np.dtype[Any], fill_value: Any) -> Any:
+    """``fill_value`` as zarr's scalar of the data type (its default for None).
+
+    zarr's cast checks the value against protocols at run time, which costs more than the
+    rest of a small array's metadata; parsers give numpy scalars, whose casts are kept.
+    """
+    if fill_value is None:
+        return zarr_dtype.default_scalar()
+    if not isinstance(fill_value, np.generic) or fill_value.dtype.kind not in "biufcSV":
+        return zarr_dtype.cast_scalar(fill_value)
+    key = (dtype.str, fill_value.dtype.str, fill_value.tobytes())
+    fill = _FILLS.get(key)
+    if fill is None:
+        fill = zarr_dtype.cast_scalar(fill_value)
+        if len(_FILLS) >= _MAX_TEMPLATES:
+            _FILLS.clear()
+        _FILLS[key] = fill
+    return fill
+
+
+#: zarr's scalars for numpy fill values, by the array's dtype and the value's type and bytes.
+_FILLS: dict[tuple[str, str, bytes], Any] = {}
 
 
 def _fill_key(fill: Any, zarr_dtype: ZDType[Any, Any]) -> Any:

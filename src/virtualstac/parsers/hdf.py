@@ -52,7 +52,12 @@ from virtualstac.parsers.hdf_dimensions import (
     netcdf_name,
 )
 from virtualstac.parsers.hdf_filters import UnsupportedFilterError, codecs_for_filters
-from virtualstac.parsers.hdf_metadata import Member, decode_text, encode_fill_attributes
+from virtualstac.parsers.hdf_metadata import (
+    Attributes,
+    Member,
+    decode_text,
+    encode_fill_attributes,
+)
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -201,6 +206,10 @@ class _FileWalker:
             relative = f"{path}/{name}" if path else name
             if drop and self.dropped(name, relative):
                 continue
+            node = _hard_linked(group, name)
+            if isinstance(node, h5py.Dataset | h5py.Group):
+                members.append(Member(name, relative, node))
+                continue
             link = group.get(name, getlink=True)
             if isinstance(link, h5py.ExternalLink):
                 if not drop:
@@ -267,7 +276,7 @@ class _FileWalker:
                 arrays[name] = self.array(member)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
-            plan.group.attrs, plan.path or "/", self.file, self.fail, is_scale=False
+            Attributes(plan.group), plan.path or "/", self.file, self.fail, is_scale=False
         )
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
 
@@ -275,7 +284,7 @@ class _FileWalker:
 
     def array(self, member: Member) -> ManifestArray:
         ds: h5py.Dataset = member.node
-        dcpl = ds.id.get_create_plist()
+        dcpl = member.create_plist
         layout = dcpl.get_layout()
         if layout == h5py.h5d.VIRTUAL:
             raise self.fail(
@@ -288,7 +297,7 @@ class _FileWalker:
         attributes = hdf_metadata.attributes(
             member.attrs, member.path, self.file, self.fail, is_scale=member.is_scale
         )
-        vlen = h5py.check_vlen_dtype(ds.dtype)
+        vlen = h5py.check_vlen_dtype(member.dtype)
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
         dtype = self.fixed_dtype(member)
@@ -306,10 +315,10 @@ class _FileWalker:
         if layout == h5py.h5d.COMPACT:
             values = self.read(member)
         elif ds.size * dtype.itemsize < self.parser.inline_threshold:
-            if ds.chunks and not _filters(dcpl):
+            if member.chunks and not _filters(dcpl):
                 # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
                 # check the chunk sizes, as for referenced chunks, before trusting the values.
-                chunks = tuple(int(c) for c in ds.chunks)
+                chunks = member.chunks
                 chunked_manifest(
                     member, shape, chunks, self.chunk_url, self.size, self.fail, unfiltered=True
                 )
@@ -339,7 +348,7 @@ class _FileWalker:
             ) from err
         endian = "big" if dtype.byteorder == ">" else "little"
         codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filters]
-        chunks = tuple(int(c) for c in ds.chunks) if ds.chunks else tuple(max(s, 1) for s in shape)
+        chunks = member.chunks or tuple(max(s, 1) for s in shape)
         metadata = create_v3_array_metadata(
             shape=shape,
             data_type=dtype,
@@ -350,7 +359,7 @@ class _FileWalker:
             dimension_names=dims,
         )
         check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
-        if ds.chunks:
+        if member.chunks:
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
             manifest = chunked_manifest(
@@ -372,7 +381,7 @@ class _FileWalker:
 
     def fixed_dtype(self, member: Member) -> np.dtype[Any]:
         """The dataset's dtype without h5py's metadata, if its bytes can be referenced."""
-        dtype: np.dtype[Any] = member.node.dtype
+        dtype: np.dtype[Any] = member.dtype
         if h5py.check_ref_dtype(dtype) is not None:
             raise self.fail(
                 member.path, "holds HDF5 references, which are addresses inside the file"
@@ -440,6 +449,26 @@ class _GroupPlan(NamedTuple):
     path: str
     datasets: list[Member]
     groups: dict[str, _GroupPlan]
+
+
+def _hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Group | None:
+    """The dataset or group a hard link of ``group`` leads to; None for any other link or object.
+
+    The same objects as ``group.get(name)``, opened with fewer h5py calls (no link object, no
+    ``File`` to look up the mode): most of what a small file's parse costs is such calls.
+    """
+    raw = name.encode("utf-8") if isinstance(name, str) else name
+    if group.id.links.get_info(raw).type != h5py.h5l.TYPE_HARD:
+        return None
+    try:
+        oid = h5py.h5o.open(group.id, raw)
+    except KeyError:
+        return None
+    if isinstance(oid, h5py.h5d.DatasetID):
+        return h5py.Dataset(oid, readonly=True)
+    if isinstance(oid, h5py.h5g.GroupID):
+        return h5py.Group(oid)
+    return None
 
 
 def _filters(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:

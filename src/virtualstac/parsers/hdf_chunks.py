@@ -71,7 +71,7 @@ def chunked_manifest(
             f"filter mask {int(masks[at])}); one Zarr codec chain cannot decode them",
         )
     _check_ranges(member, offsets, lengths, file_size, fail)
-    expected = math.prod(chunks) * ds.dtype.itemsize
+    expected = math.prod(chunks) * member.dtype.itemsize
     if unfiltered and (lengths != expected).any():
         at = int(np.flatnonzero(lengths != expected)[0])
         raise fail(

@@ -73,7 +73,17 @@ class Dimension(NamedTuple):
 class Member:
     """A dataset or group found in a group, with its path relative to the parsed root."""
 
-    __slots__ = ("attrs", "dims", "is_scale", "name", "node", "path")
+    __slots__ = (
+        "attrs",
+        "chunks",
+        "create_plist",
+        "dims",
+        "dtype",
+        "is_scale",
+        "name",
+        "node",
+        "path",
+    )
 
     def __init__(self, name: str, path: str, node: Any) -> None:
         """Wrap ``node`` (an h5py dataset or group) found as ``name`` at ``path``."""
@@ -81,48 +91,123 @@ class Member:
         self.path = path
         self.node = node
         self.dims: list[Dimension] = []
-        self.attrs = Attributes(node.attrs if isinstance(node, h5py.Dataset) else None)
+        dataset = isinstance(node, h5py.Dataset)
+        plist = node.id.get_create_plist() if dataset else None
+        #: The dataset's creation property list (layout, filters, fill value); None for a group.
+        self.create_plist: Any = plist
+        # What h5py's Dataset properties give, asked of HDF5 once (each asks again).
+        #: The dataset's dtype as h5py gives it; None for a group.
+        self.dtype: Any = node.id.dtype if dataset else None
+        #: The chunk shape of a chunked dataset, else None (``Dataset.chunks``).
+        self.chunks: tuple[int, ...] | None = None
+        if plist is not None and plist.get_layout() == h5py.h5d.CHUNKED:
+            self.chunks = tuple(int(c) for c in plist.get_chunk())
+        self.attrs = Attributes(node if dataset else None, self.create_plist)
         self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
 
 
 class Attributes(Mapping[str, Any]):
-    """A dataset's attributes, each read from the file once however often it is asked for.
+    """An object's attributes, each read from the file once however often it is asked for.
 
     The parser asks for some more than once (``_FillValue``: for the fill value and as an
-    attribute), and each read through h5py costs tens of microseconds.
+    attribute). Numbers and fixed-length strings, nearly all attributes of netCDF files, are
+    read through h5py's low-level API, which costs about half of ``AttributeManager``'s reads
+    for the same values; other types are read by ``AttributeManager``.
     """
 
-    __slots__ = ("_manager", "_names", "_values")
+    __slots__ = ("_node", "_raw", "_values")
 
-    def __init__(self, manager: h5py.AttributeManager | None) -> None:
-        """Read the names now and each value when first asked for."""
-        self._manager = manager
-        self._names = tuple(manager) if manager is not None else ()
-        self._values: dict[str, Any] = {}
+    def __init__(self, node: h5py.Dataset | h5py.Group | None, create_plist: Any = None) -> None:
+        """Read the names of ``node``'s attributes now and each value when first asked for.
+
+        ``create_plist`` is the object's creation property list, if already at hand.
+        """
+        if isinstance(node, h5py.File):
+            # A file's attributes are its root group's (the file's id has other properties).
+            node = node["/"]
+        self._node = node
+        #: Each name as h5py gives it (``str``, or ``bytes`` when not UTF-8), and as stored.
+        self._raw: dict[str | bytes, bytes] = {}
+        self._values: dict[str | bytes, Any] = {}
+        if node is not None:
+            for raw in _attribute_names(node.id, create_plist):
+                self._raw[_decoded(raw)] = raw
 
     def __getitem__(self, name: str) -> Any:
         """The value of attribute ``name``, read once."""
         if name not in self._values:
-            if self._manager is None or name not in self._names:
+            raw = self._raw.get(name)
+            if raw is None or self._node is None:
                 raise KeyError(name)
-            self._values[name] = self._manager[name]
+            self._values[name] = _read_attribute(self._node, name, raw)
         return self._values[name]
 
     def __contains__(self, name: object) -> bool:
-        """Whether the dataset has attribute ``name`` (nothing is read)."""
-        return name in self._names
+        """Whether the object has attribute ``name`` (nothing is read)."""
+        return name in self._raw
 
     def __iter__(self) -> Iterator[str]:
-        """The attribute names, in the file's order."""
-        return iter(self._names)
+        """The attribute names, in the file's order (creation order where it is tracked)."""
+        return iter(self._raw)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         """The number of attributes."""
-        return len(self._names)
+        return len(self._raw)
+
+
+def _attribute_names(oid: Any, create_plist: Any) -> list[bytes]:
+    """The stored attribute names of object ``oid``, ordered as ``AttributeManager`` orders them."""
+    plist = create_plist if create_plist is not None else oid.get_create_plist()
+    tracked = plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    names: list[bytes] = []
+
+    def collect(name: bytes, *_: Any) -> None:
+        names.append(name)
+
+    index = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
+    h5py.h5a.iterate(oid, collect, index_type=index)
+    return names
+
+
+def _decoded(raw: bytes) -> str | bytes:
+    """An attribute name as h5py gives it: text when UTF-8, else the bytes."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+#: h5py's memory types for attribute dtypes (``h5t.py_create``), built once per dtype.
+_MEMORY_TYPES: dict[tuple[str, str | None], Any] = {}
+
+
+def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: bytes) -> Any:
+    """The value ``node.attrs[name]`` gives, read with fewer h5py objects where the type allows.
+
+    Mirrors ``AttributeManager.__getitem__`` for numbers and fixed-length strings (the same
+    memory type, so HDF5 converts as it would there); other types go through h5py itself.
+    """
+    attr = h5py.h5a.open(node.id, raw)
+    shape = attr.get_space().shape
+    if shape is not None:
+        dtype = attr.get_type().dtype
+        metadata = dtype.metadata or {}
+        encoding = metadata.get("h5py_encoding")
+        simple = dtype.kind in "iuf" and not metadata
+        text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
+        if simple or text:
+            key = (dtype.str, encoding)
+            memory_type = _MEMORY_TYPES.get(key)
+            if memory_type is None:
+                memory_type = _MEMORY_TYPES[key] = h5py.h5t.py_create(dtype)
+            values = np.zeros(shape, dtype=dtype)
+            attr.read(values, mtype=memory_type)
+            return values[()] if values.ndim == 0 else values
+    return node.attrs[name]
 
 
 def attributes(
-    attrs: h5py.AttributeManager | Mapping[str, Any],
+    attrs: Mapping[str, Any],
     where: str,
     h5file: h5py.File,
     fail: Fail,
@@ -181,7 +266,13 @@ def fill_value(
     HDF5 reads its unwritten chunks as zeros, where it reads them at all
     (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`).
     """
-    value = member.node.fillvalue if defined else np.zeros((), dtype=dtype)[()]
+    if defined:
+        # As h5py's Dataset.fillvalue reads it, from the creation property list at hand.
+        stored = np.zeros((1,), dtype=member.dtype)
+        member.create_plist.get_fill_value(stored)
+        value = stored[0]
+    else:
+        value = np.zeros((), dtype=dtype)[()]
     if fill_off and netcdf:
         if "_FillValue" in member.attrs:
             value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
