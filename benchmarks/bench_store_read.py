@@ -23,9 +23,11 @@ Readers:
   dask-backed ``xr.open_zarr(store)`` (one task per source chunk), and with dask chunks of one
   whole time step (``chunks={"time": 1, "y": -1, "x": -1}``);
 - ``Icechunk``: our references published to a local Icechunk repository (``write_icechunk``,
-  committed before timing), read from a read-only session with ``xr.open_zarr(session.store,
-  chunks=None)``: through virtualstac's codec pipeline, and through zarr's own
-  ``BatchedCodecPipeline`` (the peer: what a plain zarr reader of the repository gets);
+  committed before timing), read from a read-only session with ``xr.open_zarr(store,
+  chunks=None)``: virtualstac's store over the session (``checked_store``, as ``open_stac``
+  reads it: virtual chunks fetched from their sources) through virtualstac's codec pipeline,
+  and the session's own store through zarr's ``BatchedCodecPipeline`` (the peer: what a plain
+  zarr reader of the repository gets);
 - ``h5py``: ``dset[...]``; ``netCDF4``: ``var[:]`` with auto mask/scale off.
 
 Run ``python benchmarks/bench_store_read.py [--quick]``.
@@ -183,9 +185,14 @@ def publish_icechunk(path: Path, repository: Path) -> None:
     session.commit("bench_store_read")
 
 
-def _icechunk_store(repository: str) -> Any:
-    """A read-only session's store of the published repository, its containers authorized."""
+def _icechunk_store(repository: str, direct: bool) -> Any:
+    """A read-only session's store of the published repository, its containers authorized;
+    ``direct``: virtualstac's store over it, which reads virtual chunks from their sources as
+    ``open_stac`` does (else Icechunk's store, as any zarr reader has it)."""
     import icechunk
+
+    from virtualstac import ObjectStoreRegistry
+    from virtualstac.stac.icechunk_reads import checked_store
 
     storage = icechunk.local_filesystem_storage(repository)
     config = icechunk.Repository.fetch_config(storage)
@@ -197,7 +204,14 @@ def _icechunk_store(repository: str) -> Any:
     repo = icechunk.Repository.open(
         storage, authorize_virtual_chunk_access=icechunk.containers_credentials(credentials)
     )
-    return repo.readonly_session("main").store
+    session = repo.readonly_session("main")
+    if not direct:
+        return session.store
+    url = Path(repository).as_uri()
+    registry = ObjectStoreRegistry()
+    for prefix in (*config.virtual_chunk_containers, url):
+        registry.register(prefix)
+    return checked_store(repo, session, url, registry, list(config.virtual_chunk_containers))
 
 
 @contextlib.contextmanager
@@ -225,7 +239,7 @@ def worker_read(params: dict[str, Any]) -> dict[str, Any]:
         if reader == "icechunk":
             import virtualstac  # noqa: F401  (its codec pipeline becomes zarr's)
 
-            store = _icechunk_store(params["repository"])
+            store = _icechunk_store(params["repository"], not params.get("zarr_pipeline"))
         else:
             store = _ours_store(path) if reader == "ours" else _vz_store(path)
         kwargs: dict[str, Any] = {"consolidated": False}

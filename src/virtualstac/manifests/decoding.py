@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import zarr
@@ -52,7 +52,7 @@ from virtualstac.storage.local_ranges import (
     read_local_ranges,
 )
 
-__all__ = ["can_read_concurrently", "decode_pool", "read_concurrently"]
+__all__ = ["ChunkBytesSource", "can_read_concurrently", "decode_pool", "read_concurrently"]
 
 type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
 
@@ -66,6 +66,15 @@ MAX_WAVE_CHUNKS = 1024
 _pool: ThreadPoolExecutor | None = None
 _workers = 1
 _pool_lock = threading.Lock()
+
+
+@runtime_checkable
+class ChunkBytesSource(Protocol):
+    """A store other than a ManifestStore that reads many chunks' bytes in one call (a
+    published Icechunk store); None where a chunk is missing."""
+
+    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
+        """The bytes of the chunks ``keys``, bytes-like or zarr ``Buffer``s."""
 
 
 def decode_pool() -> ThreadPoolExecutor:
@@ -166,6 +175,8 @@ async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | N
         if direct is not None:
             return await store.get_chunk_bytes(keys, local_ranges=True)
         return await store.get_chunks(keys, wave[0][1].prototype)
+    if direct is not None and isinstance(store, ChunkBytesSource):
+        return await store.get_chunk_bytes([getter.path for getter, *_ in wave])
     limit = asyncio.Semaphore(zarr.config.get("async.concurrency"))
 
     async def get(getter: StorePath, spec: ArraySpec) -> Buffer | None:

@@ -23,14 +23,16 @@ against the saved containers. A source that never answers then fails with
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import icechunk
 from zarr.abc.store import ByteRequest
-from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import WrapperStore
 
 from virtualstac.errors import (
@@ -40,32 +42,52 @@ from virtualstac.errors import (
     VirtualStacError,
 )
 from virtualstac.manifests.sources import LocalFileStamp
+from virtualstac.stac.icechunk_chunks import ArrayChunks, SnapshotChunks
 from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.failures import network_failure
+from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path
 from virtualstac.writers.icechunk import LOCAL_FILES_KEY
 
-__all__ = ["CheckedIcechunkStore", "check_local_sources", "reading_config", "reading_settings"]
+__all__ = [
+    "CheckedIcechunkStore",
+    "check_local_sources",
+    "checked_store",
+    "reading_config",
+    "reading_settings",
+]
 
 # 12 MiB parts and 18 parallel requests per chunk (Icechunk's defaults for object stores);
 # local repositories would otherwise split every virtual chunk into 4 KiB requests.
 _READ_CONCURRENCY = icechunk.StorageConcurrencySettings(
     max_concurrent_requests_for_object=18, ideal_concurrent_request_size=12 * 1024 * 1024
 )
+# Chunks read through Icechunk at once (native ones, or all when its references are not read).
+_ICECHUNK_GETS = 64
 _FETCHED = re.compile(r"Error performing \w+ (?P<url>\S+) in")
 
 
 class CheckedIcechunkStore(WrapperStore[Any]):
-    """An Icechunk session's store whose failed chunk reads raise virtualstac errors."""
+    """An Icechunk session's store whose failed chunk reads raise virtualstac errors.
 
-    def __init__(self, store: Any, location: str) -> None:
+    With ``chunks``, virtual chunks are read from their sources directly
+    (:mod:`virtualstac.stac.icechunk_chunks`), many at once through :meth:`get_chunk_bytes`;
+    the other chunks and all metadata through Icechunk.
+    """
+
+    def __init__(self, store: Any, location: str, chunks: SnapshotChunks | None = None) -> None:
         super().__init__(store)
         self.location = location
+        self._chunks = chunks
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
         """Read a value, translating Icechunk's failed virtual chunk reads."""
+        direct = await self._direct_one(key, 1)
+        if direct is not None:
+            with self._naming_the_store():
+                return await direct.store.get(direct.inner_key(key), prototype, byte_range)
         try:
             return await self._store.get(key, prototype, byte_range)  # type: ignore[no-any-return]
         except icechunk.IcechunkError as err:
@@ -82,6 +104,56 @@ class CheckedIcechunkStore(WrapperStore[Any]):
             return await self._store.get_partial_values(prototype, wanted)  # type: ignore[no-any-return]
         except icechunk.IcechunkError as err:
             raise self._failure(", ".join(key for key, _ in wanted), err) from err
+
+    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
+        """The bytes of the chunks ``keys`` (None where missing): virtual chunks fetched
+        together from their sources, the others through Icechunk, concurrently."""
+        results: list[Any] = [None] * len(keys)
+        direct: dict[int, tuple[ArrayChunks, list[int]]] = {}
+        others: list[int] = []
+        for index, key in enumerate(keys):
+            chunks = await self._direct_one(key, len(keys))
+            if chunks is None:
+                others.append(index)
+            else:
+                direct.setdefault(id(chunks), (chunks, []))[1].append(index)
+
+        async def fetch(chunks: ArrayChunks, indices: list[int]) -> None:
+            inner = [chunks.inner_key(keys[i]) for i in indices]
+            with self._naming_the_store():
+                found = await chunks.store.get_chunk_bytes(inner)
+            for index, data in zip(indices, found, strict=True):
+                results[index] = data
+
+        limit = asyncio.Semaphore(_ICECHUNK_GETS)
+
+        async def through_icechunk(index: int) -> None:
+            async with limit:
+                results[index] = await self.get(keys[index], default_buffer_prototype())
+
+        await asyncio.gather(
+            *(fetch(chunks, indices) for chunks, indices in direct.values()),
+            *(through_icechunk(index) for index in others),
+        )
+        return results
+
+    async def _direct_one(self, key: str, reading: int) -> ArrayChunks | None:
+        """The directly read chunks of ``key``'s array if ``key`` is one of them; ``reading``
+        chunks are read now (loading an array's references must pay)."""
+        if self._chunks is None or key.endswith("zarr.json"):
+            return None
+        chunks = self._chunks.loaded(key) or await self._chunks.for_key(key, reading)
+        if chunks is None or key in chunks.through_icechunk:
+            return None
+        return chunks
+
+    @contextmanager
+    def _naming_the_store(self) -> Iterator[None]:
+        """Failed direct reads (a missing source, a network failure) name this store."""
+        try:
+            yield
+        except VirtualStacError as err:
+            raise type(err)(f"published Icechunk store at {self.location}: {err}") from err
 
     def _failure(self, key: str, err: icechunk.IcechunkError) -> VirtualStacError:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -102,6 +174,27 @@ class CheckedIcechunkStore(WrapperStore[Any]):
             if failure is not None:
                 return type(failure)(f"{failure} (published Icechunk store at {self.location})")
         return ChunkReadError(f"{where} could not be read: {reason}")
+
+
+def checked_store(
+    repository: Any,
+    session: Any,
+    location: str,
+    registry: ObjectStoreRegistry,
+    authorized: Sequence[str],
+) -> CheckedIcechunkStore:
+    """``session``'s store (of ``repository`` at ``location``), its virtual chunks under the
+    ``authorized`` container prefixes read directly through ``registry``, which allows reading
+    the repository and those prefixes."""
+    named = {
+        container.name: container.url_prefix
+        for container in (repository.config.virtual_chunk_containers or {}).values()
+        if container.name
+    }
+    chunks = SnapshotChunks(
+        repository, session.snapshot_id, session.store, location, registry, authorized, named
+    )
+    return CheckedIcechunkStore(session.store, location, chunks)
 
 
 def reading_settings(network: NetworkOptions) -> Any:

@@ -38,8 +38,8 @@ from virtualstac.stac.authorization import (
 from virtualstac.stac.combining import Grid
 from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.icechunk_reads import (
-    CheckedIcechunkStore,
     check_local_sources,
+    checked_store,
     reading_config,
     reading_settings,
 )
@@ -383,7 +383,8 @@ def _icechunk_store(
         # Icechunk follows links below a local container: check where each chunk leads.
         check_local_locations(session.all_virtual_chunk_locations(), containers)
     check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
-    return CheckedIcechunkStore(session.store, url)
+    reading = reading_registry([*containers, url], registry, schemes)
+    return checked_store(repository, session, url, reading, containers)
 
 
 @contextmanager

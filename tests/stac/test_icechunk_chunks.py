@@ -1,0 +1,361 @@
+"""Published Icechunk stores read their virtual chunks from the sources, the rest through
+Icechunk, with the values netCDF4 and h5py read."""
+
+import os
+import pickle
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import h5py
+import icechunk
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from servers import HTTPServer
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ObjectStoreRegistry,
+    open_virtual_dataset,
+)
+from virtualstac.demo import write_sample_archive
+from virtualstac.errors import ChunkReadError, SourceChangedError
+from virtualstac.stac import icechunk_chunks
+from virtualstac.stac.icechunk_manifests import IcechunkFormatError
+from virtualstac.stac.icechunk_reads import (
+    CheckedIcechunkStore,
+    checked_store,
+    reading_config,
+    reading_settings,
+)
+from virtualstac.stac.relocation import NamedLocation, declare_root_container
+from virtualstac.storage.client import DEFAULT_NETWORK
+from virtualstac.storage.stats import counting_reads
+from virtualstac.writers import authorize_containers, ensure_containers, required_containers
+from virtualstac.writers.icechunk import write_icechunk
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> list[Path]:
+    """Two daily netCDF4 files (zlib + shuffle, CF packing, time coordinates)."""
+    return write_sample_archive(tmp_path / "archive", days=2)
+
+
+@pytest.fixture
+def virtual(archive: list[Path]) -> xr.Dataset:
+    parts = [open_virtual_dataset(str(path)) for path in archive]
+    return xr.concat(parts, dim="time", coords="minimal", compat="override")
+
+
+@pytest.fixture
+def direct(archive: list[Path]) -> xr.Dataset:
+    with xr.open_mfdataset(archive, engine="netcdf4", combine="by_coords") as ds:
+        return ds.load()
+
+
+def publish(path: Path, dataset: xr.Dataset, *, compress_from: int = 1000) -> icechunk.Repository:
+    """``dataset``'s references committed to a new repository at ``path``; manifests of at
+    least ``compress_from`` virtual chunks store their locations compressed (Icechunk's
+    default: 1,000)."""
+    containers = required_containers(dataset.virtual.to_group())
+    config = ensure_containers(icechunk.RepositoryConfig.default(), containers)
+    config.manifest = icechunk.ManifestConfig(
+        virtual_chunk_location_compression=icechunk.ManifestVirtualChunkLocationCompressionConfig(
+            min_num_chunks=compress_from
+        )
+    )
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config=config,
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    dataset.virtual.to_icechunk(repository.writable_session("main").store, commit="published")
+    return repository
+
+
+def open_store(
+    path: Path,
+    authorized: Sequence[str] | None = None,
+    relocate: dict[str, str] | None = None,
+    *,
+    manifests_readable: bool = True,
+) -> CheckedIcechunkStore:
+    """The repository as virtualstac reads it; ``authorized``: the containers read directly
+    (all those it declares by default), Icechunk authorizing all of them; the registry allows
+    reading the repository's own files only if ``manifests_readable``."""
+    storage = icechunk.local_filesystem_storage(str(path))
+    repository = icechunk.Repository.open(storage)
+    config = reading_config(repository.config, DEFAULT_NETWORK, relocate=relocate)
+    config.storage = reading_settings(DEFAULT_NETWORK)
+    prefixes = list(config.virtual_chunk_containers or {})
+    credentials = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in prefixes}
+    repository = repository.reopen(
+        config=config,
+        authorize_virtual_chunk_access=icechunk.containers_credentials(credentials),
+    )
+    registry = ObjectStoreRegistry()
+    for prefix in [*prefixes, path.as_uri()] if manifests_readable else prefixes:
+        registry.register(prefix)
+    session = repository.readonly_session("main")
+    allowed = prefixes if authorized is None else authorized
+    return checked_store(repository, session, path.as_uri(), registry, allowed)
+
+
+@pytest.mark.parametrize("compress_from", [1000, 1], ids=["plain", "compressed-locations"])
+def test_virtual_chunks_are_read_from_their_sources(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, compress_from: int
+) -> None:
+    publish(tmp_path / "repo", virtual, compress_from=compress_from)
+    store = open_store(tmp_path / "repo")
+    with counting_reads() as stats:
+        read = xr.open_zarr(store, consolidated=False, chunks=None).load()
+    xr.testing.assert_identical(read, direct)
+    # One request per source file, not one per chunk (t2m has 32 in 2 files); the coordinates
+    # were loaded when published: their chunks are held by Icechunk.
+    assert stats.requests == 2
+
+
+def test_containers_not_authorized_here_are_read_through_icechunk(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    with counting_reads() as stats:
+        read = xr.open_zarr(open_store(tmp_path / "repo", []), consolidated=False).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 0
+
+
+def raw_values(archive: list[Path], name: str) -> np.ndarray:
+    """``name`` as stored in the files (no CF decoding), read by netCDF4, along time."""
+    parts = []
+    for path in archive:
+        with netCDF4.Dataset(path) as ds:
+            ds[name].set_auto_maskandscale(False)
+            parts.append(ds[name][:])
+    return np.concatenate(parts)
+
+
+def test_one_chunk_at_a_time_is_read_directly(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="t2m", mode="r")
+    with counting_reads() as stats:
+        first = array[0, 0, 0]
+    assert stats.requests == 1
+    assert first == raw_values(archive, "t2m")[0, 0, 0]
+
+
+def test_missing_chunks_read_as_the_fill_value(tmp_path: Path) -> None:
+    path = tmp_path / "sparse.nc"
+    with h5py.File(path, "w") as f:
+        dset = f.create_dataset(
+            "v", shape=(3, 20, 20), chunks=(1, 10, 10), dtype="<f4", fillvalue=-999.0,
+            compression="gzip", shuffle=True,
+        )  # fmt: skip
+        dset[1, :10, 10:] = np.arange(100, dtype="<f4").reshape(10, 10)
+        dset[2] = 7.5
+        expected = dset[...]
+    publish(tmp_path / "repo", open_virtual_dataset(str(path)))
+    with counting_reads() as stats:
+        read = zarr.open_array(open_store(tmp_path / "repo"), path="v", mode="r")[...]
+    np.testing.assert_array_equal(read, expected)
+    assert stats.requests == 1
+
+
+def test_native_chunks_among_virtual_ones_are_read_through_icechunk(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    repository = publish(tmp_path / "repo", virtual)
+    session = repository.writable_session("main")
+    array = zarr.open_array(session.store, path="t2m", mode="r+")
+    chunk = array.chunks
+    # Noise does not compress below Icechunk's inline threshold: the chunk is stored natively.
+    patch = np.random.default_rng(0).integers(-1000, 1000, chunk).astype(array.dtype)
+    array[: chunk[0], : chunk[1], : chunk[2]] = patch
+    session.commit("one chunk rewritten")
+    kind = repository.readonly_session("main").chunk_type("/t2m", [0, 0, 0])
+    assert str(kind).lower().endswith("native")
+
+    read = zarr.open_array(open_store(tmp_path / "repo"), path="t2m", mode="r")[...]
+    expected = zarr.open_array(repository.readonly_session("main").store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, expected)
+    np.testing.assert_array_equal(read[: chunk[0], : chunk[1], : chunk[2]], patch)
+    np.testing.assert_array_equal(read[chunk[0] :], raw_values(archive, "t2m")[chunk[0] :])
+
+
+def test_a_source_newer_than_its_checksum_fails_as_changed(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    later = archive[1].stat().st_mtime + 5
+    os.utime(archive[1], (later, later))
+    store = open_store(tmp_path / "repo")
+    first_day = zarr.open_array(store, path="t2m", mode="r")[:24]
+    assert first_day.shape[0] == 24
+    with pytest.raises(SourceChangedError, match="changed after it was published"):
+        zarr.open_array(store, path="t2m", mode="r")[24:]
+
+
+def test_named_containers_are_read_where_they_are_now(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    """A relocatable store names its directory's container (``vcc://virtualstac-root/``)."""
+    root = (tmp_path / "archive").as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    declare_root_container(config, root)
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+        config=config,
+        authorize_virtual_chunk_access={root: icechunk.credentials.LocalFileSystemAccess},
+    )
+    session = repository.writable_session("main")
+    write_icechunk(virtual.virtual.to_group(), session.store, locations=NamedLocation(root))
+    session.commit("named")
+    shutil.move(tmp_path / "archive", tmp_path / "moved")
+    now = (tmp_path / "moved").as_uri() + "/"
+
+    with counting_reads() as stats:
+        read = xr.open_zarr(
+            open_store(tmp_path / "repo", relocate={root: now}), consolidated=False
+        ).load()
+    xr.testing.assert_identical(read.drop_encoding(), direct.drop_encoding())
+    assert stats.requests > 0
+
+
+def test_manifests_not_understood_are_left_to_icechunk(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(data: bytes) -> None:
+        raise IcechunkFormatError("a newer manifest format")
+
+    monkeypatch.setattr(icechunk_chunks, "read_manifest", refuse)
+    publish(tmp_path / "repo", virtual)
+    with counting_reads() as stats:
+        read = xr.open_zarr(open_store(tmp_path / "repo"), consolidated=False).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 0
+
+
+def test_manifests_the_reader_may_not_fetch_are_left_to_icechunk(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    store = open_store(tmp_path / "repo", manifests_readable=False)
+    with counting_reads() as stats:
+        read = xr.open_zarr(store, consolidated=False).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 0
+
+
+def served_archive(http_server: HTTPServer) -> tuple[str, Path]:
+    """A netCDF4 file (zlib + shuffle) the server serves: its URL and its path."""
+    path = write_sample_archive(http_server.directory("icechunk"), days=1)[0]
+    return http_server.url_for(path), path
+
+
+def publish_served(
+    path: Path, url: str, *, stamped: bool
+) -> tuple[CheckedIcechunkStore, xr.Dataset]:
+    """The served file's references published at ``path`` (with the sources' versions, or
+    without any), and the store virtualstac reads it through."""
+    registry = ObjectStoreRegistry()
+    registry.register(url.rsplit("/", 1)[0] + "/")
+    virtual = open_virtual_dataset(url, registry=registry)
+    group = virtual.virtual.to_group()
+    if not stamped:
+        manifest = group["t2m"].manifest
+        plain = ChunkManifest.from_path_table(
+            path_table=manifest.path_table,
+            path_codes=manifest.path_codes,
+            offsets=manifest.offsets,
+            lengths=manifest.lengths,
+        )
+        assert not plain.source_stamps
+        arrays = {**group.arrays, "t2m": ManifestArray(group["t2m"].metadata, plain)}
+        group = ManifestGroup(arrays, attributes=group.metadata.attributes)
+    containers = required_containers(group)
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    session = repository.writable_session("main")
+    write_icechunk(group, session.store)
+    session.commit("served")
+    registry.register(path.as_uri())
+    prefixes = [container.prefix for container in containers]
+    session = repository.readonly_session("main")
+    return checked_store(repository, session, path.as_uri(), registry, prefixes), virtual
+
+
+def test_remote_sources_with_checksums_are_read_through_icechunk(
+    tmp_path: Path, http_server: HTTPServer
+) -> None:
+    """Icechunk compares a remote source's ETag or last-modified time on every read."""
+    url, path = served_archive(http_server)
+    store, _ = publish_served(tmp_path / "repo", url, stamped=True)
+    with counting_reads() as stats:
+        read = zarr.open_array(store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, raw_values([path], "t2m"))
+    assert stats.requests == 0
+
+
+def test_remote_sources_without_checksums_are_read_directly(
+    tmp_path: Path, http_server: HTTPServer
+) -> None:
+    url, path = served_archive(http_server)
+    store, _ = publish_served(tmp_path / "repo", url, stamped=False)
+    with counting_reads() as stats:
+        read = zarr.open_array(store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, raw_values([path], "t2m"))
+    assert stats.requests == 1
+
+
+def test_the_store_pickles_for_dask_workers(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    store = open_store(tmp_path / "repo")
+    xr.open_zarr(store, consolidated=False, chunks=None).load()  # references loaded
+    copy = pickle.loads(pickle.dumps(store))
+    with counting_reads() as stats:
+        read = xr.open_zarr(copy, consolidated=False, chunks=None).load()
+    xr.testing.assert_identical(read, direct)
+    assert stats.requests == 2
+
+
+def test_a_few_chunks_of_a_large_manifest_are_read_through_icechunk(tmp_path: Path) -> None:
+    """Decoding a manifest costs a fiftieth of an Icechunk get per reference: it pays only
+    for reads of more chunks than a fiftieth of the references."""
+    path = tmp_path / "many.nc"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=np.arange(12_000, dtype="<i4").reshape(2, 60, 100),
+                         chunks=(1, 10, 10))  # fmt: skip
+    publish(tmp_path / "repo", open_virtual_dataset(str(path)))
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="v", mode="r")
+    with counting_reads() as stats:
+        one = array[0, 0, 0]
+    assert (one, stats.requests) == (0, 0)
+    with counting_reads() as stats:
+        values = array[...]
+    assert stats.requests == 1
+    np.testing.assert_array_equal(values, np.arange(12_000).reshape(2, 60, 100))
+    with counting_reads() as stats:
+        assert array[1, 59, 99] == 11_999
+    assert stats.requests == 1  # loaded now: read directly
+
+
+def test_a_missing_source_is_named_with_the_store(
+    tmp_path: Path, archive: list[Path], virtual: xr.Dataset
+) -> None:
+    publish(tmp_path / "repo", virtual)
+    archive[1].unlink()
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="t2m", mode="r")
+    with pytest.raises(ChunkReadError, match=r"published Icechunk store at .*repo: chunk .*"):
+        array[...]
