@@ -17,7 +17,14 @@ worker imports the library and opens one file) before the clock starts, as a lon
 session would have them. Rounds alternate the libraries and the best is kept, since the machine's
 load changes over a run.
 
-Run ``python benchmarks/bench_parallel.py [--quick] [--counts 100,300,1000]``.
+What is timed, the same for every executor: the one ``open_virtual_mfdataset`` call, from the
+list of URLs to the combined virtual dataset (parsing, sending results back, combining), with
+the executor already started and warm. Ours joins each batch of files in the worker that
+parsed it and combines the batches; VirtualiZarr sends every file's dataset back and combines
+them with xarray.
+
+Run ``python benchmarks/bench_parallel.py [--quick] [--counts 100,300,1000]
+[--executors serial,cluster] [--no-peer]``.
 :func:`measure` returns the figures as a list of dicts (library, executor, files, files/s) for
 plots; :func:`run` returns table rows.
 """
@@ -151,20 +158,24 @@ WORKERS = {"mf": worker_mf}
 
 
 def measure(
-    counts: tuple[int, ...] = (100, 300, 1000), rounds: int = 2, quick: bool = False
+    counts: tuple[int, ...] = (100, 300, 1000),
+    rounds: int = 2,
+    quick: bool = False,
+    executors: tuple[str, ...] = EXECUTORS,
+    peer: bool = True,
 ) -> list[dict[str, Any]]:
     """Files/s of every library and executor for each number of files, as plain dicts.
 
     Each dict: ``library`` (``"virtualstac"`` or ``"VirtualiZarr"``), ``executor`` (one of
     :data:`EXECUTORS`), ``workers``, ``files``, ``files_per_s`` (best of ``rounds``).
     """
-    libs = ["ours", "vz"] if peer_available() else ["ours"]
+    libs = ["ours", "vz"] if peer and peer_available() else ["ours"]
     figures = []
     with tempfile.TemporaryDirectory(prefix="virtualstac-bench-parallel-") as tmp:
         progress(f"writing {max(counts)} small netCDF4 files ...")
         paths = write_many(Path(tmp) / "files", "netCDF4", max(counts))
         for count in counts:
-            for kind in EXECUTORS:
+            for kind in executors:
                 best: dict[str, float] = {}
                 for _ in range(1 if quick else rounds):
                     for lib in libs:
@@ -231,11 +242,16 @@ def rows_of(figures: list[dict[str, Any]]) -> list[Row]:
     return rows
 
 
-def run(quick: bool = False, counts: tuple[int, ...] | None = None) -> list[Row]:
+def run(
+    quick: bool = False,
+    counts: tuple[int, ...] | None = None,
+    executors: tuple[str, ...] = EXECUTORS,
+    peer: bool = True,
+) -> list[Row]:
     """Measure (fewer files and one round with ``quick``) and return the table rows."""
     print(f"\nbench_parallel: open_virtual_mfdataset per executor, {_cores()} cores")
     counts = counts or ((30, 100) if quick else (100, 300, 1000))
-    _FIGURES[:] = measure(counts, quick=quick)
+    _FIGURES[:] = measure(counts, quick=quick, executors=executors, peer=peer)
     return rows_of(_FIGURES)
 
 
@@ -262,9 +278,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="30 and 100 files, one round")
     parser.add_argument("--counts", help="numbers of files, comma-separated (100,300,1000)")
+    parser.add_argument(
+        "--executors",
+        default=",".join(EXECUTORS),
+        help="executors, comma-separated, in the order they run (serial,threads,processes,"
+        "cluster); on a busy machine, serial,cluster measures that ratio back to back",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="measure virtualstac only")
     args = parser.parse_args()
     counts = tuple(int(c) for c in args.counts.split(",")) if args.counts else None
-    rows = run(quick=args.quick, counts=counts)
+    executors = tuple(args.executors.split(","))
+    if unknown := set(executors) - set(EXECUTORS):
+        parser.error(f"unknown executors {sorted(unknown)}; choose from {', '.join(EXECUTORS)}")
+    rows = run(quick=args.quick, counts=counts, executors=executors, peer=not args.no_peer)
     print_table("Parallel parsing (open_virtual_mfdataset)", rows, not peer_available())
 
 

@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_scale.py                  # 1,000 and 10,000 files
     python benchmarks/bench_scale.py --files 100000   # the 100k run (about half an hour on 2 cores)
     python benchmarks/bench_scale.py --quick          # 200 and 1,000 files (a smoke test)
+    python benchmarks/bench_scale.py --files 20000 --no-peer --no-growth  # ours, publish only
 
 The archive is the typical one: one small netCDF4 file per day (``time`` of length 1, ``lat`` 32,
 ``lon`` 64, three zlib+shuffle float32 variables of one chunk each), concatenated along
@@ -24,9 +25,10 @@ Stages, each with its wall-clock seconds and the largest resident set size while
 - **listing**: the sorted paths of the directory (``Path.glob``);
 - **parsing**: from the call of ``open_virtual_mfdataset`` until every file's virtual dataset is
   back in the client (marked by the first call of the combining function: xarray's
-  ``_combine_nd``, or our ``concat_along_existing``);
+  ``_combine_nd``, or our ``join_partials``). Ours includes joining each batch of files in the
+  worker that parsed it: the client receives one dataset per batch of up to 1,000 files;
 - **combining**: the rest of ``open_virtual_mfdataset`` (``xr.combine_nested`` of the virtual
-  datasets);
+  datasets; ours: joining the batches);
 - **writing**: ``to_icechunk`` into a writable session of a local repository;
 - **committing**: ``session.commit``.
 
@@ -226,9 +228,10 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     paths = sorted(directory.glob("*.nc"))
     stages.stop()
 
-    # Both libraries parse every file, then combine: VirtualiZarr (and ours, for datasets that
-    # are not alike) through xarray's ``_combine_nd``, ours through ``concat_along_existing``.
-    # The first of them to be called ends parsing.
+    # VirtualiZarr parses every file, then combines them through xarray's ``_combine_nd``. Ours
+    # joins each batch of files in the worker that parsed it (that is parsing), then joins the
+    # batches (``join_partials``), or for files that are not alike combines them one by one
+    # through ``_combine_nd``. The first of them to be called ends parsing.
     import xarray.structure.combine as xarray_combine
 
     def marking(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,7 +247,7 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
     if lib == "ours":
         import virtualstac.xarray.open as ours_open
 
-        ours_open.concat_along_existing = marking(ours_open.concat_along_existing)
+        ours_open.join_partials = marking(ours_open.join_partials)
     # Our progress bar (stderr) shows how far a long run is; VirtualiZarr has none.
     options: dict[str, Any] = {"progress": True} if lib == "ours" else {}
     stages.start("parsing")
@@ -488,17 +491,20 @@ def run(
     executor: str = "processes",
     peer_budget: float = 900.0,
     workdir: Path | None = None,
+    growth: bool = True,
+    peer: bool = True,
 ) -> list[Row]:
-    """Publish archives of each size (ours, then VirtualiZarr's), then measure combine growth."""
+    """Publish archives of each size (ours, then VirtualiZarr's unless not ``peer``), then
+    measure combine growth (unless not ``growth``)."""
     sizes = tuple(files) if files else (QUICK_SIZES if quick else SIZES)
-    combine_sizes = QUICK_COMBINE_SIZES if quick else COMBINE_SIZES
+    combine_sizes = (QUICK_COMBINE_SIZES if quick else COMBINE_SIZES) if growth else ()
     script = Path(__file__)
     own_tmp = workdir is None
     tmp = Path(tempfile.mkdtemp(prefix="bench_scale_")) if workdir is None else workdir
     tmp.mkdir(parents=True, exist_ok=True)
     _PUBLISHED.clear()
     _COMBINED.clear()
-    libs = ("ours", "vz") if peer_available() else ("ours",)
+    libs = ("ours", "vz") if peer and peer_available() else ("ours",)
     try:
         peer_stopped = False
         for count in sizes:
@@ -519,7 +525,7 @@ def run(
                     continue
                 _print_stages(lib, count, result)
             shutil.rmtree(directory)
-        directory = make_archive(tmp, REAL_FILES)
+        directory = make_archive(tmp, REAL_FILES) if combine_sizes else tmp
         for count in combine_sizes:
             for lib in libs:
                 progress(f"combine {count:,} virtual datasets, {lib}")
@@ -552,8 +558,20 @@ def main() -> None:
         help="seconds VirtualiZarr gets per run; larger sizes are skipped past it",
     )
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
+    parser.add_argument(
+        "--no-growth", action="store_true", help="skip the combine growth (1k/10k/100k datasets)"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="publish with virtualstac only")
     args = parser.parse_args()
-    rows = run(args.quick, args.files, args.parallel, args.peer_budget, args.workdir)
+    rows = run(
+        args.quick,
+        args.files,
+        args.parallel,
+        args.peer_budget,
+        args.workdir,
+        growth=not args.no_growth,
+        peer=not args.no_peer,
+    )
     print_table(
         "100k files: publish to Icechunk by stage, and combine growth", rows, not peer_available()
     )

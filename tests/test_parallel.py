@@ -29,6 +29,7 @@ from virtualstac.parallel import (
     check_fork_safe,
     executor_for,
     map_batched,
+    map_batches,
     worker_count,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -178,6 +179,25 @@ def test_map_batched_sends_a_few_batches_per_worker_and_keeps_the_order() -> Non
     # 2 workers x 4 tasks each: 8 batches of consecutive items, not 100 tasks.
     assert len(pool.tasks) == 2 * TASKS_PER_WORKER
     assert [item for task in pool.tasks for item in task] == list(range(100))
+
+
+def test_map_batches_gives_one_result_per_batch_of_bounded_length() -> None:
+    with ThreadPoolExecutor(2) as pool:
+        few = list(map_batches(pool, sum, range(100)))
+        many = list(map_batches(pool, sum, range(100), max_batch=10))
+
+    # 2 workers x 4 tasks each, unless that makes batches longer than max_batch.
+    assert len(few) == 2 * TASKS_PER_WORKER
+    assert [len(batch) for batch, _ in many] == [10] * 10
+    for batch, total in few + many:
+        assert total == sum(batch)
+    assert [item for batch, _ in many for item in batch] == list(range(100))
+
+
+def test_map_batches_refuses_what_a_process_pool_cannot_send() -> None:
+    with forkserver_pool() as pool:
+        with pytest.raises(UnpicklableTaskError, match="cannot be pickled"):
+            list(map_batches(pool, lambda batch: len(batch), range(10)))
 
 
 @pytest.mark.parametrize("executor", EXECUTORS[:3], ids=["serial", "dask-delayed", "threads"])

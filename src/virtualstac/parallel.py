@@ -35,6 +35,7 @@ __all__ = [
     "check_fork_safe",
     "executor_for",
     "map_batched",
+    "map_batches",
     "shared_process_pool",
     "worker_count",
 ]
@@ -278,6 +279,48 @@ def _run_batch[T, R](fn: Callable[[T], R], batch: Sequence[T]) -> list[R]:
     return [fn(item) for item in batch]
 
 
+def _check_picklable(executor: Executor, fn: Callable[..., Any]) -> None:
+    """Refuse, with advice, a task a process pool could not send to its workers."""
+    if not isinstance(executor, ProcessPoolExecutor):
+        return
+    # The pool pickles in a background thread, and its error names neither the task nor what
+    # to do; pickling once here costs one batch's share of what the pool does anyway.
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, TypeError, AttributeError) as err:
+        raise UnpicklableTaskError(
+            f"a process pool sends each task (the parser, the registry, preprocess and the "
+            f"options) to its worker processes, and this one cannot be pickled: {err}. Use "
+            "parallel=False, a ThreadPoolExecutor, or a dask.distributed Client (which "
+            "pickles functions by value)"
+        ) from err
+
+
+def map_batches[T, R](
+    executor: Executor,
+    fn: Callable[[Sequence[T]], R],
+    items: Sequence[T],
+    *,
+    tasks_per_worker: int = TASKS_PER_WORKER,
+    max_batch: int | None = None,
+) -> Iterator[tuple[Sequence[T], R]]:
+    """``fn`` applied to contiguous :func:`batches` of ``items``: each batch with its result,
+    in order.
+
+    There are ``tasks_per_worker`` batches per worker of the executor, more when that would
+    make a batch longer than ``max_batch`` items (so that what ``fn`` holds for a batch, and
+    what it sends back, stays bounded however many items there are). Results are yielded as
+    they are needed, so a caller that folds them in as they come holds one at a time beyond
+    its own state. ``fn`` must pickle for process pools and dask clusters.
+    """
+    _check_picklable(executor, fn)
+    count = worker_count(executor) * max(1, tasks_per_worker)
+    if max_batch is not None:
+        count = max(count, -(-len(items) // max(1, max_batch)))
+    tasks = batches(items, count)
+    return zip(tasks, executor.map(fn, tasks), strict=True)
+
+
 def map_batched[T, R](
     executor: Executor,
     fn: Callable[[T], R],
@@ -294,18 +337,7 @@ def map_batched[T, R](
     """
     if isinstance(executor, SerialExecutor):
         return map(fn, items)
-    if isinstance(executor, ProcessPoolExecutor):
-        # The pool pickles in a background thread, and its error names neither the task nor
-        # what to do; pickling once here costs one batch's share of what the pool does anyway.
-        try:
-            pickle.dumps(fn)
-        except (pickle.PicklingError, TypeError, AttributeError) as err:
-            raise UnpicklableTaskError(
-                f"a process pool sends each task (the parser, the registry and the options) to "
-                f"its worker processes, and this one cannot be pickled: {err}. Use "
-                "parallel=False, a ThreadPoolExecutor, or a dask.distributed Client (which "
-                "pickles functions by value)"
-            ) from err
+    _check_picklable(executor, fn)
     tasks = batches(items, worker_count(executor) * max(1, tasks_per_worker))
     results = executor.map(_run_batch, [fn] * len(tasks), tasks)
     return itertools.chain.from_iterable(results)

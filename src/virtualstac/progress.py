@@ -7,7 +7,7 @@ shows them unless ``--no-progress``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -27,8 +27,12 @@ def progress[T](
     enabled: bool = True,
     stream: TextIO | None = None,
     min_interval: float = 0.2,
+    size: Callable[[T], int] | None = None,
 ) -> Iterator[T]:
-    """Yield ``items``, showing a bar ``label: done/total`` with an ETA when ``enabled``."""
+    """Yield ``items``, showing a bar ``label: done/total`` with an ETA when ``enabled``.
+
+    Each item counts one towards ``total``, or ``size(item)`` (an item that is a batch).
+    """
     with tqdm(
         total=total,
         desc=label,
@@ -40,7 +44,7 @@ def progress[T](
     ) as bar:
         for item in items:
             yield item
-            bar.update(1)
+            bar.update(1 if size is None else size(item))
 
 
 @contextmanager

@@ -84,18 +84,12 @@ def concat_along_existing(
     the options do not have that shape, so that ``xr.concat`` handles them (and raises its
     errors).
     """
-    if len(datasets) < 2 or not _fast_options(options):
+    if len(datasets) < 2 or not _joinable(datasets[0], dim, options):
         return None
     first = datasets[0]
-    if dim not in first.dims or not isinstance(first.xindexes.get(dim), PandasIndex):
-        return None
-    if any(dim not in first.variables[name].dims for name in first.data_vars):
-        return None
     layout = {name: var.dims for name, var in first.variables.items()}
     coord_names = set(first.coords)
     others = {name: index for name, index in first.xindexes.items() if name != dim}
-    if any(dim in first.variables[name].dims for name in others):
-        return None
     for dataset in datasets[1:]:
         their = dataset.variables
         if their.keys() != layout.keys() or set(dataset.coords) != coord_names:
@@ -133,6 +127,19 @@ def concat_along_existing(
     )
     result.encoding = first.encoding
     return result
+
+
+def _joinable(dataset: xr.Dataset, dim: Hashable, options: Mapping[str, Any]) -> bool:
+    """Whether :func:`concat_along_existing` joins ``dataset`` with datasets alike along
+    ``dim`` with ``options``: every data variable has ``dim``, indexed by a ``PandasIndex``,
+    and no other index has it."""
+    if not _fast_options(options):
+        return False
+    if dim not in dataset.dims or not isinstance(dataset.xindexes.get(dim), PandasIndex):
+        return False
+    if any(dim not in dataset.variables[name].dims for name in dataset.data_vars):
+        return False
+    return not any(dim in dataset.variables[name].dims for name in dataset.xindexes if name != dim)
 
 
 def _merge_attrs(attrs: list[Mapping[Any, Any]], combine_attrs: str) -> dict[Any, Any]:

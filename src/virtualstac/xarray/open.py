@@ -8,7 +8,7 @@ import functools
 import glob as globlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
@@ -19,7 +19,7 @@ from obstore.exceptions import BaseError
 from virtualstac.errors import InvalidManifestError, SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parallel import executor_for, map_batched
+from virtualstac.parallel import executor_for, map_batched, map_batches
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
 from virtualstac.parsers.tiff import TIFFParser
@@ -33,7 +33,14 @@ from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.combine import concat_along_existing
+from virtualstac.xarray.batch_combine import (
+    MAX_BATCH_FILES,
+    Partial,
+    as_partial,
+    join_by_coords,
+    join_partials,
+    open_batch,
+)
 
 __all__ = [
     "open_virtual_dataset",
@@ -193,10 +200,12 @@ def _virtualize(
     drop_variables: list[str] | None,
     decode_times: bool | None,
     overview_level: int | None,
+    preprocess: Callable[[xr.Dataset], xr.Dataset] | None,
 ) -> xr.Dataset:
-    """One file of ``open_virtual_mfdataset``, opened where the executor runs it."""
+    """One file of ``open_virtual_mfdataset``, opened (and preprocessed) where the executor
+    runs it."""
     try:
-        return open_virtual_dataset(
+        dataset = open_virtual_dataset(
             url,
             parser=parser,
             registry=registry,
@@ -206,6 +215,7 @@ def _virtualize(
             decode_times=decode_times,
             overview_level=overview_level,
         )
+        return dataset if preprocess is None else preprocess(dataset)
     except Exception as err:
         # Among hundreds of files parsed in a batch on another machine, an error that does not
         # say which file it came from cannot be acted on.
@@ -292,39 +302,85 @@ def open_virtual_mfdataset(
         drop_variables=None if drop_variables is None else list(drop_variables),
         decode_times=decode_times,
         overview_level=overview_level,
+        preprocess=preprocess,
     )
-    results = map_batched(executor, virtualize, urls)
-    datasets = []
-    for url, dataset in zip(
-        urls,
-        progress_bar(results, total=len(urls), label="virtualizing", enabled=progress),
-        strict=True,
-    ):
-        _log.info("parsed %s", url)
-        datasets.append(dataset)
-    if preprocess is not None:
-        datasets = [preprocess(ds) for ds in datasets]
     combine_options: dict[str, Any] = {
         "coords": "minimal",
         "compat": "override",
         "combine_attrs": "drop_conflicts",
         **combine_kwargs,
     }
+    dims = [] if concat_dim is None else _as_list(concat_dim)
+    flat = layout is None or all(_is_path(p) for p in layout)
+    if len(urls) > 1 and (combine == "by_coords" or (len(dims) == 1 and flat)):
+        dim = dims[0] if combine == "nested" else None
+        joined = _open_joined(executor, virtualize, urls, dim, combine_options, progress)
+        if isinstance(joined, xr.Dataset):
+            return joined
+        datasets = joined
+    else:
+        datasets = _open_each(executor, virtualize, urls, progress)
     if combine == "nested":
-        assert concat_dim is not None
-        dims = _as_list(concat_dim)
-        if len(dims) == 1 and (layout is None or all(_is_path(p) for p in layout)):
-            fast = concat_along_existing(datasets, dims[0], combine_options)
-            if fast is not None:
-                return fast
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
-        nested: xr.Dataset = xr.combine_nested(
-            arranged, concat_dim=list(_as_list(concat_dim)), **combine_options
-        )
+        nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
         return nested
     combined = xr.combine_by_coords(datasets, **combine_options)
     assert isinstance(combined, xr.Dataset)
     return combined
+
+
+def _open_each(
+    executor: Executor, virtualize: Callable[[str], xr.Dataset], urls: list[str], progress: bool
+) -> list[xr.Dataset]:
+    """Every file's virtual dataset, in order."""
+    results = map_batched(executor, virtualize, urls)
+    bar = progress_bar(results, total=len(urls), label="virtualizing", enabled=progress)
+    return list(bar)
+
+
+def _open_joined(
+    executor: Executor,
+    virtualize: Callable[[str], xr.Dataset],
+    urls: list[str],
+    dim: str | None,
+    options: Mapping[str, Any],
+    progress: bool,
+) -> xr.Dataset | list[xr.Dataset]:
+    """The files joined along ``dim`` (None: by coordinates) a batch at a time where they are
+    parsed (:mod:`~virtualstac.xarray.batch_combine`); or, when they are not alike, every
+    file's virtual dataset, in order, for xarray to combine."""
+    task = functools.partial(open_batch, virtualize=virtualize, dim=dim, options=options)
+    results = map_batches(executor, task, urls, max_batch=MAX_BATCH_FILES)
+    done = list(
+        progress_bar(
+            results,
+            total=len(urls),
+            label="virtualizing",
+            enabled=progress,
+            size=lambda result: len(result[0]),
+        )
+    )
+    partials = [as_partial(result) for _, result in done]
+    if all(partial is not None for partial in partials):
+        joinable = [partial for partial in partials if partial is not None]
+        if dim is None:
+            joined = join_by_coords(joinable, options)
+        else:
+            joined = join_partials(joinable, dim, options)
+        if joined is not None:
+            return joined
+    # Some batches were joined and others could not be, or the batches differ from each
+    # other: xarray combines the files one by one, so the joined batches are parsed again.
+    again = [url for batch, result in done if isinstance(result, Partial) for url in batch]
+    _log.info("the files are not alike: combining %d files one by one", len(urls))
+    reparsed = iter(map_batched(executor, virtualize, again))
+    datasets: list[xr.Dataset] = []
+    for batch, result in done:
+        if isinstance(result, Partial):
+            datasets.extend(next(reparsed) for _ in batch)
+        else:
+            datasets.extend(result)
+    return datasets
 
 
 def _is_path(item: object) -> bool:
