@@ -17,6 +17,7 @@ from typing import Any, Literal, TypedDict
 
 from virtualstac.stac.grouping import GroupBy
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.unpacking import CF_DECODING
 
 __all__ = ["DECODING_OPTIONS", "OPTION_NAMES", "READING_OPTIONS", "OpenOptions"]
 
@@ -80,13 +81,6 @@ class OpenOptions(TypedDict, total=False):
 #: Every option's name, ``group_by`` first: what the engine and Intake accept.
 OPTION_NAMES: tuple[str, ...] = ("group_by", *OpenOptions.__annotations__)
 #: CF decoding options, passed to ``xr.open_zarr`` when values are read.
-DECODING_OPTIONS: tuple[str, ...] = (
-    "mask_and_scale",
-    "decode_times",
-    "decode_timedelta",
-    "use_cftime",
-    "concat_characters",
-    "decode_coords",
-)
+DECODING_OPTIONS: tuple[str, ...] = CF_DECODING
 #: Options that only apply to reading values, never to references.
 READING_OPTIONS: tuple[str, ...] = ("chunks", *DECODING_OPTIONS[:1], *DECODING_OPTIONS[2:])
