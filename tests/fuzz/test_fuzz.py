@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -87,8 +88,11 @@ def test_typed_errors_are_one_line_naming_the_file(fuzz: FuzzRun, fmt: str) -> N
         message = result["message"]
         assert "\n" not in message, message
         damaged = result["damage"].split(":", 1)[0].split("/", 1)[0]  # "case12"
-        # Kerchunk references name their source (sample.source.nc, or where damage points).
-        assert f"/{damaged}" in message or f"/{fmt}/sample" in message, message
+        # Kerchunk references name their source: sample.source.nc, or, where the damage hit
+        # the source's path (which bytes it hits depends on the temporary directory's name),
+        # the file the damaged reference names beside it.
+        names_source = fmt.startswith("kerchunk") and re.search(rf"/{fmt}/[^/\s']+", message)
+        assert f"/{damaged}" in message or names_source, message
 
 
 def test_no_rust_panic_reaches_stderr(fuzz: FuzzRun) -> None:
