@@ -68,11 +68,6 @@ def count_direct(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         (">f8", None, False),
         ("|u1", "gzip", True),
         ("<i8", "gzip", False),
-        # Shuffled bytes copied plane by plane into the output: 2 and 8 planes, and a
-        # shuffle with no compression, whose chunk bytes are not its values.
-        ("<i2", "gzip", True),
-        ("<f8", "gzip", True),
-        ("<u8", None, True),
     ],
 )
 def test_values_equal_h5py_for_each_byte_order_and_filter(
@@ -163,21 +158,6 @@ def test_chains_with_array_to_array_codecs_or_text_stay_with_zarr() -> None:
     assert DirectDecoder.for_chain(transposed, spec(Float32())) is None
     assert DirectDecoder.for_chain(plain, spec(VariableLengthUTF8())) is None  # type: ignore[arg-type]
     assert DirectDecoder.for_chain(plain, spec(Float32())) is not None
-
-
-def test_a_shuffle_under_deflate_is_undone_while_copying_into_the_output(
-    write_hdf5: WriteHDF5, hdf5_array: HDF5Array
-) -> None:
-    path = write_hdf5("v.h5", values("<f4"), chunks=(1, 16, 16))  # netCDF-4's zlib + shuffle
-    codecs = hdf5_array(path, ["t", "y", "x"]).metadata.codecs
-    transform = ChunkTransform(codecs=tuple(decoder_twin(codec) for codec in codecs))
-
-    decoder = DirectDecoder.for_chain(transform, spec(Float32()))
-
-    assert decoder is not None
-    assert decoder.unshuffle == 4  # not a step: done by the copy
-    assert len(decoder.steps) == 1  # inflating
-    assert not decoder.plain
 
 
 def test_a_chunk_of_the_wrong_size_is_named(write_hdf5: WriteHDF5, hdf5_array: HDF5Array) -> None:

@@ -219,7 +219,7 @@ def _read_into_place(
     whose place in the output is one contiguous block, straight into it (one copy fewer);
     return the other chunks of ``local``."""
     target = out.as_ndarray_like()
-    if not decoder.plain or not isinstance(target, np.ndarray) or target.dtype != decoder.stored:
+    if decoder.steps or not isinstance(target, np.ndarray) or target.dtype != decoder.stored:
         return local
     others = []
     for index in local:

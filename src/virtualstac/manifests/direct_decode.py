@@ -6,13 +6,9 @@ scatters it through ``scatter_chunk``; for the small chunks of archives (tens of
 bookkeeping costs more than the decoding, and more than h5py spends on a whole chunk. The
 chains nearly every archive uses (``bytes``, optionally behind bytes-to-bytes codecs such as
 ``numcodecs.shuffle`` and ``numcodecs.zlib``, no array-to-array codec) are decoded here on
-plain numpy arrays: deflate by imagecodecs (releasing the GIL), then one numpy view of the
-decoded bytes copied into its place in the output. A byte shuffle that is the last step
-(HDF5's shuffle filter under deflate, as netCDF-4 writes it) is undone by that copy itself:
-each plane of the shuffled bytes (the first bytes of every element, then the second, ...) is
-copied straight to its bytes in the output, which costs less than unshuffling into a buffer
-and copying that (imagecodecs' unshuffle alone took as long as inflating a chunk). Every
-other chain returns ``None`` from :meth:`DirectDecoder.for_chain`, and is left to zarr.
+plain numpy arrays: deflate and unshuffle by imagecodecs (releasing the GIL), then one
+numpy view of the decoded bytes copied into its place in the output. Every other chain
+returns ``None`` from :meth:`DirectDecoder.for_chain`, and is left to zarr.
 """
 
 from __future__ import annotations
@@ -90,18 +86,11 @@ class DirectDecoder:
     """Decodes the chunks of one array into a numpy output array.
 
     ``stored`` is the dtype of the chunk's bytes (the ``bytes`` codec's byte order), and
-    ``steps`` the bytes-to-bytes decoders in the order they apply. ``unshuffle`` is the element
-    size of a byte shuffle undone after the steps, while copying into the output (0: none).
+    ``steps`` the bytes-to-bytes decoders in the order they apply.
     """
 
     stored: np.dtype[Any]
     steps: tuple[Step, ...]
-    unshuffle: int = 0
-
-    @property
-    def plain(self) -> bool:
-        """Whether a chunk's stored bytes are its values (no step, no shuffle)."""
-        return not self.steps and not self.unshuffle
 
     @classmethod
     def for_chain(cls, transform: ChunkTransform, spec: ArraySpec) -> DirectDecoder | None:
@@ -117,16 +106,8 @@ class DirectDecoder:
         endian = transform._ab_codec.endian
         if isinstance(spec.dtype, HasEndianness) and endian is not None:
             stored = replace(spec.dtype, endianness=endian).to_native_dtype()  # type: ignore[call-arg]
-        codecs = list(reversed(transform._bb_codecs))
-        unshuffle = 0
-        if codecs and type(codecs[-1]) is SizedShuffle:
-            size = getattr(codecs[-1]._codec, "elementsize", None)
-            if size == stored.itemsize and size in (2, 4, 8):
-                unshuffle = size
-                codecs.pop()
-        return cls(
-            stored=stored, steps=tuple(_step(codec) for codec in codecs), unshuffle=unshuffle
-        )
+        steps = tuple(_step(codec) for codec in reversed(transform._bb_codecs))
+        return cls(stored=stored, steps=steps)
 
     def decode_into(
         self,
@@ -148,34 +129,13 @@ class DirectDecoder:
         chunk = np.frombuffer(data, dtype=np.uint8)
         if chunk.nbytes != size:
             raise ValueError(f"the chunk decodes to {chunk.nbytes} bytes, not {size}")
-        if self.unshuffle:
-            if _holds_bytes_of(out, self.stored):
-                # Plane k holds byte k of every element: copied to byte k of the output's.
-                planes = chunk.reshape(self.unshuffle, *spec.shape)
-                out_bytes = out.view(np.uint8).reshape(*out.shape, self.unshuffle)
-                for k in range(self.unshuffle):
-                    plane = _selected(planes[k], chunk_selection, drop_axes)
-                    out_bytes[..., k][out_selection] = plane
-                return _PRESENT
-            chunk = _unshuffle(self.unshuffle)(chunk, size, spec)
-        out[out_selection] = _selected(
-            chunk.view(self.stored).reshape(spec.shape), chunk_selection, drop_axes
-        )
+        selected = chunk.view(self.stored).reshape(spec.shape)
+        if drop_axes and isinstance(chunk_selection, tuple):
+            # A trailing Ellipsis keeps integer selections 0-d arrays, which squeeze.
+            selected = selected[(*chunk_selection, Ellipsis)]
+        else:
+            selected = selected[chunk_selection]
+        if drop_axes:
+            selected = selected.squeeze(axis=drop_axes)
+        out[out_selection] = selected
         return _PRESENT
-
-
-def _holds_bytes_of(out: np.ndarray[Any, Any], stored: np.dtype[Any]) -> bool:
-    """Whether ``out`` holds values of ``stored`` as stored (same type and byte order), in one
-    C-contiguous block of at least one axis, so its bytes can be addressed plane by plane."""
-    return out.dtype == stored and out.ndim > 0 and out.flags.c_contiguous
-
-
-def _selected(
-    chunk: np.ndarray[Any, Any], chunk_selection: SelectorTuple, drop_axes: tuple[int, ...]
-) -> np.ndarray[Any, Any]:
-    """The part of a decoded chunk that ``chunk_selection`` selects, dropped axes squeezed."""
-    if drop_axes and isinstance(chunk_selection, tuple):
-        # A trailing Ellipsis keeps integer selections 0-d arrays, which squeeze.
-        return chunk[(*chunk_selection, Ellipsis)].squeeze(axis=drop_axes)
-    selected = chunk[chunk_selection]
-    return selected.squeeze(axis=drop_axes) if drop_axes else selected
