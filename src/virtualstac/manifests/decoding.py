@@ -12,8 +12,8 @@ Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fet
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
 per-chunk buffers, which cost more than decoding a small chunk. Their chunks in local files are
 not fetched at all: the pool threads read them with ``pread``
-(:mod:`virtualstac.storage.local_ranges`), a few nearby chunks per call into a buffer that stays
-in the core's cache, and decode each while its bytes are there; obstore's per-chunk cost
+(:mod:`virtualstac.storage.local_ranges`), a task's nearby chunks with one call into a buffer
+each thread keeps, and decode them from there; obstore's per-chunk cost
 (futures, a bytes object per range) was more than the read. A ManifestStore's single-chunk
 reads (dask's, one chunk per task) take this path too.
 
@@ -201,8 +201,8 @@ def _decode_some(
     ]
     if local and isinstance(decoder, DirectDecoder) and not drop_axes:
         local = _read_into_place(chunks, local, out, decoder)
-    # The other local chunks are read here, on the pool, a few at a time into a buffer that
-    # stays in the cache, and decoded before the next are read.
+    # The other local chunks are read here, on the pool, nearby ones with one call into the
+    # thread's buffer, and decoded before the next are read.
     # closing: a chunk that fails to decode closes the files at once, not when collected.
     with closing(read_local_ranges([chunks[index][0] for index in local])) as runs:
         for run in runs:
