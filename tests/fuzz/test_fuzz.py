@@ -90,8 +90,8 @@ def test_typed_errors_are_one_line_naming_the_file(fuzz: FuzzRun, fmt: str) -> N
         damaged = result["damage"].split(":", 1)[0].split("/", 1)[0]  # "case12"
         # Kerchunk references name their source: sample.source.nc, or, where the damage hit
         # the source's path (which bytes it hits depends on the temporary directory's name),
-        # the file the damaged reference names beside it.
-        names_source = fmt.startswith("kerchunk") and re.search(rf"/{fmt}/[^/\s']+", message)
+        # the file URL the damaged reference names instead.
+        names_source = fmt.startswith("kerchunk") and re.search(r"file:///[^\s']+", message)
         assert f"/{damaged}" in message or names_source, message
 
 
