@@ -69,6 +69,21 @@ def test_a_run_stays_within_its_size_and_a_longer_range_is_read_whole(data: Path
     assert runs[2] == [(3, content[300:2300])]
 
 
+def test_a_decoding_tasks_worth_of_chunks_is_one_read_by_default(tmp_path: Path) -> None:
+    # 40 chunks of 40 kB one after the other (1.6 MB, a typical task of compressed chunks):
+    # every read hands the GIL back, so they are read with one call, not one per 64 KiB.
+    path = tmp_path / "chunks.bin"
+    content = bytes(range(256)) * (40 * 40_000 // 256)
+    path.write_bytes(content)
+    spans = [(i * 40_000, (i + 1) * 40_000) for i in range(40)]
+
+    with counting_reads() as stats:
+        runs = read_all(ranges_of(path, *spans))
+
+    assert stats.requests == 1
+    assert [read for run in runs for _, read in run] == [content[a:b] for a, b in spans]
+
+
 def test_the_next_run_reuses_the_buffer_of_the_last(data: Path) -> None:
     runs = read_local_ranges(ranges_of(data, (0, 10), (1000, 1010)), gap=0)
     (_, first), *_ = next(runs)
