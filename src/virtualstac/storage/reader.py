@@ -5,7 +5,8 @@ to object storage each would be a request. This reader fetches aligned blocks in
 them, fetches all the blocks one read needs with a single ``get_ranges`` call, and prefetches
 the start of the file, where headers live, on open. A COG header then costs one request: the
 ranged GET that fetches it also returns the object's size, last-modified time and ETag, so no
-HEAD is needed to learn them.
+HEAD is needed to learn them. Local files are read with ``pread`` instead of through obstore
+(:mod:`virtualstac.storage.local_objects`), with the metadata obstore would report.
 
 Detecting a format and then parsing the file both need its first bytes. :func:`read_head`
 fetches them for detection; inside a :func:`sharing_heads` block, readers that
@@ -36,6 +37,7 @@ from virtualstac.storage.failures import (
     quiet,
     redact,
 )
+from virtualstac.storage.local_objects import read_local_blocks, read_local_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_head, record_read
 
@@ -139,6 +141,10 @@ def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead,
     S3 and local files alike), and the GET's metadata equals a HEAD's, so source stamps taken
     from it are the same. Raises FileNotFoundError when there is no object.
     """
+    local = read_local_head(store, path, nbytes)
+    if local is not None:
+        record_read(1, len(local[0]))
+        return ObjectHead(*local), 1
     try:
         result = obstore.get(store, path, options={"range": (0, nbytes)})
         data = bytes(result.bytes())
@@ -304,10 +310,12 @@ class BlockCachedReader(io.RawIOBase):
         if missing:
             starts = [b * self._block_size for b in missing]
             ends = [min((b + 1) * self._block_size, self._size) for b in missing]
+            buffers: list[Any] | None = read_local_blocks(self._store, self._path, starts, ends)
             try:
-                buffers = obstore.get_ranges(
-                    self._store, self._path, starts=starts, ends=ends, coalesce=0
-                )
+                if buffers is None:
+                    buffers = obstore.get_ranges(
+                        self._store, self._path, starts=starts, ends=ends, coalesce=0
+                    )
             except FileNotFoundError as err:
                 raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
             except BaseError as err:
@@ -319,7 +327,7 @@ class BlockCachedReader(io.RawIOBase):
             self.requests += runs
             record_read(runs, sum(ends) - sum(starts))
             for block, s, e, buffer in zip(missing, starts, ends, buffers, strict=True):
-                data = bytes(buffer)
+                data = buffer if isinstance(buffer, bytes) else bytes(buffer)
                 if len(data) != e - s:
                     raise ChunkReadError(
                         f"{redact(self.name)!r} is shorter than its reported size {self._size}"
