@@ -10,7 +10,9 @@ codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's cop
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
 Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
-per-chunk buffers, which cost more than decoding a small chunk. Their chunks in local files are
+per-chunk buffers, which cost more than decoding a small chunk; shuffled chunks side by side in
+the output are written a strip at a time, one copy per byte plane
+(:mod:`virtualstac.manifests.planar`). Their chunks in local files are
 not fetched at all: the pool threads read them with ``pread``
 (:mod:`virtualstac.storage.local_ranges`), a task's nearby chunks with one call into a buffer
 each thread keeps, and decode them from there; obstore's per-chunk cost
@@ -44,6 +46,7 @@ from zarr.storage import StorePath
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.direct_decode import DirectDecoder
+from virtualstac.manifests.planar import decode_strip, strips
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
 from virtualstac.storage.local_ranges import (
@@ -194,22 +197,67 @@ def _decode_some(
     describe_chunk: Callable[[str], str] | None,
 ) -> list[GetResult]:
     decoding = (drop_axes, decoder, describe_chunk)
+    results: list[GetResult | None] = [None] * len(chunks)
     local = [index for index, (raw, _) in enumerate(chunks) if isinstance(raw, LocalRange)]
-    results: list[GetResult] = [
-        _PRESENT if isinstance(raw, LocalRange) else _decode_one(raw, item, out, *decoding)
-        for raw, item in chunks
-    ]
+    fetched = [index for index, (raw, _) in enumerate(chunks) if not isinstance(raw, LocalRange)]
+    _decode_strips(chunks, fetched, [chunks[i][0] for i in fetched], out, decoder, results)
+    for index in fetched:
+        if results[index] is None:
+            results[index] = _decode_one(chunks[index][0], chunks[index][1], out, *decoding)
     if local and isinstance(decoder, DirectDecoder) and not drop_axes:
-        local = _read_into_place(chunks, local, out, decoder)
+        for index in set(local) - set(_read_into_place(chunks, local, out, decoder)):
+            results[index] = _PRESENT
+        local = [index for index in local if results[index] is None]
     # The other local chunks are read here, on the pool, nearby ones with one call into the
     # thread's buffer, and decoded before the next are read.
     # closing: a chunk that fails to decode closes the files at once, not when collected.
     with closing(read_local_ranges([chunks[index][0] for index in local])) as runs:
         for run in runs:
-            for position, view in run:
-                index = local[position]
-                results[index] = _decode_one(view, chunks[index][1], out, *decoding)
-    return results
+            indices = [local[position] for position, _ in run]
+            _decode_strips(chunks, indices, [view for _, view in run], out, decoder, results)
+            for index, (_, view) in zip(indices, run, strict=True):
+                if results[index] is None:
+                    results[index] = _decode_one(view, chunks[index][1], out, *decoding)
+    return [result for result in results if result is not None]
+
+
+def _decode_strips(
+    chunks: Sequence[tuple[Any, ReadItem]],
+    indices: list[int],
+    raws: list[Any],
+    out: NDBuffer,
+    decoder: ChunkTransform | DirectDecoder,
+    results: list[GetResult | None],
+) -> None:
+    """Decode the strips among chunks ``indices`` (whose bytes are ``raws``) plane by plane
+    (:mod:`virtualstac.manifests.planar`), marking those done in ``results``."""
+    if not isinstance(decoder, DirectDecoder) or not decoder.shuffled or len(indices) < 2:
+        return
+    target = out.as_ndarray_like()
+    if not isinstance(target, np.ndarray) or not target.flags.writeable:
+        return
+    spec = chunks[indices[0]][1][1]
+    places = [
+        None if raw is None else (chunks[index][1][3], chunks[index][1][4])
+        for index, raw in zip(indices, raws, strict=True)
+    ]
+    for strip in strips(places, spec):
+        data = [_as_bytes(raws[position]) for position in strip.positions]
+        if decode_strip(
+            data,
+            target,
+            strip.box,
+            spec,
+            decoder.shuffled,
+            decoder.stored,
+            compressed=decoder.deflated,
+        ):
+            for position in strip.positions:
+                results[indices[position]] = _PRESENT
+
+
+def _as_bytes(raw: Any) -> Any:
+    return raw.as_numpy_array() if isinstance(raw, Buffer) else raw
 
 
 def _read_into_place(

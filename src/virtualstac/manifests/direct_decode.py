@@ -91,6 +91,12 @@ class DirectDecoder:
 
     stored: np.dtype[Any]
     steps: tuple[Step, ...]
+    #: The element size of the chain's shuffle when the chain is shuffle, optionally followed by
+    #: zlib (0 otherwise): its chunks can be written into the output plane by plane
+    #: (:mod:`virtualstac.manifests.planar`).
+    shuffled: int = 0
+    #: Whether that chain deflates after shuffling.
+    deflated: bool = False
 
     @classmethod
     def for_chain(cls, transform: ChunkTransform, spec: ArraySpec) -> DirectDecoder | None:
@@ -107,7 +113,12 @@ class DirectDecoder:
         if isinstance(spec.dtype, HasEndianness) and endian is not None:
             stored = replace(spec.dtype, endianness=endian).to_native_dtype()  # type: ignore[call-arg]
         steps = tuple(_step(codec) for codec in reversed(transform._bb_codecs))
-        return cls(stored=stored, steps=steps)
+        kinds = tuple(type(codec) for codec in transform._bb_codecs)
+        shuffled = 0
+        if kinds in ((SizedShuffle,), (SizedShuffle, SizedZlib)):
+            size = getattr(transform._bb_codecs[0]._codec, "elementsize", 0)  # type: ignore[attr-defined]
+            shuffled = size if size in (2, 4, 8) else 0
+        return cls(stored=stored, steps=steps, shuffled=shuffled, deflated=len(kinds) == 2)
 
     def decode_into(
         self,

@@ -1,0 +1,240 @@
+"""Shuffled chunks side by side in the output are written a byte plane at a time: the values are
+h5py's for every type, byte order, selection and missing chunk, and a damaged chunk is named."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.dtype import Float32
+
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ManifestStore,
+    ObjectStoreRegistry,
+)
+from virtualstac.errors import ChunkDecodeError
+from virtualstac.manifests import decoding, planar
+from virtualstac.manifests.planar import strips
+
+type WriteHDF5 = Callable[..., Path]
+type HDF5Array = Callable[..., ManifestArray]
+
+
+def values(dtype: str, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    rng = np.random.default_rng(5)
+    return rng.normal(100, 20, size=shape).astype(dtype)
+
+
+def store_of(array: ManifestArray, path: Path) -> ManifestStore:
+    return ManifestStore(
+        ManifestGroup(arrays={"data": array}), registry=ObjectStoreRegistry.for_url(str(path))
+    )
+
+
+@pytest.fixture
+def strips_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of chunks of each strip written plane by plane (so a test knows it ran)."""
+    written: list[int] = []
+    decode_strip = planar.decode_strip
+
+    def counting(raws: Any, *args: Any, **options: Any) -> bool:
+        done = decode_strip(raws, *args, **options)
+        if done:
+            written.append(len(raws))
+        return done
+
+    monkeypatch.setattr(decoding, "decode_strip", counting)
+    return written
+
+
+@pytest.mark.parametrize(
+    ("dtype", "compression"),
+    [
+        ("<f4", "gzip"),
+        (">f4", "gzip"),
+        ("<i2", "gzip"),
+        ("<f8", None),
+        (">i8", "gzip"),
+        ("<u2", None),
+    ],
+)
+def test_whole_rows_of_chunks_equal_h5py(
+    write_hdf5: WriteHDF5,
+    hdf5_array: HDF5Array,
+    strips_written: list[int],
+    dtype: str,
+    compression: str | None,
+) -> None:
+    path = write_hdf5(
+        "v.h5", values(dtype, (3, 32, 64)), chunks=(1, 16, 16), compression=compression
+    )
+    store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
+    with h5py.File(path) as f:
+        expected = f["data"][...]
+
+    read = zarr.open_array(store, path="data", mode="r")[:]
+
+    assert read.astype(expected.dtype).tobytes() == expected.tobytes()
+    assert sum(strips_written) == 3 * 2 * 4  # every chunk, a row of four at a time
+    assert set(strips_written) == {4}
+
+
+def test_edge_chunks_and_partial_selections_equal_h5py(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, strips_written: list[int]
+) -> None:
+    path = write_hdf5("v.h5", values("<f4", (2, 40, 70)), chunks=(1, 8, 10))
+    array = zarr.open_array(store_of(hdf5_array(path, ["t", "y", "x"]), path), path="data")
+    with h5py.File(path) as f:
+        expected = f["data"][...]
+
+    np.testing.assert_array_equal(array[:], expected)
+    np.testing.assert_array_equal(array[1:2, 5:33, 3:67], expected[1:2, 5:33, 3:67])
+    np.testing.assert_array_equal(array[1], expected[1])  # an axis dropped: chunk by chunk
+    np.testing.assert_array_equal(array[:, 8:16, 20:50], expected[:, 8:16, 20:50])
+    assert strips_written
+
+
+def test_a_missing_chunk_splits_a_row_and_reads_as_the_fill_value(
+    hdf5_array: HDF5Array, strips_written: list[int], tmp_path: Path
+) -> None:
+    path = tmp_path / "sparse.h5"
+    with h5py.File(path, "w") as f:
+        data = f.create_dataset(
+            "data",
+            shape=(4, 50),
+            chunks=(4, 5),
+            dtype="<f4",
+            fillvalue=-9.0,
+            compression="gzip",
+            shuffle=True,
+        )
+        data[:, :15] = 1.5  # chunks 0-2
+        data[:, 20:] = np.arange(120, dtype="<f4").reshape(4, 30)  # chunks 4-9; 3 is missing
+    store = store_of(hdf5_array(path, ["y", "x"]), path)
+    with h5py.File(path) as f:
+        expected = f["data"][...]
+
+    read = zarr.open_array(store, path="data", mode="r")[:]
+
+    np.testing.assert_array_equal(read, expected)
+    assert (read[:, 15:20] == -9.0).all()
+    assert sorted(strips_written) == [3, 6]
+
+
+def test_a_damaged_chunk_inside_a_strip_is_named(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, strips_written: list[int]
+) -> None:
+    path = write_hdf5("v.h5", values("<f4", (1, 8, 40)), chunks=(1, 8, 8))
+    good = hdf5_array(path, ["t", "y", "x"])
+    lengths = good.manifest.lengths.copy()
+    lengths[0, 0, 2] -= 10  # the reference of chunk 2 misses the end of its stream
+    manifest = ChunkManifest.from_arrays(
+        paths=np.full(lengths.shape, path.as_uri(), dtype=object),
+        offsets=good.manifest.offsets,
+        lengths=lengths,
+    )
+    store = store_of(ManifestArray(good.metadata, manifest), path)
+
+    with pytest.raises(ChunkDecodeError, match=r"chunk 'data/c/0/0/2' \("):
+        xr.open_zarr(store, consolidated=False, chunks=None)["data"].values  # noqa: B018
+    assert not strips_written
+
+
+def test_chunks_of_other_stores_are_written_plane_by_plane_too(strips_written: list[int]) -> None:
+    store = zarr.storage.MemoryStore()
+    expected = values("<f4", (2, 30, 40))
+    array = zarr.create_array(
+        store,
+        shape=expected.shape,
+        chunks=(1, 10, 10),
+        dtype="<f4",
+        compressors=[
+            zarr.codecs.numcodecs.Shuffle(elementsize=4),  # type: ignore[attr-defined]
+            zarr.codecs.numcodecs.Zlib(level=1),  # type: ignore[attr-defined]
+        ],
+    )
+    array[:] = expected
+
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:], expected)
+    assert sum(strips_written) == 24
+
+
+def chunk_spec(shape: tuple[int, ...]) -> ArraySpec:
+    return ArraySpec(
+        shape=shape,
+        dtype=Float32(),
+        fill_value=0.0,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def test_strips_are_whole_chunks_that_follow_each_other_along_the_last_axis() -> None:
+    def at(y: int, x: int, complete: bool = True) -> tuple[Any, bool]:
+        return (slice(y, y + 2), slice(x, x + 3)), complete
+
+    places = [
+        at(0, 0),
+        at(0, 3),
+        at(0, 6),
+        at(2, 0),  # the next row
+        at(2, 3),
+        None,  # missing
+        at(2, 9),
+        at(2, 12, complete=False),  # an edge chunk
+        at(4, 0),
+        at(4, 6),  # not where the previous one ends
+    ]
+
+    found = strips(places, chunk_spec((2, 3)))
+
+    assert [s.positions for s in found] == [[0, 1, 2], [3, 4]]
+    assert found[0].box == (slice(0, 2), slice(0, 9))
+    assert found[1].box == (slice(2, 4), slice(0, 6))
+
+
+def test_a_strip_stops_at_its_longest() -> None:
+    places = [((slice(0, 1), slice(3 * i, 3 * i + 3)), True) for i in range(150)]
+
+    found = strips(places, chunk_spec((1, 3)))
+
+    assert [len(s.positions) for s in found] == [64, 64, 22]
+    assert found[2].box == (slice(0, 1), slice(384, 450))
+
+
+def test_a_strip_of_large_chunks_stays_within_its_bytes() -> None:
+    width = 256 * 1024  # float32: 1 MiB chunks, four to a strip
+    places = [((slice(0, 1), slice(width * i, width * (i + 1))), True) for i in range(10)]
+
+    found = strips(places, chunk_spec((1, width)))
+
+    assert [len(s.positions) for s in found] == [4, 4, 2]
+    wider = 2 * width + 1  # chunks of more than half a strip's bytes are decoded one by one
+    places = [((slice(0, 1), slice(wider * i, wider * (i + 1))), True) for i in range(10)]
+    assert strips(places, chunk_spec((1, wider))) == []
+
+
+def test_a_strip_that_does_not_decode_to_whole_chunks_writes_nothing() -> None:
+    out = np.zeros((2, 6), dtype="<f4")
+    box = (slice(0, 2), slice(0, 6))
+    spec, stored = chunk_spec((2, 3)), np.dtype("<f4")
+    shuffled = np.arange(24, dtype=np.uint8).tobytes()
+
+    short = [shuffled, shuffled[:-4]]
+    assert not planar.decode_strip(short, out, box, spec, 4, stored, compressed=False)
+    damaged = [b"not zlib", b"at all"]
+    assert not planar.decode_strip(damaged, out, box, spec, 4, stored, compressed=True)
+    assert not out.any()
+    assert planar.decode_strip([shuffled, shuffled], out, box, spec, 4, stored, compressed=False)
+    assert out.any()
