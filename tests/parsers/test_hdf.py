@@ -18,7 +18,13 @@ import zarr
 from zarr.errors import UnstableSpecificationWarning
 
 from servers import HTTPServer
-from virtualstac.errors import NotVirtualizableError, SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import (
+    NotVirtualizableError,
+    SourceChangedError,
+    SourceNotFoundError,
+    UnknownFormatError,
+)
+from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.hdf import HDFParser
 from virtualstac.parsers.protocol import Parser
@@ -220,6 +226,36 @@ def test_metadata_costs_few_requests(tmp_path: Path) -> None:
     assert sum(len(a.manifest) for _, a in group.walk() if not hasattr(a, "arrays")) >= 288
     # One HEAD plus the block reads of headers and chunk indexes, not one per chunk.
     assert reader.requests <= 8
+
+
+def test_a_local_file_is_read_by_hdf5_and_stamped_as_a_head_would(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_benchmark(tmp_path / "bench.nc")
+    registry = ObjectStoreRegistry.for_url(str(path))
+
+    store = HDFParser()(path.as_uri(), registry)
+
+    stamps = store.group["t2m"].manifest.source_stamps  # type: ignore[union-attr]
+    assert stamps == {path.as_uri(): SourceStamp.from_meta(registry.head(path.as_uri()))}
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        np.testing.assert_array_equal(open_virtual(store)["t2m"].values, reference["t2m"].values)
+
+
+def test_a_local_file_that_changes_while_it_is_parsed_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = hdf_files.write_netcdf_benchmark(tmp_path / "bench.nc")
+    parse_file = HDFParser.parse_file
+
+    def parse_then_rewrite(self: HDFParser, url: str, file: Any) -> Any:
+        group = parse_file(self, url, file)
+        with open(path, "ab") as appended:
+            appended.write(b"more")  # another writer, mid-parse
+        return group
+
+    monkeypatch.setattr(HDFParser, "parse_file", parse_then_rewrite)
+
+    with pytest.raises(SourceChangedError, match=r"bench\.nc' changed while it was parsed"):
+        parse(path)
 
 
 def test_over_http_metadata_costs_few_requests(tmp_path: Path, http_server: HTTPServer) -> None:

@@ -2,7 +2,8 @@
 
 The GET's response carries the object's size, last-modified time and ETag: they become the
 file's source stamp, the same a HEAD would have given. When no parser is given, format detection
-reads the same first block, which the parser then starts from.
+reads the same first block, which the parser then starts from. A local HDF5 file is read by
+HDF5's own file driver, with the stamp a HEAD would have given too.
 """
 
 from __future__ import annotations
@@ -132,8 +133,12 @@ def test_a_local_header_is_one_read_with_the_same_stamp_as_a_head(
     with counting_reads() as reads:
         virtual, registry = open_counted(path.as_uri(), file, detect)
 
-    assert (reads.requests, reads.heads) == (1, 0)
-    assert reads.bytes == min(HEADER_BLOCK, path.stat().st_size)
+    if FILES[file][1] is HDFParser and not detect:
+        # HDF5 reads a local file itself, through its own file driver: no read of ours.
+        assert (reads.requests, reads.heads, reads.bytes) == (0, 0, 0)
+    else:
+        assert (reads.requests, reads.heads) == (1, 0)
+        assert reads.bytes == min(HEADER_BLOCK, path.stat().st_size)
     stamp = virtual[variable].data.manifest.source_stamps[path.as_uri()]
     assert stamp == SourceStamp.from_meta(registry.head(path.as_uri()))
     assert stamp.size == path.stat().st_size

@@ -28,8 +28,10 @@ import numpy as np
 from virtualstac.errors import (
     CorruptFileError,
     NotVirtualizableError,
+    SourceChangedError,
     SourceNotFoundError,
     UnknownFormatError,
+    VirtualStacError,
 )
 from virtualstac.limits import check_coordinate, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
@@ -59,6 +61,8 @@ from virtualstac.parsers.hdf_metadata import (
     encode_fill_attributes,
 )
 from virtualstac.parsers.protocol import registry_or_default
+from virtualstac.storage.failures import redact
+from virtualstac.storage.local_objects import local_object
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -126,23 +130,35 @@ class HDFParser:
         Without a registry, reads are allowed from the file's directory or bucket only.
         """
         registry = registry_or_default(url, registry)
-        reader = BlockCachedReader.from_url(url, registry)
-        with counting_references():
-            group = self.parse_file(url, reader)
-        if reader.meta is not None:
-            stamp = SourceStamp.from_meta(reader.meta)
+        local = _local_file(url, registry)
+        meta: dict[str, Any] | None
+        if local is not None:
+            # HDF5 reads a local file itself: a Python file object costs a call per read.
+            path, meta = local
+            with counting_references():
+                group = self.parse_file(url, path)
+            _check_unchanged(url, registry, meta)
+        else:
+            reader = BlockCachedReader.from_url(url, registry)
+            with counting_references():
+                group = self.parse_file(url, reader)
+            meta = reader.meta
+        if meta is not None:
+            stamp = SourceStamp.from_meta(meta)
             group = group.with_source_stamps({normalize_url(url): stamp})
         return ManifestStore(group, registry=registry)
 
-    def parse_file(self, url: str, file: IO[bytes] | BlockCachedReader) -> ManifestGroup:
+    def parse_file(self, url: str, file: str | IO[bytes] | BlockCachedReader) -> ManifestGroup:
         """Build the group of the HDF5 file ``url``, whose bytes ``file`` reads.
 
-        ``file`` is any seekable binary file object (a :class:`BlockCachedReader` counts the
-        requests it makes); the chunk references point at ``url``.
+        ``file`` is a local file's path, or any seekable binary file object (a
+        :class:`BlockCachedReader` counts the requests it makes); the chunk references point at
+        ``url``.
         """
         with _ONE_FILE_AT_A_TIME:
             try:
-                h5file = h5py.File(file, "r")
+                # Only read: no HDF5 file lock, which read-only and network file systems refuse.
+                h5file = h5py.File(file, "r", locking=False)
             except OSError as err:
                 raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
             # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
@@ -469,6 +485,28 @@ def _hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Gr
     if isinstance(oid, h5py.h5g.GroupID):
         return h5py.Group(oid)
     return None
+
+
+def _local_file(url: str, registry: ObjectStoreRegistry) -> tuple[str, dict[str, Any]] | None:
+    """The path and metadata of ``url`` if the registry serves it from a local regular file."""
+    store, path = registry.resolve(url)
+    try:
+        return local_object(store, path)
+    except FileNotFoundError:
+        return None  # the block-cached reader reports it
+
+
+def _check_unchanged(url: str, registry: ObjectStoreRegistry, meta: dict[str, Any]) -> None:
+    """Refuse references to a local file that changed while it was parsed."""
+    try:
+        now = _local_file(url, registry)
+    except VirtualStacError:
+        now = None
+    if now is None or now[1] != meta:
+        raise SourceChangedError(
+            f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
+            f"modified {meta['last_modified']}); parse it again"
+        )
 
 
 def _filters(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:

@@ -23,7 +23,7 @@ from obstore.store import ObjectStore
 
 from virtualstac.storage.local_ranges import local_file
 
-__all__ = ["read_local_blocks", "read_local_head"]
+__all__ = ["local_object", "read_local_blocks", "read_local_head"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
@@ -56,6 +56,29 @@ def read_local_head(
     finally:
         os.close(descriptor)
     return data, _meta(path, status)
+
+
+def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | None:
+    """The file system path and obstore's metadata of object ``path`` of ``store``, if it is
+    a local regular file this module reads (None for obstore to read it).
+
+    A parser that opens the file itself (HDF5's own file driver) compares the metadata before
+    and after parsing to learn that the file did not change meanwhile.
+
+    Raises FileNotFoundError when there is no such file, as obstore does.
+    """
+    file = local_file(store, path) if os.name == "posix" else None
+    if file is None:
+        return None
+    try:
+        status = os.stat(file)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    if not stat.S_ISREG(status.st_mode) or status.st_mtime_ns < 0:
+        return None
+    return file, _meta(path, status)
 
 
 def read_local_blocks(
