@@ -24,6 +24,7 @@ from typing import IO, Any, NamedTuple
 
 import h5py
 import numpy as np
+from obstore.store import ObjectStore
 
 from virtualstac.errors import (
     CorruptFileError,
@@ -31,7 +32,6 @@ from virtualstac.errors import (
     SourceChangedError,
     SourceNotFoundError,
     UnknownFormatError,
-    VirtualStacError,
 )
 from virtualstac.limits import check_coordinate, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
@@ -130,14 +130,19 @@ class HDFParser:
         Without a registry, reads are allowed from the file's directory or bucket only.
         """
         registry = registry_or_default(url, registry)
-        local = _local_file(url, registry)
+        store, path = registry.resolve(url)
+        local = _local_file(store, path)
         meta: dict[str, Any] | None
         if local is not None:
             # HDF5 reads a local file itself: a Python file object costs a call per read.
-            path, meta = local
+            file, meta = local
             with counting_references():
-                group = self.parse_file(url, path)
-            _check_unchanged(url, registry, meta)
+                group = self.parse_file(url, file)
+            if _local_file(store, path) != local:
+                raise SourceChangedError(
+                    f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
+                    f"modified {meta['last_modified']}); parse it again"
+                )
         else:
             reader = BlockCachedReader.from_url(url, registry)
             with counting_references():
@@ -487,26 +492,12 @@ def _hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Gr
     return None
 
 
-def _local_file(url: str, registry: ObjectStoreRegistry) -> tuple[str, dict[str, Any]] | None:
-    """The path and metadata of ``url`` if the registry serves it from a local regular file."""
-    store, path = registry.resolve(url)
+def _local_file(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | None:
+    """The file system path and metadata of object ``path`` if it is a local regular file."""
     try:
         return local_object(store, path)
     except FileNotFoundError:
-        return None  # the block-cached reader reports it
-
-
-def _check_unchanged(url: str, registry: ObjectStoreRegistry, meta: dict[str, Any]) -> None:
-    """Refuse references to a local file that changed while it was parsed."""
-    try:
-        now = _local_file(url, registry)
-    except VirtualStacError:
-        now = None
-    if now is None or now[1] != meta:
-        raise SourceChangedError(
-            f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
-            f"modified {meta['last_modified']}); parse it again"
-        )
+        return None  # the block-cached reader reports it, as for any store
 
 
 def _filters(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:
