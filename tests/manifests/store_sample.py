@@ -15,10 +15,28 @@ import h5py
 import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 
-from virtualstac import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ManifestStore,
+    ObjectStoreRegistry,
+)
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 
 PROTOTYPE = default_buffer_prototype()
+
+
+def normal_values(dtype: str, shape: tuple[int, ...], seed: int = 3) -> np.ndarray[Any, Any]:
+    """Values around 100 of ``dtype``: distinct bytes in every chunk, for comparing reads."""
+    return np.random.default_rng(seed).normal(100, 20, size=shape).astype(dtype)
+
+
+def store_of(array: ManifestArray, path: Path) -> ManifestStore:
+    """A ManifestStore serving ``array`` as ``data``, allowed to read ``path``'s directory."""
+    return ManifestStore(
+        ManifestGroup(arrays={"data": array}), registry=ObjectStoreRegistry.for_url(str(path))
+    )
 
 
 def hdf5_codecs(dataset: h5py.Dataset) -> list[dict[str, Any]]:

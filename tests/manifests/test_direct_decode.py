@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from store_sample import normal_values, store_of
 from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
@@ -21,9 +22,6 @@ from zarr.core.dtype import Float32, VariableLengthUTF8
 from virtualstac import (
     ChunkManifest,
     ManifestArray,
-    ManifestGroup,
-    ManifestStore,
-    ObjectStoreRegistry,
 )
 from virtualstac.errors import ChunkDecodeError
 from virtualstac.manifests import direct_decode
@@ -32,17 +30,6 @@ from virtualstac.manifests.direct_decode import DirectDecoder
 
 type WriteHDF5 = Callable[..., Path]
 type HDF5Array = Callable[..., ManifestArray]
-
-
-def values(dtype: str, shape: tuple[int, ...] = (3, 40, 30)) -> np.ndarray[Any, Any]:
-    rng = np.random.default_rng(3)
-    return (rng.normal(100, 20, size=shape)).astype(dtype)
-
-
-def store_of(array: ManifestArray, path: Path) -> ManifestStore:
-    return ManifestStore(
-        ManifestGroup(arrays={"data": array}), registry=ObjectStoreRegistry.for_url(str(path))
-    )
 
 
 @pytest.fixture
@@ -79,7 +66,11 @@ def test_values_equal_h5py_for_each_byte_order_and_filter(
     shuffle: bool,
 ) -> None:
     path = write_hdf5(
-        "v.h5", values(dtype), chunks=(1, 16, 16), compression=compression, shuffle=shuffle
+        "v.h5",
+        normal_values(dtype, (3, 40, 30)),
+        chunks=(1, 16, 16),
+        compression=compression,
+        shuffle=shuffle,
     )
     store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
     with h5py.File(path) as f:
@@ -95,7 +86,7 @@ def test_values_equal_h5py_for_each_byte_order_and_filter(
 def test_integer_and_strided_selections_equal_h5py(
     write_hdf5: WriteHDF5, hdf5_array: HDF5Array, count_direct: list[int]
 ) -> None:
-    path = write_hdf5("v.h5", values("<f4"), chunks=(1, 16, 16))
+    path = write_hdf5("v.h5", normal_values("<f4", (3, 40, 30)), chunks=(1, 16, 16))
     store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
     array = zarr.open_array(store, path="data", mode="r")
     with h5py.File(path) as f:
@@ -131,7 +122,7 @@ def test_other_bytes_to_bytes_codecs_decode_through_zarr_inside_the_direct_path(
     count_direct: list[int],
 ) -> None:
     store = zarr.storage.MemoryStore()
-    expected = values("<f4", (4, 20, 20))
+    expected = normal_values("<f4", (4, 20, 20))
     array = zarr.create_array(
         store, shape=expected.shape, chunks=(1, 10, 10), dtype="<f4", compressors=ZstdCodec()
     )

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from store_sample import normal_values, store_of
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import Float32
@@ -19,9 +20,6 @@ from zarr.core.dtype import Float32
 from virtualstac import (
     ChunkManifest,
     ManifestArray,
-    ManifestGroup,
-    ManifestStore,
-    ObjectStoreRegistry,
 )
 from virtualstac.errors import ChunkDecodeError
 from virtualstac.manifests import decoding, planar
@@ -29,17 +27,6 @@ from virtualstac.manifests.planar import strips
 
 type WriteHDF5 = Callable[..., Path]
 type HDF5Array = Callable[..., ManifestArray]
-
-
-def values(dtype: str, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
-    rng = np.random.default_rng(5)
-    return rng.normal(100, 20, size=shape).astype(dtype)
-
-
-def store_of(array: ManifestArray, path: Path) -> ManifestStore:
-    return ManifestStore(
-        ManifestGroup(arrays={"data": array}), registry=ObjectStoreRegistry.for_url(str(path))
-    )
 
 
 @pytest.fixture
@@ -77,7 +64,7 @@ def test_whole_rows_of_chunks_equal_h5py(
     compression: str | None,
 ) -> None:
     path = write_hdf5(
-        "v.h5", values(dtype, (3, 32, 64)), chunks=(1, 16, 16), compression=compression
+        "v.h5", normal_values(dtype, (3, 32, 64)), chunks=(1, 16, 16), compression=compression
     )
     store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
     with h5py.File(path) as f:
@@ -93,7 +80,7 @@ def test_whole_rows_of_chunks_equal_h5py(
 def test_edge_chunks_and_partial_selections_equal_h5py(
     write_hdf5: WriteHDF5, hdf5_array: HDF5Array, strips_written: list[int]
 ) -> None:
-    path = write_hdf5("v.h5", values("<f4", (2, 40, 70)), chunks=(1, 8, 10))
+    path = write_hdf5("v.h5", normal_values("<f4", (2, 40, 70)), chunks=(1, 8, 10))
     array = zarr.open_array(store_of(hdf5_array(path, ["t", "y", "x"]), path), path="data")
     with h5py.File(path) as f:
         expected = f["data"][...]
@@ -135,7 +122,7 @@ def test_a_missing_chunk_splits_a_row_and_reads_as_the_fill_value(
 def test_a_damaged_chunk_inside_a_strip_is_named(
     write_hdf5: WriteHDF5, hdf5_array: HDF5Array, strips_written: list[int]
 ) -> None:
-    path = write_hdf5("v.h5", values("<f4", (1, 8, 40)), chunks=(1, 8, 8))
+    path = write_hdf5("v.h5", normal_values("<f4", (1, 8, 40)), chunks=(1, 8, 8))
     good = hdf5_array(path, ["t", "y", "x"])
     lengths = good.manifest.lengths.copy()
     lengths[0, 0, 2] -= 10  # the reference of chunk 2 misses the end of its stream
@@ -153,7 +140,7 @@ def test_a_damaged_chunk_inside_a_strip_is_named(
 
 def test_chunks_of_other_stores_are_written_plane_by_plane_too(strips_written: list[int]) -> None:
     store = zarr.storage.MemoryStore()
-    expected = values("<f4", (2, 30, 40))
+    expected = normal_values("<f4", (2, 30, 40))
     array = zarr.create_array(
         store,
         shape=expected.shape,

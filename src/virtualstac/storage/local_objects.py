@@ -37,18 +37,12 @@ def read_local_head(
 
     Raises FileNotFoundError when there is no such file, as obstore does.
     """
-    file = local_file(store, path) if os.name == "posix" else None
-    if file is None:
-        return None
-    try:
-        descriptor = os.open(file, _FLAGS)
-    except FileNotFoundError:
-        raise
-    except OSError:
+    descriptor = _open(store, path)
+    if descriptor is None:
         return None
     try:
         status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or status.st_mtime_ns < 0:
+        if not _plain(status):
             return None
         data = _pread(descriptor, nbytes, 0)
     except OSError:
@@ -67,7 +61,7 @@ def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | 
 
     Raises FileNotFoundError when there is no such file, as obstore does.
     """
-    file = local_file(store, path) if os.name == "posix" else None
+    file = _local_path(store, path)
     if file is None:
         return None
     try:
@@ -76,22 +70,20 @@ def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | 
         raise
     except OSError:
         return None
-    if not stat.S_ISREG(status.st_mode) or status.st_mtime_ns < 0:
-        return None
-    return file, _meta(path, status)
+    return (file, _meta(path, status)) if _plain(status) else None
 
 
 def read_local_blocks(
     store: ObjectStore, path: str, starts: list[int], ends: list[int]
 ) -> list[bytes] | None:
     """The byte ranges ``[starts[i], ends[i])`` of object ``path`` of ``store`` if it is a
-    local file (each shorter where the file ends first); None for obstore to read them."""
-    file = local_file(store, path) if os.name == "posix" else None
-    if file is None:
-        return None
+    local file (each shorter where the file ends first); None for obstore to read them (and
+    report a missing file)."""
     try:
-        descriptor = os.open(file, _FLAGS)
-    except OSError:
+        descriptor = _open(store, path)
+    except FileNotFoundError:
+        return None
+    if descriptor is None:
         return None
     try:
         return [
@@ -101,6 +93,31 @@ def read_local_blocks(
         return None
     finally:
         os.close(descriptor)
+
+
+def _local_path(store: ObjectStore, path: str) -> str | None:
+    return local_file(store, path) if os.name == "posix" else None
+
+
+def _open(store: ObjectStore, path: str) -> int | None:
+    """A descriptor of the local file of object ``path``; None for obstore to read it.
+
+    Raises FileNotFoundError when there is no such file.
+    """
+    file = _local_path(store, path)
+    if file is None:
+        return None
+    try:
+        return os.open(file, _FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+
+
+def _plain(status: os.stat_result) -> bool:
+    """Whether obstore's metadata of the file is what :func:`_meta` builds."""
+    return stat.S_ISREG(status.st_mode) and status.st_mtime_ns >= 0
 
 
 def _pread(descriptor: int, nbytes: int, offset: int) -> bytes:
