@@ -258,6 +258,17 @@ def test_a_local_file_that_changes_while_it_is_parsed_is_refused(
         parse(path)
 
 
+def test_a_local_file_this_process_has_open_for_writing_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "open.h5"
+    with h5py.File(path, "w") as writing:
+        writing["x"] = np.arange(10, dtype="<i4")
+        writing.flush()
+
+        store = parse(path)  # HDF5 refuses to open it by name again; a file object works
+
+        np.testing.assert_array_equal(open_virtual(store)["x"].values, np.arange(10))
+
+
 def test_over_http_metadata_costs_few_requests(tmp_path: Path, http_server: HTTPServer) -> None:
     directory = http_server.directory("hdf")
     path = hdf_files.write_netcdf_benchmark(directory / "bench.nc")

@@ -132,18 +132,24 @@ class HDFParser:
         registry = registry_or_default(url, registry)
         store, path = registry.resolve(url)
         local = _local_file(store, path)
-        meta: dict[str, Any] | None
+        meta: dict[str, Any] | None = None
+        group: ManifestGroup | None = None
         if local is not None:
             # HDF5 reads a local file itself: a Python file object costs a call per read.
             file, meta = local
-            with counting_references():
-                group = self.parse_file(url, file)
-            if _local_file(store, path) != local:
+            try:
+                with counting_references():
+                    group = self.parse_file(url, file)
+            except _OpenError:
+                # HDF5 refuses a second open by name of a file this process has open for
+                # writing; through a file object it is another file to HDF5, and opens.
+                group = None
+            if group is not None and _local_file(store, path) != local:
                 raise SourceChangedError(
                     f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
                     f"modified {meta['last_modified']}); parse it again"
                 )
-        else:
+        if group is None:
             reader = BlockCachedReader.from_url(url, registry)
             with counting_references():
                 group = self.parse_file(url, reader)
@@ -165,10 +171,14 @@ class HDFParser:
                 # Only read: no HDF5 file lock, which read-only and network file systems refuse.
                 h5file = h5py.File(file, "r", locking=False)
             except OSError as err:
-                raise UnknownFormatError(f"{url!r} is not a readable HDF5 file: {err}") from err
+                raise _OpenError(f"{url!r} is not a readable HDF5 file: {err}") from err
             # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
             with h5file, reading(url, "its HDF5 groups and links", also=(OSError,)):
                 return _FileWalker(url, h5file, self).root()
+
+
+class _OpenError(UnknownFormatError):
+    """HDF5 could not open the file (not HDF5, damaged, or refused)."""
 
 
 class _FileWalker:
