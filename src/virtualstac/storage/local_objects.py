@@ -37,13 +37,11 @@ def read_local_head(
 
     Raises FileNotFoundError when there is no such file, as obstore does.
     """
-    descriptor = _open(store, path)
-    if descriptor is None:
+    opened = _open_plain(store, path)
+    if opened is None:
         return None
+    descriptor, status = opened
     try:
-        status = os.fstat(descriptor)
-        if not _plain(status):
-            return None
         data = _pread(descriptor, nbytes, 0)
     except OSError:
         return None
@@ -61,16 +59,13 @@ def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | 
 
     Raises FileNotFoundError when there is no such file, as obstore does.
     """
+    opened = _open_plain(store, path)
+    if opened is None:
+        return None
+    os.close(opened[0])
     file = _local_path(store, path)
-    if file is None:
-        return None
-    try:
-        status = os.stat(file)
-    except FileNotFoundError:
-        raise
-    except OSError:
-        return None
-    return (file, _meta(path, status)) if _plain(status) else None
+    assert file is not None  # it was just opened
+    return file, _meta(path, opened[1])
 
 
 def read_local_blocks(
@@ -115,9 +110,23 @@ def _open(store: ObjectStore, path: str) -> int | None:
         return None
 
 
-def _plain(status: os.stat_result) -> bool:
-    """Whether obstore's metadata of the file is what :func:`_meta` builds."""
-    return stat.S_ISREG(status.st_mode) and status.st_mtime_ns >= 0
+def _open_plain(store: ObjectStore, path: str) -> tuple[int, os.stat_result] | None:
+    """A descriptor and the status of object ``path``'s local file, if it is a regular file
+    whose obstore metadata :func:`_meta` builds; None for obstore to read it.
+
+    Raises FileNotFoundError when there is no such file.
+    """
+    descriptor = _open(store, path)
+    if descriptor is None:
+        return None
+    try:
+        status = os.fstat(descriptor)
+    except OSError:
+        status = None
+    if status is None or not stat.S_ISREG(status.st_mode) or status.st_mtime_ns < 0:
+        os.close(descriptor)
+        return None
+    return descriptor, status
 
 
 def _pread(descriptor: int, nbytes: int, offset: int) -> bytes:
