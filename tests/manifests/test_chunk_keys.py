@@ -44,6 +44,9 @@ def test_canonical_keys_become_c_order_positions() -> None:
         "t2m/c/0/-1/0",
         "t2m/0/0/0",  # not the array's encoding
         "other/c/0/0/0",
+        "t2m/c/0/0/0\nt2m/c/1/0/0",  # two keys' worth in one
+        "t2m/c/0/\u0661/0",  # an Arabic-Indic one: int() reads it, no encoder writes it
+        f"t2m/c/0/{2**70}/0",  # too large for the grid's integers
     ],
 )
 def test_any_other_key_sends_the_batch_to_the_one_by_one_lookup(bad: str) -> None:

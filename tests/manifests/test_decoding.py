@@ -20,7 +20,13 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import Float32
 
 from servers import HTTPServer
-from virtualstac import ManifestStore, ObjectStoreRegistry
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ManifestStore,
+    ObjectStoreRegistry,
+)
 from virtualstac.errors import InvalidChunkKeyError
 from virtualstac.manifests import decoding, pipeline
 from virtualstac.manifests.decoders import SizedShuffle, SizedZlib, decoder_twin
@@ -54,6 +60,58 @@ def test_a_whole_array_read_is_one_request_per_wave(
     monkeypatch.setattr(decoding, "WAVE_BYTES", 4 * 1024)
     np.testing.assert_array_equal(temperature[:], sample.values["temperature"])
     assert len(http_server.requests(path)) == 1 + 16
+
+
+def test_a_read_of_local_chunks_is_located_at_once_not_in_waves(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    located: list[tuple[int, bool]] = []
+    locate = ManifestStore.local_chunk_ranges
+
+    def recording(self: ManifestStore, keys: list[str]) -> object:
+        found = locate(self, keys)
+        located.append((len(keys), found is not None))
+        return found
+
+    async def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("local chunks were fetched a wave at a time")
+
+    monkeypatch.setattr(ManifestStore, "local_chunk_ranges", recording)
+    monkeypatch.setattr(ManifestStore, "get_chunk_bytes", refuse)
+    monkeypatch.setattr(decoding, "WAVE_BYTES", 4 * 1024)  # waves of four, were there waves
+    store = ManifestStore(sample.group(), registry=ObjectStoreRegistry.for_url(str(sample.path)))
+
+    values = zarr.open_array(store, path="temperature", mode="r")[:]
+
+    np.testing.assert_array_equal(values, sample.values["temperature"])
+    assert located == [(64, True)]
+
+
+def test_a_read_with_one_remote_chunk_is_fetched_in_waves(
+    sample: Sample, http_server: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, path = served(sample, http_server, "mixed")
+    temperature = store.group.arrays["temperature"]
+    paths = np.full(temperature.manifest.shape_chunk_grid, sample.path.as_uri(), dtype=object)
+    paths[3, 3, 3] = http_server.url_for(path)  # the last chunk: the first waves are local
+    mixed = ManifestArray(
+        temperature.metadata,
+        ChunkManifest.from_arrays(
+            paths=paths,
+            offsets=temperature.manifest.offsets,
+            lengths=temperature.manifest.lengths,
+        ),
+    )
+    registry = ObjectStoreRegistry.for_url(str(sample.path))
+    registry.register(http_server.url_for(path.parent) + "/")
+    store = ManifestStore(ManifestGroup(arrays={"temperature": mixed}), registry=registry)
+    monkeypatch.setattr(decoding, "WAVE_BYTES", 4 * 1024)
+
+    values = zarr.open_array(store, path="temperature", mode="r")[:]
+
+    np.testing.assert_array_equal(values, sample.values["temperature"])
+    assert store.local_chunk_ranges(["temperature/c/0/0/0", "temperature/c/3/3/3"]) is None
+    assert len(http_server.requests(path)) == 1  # the last wave's one remote chunk
 
 
 def test_chunks_decode_on_the_pool_threads(sample: Sample, monkeypatch: pytest.MonkeyPatch) -> None:

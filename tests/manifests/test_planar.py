@@ -1,8 +1,11 @@
-"""Shuffled chunks side by side in the output are written a byte plane at a time: the values are
-h5py's for every type, byte order, selection and missing chunk, and a damaged chunk is named."""
+"""Chunks side by side in the output are written a strip at a time: shuffled ones a byte plane at
+a time, uncompressed ones that follow each other in their file with one copy. The values are
+h5py's for every type, byte order, selection, file layout and missing chunk, and a damaged chunk
+is named."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,22 @@ def strips_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return written
 
 
+@pytest.fixture
+def copies_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of uncompressed chunks of each strip copied at once."""
+    written: list[int] = []
+    copy_strip = planar.copy_strip
+
+    def counting(data: Any, out: Any, box: Any, spec: Any, stored: Any) -> bool:
+        done = copy_strip(data, out, box, spec, stored)
+        if done:
+            written.append(memoryview(data).nbytes // (stored.itemsize * math.prod(spec.shape)))
+        return done
+
+    monkeypatch.setattr(decoding, "copy_strip", counting)
+    return written
+
+
 @pytest.mark.parametrize(
     ("dtype", "compression"),
     [
@@ -75,6 +94,88 @@ def test_whole_rows_of_chunks_equal_h5py(
     assert read.astype(expected.dtype).tobytes() == expected.tobytes()
     assert sum(strips_written) == 3 * 2 * 4  # every chunk, a row of four at a time
     assert set(strips_written) == {4}
+
+
+@pytest.mark.parametrize("dtype", ["<f4", ">f4", "<i2", ">u8", "|u1", "<c8"])
+def test_uncompressed_rows_of_chunks_are_copied_a_row_at_a_time(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, copies_written: list[int], dtype: str
+) -> None:
+    values = normal_values("<f8", (3, 32, 64)) * 40
+    values = (values + 1j * values if dtype == "<c8" else values).astype(dtype)
+    path = write_hdf5("v.h5", values, chunks=(1, 16, 16), compression=None, shuffle=False)
+    store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
+    with h5py.File(path) as f:
+        expected = f["data"][...]
+
+    read = zarr.open_array(store, path="data", mode="r")[:]
+
+    assert read.astype(expected.dtype).tobytes() == expected.tobytes()
+    assert sum(copies_written) == 3 * 2 * 4  # h5py wrote the chunks in order: rows of four
+
+
+def test_uncompressed_chunks_out_of_order_in_their_file_are_copied_one_by_one(
+    hdf5_array: HDF5Array, copies_written: list[int], tmp_path: Path
+) -> None:
+    path = tmp_path / "reversed.h5"
+    expected = normal_values("<f4", (2, 8, 40))
+    with h5py.File(path, "w") as f:
+        data = f.create_dataset("data", shape=expected.shape, chunks=(1, 8, 8), dtype="<f4")
+        for x in (32, 24, 16, 8, 0):  # the last column of chunks first in the file
+            data[:, :, x : x + 8] = expected[:, :, x : x + 8]
+        data[:, :, 8:24] = expected[:, :, 8:24]  # rewritten in place, in the same order
+    store = store_of(hdf5_array(path, ["t", "y", "x"]), path)
+
+    read = zarr.open_array(store, path="data", mode="r")
+
+    np.testing.assert_array_equal(read[:], expected)
+    np.testing.assert_array_equal(read[:, 2:7, 5:35], expected[:, 2:7, 5:35])
+    assert copies_written == []
+
+
+def test_uncompressed_chunks_apart_in_their_file_are_copied_apart(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, copies_written: list[int], tmp_path: Path
+) -> None:
+    expected = normal_values("<f4", (1, 8, 40))
+    source = write_hdf5("v.h5", expected, chunks=(1, 8, 8), compression=None, shuffle=False)
+    good = hdf5_array(source, ["t", "y", "x"])
+    # The same five chunks in a file of their own, with 16 bytes between the third and the
+    # fourth: one row of chunks in the output, two runs in the file.
+    content = source.read_bytes()
+    path = tmp_path / "padded.bin"
+    offsets = np.zeros_like(good.manifest.offsets)
+    with path.open("wb") as f:
+        for i in range(5):
+            if i == 3:
+                f.write(b"\xff" * 16)
+            offsets[0, 0, i] = f.tell()
+            start = int(good.manifest.offsets[0, 0, i])
+            f.write(content[start : start + 8 * 8 * 4])
+    manifest = ChunkManifest.from_arrays(
+        paths=np.full(offsets.shape, path.as_uri(), dtype=object),
+        offsets=offsets,
+        lengths=good.manifest.lengths,
+    )
+    store = store_of(ManifestArray(good.metadata, manifest), path)
+
+    np.testing.assert_array_equal(zarr.open_array(store, path="data", mode="r")[:], expected)
+    assert sorted(copies_written) == [2, 3]
+
+
+def test_uncompressed_edge_chunks_and_partial_selections_equal_h5py(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, copies_written: list[int]
+) -> None:
+    values = normal_values("<f4", (2, 40, 70))
+    path = write_hdf5("v.h5", values, chunks=(1, 8, 10), compression=None, shuffle=False)
+    array = zarr.open_array(store_of(hdf5_array(path, ["t", "y", "x"]), path), path="data")
+    with h5py.File(path) as f:
+        expected = f["data"][...]
+
+    np.testing.assert_array_equal(array[:], expected)
+    np.testing.assert_array_equal(array[1:2, 5:33, 3:67], expected[1:2, 5:33, 3:67])
+    np.testing.assert_array_equal(array[1], expected[1])  # an axis dropped: chunk by chunk
+    np.testing.assert_array_equal(array[:, 8:16, 20:50], expected[:, 8:16, 20:50])
+    np.testing.assert_array_equal(array[:, ::3, ::2], expected[:, ::3, ::2])
+    assert copies_written
 
 
 def test_edge_chunks_and_partial_selections_equal_h5py(
@@ -155,6 +256,20 @@ def test_chunks_of_other_stores_are_written_plane_by_plane_too(strips_written: l
 
     np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:], expected)
     assert sum(strips_written) == 24
+
+
+def test_a_span_that_is_not_whole_chunks_is_not_copied() -> None:
+    out = np.zeros((2, 6), dtype="<f4")
+    box = (slice(0, 2), slice(0, 6))
+    spec, stored = chunk_spec((2, 3)), np.dtype("<f4")
+    two_chunks = np.arange(12, dtype="<f4").tobytes()
+
+    assert not planar.copy_strip(two_chunks[:-4], out, box, spec, stored)
+    one_wide = (slice(0, 2), slice(0, 3))  # a box one chunk wide for two chunks' bytes
+    assert not planar.copy_strip(two_chunks, out, one_wide, spec, stored)
+    assert not out.any()
+    assert planar.copy_strip(two_chunks, out, box, spec, stored)
+    np.testing.assert_array_equal(out, [[0, 1, 2, 6, 7, 8], [3, 4, 5, 9, 10, 11]])
 
 
 def chunk_spec(shape: tuple[int, ...]) -> ArraySpec:

@@ -2,13 +2,14 @@
 
 A read of thousands of chunks gives the store thousands of keys (``t2m/c/0/3/7``); parsing
 each through zarr's chunk key encoding, checking it and looking its entry up costs tens of
-microseconds per chunk in Python. Here the keys of one array are split with one ``split`` of
-their concatenation, checked by re-encoding them the same way, and turned into flat
-positions into the manifest's arrays with numpy.
+microseconds per chunk in Python. Here the keys of one array are checked with one regular
+expression over their concatenation, split with one ``split``, and turned into flat positions
+into the manifest's arrays with numpy.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEnc
 from virtualstac.errors import InvalidChunkKeyError
 from virtualstac.manifests.path_table import INLINED_CHUNK_PATH, INLINED_CODE, MISSING_CODE
 
-__all__ = ["flat_positions", "locate_entries"]
+__all__ = ["flat_positions", "locate_entries", "split_by_source"]
 
 
 def flat_positions(
@@ -38,22 +39,21 @@ def flat_positions(
     else:
         return None
     separator = encoding.separator
+    # Canonical keys only: int() also accepts "+1", "01" and " 1", which are no chunk's key.
+    # One regular expression over all the keys checks them without a Python step per key.
+    index = "(?:0|[1-9][0-9]*)"
+    one = f"{re.escape(head)}{index}(?:{re.escape(separator)}{index}){{{ndim - 1}}}"
+    joined = "\n".join(keys)
+    # A key holding a line break would pass as two.
+    if joined.count("\n") != len(keys) - 1 or re.fullmatch(f"{one}(?:\n{one})*", joined) is None:
+        return None
     start = len(head)
-    parts = []
-    for key in keys:
-        if not key.startswith(head) or key.count(separator, start) != ndim - 1:
-            return None
-        parts.append(key[start:])
-    joined = separator.join(parts)
+    numbers = separator.join([key[start:] for key in keys]).split(separator)
     try:
-        numbers = [int(token) for token in joined.split(separator)]
-    except ValueError:
+        coords = np.array(list(map(int, numbers)), dtype=np.intp).reshape(len(keys), ndim)
+    except OverflowError:
         return None
-    # int() also accepts "+1", "01" and " 1": only keys that re-encode to themselves count.
-    if separator.join(map(str, numbers)) != joined:
-        return None
-    coords = np.array(numbers, dtype=np.intp).reshape(len(keys), ndim)
-    if (coords < 0).any() or (coords >= np.array(grid, dtype=np.intp)).any():
+    if (coords >= np.array(grid, dtype=np.intp)).any():
         return None
     return np.asarray(np.ravel_multi_index(tuple(coords.T), grid), dtype=np.intp)
 
@@ -107,3 +107,23 @@ def _entry(locate: Locate, key: str) -> Entry:
     if entry["path"] == INLINED_CHUNK_PATH:
         return INLINED_CODE, entry["data"], entry["offset"], entry["length"]
     return INLINED_CODE + 1, entry["path"], entry["offset"], entry["length"]
+
+
+def split_by_source(
+    entries: Sequence[Entry],
+) -> tuple[list[Any], dict[str, list[tuple[int, int, int]]]]:
+    """The chunks of ``entries`` whose bytes need no read (inlined bytes, ``b""`` for an empty
+    chunk, None where missing, None as well for the others), and the others' ``(position,
+    offset, length)`` per source URL."""
+    known: list[Any] = [None] * len(entries)
+    by_url: dict[str, list[tuple[int, int, int]]] = {}
+    for index, (code, path, offset, length) in enumerate(entries):
+        if code == MISSING_CODE:
+            continue
+        if code == INLINED_CODE:
+            known[index] = path
+        elif not length:
+            known[index] = b""
+        else:
+            by_url.setdefault(path, []).append((index, offset, length))
+    return known, by_url

@@ -10,14 +10,17 @@ codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's cop
 the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
 Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
-per-chunk buffers, which cost more than decoding a small chunk; shuffled chunks side by side in
-the output are written a strip at a time, one copy per byte plane
-(:mod:`virtualstac.manifests.planar`). Their chunks in local files are
-not fetched at all: the pool threads read them with ``pread``
+per-chunk buffers, which cost more than decoding a small chunk; chunks side by side in the
+output are written a strip at a time (:mod:`virtualstac.manifests.planar`): shuffled ones one
+copy per byte plane, uncompressed ones that also follow each other in their file with one copy.
+Their chunks in local files are not fetched at all: the pool threads read them with ``pread``
 (:mod:`virtualstac.storage.local_ranges`), a task's nearby chunks with one call into a buffer
 each thread keeps, and decode them from there; obstore's per-chunk cost
-(futures, a bytes object per range) was more than the read. A ManifestStore's single-chunk
-reads (dask's, one chunk per task) take this path too.
+(futures, a bytes object per range) was more than the read. When every chunk of a read is in a
+local file, the read needs no waves (nothing is held before it is decoded): its chunks are
+located at once, before the pool starts, since locating a wave while the pool decodes the last
+competed with it for the GIL. A ManifestStore's single-chunk reads (dask's, one chunk per task)
+take this path too.
 
 A chunk of a ManifestStore that fails to decode raises
 :class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
@@ -46,11 +49,12 @@ from zarr.storage import StorePath
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.direct_decode import DirectDecoder
-from virtualstac.manifests.planar import decode_strip, strips
+from virtualstac.manifests.planar import copy_strip, decode_strip, strips
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
 from virtualstac.storage.local_ranges import (
     LocalRange,
+    LocalRun,
     read_local_range_into,
     read_local_ranges,
 )
@@ -138,12 +142,16 @@ async def read_concurrently(
     per_task = max(1, per_wave // (4 * _workers))
     waves: list[list[asyncio.Future[list[GetResult]]]] = []
     try:
+        located = _locate_local(store, batch, direct) if len(batch) > per_wave else None
+        if located is not None:
+            per_wave = len(batch)
         for start in range(0, len(batch), per_wave):
             wave = batch[start : start + per_wave]
             # At most two waves decode while the next is fetched: memory stays bounded.
             if len(waves) >= 2:
                 await asyncio.gather(*waves[-2])
-            chunks = list(zip(await _fetch(store, wave, direct), wave, strict=True))
+            fetched = located if located is not None else await _fetch(store, wave, direct)
+            chunks = list(zip(fetched, wave, strict=True))
             waves.append(
                 [
                     asyncio.wrap_future(
@@ -170,6 +178,22 @@ async def read_concurrently(
         # error reaches the caller, so nothing writes into ``out`` afterwards.
         pending = [future for futures in waves for future in futures if not future.done()]
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _locate_local(
+    store: Any, batch: Sequence[ReadItem], direct: DirectDecoder | None
+) -> list[Any] | None:
+    """Every chunk of ``batch`` as the range of a local file that the pool reads where it
+    decodes it (or its inlined bytes, or None where missing); None if some chunk would have to
+    be fetched, which is then done a wave at a time.
+
+    A read of local chunks holds no bytes until they are decoded, so it needs no waves; and
+    locating its chunks a wave at a time, while the pool decodes, competed with the pool for
+    the GIL.
+    """
+    if not isinstance(store, ManifestStore) or direct is None:
+        return None
+    return store.local_chunk_ranges([getter.path for getter, *_ in batch])
 
 
 async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | None) -> list[Any]:
@@ -215,6 +239,7 @@ def _decode_some(
         for run in runs:
             indices = [local[position] for position, _ in run]
             _decode_strips(chunks, indices, [view for _, view in run], out, decoder, results)
+            _copy_strips(chunks, indices, run, out, decoder, results)
             for index, (_, view) in zip(indices, run, strict=True):
                 if results[index] is None:
                     results[index] = _decode_one(view, chunks[index][1], out, *decoding)
@@ -256,6 +281,39 @@ def _decode_strips(
                 results[indices[position]] = _PRESENT
 
 
+def _copy_strips(
+    chunks: Sequence[tuple[Any, ReadItem]],
+    indices: list[int],
+    run: LocalRun,
+    out: NDBuffer,
+    decoder: ChunkTransform | DirectDecoder,
+    results: list[GetResult | None],
+) -> None:
+    """Copy the uncompressed chunks among ``indices`` (read in ``run``) that sit side by side
+    both in the output and in their file with one copy per strip, marking them in ``results``."""
+    if not isinstance(decoder, DirectDecoder) or decoder.steps or len(indices) < 2:
+        return
+    target = out.as_ndarray_like()
+    if not isinstance(target, np.ndarray) or not target.flags.writeable:
+        return
+    spec = chunks[indices[0]][1][1]
+    places = [(chunks[index][1][3], chunks[index][1][4]) for index in indices]
+    for strip in strips(places, spec):
+        ranges: list[LocalRange] = [chunks[indices[p]][0] for p in strip.positions]
+        # The strip splits where a chunk does not begin where the previous one ends.
+        cuts = [0, *(i for i in range(1, len(ranges)) if ranges[i].start != ranges[i - 1].end)]
+        width = spec.shape[-1]
+        for first, stop in zip(cuts, [*cuts[1:], len(ranges)], strict=True):
+            if stop - first < 2:
+                continue
+            left = strip.box[-1].start + first * width
+            box = (*strip.box[:-1], slice(left, left + (stop - first) * width))
+            data = run.span(ranges[first].start, ranges[stop - 1].end)
+            if copy_strip(data, target, box, spec, decoder.stored):
+                for position in strip.positions[first:stop]:
+                    results[indices[position]] = _PRESENT
+
+
 def _as_bytes(raw: Any) -> Any:
     return raw.as_numpy_array() if isinstance(raw, Buffer) else raw
 
@@ -268,6 +326,8 @@ def _read_into_place(
     return the other chunks of ``local``."""
     target = out.as_ndarray_like()
     if decoder.steps or not isinstance(target, np.ndarray) or target.dtype != decoder.stored:
+        return local
+    if target.flags.c_contiguous and not _whole_rows(chunks[local[0]][1][1].shape, target.shape):
         return local
     others = []
     for index in local:
@@ -289,6 +349,16 @@ def _read_into_place(
             continue
         read_local_range_into(raw, memoryview(place).cast("B"))
     return others
+
+
+def _whole_rows(chunk_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> bool:
+    """Whether a whole chunk's box can be one contiguous block of a C-ordered output: every
+    axis after its first longer than one spans the output's whole axis. When it cannot, the
+    chunks are not looked at one by one."""
+    for axis, size in enumerate(chunk_shape):
+        if size > 1:
+            return tuple(chunk_shape[axis + 1 :]) == tuple(out_shape[axis + 1 :])
+    return True
 
 
 def _decode_one(

@@ -1,4 +1,5 @@
-"""Shuffled chunks written into the output a strip at a time, one byte plane per copy.
+"""Chunks side by side in the output written a strip at a time: shuffled ones one byte plane
+per copy, uncompressed ones with one copy.
 
 HDF5's shuffle filter stores a chunk's first bytes of every element, then their second bytes,
 and so on: one plane per byte of the element. Unshuffling each chunk into a buffer and copying
@@ -13,6 +14,12 @@ loop of this reads 846-943 MB/s where unshuffling chunk by chunk reads 577-609.
 A strip whose chunks do not all decode to their exact size is left to the chunk-by-chunk path,
 which names the chunk that fails; nothing is written into the output before every chunk of the
 strip has been inflated.
+
+Uncompressed chunks that sit side by side in the output and follow each other in their file
+arrive as one span of a read's buffer (:class:`~virtualstac.storage.local_ranges.LocalRun`);
+:func:`copy_strip` copies the whole span into its place with one strided copy, where a copy per
+chunk cost as much in Python and GIL handoffs as in copying (a bare single-thread loop: 42-47
+ms for 3,200 chunks of 64 KiB, against 62 ms chunk by chunk).
 """
 
 from __future__ import annotations
@@ -21,14 +28,14 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import imagecodecs
 import numpy as np
 from zarr.core.array_spec import ArraySpec
 from zarr.core.indexing import SelectorTuple
 
-__all__ = ["Strip", "decode_strip", "strips"]
+__all__ = ["Strip", "copy_strip", "decode_strip", "strips"]
 
 #: Chunks per strip at most, and bytes: each decoding thread keeps a strip's buffer. Chunks of
 #: more than half a strip's bytes are decoded one by one: beside their decoding, the per-chunk
@@ -92,16 +99,15 @@ def _box(
     if place is None or not shape:
         return None
     selection, complete = place
-    if not complete or not isinstance(selection, tuple) or len(selection) != len(shape):
+    # Called for every chunk of a read: type checks, not isinstance, and no new tuple.
+    if not complete or type(selection) is not tuple or len(selection) != len(shape):
         return None
-    box: list[slice] = []
     for part, size in zip(selection, shape, strict=True):
-        if not isinstance(part, slice) or part.step not in (None, 1):
+        if type(part) is not slice or part.step not in (None, 1):
             return None
         if part.start is None or part.stop is None or part.stop - part.start != size:
             return None
-        box.append(part)
-    return tuple(box)
+    return cast(tuple[slice, ...], selection)
 
 
 def decode_strip(
@@ -155,6 +161,35 @@ def decode_strip(
     moved = [*range(1, len(outer) + 1), 0, len(outer) + 1]
     for byte, plane in zip(order, range(element_size), strict=True):
         target[..., byte] = planes[:, plane].transpose(moved)
+    return True
+
+
+def copy_strip(
+    data: Any,
+    out: np.ndarray[Any, Any],
+    box: tuple[slice, ...],
+    spec: ArraySpec,
+    stored: np.dtype[Any],
+) -> bool:
+    """Copy the bytes ``data`` of whole uncompressed chunks, stored one after another, into the
+    ``box`` of ``out`` they fill side by side, with one strided copy.
+
+    Returns False, having written nothing, when ``data`` is not whole chunks of ``stored``
+    values or the box cannot be viewed as one row of chunks.
+    """
+    chunk_bytes = stored.itemsize * math.prod(spec.shape)
+    nbytes = memoryview(data).nbytes
+    if not chunk_bytes or nbytes % chunk_bytes or out.ndim != len(box):
+        return False
+    count = nbytes // chunk_bytes
+    *outer, width = spec.shape
+    try:
+        # copy=False: a reshape that had to copy would receive the values instead of ``out``.
+        target = np.reshape(out[box], (*outer, count, width), copy=False)
+    except ValueError:
+        return False
+    chunks = np.frombuffer(data, dtype=stored).reshape(count, *outer, width)
+    target[...] = chunks.transpose(*range(1, len(outer) + 1), 0, len(outer) + 1)
     return True
 
 

@@ -30,10 +30,9 @@ from virtualstac.errors import (
     UnregisteredURLError,
 )
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.chunk_keys import locate_entries
+from virtualstac.manifests.chunk_keys import locate_entries, split_by_source
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
-from virtualstac.manifests.path_table import INLINED_CODE, MISSING_CODE
 from virtualstac.manifests.ranges import (
     RangeRequest,
     clamp,
@@ -396,18 +395,7 @@ class ManifestStore(Store):
         registry, and its byte range), for the caller to read with
         :func:`~virtualstac.storage.local_ranges.read_local_ranges` where it decodes them.
         """
-        entries = locate_entries(self._locate_chunk, keys)
-        results: list[Any] = [None] * len(keys)
-        by_url: dict[str, list[tuple[int, int, int]]] = {}
-        for index, (code, path, offset, length) in enumerate(entries):
-            if code == MISSING_CODE:
-                continue
-            if code == INLINED_CODE:
-                results[index] = path
-            elif not length:
-                results[index] = b""
-            else:
-                by_url.setdefault(path, []).append((index, offset, length))
+        results, by_url = split_by_source(locate_entries(self._locate_chunk, keys))
         loop = asyncio.get_running_loop()
         slots: list[tuple[int, asyncio.Future[Any]]] = []
         fetches: list[Awaitable[Any]] = []
@@ -441,6 +429,18 @@ class ManifestStore(Store):
                 failure = error
         if failure is not None:
             raise failure
+        return results
+
+    def local_chunk_ranges(self, keys: Sequence[str]) -> list[Any] | None:
+        """:meth:`get_chunk_bytes` with ``local_ranges``, reading nothing: None if a chunk of
+        ``keys`` is in an object that is not a local file."""
+        results, by_url = split_by_source(locate_entries(self._locate_chunk, keys))
+        for url, chunks in by_url.items():
+            file = self._local_file(url)
+            if file is None:
+                return None
+            for index, offset, length in chunks:
+                results[index] = LocalRange(file, url, offset, offset + length, keys[index])
         return results
 
     def _local_file(self, url: str) -> str | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from obstore.store import LocalStore, ObjectStore
@@ -26,6 +26,7 @@ from virtualstac.storage.stats import record_read
 
 __all__ = [
     "LocalRange",
+    "LocalRun",
     "local_file",
     "read_local_range_into",
     "read_local_ranges",
@@ -45,16 +46,38 @@ RUN_BYTES = 2 * 1024 * 1024
 KEPT_BYTES = 8 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class LocalRange:
+class LocalRange(NamedTuple):
     """The bytes ``[start, end)`` of the local file ``path`` (``url``) that chunk ``key``
     references."""
+
+    # A named tuple: a read makes one per chunk, and a frozen dataclass costs four times as
+    # much to make.
 
     path: str
     url: str
     start: int
     end: int
     key: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRun:
+    """Ranges of one file read with one call: ``(position in the ranges read, bytes)`` of each,
+    and the bytes read, which begin at offset ``start`` of the file."""
+
+    views: list[tuple[int, memoryview]]
+    start: int
+    buffer: memoryview
+
+    def __iter__(self) -> Iterator[tuple[int, memoryview]]:
+        return iter(self.views)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def span(self, start: int, end: int) -> memoryview:
+        """The bytes ``[start, end)`` of the file, which lie within the run."""
+        return self.buffer[start - self.start : end - self.start]
 
 
 def local_file(store: ObjectStore, path: str) -> str | None:
@@ -76,10 +99,10 @@ def short_read_error(key: str, url: str, start: int, end: int, available: int) -
 
 def read_local_ranges(
     ranges: Sequence[LocalRange], gap: int = DEFAULT_GAP, run_bytes: int = RUN_BYTES
-) -> Generator[list[tuple[int, memoryview]]]:
+) -> Generator[LocalRun]:
     """Read ``ranges`` a run at a time: each run is the ranges of one file at most ``gap``
-    bytes apart spanning at most ``run_bytes`` (or one range, if longer), read with one call;
-    yields ``(position in ranges, bytes)`` for the ranges of each run.
+    bytes apart spanning at most ``run_bytes`` (or one range, if longer), read with one call,
+    in the order of the file; iterating a run yields ``(position in ranges, bytes)``.
 
     The bytes are views of this thread's buffer, which the next run overwrites: use them before
     asking for the next run.
@@ -142,7 +165,7 @@ def _open(item: LocalRange, descriptors: dict[str, int]) -> int:
 
 def _read_run(
     ranges: Sequence[LocalRange], run: list[int], end: int, descriptors: dict[str, int]
-) -> list[tuple[int, memoryview]]:
+) -> LocalRun:
     first = ranges[run[0]]
     start = first.start
     buffer = _thread_buffer(end - start)
@@ -155,7 +178,7 @@ def _read_run(
                 item.key, item.url, item.start, item.end, max(0, start + filled - item.start)
             )
         views.append((index, buffer[item.start - start : item.end - start]))
-    return views
+    return LocalRun(views, start, buffer[:filled])
 
 
 def read_local_range_into(item: LocalRange, destination: memoryview) -> None:
