@@ -80,8 +80,19 @@ class ChunkBytesSource(Protocol):
     """A store other than a ManifestStore that reads many chunks' bytes in one call (a
     published Icechunk store); None where a chunk is missing."""
 
-    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
-        """The bytes of the chunks ``keys``, bytes-like or zarr ``Buffer``s."""
+    async def get_chunk_bytes(
+        self, keys: Sequence[str], *, local_ranges: bool = False
+    ) -> list[Any]:
+        """The bytes of the chunks ``keys``, bytes-like or zarr ``Buffer``s; with
+        ``local_ranges``, chunks of local files as their
+        :class:`~virtualstac.storage.local_ranges.LocalRange`."""
+
+    async def local_chunk_ranges(self, keys: Sequence[str]) -> list[Any] | None:
+        """The chunks ``keys`` as ``get_chunk_bytes(keys, local_ranges=True)`` gives them,
+        reading nothing; None if one of them is not in a local file."""
+
+    def name_failure(self, error: VirtualStacError) -> VirtualStacError:
+        """``error``, raised reading or decoding a chunk of this store, naming the store."""
 
 
 def decode_pool() -> ThreadPoolExecutor:
@@ -142,14 +153,14 @@ async def read_concurrently(
     per_task = max(1, per_wave // (4 * _workers))
     waves: list[list[asyncio.Future[list[GetResult]]]] = []
     try:
-        located = _locate_local(store, batch, direct) if len(batch) > per_wave else None
+        located = await _locate_local(store, batch, direct) if len(batch) > per_wave else None
         if located is not None:
             per_wave = len(batch)
         for start in range(0, len(batch), per_wave):
             wave = batch[start : start + per_wave]
             # At most two waves decode while the next is fetched: memory stays bounded.
             if len(waves) >= 2:
-                await asyncio.gather(*waves[-2])
+                await _decoded(store, waves[-2])
             fetched = located if located is not None else await _fetch(store, wave, direct)
             chunks = list(zip(fetched, wave, strict=True))
             waves.append(
@@ -170,7 +181,7 @@ async def read_concurrently(
             )
         results: list[GetResult] = []
         for futures in waves:
-            for done in await asyncio.gather(*futures):
+            for done in await _decoded(store, futures):
                 results.extend(done)
         return tuple(results)
     finally:
@@ -180,7 +191,19 @@ async def read_concurrently(
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-def _locate_local(
+async def _decoded(
+    store: Any, futures: list[asyncio.Future[list[GetResult]]]
+) -> list[list[GetResult]]:
+    """The results of decoding tasks; a chunk of a ChunkBytesSource that fails names it."""
+    try:
+        return await asyncio.gather(*futures)
+    except VirtualStacError as err:
+        if isinstance(store, ChunkBytesSource):
+            raise store.name_failure(err) from err
+        raise
+
+
+async def _locate_local(
     store: Any, batch: Sequence[ReadItem], direct: DirectDecoder | None
 ) -> list[Any] | None:
     """Every chunk of ``batch`` as the range of a local file that the pool reads where it
@@ -191,9 +214,14 @@ def _locate_local(
     locating its chunks a wave at a time, while the pool decodes, competed with the pool for
     the GIL.
     """
-    if not isinstance(store, ManifestStore) or direct is None:
+    if direct is None:
         return None
-    return store.local_chunk_ranges([getter.path for getter, *_ in batch])
+    keys = [getter.path for getter, *_ in batch]
+    if isinstance(store, ManifestStore):
+        return store.local_chunk_ranges(keys)
+    if isinstance(store, ChunkBytesSource):
+        return await store.local_chunk_ranges(keys)
+    return None
 
 
 async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | None) -> list[Any]:
@@ -203,7 +231,7 @@ async def _fetch(store: Any, wave: Sequence[ReadItem], direct: DirectDecoder | N
             return await store.get_chunk_bytes(keys, local_ranges=True)
         return await store.get_chunks(keys, wave[0][1].prototype)
     if direct is not None and isinstance(store, ChunkBytesSource):
-        return await store.get_chunk_bytes([getter.path for getter, *_ in wave])
+        return await store.get_chunk_bytes([getter.path for getter, *_ in wave], local_ranges=True)
     limit = asyncio.Semaphore(zarr.config.get("async.concurrency"))
 
     async def get(getter: StorePath, spec: ArraySpec) -> Buffer | None:

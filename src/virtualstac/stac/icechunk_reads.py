@@ -105,9 +105,14 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         except icechunk.IcechunkError as err:
             raise self._failure(", ".join(key for key, _ in wanted), err) from err
 
-    async def get_chunk_bytes(self, keys: Sequence[str]) -> list[Any]:
+    async def get_chunk_bytes(
+        self, keys: Sequence[str], *, local_ranges: bool = False
+    ) -> list[Any]:
         """The bytes of the chunks ``keys`` (None where missing): virtual chunks fetched
-        together from their sources, the others through Icechunk, concurrently."""
+        together from their sources, the others through Icechunk, concurrently. With
+        ``local_ranges``, virtual chunks in local files are not read: each is a
+        :class:`~virtualstac.storage.local_ranges.LocalRange`, as from
+        :meth:`~virtualstac.manifests.store.ManifestStore.get_chunk_bytes`."""
         results: list[Any] = [None] * len(keys)
         direct: dict[int, tuple[ArrayChunks, list[int]]] = {}
         others: list[int] = []
@@ -121,7 +126,7 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         async def fetch(chunks: ArrayChunks, indices: list[int]) -> None:
             inner = [chunks.inner_key(keys[i]) for i in indices]
             with self._naming_the_store():
-                found = await chunks.store.get_chunk_bytes(inner)
+                found = await chunks.store.get_chunk_bytes(inner, local_ranges=local_ranges)
             for index, data in zip(indices, found, strict=True):
                 results[index] = data
 
@@ -136,6 +141,19 @@ class CheckedIcechunkStore(WrapperStore[Any]):
             *(through_icechunk(index) for index in others),
         )
         return results
+
+    async def local_chunk_ranges(self, keys: Sequence[str]) -> list[Any] | None:
+        """The chunks ``keys`` as :meth:`get_chunk_bytes` with ``local_ranges`` gives them,
+        reading nothing; None unless every one is a virtual chunk of one array read from a
+        local file (not through Icechunk)."""
+        chunks = await self._direct_one(keys[0], len(keys)) if keys else None
+        if chunks is None or not chunks.through_icechunk.isdisjoint(keys):
+            return None
+        assert self._chunks is not None  # _direct_one found chunks
+        if any(self._chunks.loaded(key) is not chunks for key in keys):
+            return None
+        with self._naming_the_store():
+            return chunks.store.local_chunk_ranges([chunks.inner_key(key) for key in keys])
 
     async def _direct_one(self, key: str, reading: int) -> ArrayChunks | None:
         """The directly read chunks of ``key``'s array if ``key`` is one of them; ``reading``
@@ -153,7 +171,12 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         try:
             yield
         except VirtualStacError as err:
-            raise type(err)(f"published Icechunk store at {self.location}: {err}") from err
+            raise self.name_failure(err) from err
+
+    def name_failure(self, error: VirtualStacError) -> VirtualStacError:
+        """``error``, raised reading or decoding a chunk of this store, naming the store (the
+        codec pipeline's threads read chunks of local files themselves)."""
+        return type(error)(f"published Icechunk store at {self.location}: {error}")
 
     def _failure(self, key: str, err: icechunk.IcechunkError) -> VirtualStacError:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
