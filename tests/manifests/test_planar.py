@@ -161,6 +161,28 @@ def test_uncompressed_chunks_apart_in_their_file_are_copied_apart(
     assert sorted(copies_written) == [2, 3]
 
 
+def test_damaged_references_that_add_up_to_whole_chunks_are_named_not_copied(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, copies_written: list[int]
+) -> None:
+    path = write_hdf5(
+        "v.h5", normal_values("<f4", (1, 8, 40)), chunks=(1, 8, 8), compression=None, shuffle=False
+    )
+    good = hdf5_array(path, ["t", "y", "x"])
+    offsets, lengths = good.manifest.offsets.copy(), good.manifest.lengths.copy()
+    # Chunk 1 ends 4 bytes early and chunk 2 begins there: together still two chunks' bytes.
+    lengths[0, 0, 1] -= 4
+    offsets[0, 0, 2] -= 4
+    lengths[0, 0, 2] += 4
+    manifest = ChunkManifest.from_arrays(
+        paths=np.full(lengths.shape, path.as_uri(), dtype=object), offsets=offsets, lengths=lengths
+    )
+    store = store_of(ManifestArray(good.metadata, manifest), path)
+
+    with pytest.raises(ChunkDecodeError, match=r"chunk 'data/c/0/0/[12]' \("):
+        zarr.open_array(store, path="data", mode="r")[:]
+    assert copies_written == [2]  # chunks 3 and 4; chunk 0 alone is copied by itself
+
+
 @pytest.mark.parametrize(
     ("filters", "written"),
     [

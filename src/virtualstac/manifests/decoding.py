@@ -325,21 +325,40 @@ def _copy_strips(
     if not isinstance(target, np.ndarray) or not target.flags.writeable:
         return
     spec = chunks[indices[0]][1][1]
+    size = decoder.stored.itemsize * math.prod(spec.shape)
+    width = spec.shape[-1]
     places = [(chunks[index][1][3], chunks[index][1][4]) for index in indices]
     for strip in strips(places, spec):
         ranges: list[LocalRange] = [chunks[indices[p]][0] for p in strip.positions]
-        # The strip splits where a chunk does not begin where the previous one ends.
-        cuts = [0, *(i for i in range(1, len(ranges)) if ranges[i].start != ranges[i - 1].end)]
-        width = spec.shape[-1]
-        for first, stop in zip(cuts, [*cuts[1:], len(ranges)], strict=True):
-            if stop - first < 2:
-                continue
+        for first, stop in _contiguous(ranges, size):
             left = strip.box[-1].start + first * width
             box = (*strip.box[:-1], slice(left, left + (stop - first) * width))
             data = run.span(ranges[first].start, ranges[stop - 1].end)
             if copy_strip(data, target, box, spec, decoder.stored):
                 for position in strip.positions[first:stop]:
                     results[indices[position]] = _PRESENT
+
+
+def _contiguous(ranges: Sequence[LocalRange], size: int) -> list[tuple[int, int]]:
+    """``[first, stop)`` of each run of at least two of ``ranges`` that are ``size`` bytes
+    long and each begin where the one before ends.
+
+    A chunk of another length is left out, for the chunk-by-chunk path to name: two damaged
+    references whose lengths add up to two chunks' would otherwise be copied as two chunks.
+    """
+    found: list[tuple[int, int]] = []
+    first = 0
+    for i in range(len(ranges) + 1):
+        if (
+            i < len(ranges)
+            and ranges[i].end - ranges[i].start == size
+            and (i == first or ranges[i].start == ranges[i - 1].end)
+        ):
+            continue
+        if i - first >= 2:
+            found.append((first, i))
+        first = i if i < len(ranges) and ranges[i].end - ranges[i].start == size else i + 1
+    return found
 
 
 def _as_bytes(raw: Any) -> Any:
