@@ -36,6 +36,8 @@ from virtualstac import (
 )
 from virtualstac.errors import ChunkReadError, UnregisteredURLError
 from virtualstac.manifests.metadata import create_v3_array_metadata
+from virtualstac.storage.local_ranges import LocalRange
+from virtualstac.storage.stats import counting_reads
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +239,32 @@ def test_contiguous_scalar_and_inlined_chunks(store: ManifestStore, sample: Samp
     assert get(store, "flags/c/0", RangeByteRequest(1, 3)) == bytes([2, 4])
     assert get(store, "flags/c/0", OffsetByteRequest(2)) == bytes([4, 8])
     assert get(store, "flags/c/0", SuffixByteRequest(1)) == bytes([8])
+
+
+def test_local_chunk_ranges_locate_chunks_without_reading_them(
+    store: ManifestStore, sample: Sample, http_server: HTTPServer
+) -> None:
+    keys = ["sparse/c/0/1", "sparse/c/0/0"]
+
+    with counting_reads() as stats:
+        sparse = store.local_chunk_ranges(keys)
+        flags = store.local_chunk_ranges(["flags/c/0"])
+
+    assert stats.requests == 0
+    assert sparse is not None and flags is not None
+    referenced, missing = sparse
+    assert isinstance(referenced, LocalRange)
+    assert referenced.path == str(sample.path) and referenced.key == "sparse/c/0/1"
+    assert sample.path.read_bytes()[referenced.start : referenced.end] == raw_chunk(
+        sample, "sparse", (0, 1)
+    )
+    assert missing is None  # never written: the fill value
+    assert flags == [bytes([1, 2, 4, 8])]  # compact in the file: inlined in the references
+    directory = http_server.directory("remote")
+    shutil.copy(sample.path, directory / "sample.h5")
+    url = http_server.url_for(directory / "sample.h5")
+    remote = ManifestStore(sample.group(url), registry=ObjectStoreRegistry.for_url(url))
+    assert remote.local_chunk_ranges(keys) is None
 
 
 def test_metadata_keys_serve_zarr_json_for_every_node(store: ManifestStore) -> None:
