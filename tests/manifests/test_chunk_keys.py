@@ -12,7 +12,7 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEnc
 
 from virtualstac import ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import InvalidChunkKeyError
-from virtualstac.manifests.chunk_keys import flat_positions
+from virtualstac.manifests.chunk_keys import flat_positions, locate_entries, locate_sources
 
 SLASH = DefaultChunkKeyEncoding(separator="/")
 DOT = V2ChunkKeyEncoding(separator=".")
@@ -70,3 +70,34 @@ def test_bulk_lookup_returns_what_each_key_returns_alone(sample: Sample) -> None
     for key, chunk in zip(keys, chunks, strict=True):
         indices = tuple(int(i) for i in key.split("/")[2:])
         assert chunk is not None and chunk.to_bytes() == raw_chunk(sample, "temperature", indices)
+
+
+def test_chunks_all_in_sources_are_located_as_ranges_in_bulk(sample: Sample) -> None:
+    store = ManifestStore(sample.group(), registry=ObjectStoreRegistry.for_url(str(sample.path)))
+    locate = store._locate_chunk
+    keys = [f"temperature/c/{t}/{y}/0" for t in (3, 0) for y in range(4)]
+
+    found = locate_sources(locate, keys)
+
+    assert found is not None
+    entries = locate_entries(locate, keys)
+    assert [found.urls[code] for code in found.sources] == [path for _, path, _, _ in entries]
+    assert found.starts == [offset for _, _, offset, _ in entries]
+    assert found.ends == [offset + length for _, _, offset, length in entries]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["sparse/c/0/1", "sparse/c/0/0"],  # the second was never written: missing
+        ["flags/c/0"],  # compact in the file: inlined
+        ["temperature/c/0/0/0", "temperature/c/0/01/0"],  # not canonical
+        [],
+    ],
+)
+def test_any_chunk_that_is_not_a_range_sends_the_batch_to_the_entries(
+    sample: Sample, keys: list[str]
+) -> None:
+    store = ManifestStore(sample.group(), registry=ObjectStoreRegistry.for_url(str(sample.path)))
+
+    assert locate_sources(store._locate_chunk, keys) is None

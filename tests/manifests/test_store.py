@@ -267,6 +267,23 @@ def test_local_chunk_ranges_locate_chunks_without_reading_them(
     assert remote.local_chunk_ranges(keys) is None
 
 
+def test_local_chunk_ranges_of_referenced_chunks_are_those_get_chunk_bytes_gives(
+    store: ManifestStore, sample: Sample, http_server: HTTPServer
+) -> None:
+    # Every chunk a range of a source: the bulk path, which makes no entry per chunk.
+    keys = [f"temperature/c/{t}/{y}/{x}" for t in (2, 0) for y in range(4) for x in (1, 0)]
+
+    ranges = store.local_chunk_ranges(keys)
+
+    assert ranges == asyncio.run(store.get_chunk_bytes(keys, local_ranges=True))
+    assert ranges is not None and all(isinstance(item, LocalRange) for item in ranges)
+    directory = http_server.directory("remote-all")
+    shutil.copy(sample.path, directory / "sample.h5")
+    url = http_server.url_for(directory / "sample.h5")
+    remote = ManifestStore(sample.group(url), registry=ObjectStoreRegistry.for_url(url))
+    assert remote.local_chunk_ranges(keys) is None
+
+
 def test_metadata_keys_serve_zarr_json_for_every_node(store: ManifestStore) -> None:
     root = get(store, "zarr.json")
     array = get(store, "temperature/zarr.json")

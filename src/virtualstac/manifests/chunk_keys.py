@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
@@ -19,7 +19,7 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEnc
 from virtualstac.errors import InvalidChunkKeyError
 from virtualstac.manifests.path_table import INLINED_CHUNK_PATH, INLINED_CODE, MISSING_CODE
 
-__all__ = ["flat_positions", "locate_entries", "split_by_source"]
+__all__ = ["SourceChunks", "flat_positions", "locate_entries", "locate_sources", "split_by_source"]
 
 
 def flat_positions(
@@ -70,19 +70,11 @@ def locate_entries(locate: Locate, keys: Sequence[str]) -> list[Entry]:
     used for the first key, and for every key when the keys are not all canonical keys of
     that array. A key that is no chunk raises :class:`~virtualstac.errors.InvalidChunkKeyError`.
     """
-    if not keys:
-        return []
-    located = locate(keys[0])
-    if located is None:
+    found = _positions(locate, keys)
+    if found is None:
         return [_entry(locate, key) for key in keys]
-    array_path, array, _ = located
-    manifest = array.manifest
+    manifest, positions = found
     grid = manifest.shape_chunk_grid
-    positions = flat_positions(
-        f"{array_path}/" if array_path else "", array.metadata.chunk_key_encoding, grid, keys
-    )
-    if positions is None:
-        return [_entry(locate, key) for key in keys]
     codes = manifest._codes.reshape(-1)[positions].tolist()
     offsets = manifest._offsets.reshape(-1)[positions].tolist()
     lengths = manifest._lengths.reshape(-1)[positions].tolist()
@@ -95,6 +87,58 @@ def locate_entries(locate: Locate, keys: Sequence[str]) -> list[Entry]:
         else:
             entries.append((code, table[code], offset, length))
     return entries
+
+
+class SourceChunks(NamedTuple):
+    """Chunks that are all byte ranges of source objects: each one's source (an index into
+    ``urls``), first byte and end."""
+
+    urls: tuple[str, ...]
+    sources: list[int]
+    starts: list[int]
+    ends: list[int]
+
+
+def locate_sources(locate: Locate, keys: Sequence[str]) -> SourceChunks | None:
+    """The chunk ``keys`` as :class:`SourceChunks`, found without a Python step per key;
+    None unless they are all canonical keys of one array whose chunks are neither missing,
+    inlined nor empty (:func:`locate_entries` then looks them up one by one)."""
+    found = _positions(locate, keys)
+    if found is None:
+        return None
+    manifest, positions = found
+    codes = manifest._codes.reshape(-1)[positions]
+    lengths = manifest._lengths.reshape(-1)[positions]
+    if not len(codes) or int(codes.min()) <= INLINED_CODE or not lengths.all():
+        return None
+    starts = manifest._offsets.reshape(-1)[positions]
+    return SourceChunks(
+        manifest._table,
+        codes.tolist(),
+        starts.tolist(),
+        (starts + lengths).tolist(),
+    )
+
+
+def _positions(
+    locate: Locate, keys: Sequence[str]
+) -> tuple[Any, np.ndarray[Any, np.dtype[np.intp]]] | None:
+    """The manifest the chunk ``keys`` belong to and their flat positions in it; None unless
+    they are all canonical keys of one array (see :func:`flat_positions`)."""
+    if not keys:
+        return None
+    located = locate(keys[0])
+    if located is None:
+        return None
+    array_path, array, _ = located
+    manifest = array.manifest
+    positions = flat_positions(
+        f"{array_path}/" if array_path else "",
+        array.metadata.chunk_key_encoding,
+        manifest.shape_chunk_grid,
+        keys,
+    )
+    return None if positions is None else (manifest, positions)
 
 
 def _entry(locate: Locate, key: str) -> Entry:
