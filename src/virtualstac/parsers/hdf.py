@@ -60,6 +60,7 @@ from virtualstac.parsers.hdf_metadata import (
     decode_text,
     encode_fill_attributes,
 )
+from virtualstac.parsers.hdf_types import stored_bits_problem
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
 from virtualstac.storage.local_objects import local_object
@@ -238,6 +239,11 @@ class _FileWalker:
             if drop and self.dropped(name, relative):
                 continue
             node = _hard_linked(group, name)
+            if isinstance(node, h5py.Dataset) and node.shape is None:
+                # HDF5's null dataspace (h5py.Empty): a dataset with no values, not even a shape.
+                if drop:
+                    raise self.fail(relative, "has HDF5's null dataspace: no shape, no values")
+                continue
             if isinstance(node, h5py.Dataset | h5py.Group):
                 members.append(Member(name, relative, node))
                 continue
@@ -307,7 +313,7 @@ class _FileWalker:
                 arrays[name] = self.array(member)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
-            Attributes(plan.group), plan.path or "/", self.file, self.fail, is_scale=False
+            Attributes(plan.group), plan.path or "/", self.file, self.fail_group, is_scale=False
         )
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
 
@@ -370,6 +376,9 @@ class _FileWalker:
             )
             manifest = inlined_manifest(grid_shape(shape, chunks), values.tobytes())
             return ManifestArray(metadata, manifest)
+        problem = stored_bits_problem(ds.id.get_type())
+        if problem is not None:
+            raise self.fail(member.path, problem)
         try:
             filters = codecs_for_filters(_filters(dcpl))
         except UnsupportedFilterError as err:
@@ -470,6 +479,11 @@ class _FileWalker:
     def fail(self, path: str, reason: str) -> NotVirtualizableError:
         return NotVirtualizableError(
             f"{self.url}: variable {path!r} {reason}. Pass drop_variables=[{path!r}] to skip it."
+        )
+
+    def fail_group(self, path: str, reason: str) -> NotVirtualizableError:
+        return NotVirtualizableError(
+            f"{self.url}: group {path!r} {reason}; a group's attributes cannot be dropped"
         )
 
 

@@ -1,0 +1,87 @@
+"""Whether an HDF5 datatype's stored bytes are the values its numpy dtype reads from them.
+
+h5py names a datatype by the numpy dtype HDF5 converts it to, and that dtype is what a
+reference's bytes are read as. HDF5 types can be laid out in ways numpy types cannot: an
+integer of 12 bits stored at bit 2 of an ``int16``, padding bits set to one, a float with
+another exponent bias, strings padded with spaces (HDF5 strips the spaces when it converts,
+the raw bytes keep them). Read through HDF5 these come out right; read from their bytes as the
+numpy dtype they come out silently wrong, so such datasets are refused unless their values
+are small enough to be inlined (read through h5py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h5py
+
+__all__ = ["stored_bits_problem"]
+
+# The IEEE layouts numpy reads, by size: sign position, exponent position and size, mantissa
+# position and size, exponent bias, and the mantissa's normalization.
+_IEEE = {
+    type_id.get_size(): (
+        type_id.get_fields(),
+        type_id.get_ebias(),
+        type_id.get_norm(),
+    )
+    for type_id in (h5py.h5t.IEEE_F16LE, h5py.h5t.IEEE_F32LE, h5py.h5t.IEEE_F64LE)
+}
+_BYTE_ORDERS = (h5py.h5t.ORDER_LE, h5py.h5t.ORDER_BE)
+
+
+def stored_bits_problem(type_id: Any) -> str | None:
+    """Why the bytes of values of HDF5 datatype ``type_id`` are not what its numpy dtype
+    reads from them (a phrase to follow "it"), or None if they are."""
+    kind = type_id.get_class()
+    if kind in (h5py.h5t.INTEGER, h5py.h5t.BITFIELD):
+        return _integer_problem(type_id)
+    if kind == h5py.h5t.FLOAT:
+        return _float_problem(type_id)
+    if kind == h5py.h5t.ENUM:
+        return _integer_problem(type_id.get_super())
+    if kind == h5py.h5t.STRING and not type_id.is_variable_str():
+        if type_id.get_strpad() == h5py.h5t.STR_SPACEPAD:
+            return (
+                "holds space-padded strings, which HDF5 strips of their padding and the "
+                "file's bytes do not"
+            )
+        return None
+    if kind == h5py.h5t.COMPOUND:
+        # h5py reads a compound of two floats as a complex number.
+        for index in range(type_id.get_nmembers()):
+            problem = stored_bits_problem(type_id.get_member_type(index))
+            if problem is not None:
+                return problem
+    if kind == getattr(h5py.h5t, "COMPLEX", None):
+        return stored_bits_problem(type_id.get_super())
+    return None
+
+
+def _integer_problem(type_id: Any) -> str | None:
+    size = type_id.get_size()
+    precision, offset = type_id.get_precision(), type_id.get_offset()
+    if precision != 8 * size or offset:
+        return (
+            f"stores {precision}-bit integers at bit {offset} of {size}-byte elements, which "
+            "only HDF5's conversion reads right"
+        )
+    return None
+
+
+def _float_problem(type_id: Any) -> str | None:
+    size = type_id.get_size()
+    if size not in _IEEE:
+        return f"stores {8 * size}-bit floating-point numbers, which Zarr has no type for"
+    layout = (type_id.get_fields(), type_id.get_ebias(), type_id.get_norm())
+    if (
+        _IEEE.get(size) != layout
+        or type_id.get_precision() != 8 * size
+        or type_id.get_offset()
+        or type_id.get_order() not in _BYTE_ORDERS
+    ):
+        return (
+            f"stores {size}-byte floating-point numbers in a layout other than IEEE 754's, "
+            "which only HDF5's conversion reads right"
+        )
+    return None

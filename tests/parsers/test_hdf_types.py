@@ -1,0 +1,141 @@
+"""HDF5 datatypes whose bytes are not what their numpy dtype reads are refused by name, unless
+small enough to be read through h5py; the usual types are referenced as they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import netCDF4
+import numpy as np
+import pytest
+import zarr
+
+from virtualstac.errors import NotVirtualizableError
+from virtualstac.parsers.hdf import HDFParser
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+
+N = 5000  # 10 kB and more: above the inline threshold, so the values are referenced
+
+
+def write(path: Path, name: str, type_id: Any, values: np.ndarray[Any, Any]) -> Path:
+    """A dataset of the low-level HDF5 type ``type_id`` holding ``values``, as h5py converts
+    them."""
+    with h5py.File(path, "a") as f:
+        space = h5py.h5s.create_simple(values.shape)
+        dataset = h5py.h5d.create(f.id, name.encode(), type_id, space)
+        dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
+    return path
+
+
+def read_virtual(path: Path, name: str) -> np.ndarray[Any, Any]:
+    store = HDFParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    return np.asarray(zarr.open_group(store, mode="r")[name][...])
+
+
+def twelve_bits_at_bit_two() -> Any:
+    type_id = h5py.h5t.STD_I16LE.copy()
+    type_id.set_precision(12)
+    type_id.set_offset(2)
+    return type_id
+
+
+def twenty_four_bits_padded_with_ones() -> Any:
+    type_id = h5py.h5t.STD_I32LE.copy()
+    type_id.set_precision(24)
+    type_id.set_pad(h5py.h5t.PAD_ONE, h5py.h5t.PAD_ONE)
+    return type_id
+
+
+def space_padded(size: int) -> Any:
+    type_id = h5py.h5t.C_S1.copy()
+    type_id.set_size(size)
+    type_id.set_strpad(h5py.h5t.STR_SPACEPAD)
+    return type_id
+
+
+def float_with_another_bias() -> Any:
+    type_id = h5py.h5t.IEEE_F32LE.copy()
+    type_id.set_ebias(100)
+    return type_id
+
+
+@pytest.mark.parametrize(
+    ("make_type", "values", "reason"),
+    [
+        (twelve_bits_at_bit_two, np.arange(N) % 1000 - 500, "12-bit integers at bit 2"),
+        (twenty_four_bits_padded_with_ones, np.arange(N), "24-bit integers at bit 0"),
+        (lambda: space_padded(8), np.array([b"ab"] * N, "S8"), "space-padded strings"),
+        (float_with_another_bias, np.linspace(0, 1, N), "a layout other than IEEE 754's"),
+    ],
+)
+def test_bytes_only_hdf5_reads_right_are_refused_by_name(
+    tmp_path: Path, make_type: Any, values: np.ndarray[Any, Any], reason: str
+) -> None:
+    path = write(tmp_path / "odd.h5", "odd", make_type(), values)
+    with h5py.File(path) as f:  # what HDF5's conversion gives differs from the raw bytes
+        dataset = f["odd"]
+        offset, size = dataset.id.get_offset(), dataset.id.get_storage_size()
+        converted = dataset[:]
+    stored = np.frombuffer(path.read_bytes()[offset : offset + size], converted.dtype)
+    assert not np.array_equal(stored, converted)
+
+    with pytest.raises(NotVirtualizableError, match=f"variable 'odd' .*{reason}") as raised:
+        HDFParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert str(path) in str(raised.value)
+    assert "drop_variables=['odd']" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("make_type", "values"),
+    [
+        (twelve_bits_at_bit_two, np.arange(20, dtype="i2") - 10),
+        (lambda: space_padded(6), np.array([b"ab", b"abcdef", b""], "S6")),
+    ],
+)
+def test_small_datasets_of_such_types_are_read_through_h5py(
+    tmp_path: Path, make_type: Any, values: np.ndarray[Any, Any]
+) -> None:
+    path = write(tmp_path / "small.h5", "small", make_type(), values)
+
+    with h5py.File(path) as f:
+        np.testing.assert_array_equal(read_virtual(path, "small"), f["small"][:])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.arange(N, dtype=">i2"),
+        np.arange(N, dtype="u8") * 2**40,
+        np.linspace(-1, 1, N).astype(">f4"),
+        np.linspace(-1, 1, N).astype("f2"),
+        np.linspace(-1, 1, N) * (1 + 2j),
+        np.arange(N) % 2 == 0,  # an HDF5 enum of int8
+        np.array([b"ab", b"abcdefgh"] * (N // 2), "S8"),  # null-padded, as h5py writes
+    ],
+    ids=["int16-be", "uint64", "float32-be", "float16", "complex128", "bool", "strings"],
+)
+def test_the_usual_types_are_referenced_and_read_as_h5py_reads_them(
+    tmp_path: Path, values: np.ndarray[Any, Any]
+) -> None:
+    path = tmp_path / "usual.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=values, chunks=(1000,))
+
+    with h5py.File(path) as f:
+        np.testing.assert_array_equal(read_virtual(path, "v"), f["v"][:])
+
+
+def test_a_netcdf_char_variable_is_referenced(tmp_path: Path) -> None:
+    path = tmp_path / "chars.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("n", N)
+        nc.createDimension("len", 4)
+        chars = nc.createVariable("station", "S1", ("n", "len"))
+        chars[:] = netCDF4.stringtochar(np.array([b"ab", b"wxyz"] * (N // 2), "S4"))
+
+    with h5py.File(path) as f:
+        np.testing.assert_array_equal(read_virtual(path, "station"), f["station"][:])
