@@ -46,3 +46,42 @@ def test_a_character_coordinate_stays_characters_as_xarray_reads_it(
         assert vds.indexes["fl_dmn"].equals(reference.indexes["fl_dmn"])
     # Loaded by default, being a dimension coordinate.
     assert open_virtual_dataset(str(path))["fl_dmn"].shape == (3,)
+
+
+def write_time_bounds(path: Path) -> Path:
+    """A noleap time with CF bounds that carry no units of their own, as netCDF files have."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", 3)
+        nc.createDimension("nv", 2)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 2000-01-01"
+        time.calendar = "noleap"
+        time.bounds = "time_bnds"
+        time[:] = [0.5, 1.5, 2.5]
+        nc.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2], [2, 3]]
+    return path
+
+
+def test_loaded_time_bounds_decode_with_their_times_units_as_xarray_decodes_them(
+    tmp_path: Path,
+) -> None:
+    path = write_time_bounds(tmp_path / "bounds.nc")
+
+    ours = open_virtual_dataset(str(path), loadable_variables=["time", "time_bnds"])
+
+    with xr.open_dataset(path) as reference:
+        np.testing.assert_array_equal(ours["time_bnds"].values, reference["time_bnds"].values)
+        for key in ("units", "calendar"):
+            assert ours["time_bnds"].encoding[key] == reference["time_bnds"].encoding[key]
+        assert ours["time_bnds"].attrs == reference["time_bnds"].attrs
+
+
+def test_without_time_decoding_time_bounds_stay_numbers_without_units(tmp_path: Path) -> None:
+    path = write_time_bounds(tmp_path / "bounds.nc")
+
+    ours = open_virtual_dataset(
+        str(path), loadable_variables=["time", "time_bnds"], decode_times=False
+    )
+
+    with xr.open_dataset(path, decode_times=False) as reference:
+        xr.testing.assert_identical(ours["time_bnds"].variable, reference["time_bnds"].variable)

@@ -11,6 +11,7 @@ from typing import Any
 
 import h5py
 import hdf_files
+import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
@@ -18,6 +19,7 @@ import zarr
 from zarr.errors import UnstableSpecificationWarning
 
 from servers import HTTPServer
+from virtualstac import open_virtual_dataset
 from virtualstac.errors import (
     NotVirtualizableError,
     SourceChangedError,
@@ -444,6 +446,7 @@ _UNSUPPORTED = {
     "szip": r"filter 4 \(szip\)",
     "scaleoffset": r"filter 6 \(scaleoffset\)",
     "nbit": r"filter 5 \(nbit\)",
+    "shuffle_after_deflate": r"filter 2 \(shuffle\), which runs after deflate",
     "vlen_ints": "variable-length type",
     "refs": "HDF5 references",
     "regions": "HDF5 references",
@@ -451,6 +454,7 @@ _UNSUPPORTED = {
     "array_type": "HDF5 array type",
     "external": "external raw files",
     "virtual": "virtual dataset",
+    "null_dataspace": "null dataspace: no shape, no values",
     "external_link": "external link to '/data' in 'other.h5'",
     "dangling": "soft link to '/nowhere', which does not exist",
     "region_attr": "attribute 'region', an HDF5 region reference",
@@ -472,6 +476,70 @@ def test_dropping_every_unrepresentable_dataset_parses(unsupported: Path) -> Non
     store = parse(unsupported, drop_variables=list(_UNSUPPORTED))
     assert set(store.group.arrays) == {"fine"}
     np.testing.assert_array_equal(open_virtual(store)["fine"].values, np.arange(10))
+
+
+def test_attributes_of_several_dimensions_are_nested_lists(tmp_path: Path) -> None:
+    path = tmp_path / "matrices.h5"
+    matrix = np.arange(6, dtype="i4").reshape(2, 3)
+    with h5py.File(path, "w") as f:
+        f.attrs["matrix"] = matrix
+        f.create_dataset("v", data=np.arange(3.0)).attrs["cube"] = np.ones((2, 1, 2), "f4")
+
+    store = parse(path)
+
+    assert store.group.metadata.attributes["matrix"] == [[0, 1, 2], [3, 4, 5]]
+    assert store.group["v"].metadata.attributes["cube"] == [[[1.0, 1.0]], [[1.0, 1.0]]]
+
+
+def test_a_group_attribute_json_cannot_hold_names_the_group(tmp_path: Path) -> None:
+    path = tmp_path / "region.h5"
+    with h5py.File(path, "w") as f:
+        f["v"] = np.arange(3)
+        f.attrs["region"] = f["v"].regionref[1:2]
+
+    with pytest.raises(NotVirtualizableError, match="group '/' has attribute 'region'") as info:
+        parse(path)
+    assert str(path) in str(info.value) and "drop_variables" not in str(info.value)
+
+
+def test_two_dimensions_of_one_name_in_a_group_are_refused_by_name(tmp_path: Path) -> None:
+    # A netCDF-4 sub-group's own "x" hides its parent's: its variables use both.
+    path = tmp_path / "shadow.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 4)
+        group = nc.createGroup("g")
+        group.createVariable("v", "i4", ("x",))[:] = np.arange(4)
+        group.createDimension("x", 2)
+        group.createVariable("w", "f4", ("x",))[:] = [5, 6]
+
+    with pytest.raises(NotVirtualizableError, match="'v' and 'w' use dimension 'x'") as info:
+        open_virtual_dataset(str(path), group="g")
+    assert str(path) in str(info.value)
+    kept = open_virtual_dataset(str(path), group="g", drop_variables=["w"])
+    assert dict(kept.sizes) == {"x": 4}
+
+
+def test_checksummed_shuffled_doubles_are_refused_and_other_types_read(tmp_path: Path) -> None:
+    # netCDF-C runs fletcher32 before shuffle: the 4-byte checksum leaves the shuffle of
+    # 8-byte values half a value, which HDF5 keeps in place and zarr's shuffle refuses.
+    path = tmp_path / "checksummed.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("n", 5000)
+        for dtype in ("f8", "f4", "i2"):
+            variable = nc.createVariable(
+                dtype, dtype, ("n",), zlib=True, shuffle=True, fletcher32=True, chunksizes=(999,)
+            )
+            variable[:] = np.arange(5000) % 100
+
+    with pytest.raises(
+        NotVirtualizableError,
+        match=r"variable 'f8' .*filter 2 \(shuffle\), which runs after fletcher32",
+    ):
+        parse(path)
+    store = parse(path, drop_variables=["f8"])
+    with h5py.File(path) as f:
+        for name in ("f4", "i2"):
+            np.testing.assert_array_equal(open_virtual(store)[name].values, f[name][:])
 
 
 def test_unknown_filter_raises_naming_the_filter(tmp_path: Path) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zarr.core.group import GroupMetadata
 
-from virtualstac.errors import IncompatibleArraysError, InvalidManifestError
+from virtualstac.errors import IncompatibleArraysError, InvalidManifestError, NotVirtualizableError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.sources import SourceStamp
 
@@ -143,6 +143,7 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
                 variables[name] = array.to_virtual_variable()
             except InvalidManifestError as err:
                 raise InvalidManifestError(f"variable {name!r}: {err}") from err
+        _check_dimension_lengths(variables)
         coord_names = {
             name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
         }
@@ -179,6 +180,21 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         """Create a virtual ``xarray.DataTree`` of this group and all its sub-groups."""
 
         return virtual_datatree(self.to_virtual_datasets())
+
+
+def _check_dimension_lengths(variables: Mapping[str, xr.Variable]) -> None:
+    """Refuse variables that give one dimension two lengths, which no dataset holds (a
+    netCDF-4 sub-group's dimension hiding its parent's of the same name, for one)."""
+    seen: dict[Hashable, tuple[int, str]] = {}
+    for name, variable in variables.items():
+        for dim, length in zip(variable.dims, variable.shape, strict=True):
+            first = seen.setdefault(dim, (length, name))
+            if first[0] != length:
+                raise NotVirtualizableError(
+                    f"variables {first[1]!r} and {name!r} use dimension {dim!r} with lengths "
+                    f"{first[0]} and {length}, which one dataset cannot hold (two dimensions of "
+                    f"one name); pass drop_variables=[{name!r}] to open the others"
+                )
 
 
 def virtual_datatree(datasets: Mapping[str, xr.Dataset]) -> xr.DataTree:

@@ -55,6 +55,7 @@ def virtual_dataset_from_store(
             )
     prefix = f"{group}/" if group else ""
     stackable = _stackable_character_dimensions(variables)
+    inherited = _time_bounds_attributes(node.arrays) if decode_times is not False else {}
     for name in load:
         variables[name] = _load(
             store,
@@ -63,6 +64,7 @@ def virtual_dataset_from_store(
             variables[name],
             decode_times,
             stack_char_dim=variables[name].ndim > 0 and variables[name].dims[-1] in stackable,
+            inherited=inherited.get(name, {}),
         )
     data_vars = {n: v for n, v in variables.items() if n not in coord_names}
     attrs = node.dataset_attributes()
@@ -107,6 +109,21 @@ def _stackable_character_dimensions(variables: Mapping[str, xr.Variable]) -> set
     }
 
 
+def _time_bounds_attributes(arrays: Mapping[str, ManifestArray]) -> dict[str, dict[str, Any]]:
+    """The ``units`` and ``calendar`` each CF bounds variable of a time takes from it when it
+    has none, as xarray's decoding of a whole dataset gives them, by bounds variable name."""
+    inherited: dict[str, dict[str, Any]] = {}
+    for array in arrays.values():
+        attrs = array.metadata.attributes
+        units, bounds = attrs.get("units"), attrs.get("bounds")
+        if isinstance(units, str) and "since" in units and isinstance(bounds, str):
+            taken = {"units": units}
+            if "calendar" in attrs:
+                taken["calendar"] = attrs["calendar"]
+            inherited[bounds] = taken
+    return inherited
+
+
 def _load(
     store: ManifestStore,
     path: str,
@@ -115,11 +132,14 @@ def _load(
     decode_times: bool | None,
     *,
     stack_char_dim: bool,
+    inherited: Mapping[str, Any],
 ) -> xr.Variable:
     """Read one array through the store and CF-decode it as xarray's zarr backend would.
 
     ``stack_char_dim`` says whether a character array's last axis joins into strings, which
-    xarray decides from the whole dataset (:func:`_stackable_character_dimensions`).
+    xarray decides from the whole dataset (:func:`_stackable_character_dimensions`);
+    ``inherited`` are attributes it takes from another variable when it has none
+    (:func:`_time_bounds_attributes`).
     """
     import xarray as xr
     from xarray.backends.zarr import FillValueCoder
@@ -128,7 +148,7 @@ def _load(
     source = table[0] if table else "an inlined array"
     check_coordinate(array.size * array.dtype.itemsize, source=source, name=path)
     values = _read(store, path, array)
-    attrs = dict(array.metadata.attributes)
+    attrs = {**inherited, **array.metadata.attributes}
     attrs.pop("coordinates", None)
     if "_FillValue" in attrs:
         attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)

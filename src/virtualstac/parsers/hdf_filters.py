@@ -120,6 +120,26 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
     raise UnsupportedFilterError(filter_id, name, "has no zarr codec")
 
 
+def _leaves_partial_values(
+    earlier: Sequence[tuple[int, Sequence[int], str]], cd_values: Sequence[int]
+) -> bool:
+    """Whether a shuffle after the filters ``earlier`` may get bytes that are not whole
+    elements: after a compressor, or after fletcher32's 4-byte checksum of 8-byte values."""
+    element_size = _first(cd_values, 1)
+    if any(filter_id != _FLETCHER32 for filter_id, _, _ in earlier):
+        return True
+    return (4 * len(earlier)) % element_size != 0
+
+
 def codecs_for_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> list[dict[str, Any]]:
     """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``."""
+    for position, (filter_id, cd_values, _) in enumerate(filters):
+        if filter_id == _SHUFFLE and _leaves_partial_values(filters[:position], cd_values):
+            earlier = ", ".join(_NAMES.get(fid, name) for fid, _, name in filters[:position])
+            raise UnsupportedFilterError(
+                filter_id,
+                _NAMES[_SHUFFLE],
+                f"runs after {earlier}, on bytes that need not be whole values; HDF5 leaves the "
+                "bytes past the last whole value in place, which zarr's shuffle codec refuses",
+            )
     return [codec_for_filter(fid, values, name) for fid, values, name in filters]

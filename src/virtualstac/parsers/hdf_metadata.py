@@ -238,7 +238,10 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
     if isinstance(value, np.ndarray) and value.size == 1:
         value = value.reshape(-1)[0]
     if isinstance(value, np.ndarray):
-        return [_attribute_value(v, where, name, h5file, fail) for v in value.tolist()]
+        value = value.tolist()
+    if isinstance(value, list):
+        # Nested for attributes of more than one dimension, as h5py gives them.
+        return [_attribute_value(v, where, name, h5file, fail) for v in value]
     if isinstance(value, bytes | np.bytes_):
         return decode_text(bytes(value))
     if isinstance(value, h5py.RegionReference):

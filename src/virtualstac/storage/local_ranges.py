@@ -92,8 +92,8 @@ def short_read_error(key: str, url: str, start: int, end: int, available: int) -
     ``available`` bytes exist."""
     return ChunkReadError(
         f"reading chunk {key!r} from {redact(url)!r} failed: it references bytes "
-        f"{start}-{end}, but only {available} of {end - start} bytes exist; the file is "
-        "shorter than when it was referenced"
+        f"{start}-{end}, but only {available} of {end - start} bytes exist: the reference is "
+        "wrong, or the file was cut short after it was referenced"
     )
 
 

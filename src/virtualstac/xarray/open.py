@@ -16,7 +16,7 @@ import obstore
 import xarray as xr
 from obstore.exceptions import BaseError
 
-from virtualstac.errors import InvalidManifestError, SourceNotFoundError
+from virtualstac.errors import InvalidManifestError, NotVirtualizableError, SourceNotFoundError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parallel import executor_for, map_batched, map_batches
@@ -130,8 +130,8 @@ def open_virtual_dataset(
         dataset = store.to_virtual_dataset(
             group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
         )
-    except InvalidManifestError as err:
-        raise InvalidManifestError(f"{redact(url)}: {err}") from err
+    except (InvalidManifestError, NotVirtualizableError) as err:
+        raise type(err)(f"{redact(url)}: {err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
 
