@@ -13,7 +13,7 @@ name                       kind                    TIFF
 ``imagecodecs_packbits``   bytes -> bytes          compression 32773 (PackBits)
 ``imagecodecs_zstd``       bytes -> bytes          compression 50000 (Zstandard)
 ``imagecodecs_jpeg``       bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
-``imagecodecs_lerc``       bytes -> bytes (image)  compression 34887 (LERC)
+``imagecodecs_lerc``       bytes -> bytes (image)  compression 34887 (LERC, with masks)
 ``imagecodecs_webp``       bytes -> bytes (image)  compression 50001 (WebP)
 ``virtualstac.pad``        bytes -> bytes          short last strip, padded to a whole chunk
 ``imagecodecs_lzf``        bytes -> bytes          HDF5 LZF filter (32000)
@@ -33,7 +33,6 @@ from zarr.registry import register_codec
 
 from virtualstac.codecs._bytes import (
     JPEGCodec,
-    LERCCodec,
     LZ4H5Codec,
     LZFCodec,
     LZWCodec,
@@ -43,6 +42,7 @@ from virtualstac.codecs._bytes import (
     WebPCodec,
     ZstdCodec,
 )
+from virtualstac.codecs._lerc import LERCCodec
 from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
 
 __all__ = [

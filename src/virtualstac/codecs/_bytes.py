@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JPEGCodec",
-    "LERCCodec",
     "LZ4H5Codec",
     "LZFCodec",
     "LZWCodec",
@@ -150,13 +149,6 @@ class JPEGCodec(_ImageCodec):
 
     codec_name = "imagecodecs_jpeg"
     numcodecs_class = icn.Jpeg
-
-
-class LERCCodec(_ImageCodec):
-    """LERC (TIFF compression 34887): ``imagecodecs_lerc``; masked pixels decode as stored."""
-
-    codec_name = "imagecodecs_lerc"
-    numcodecs_class = icn.Lerc
 
 
 class WebPCodec(_ImageCodec):
