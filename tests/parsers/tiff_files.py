@@ -164,6 +164,18 @@ GDAL_CASES: dict[str, dict[str, Any]] = {
     "big_endian_pred3_f32": dict(
         dtype="float32", compress="LZW", predictor=3, endianness="BIG", blockysize=5
     ),
+    "big_endian_lerc_u16": dict(
+        count=2, compress="LERC", endianness="BIG", tiled=True, blockxsize=64, blockysize=64
+    ),
+    "big_endian_lerc_zstd_f32": dict(
+        dtype="float32", compress="LERC_ZSTD", endianness="BIG", blockysize=16
+    ),
+    "big_endian_jpeg_rgb": dict(
+        count=3, dtype="uint8", compress="JPEG", endianness="BIG", blockysize=16
+    ),
+    "big_endian_webp_rgb": dict(
+        count=3, dtype="uint8", compress="WEBP", endianness="BIG", tiled=True
+    ),
     "pred3_f64_chunky": dict(
         count=2,
         dtype="float64",

@@ -5,8 +5,9 @@ Each codec is named and configured exactly like its imagecodecs numcodecs twin (
 compressor by adding ``"id": name``, and stores written with these names can be read by other
 packages that implement the same ``imagecodecs_*`` names.
 
-Image codecs (JPEG, LERC, WebP) decode to an image array; its bytes in native order are the
-codec's output, so the ``bytes`` codec in front of them must use the machine's byte order.
+Image codecs (JPEG, LERC, WebP) decode to an image array whose bytes are the codec's output.
+JPEG and WebP samples have one byte; LERC's hold the samples libtiff gave the encoder, in the
+TIFF file's byte order, so the ``bytes`` codec in front of them uses the file's byte order.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``
 Codecs
 ------
 Encode order: ``transpose`` (chunky, band-first only), the predictor (``imagecodecs_delta`` /
-``imagecodecs_floatpred``), ``bytes`` (the file's byte order, or the machine's after an image
-codec), ``virtualstac.pad`` (only for a short last strip or short bottom tiles), then the
-decompressor:
+``imagecodecs_floatpred``), ``bytes`` (the file's byte order: libtiff swaps samples to it before
+any compression, LERC's included), ``virtualstac.pad`` (only for a short last strip or short
+bottom tiles), then the decompressor:
 ``numcodecs.zlib`` (deflate), ``numcodecs.lzma``, or one of :mod:`virtualstac.codecs`
 (LZW, PackBits, Zstandard, JPEG with its JPEGTables and colour space, LERC plus its optional
 deflate/zstd layer, WebP).
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import base64
 import math
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import IO, Any, Literal, cast
@@ -108,7 +107,6 @@ _PLANAR_SEPARATE = 2
 _PHOTOMETRIC_RGB = 2
 _PHOTOMETRIC_YCBCR = 6
 _SAMPLEFORMAT_COMPLEXINT = 5
-_NATIVE_ENDIAN = sys.byteorder
 
 _COMPRESSION_NAMES = {
     6: "old-style JPEG",
@@ -327,9 +325,9 @@ class _ImageBuilder:
             x_axis = -2
             codecs.append({"name": "transpose", "configuration": {"order": [1, 2, 0]}})
 
-        compressors, image_codec = self._compressors()
+        compressors = self._compressors()
         codecs.extend(self._predictor(dtype, stored_shape, x_axis))
-        endian = _NATIVE_ENDIAN if image_codec else ("little" if self.byteorder == "<" else "big")
+        endian = "little" if self.byteorder == "<" else "big"
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
         size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
         try:
@@ -386,28 +384,28 @@ class _ImageBuilder:
             raise self.fail("subsampled YCbCr pixels without JPEG compression are not supported")
         return np.dtype(dtype).newbyteorder("=")
 
-    def _compressors(self) -> tuple[list[_JSON], bool]:
-        """The bytes-to-bytes codecs (encode order), and whether the first decodes an image."""
+    def _compressors(self) -> list[_JSON]:
+        """The bytes-to-bytes codecs, in encode order."""
         page = self.page
         compression = int(page.compression)
         if compression == 1:
-            return [], False
+            return []
         if compression in (8, 32946):
-            return [{"name": "numcodecs.zlib", "configuration": {"level": 6}}], False
+            return [{"name": "numcodecs.zlib", "configuration": {"level": 6}}]
         if compression == 34925:
-            return [{"name": "numcodecs.lzma", "configuration": {}}], False
+            return [{"name": "numcodecs.lzma", "configuration": {}}]
         if compression == 5:
-            return [LZWCodec().to_dict()], False
+            return [LZWCodec().to_dict()]
         if compression == 32773:
-            return [PackBitsCodec().to_dict()], False
+            return [PackBitsCodec().to_dict()]
         if compression == 50000:
-            return [ZstdCodec().to_dict()], False
+            return [ZstdCodec().to_dict()]
         if compression == 7:
-            return [self._jpeg()], True
+            return [self._jpeg()]
         if compression == 34887:
-            return self._lerc(), True
+            return self._lerc()
         if compression == 50001:
-            return [WebPCodec().to_dict()], True
+            return [WebPCodec().to_dict()]
         name = _COMPRESSION_NAMES.get(compression) or _compression_name(compression)
         raise self.fail(f"compression {compression} ({name}) has no zarr codec here")
 
