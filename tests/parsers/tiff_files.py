@@ -224,6 +224,8 @@ GDAL_CASES: dict[str, dict[str, Any]] = {
         blockysize=32,
         overviews=(2,),
     ),
+    "gtiff_deflate_u64": dict(dtype="uint64", compress="DEFLATE", tiled=True),
+    "gtiff_zstd_i64_nodata": dict(dtype="int64", nodata=-1, compress="ZSTD", predictor=2),
     "pixel_is_point": dict(dtype="uint32", tags={"AREA_OR_POINT": "Point"}, compress="LZW"),
     "not_georeferenced": dict(dtype="uint8", crs=None, compress="DEFLATE"),
 }

@@ -382,7 +382,9 @@ class _ImageBuilder:
             and tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1)
         ):
             raise self.fail("subsampled YCbCr pixels without JPEG compression are not supported")
-        return np.dtype(dtype).newbyteorder("=")
+        # Rebuilt from its type string: tifffile's uint64 is numpy's 'Q' (unsigned long long),
+        # which zarr's data types do not match; 'u8' is numpy's canonical uint64.
+        return np.dtype(np.dtype(dtype).newbyteorder("=").str)
 
     def _compressors(self) -> list[_JSON]:
         """The bytes-to-bytes codecs, in encode order."""
