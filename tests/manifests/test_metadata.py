@@ -18,6 +18,7 @@ from virtualstac.manifests.metadata import (
     check_combinable,
     chunk_shape_of,
     create_v3_array_metadata,
+    decode_cf_fill_value,
     grid_shape,
     json_safe,
     replace_metadata,
@@ -211,6 +212,19 @@ def test_cf_fill_value_encoding_follows_xarray() -> None:
     assert cf_fill_value_attribute(np.nan, np.dtype("float64")) == "AAAAAAAA+H8="
     assert cf_fill_value_attribute(np.int16(-1), np.dtype("int16")) == -1
     assert cf_fill_value_attribute(b"x", np.dtype("S1")) == b"x"
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [(-9.0, "float32"), (np.nan, "float64"), (3.0, "complex64"), (1 - 2j, "complex128")],
+)
+def test_cf_fill_values_decode_as_xarray_decodes_them(value: complex, dtype: str) -> None:
+    from xarray.backends.zarr import FillValueCoder
+
+    encoded = cf_fill_value_attribute(value, np.dtype(dtype))
+    expected = np.asarray(value, dtype=dtype)
+    np.testing.assert_array_equal(FillValueCoder.decode(encoded, np.dtype(dtype)), expected)
+    np.testing.assert_array_equal(decode_cf_fill_value(encoded, np.dtype(dtype)), expected)
 
 
 def test_xarray_masks_the_cf_fill_value_of_a_real_file(

@@ -106,6 +106,20 @@ def test_float32_nodata_is_rounded_to_the_band_type_as_gdal_does(tmp_path: Path,
     np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
 
 
+def test_complex_nodata_is_a_cf_fill_value_xarray_decodes(tmp_path: Path) -> None:
+    data = (pixels(1, 40, 50, "float32") * (1 + 2j)).astype("complex64")
+    data[:, :10, :10] = -1  # GDAL's nodata pixels: the nodata value, imaginary part 0
+    path = write_gdal(
+        tmp_path / "c64.tif", width=50, height=40, dtype="complex64", nodata=-1, data=data
+    )
+    ds = open_decoded(path)
+    assert ds["band_data"].encoding["_FillValue"] == -1 + 0j
+    with rasterio.open(path) as src:
+        expected = src.read(masked=True)
+    assert expected.mask.sum() == 100
+    np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
+
+
 # -- scale and offset ---------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from virtualstac.parsers.tiff import TIFFParser
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
-from tiff_files import write_gdal
+from tiff_files import pixels, write_gdal
 
 pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 
@@ -24,6 +24,12 @@ COGS = {
     "deflate-predictor": {"compress": "DEFLATE", "predictor": 2, "count": 3},
     "lzw-band-interleave": {"compress": "LZW", "count": 2, "interleave": "BAND"},
     "zstd-float": {"compress": "ZSTD", "dtype": "float32", "predictor": 3},
+    "complex-nodata": {
+        "compress": "DEFLATE",
+        "dtype": "complex64",
+        "nodata": -1,
+        "data": (pixels(1, 200, 300, "float32") * (1 + 2j)).astype("complex64"),
+    },
 }
 
 

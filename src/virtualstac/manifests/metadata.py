@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import functools
@@ -27,6 +28,7 @@ __all__ = [
     "check_combinable",
     "chunk_shape_of",
     "create_v3_array_metadata",
+    "decode_cf_fill_value",
     "grid_shape",
     "json_safe",
     "metadata_for_variable",
@@ -426,17 +428,34 @@ def cf_fill_value_attribute(value: Any, dtype: np.dtype[Any]) -> Any:
     """Encode a CF ``_FillValue``/``missing_value`` as xarray's zarr v3 reader expects it.
 
     For floating-point arrays xarray wants a base64 string of the 8-byte little-endian float64
-    (even for float32 data); integers stay plain integers.
+    (even for float32 data), for complex arrays a list of two such strings (the real and the
+    imaginary part); integers stay plain integers. :func:`decode_cf_fill_value` reverses it.
     """
-    import base64
-
     dtype = np.dtype(dtype)
-    if dtype.kind in "fc":
-        as_float = np.asarray(value, dtype="<f8").reshape(())
-        return base64.standard_b64encode(as_float.tobytes()).decode("ascii")
+    if dtype.kind == "c":
+        number = complex(np.asarray(value).item())
+        return [_base64_float64(number.real), _base64_float64(number.imag)]
+    if dtype.kind == "f":
+        return _base64_float64(value)
     if dtype.kind in "iub":
         return int(np.asarray(value).item())
     return value
+
+
+def decode_cf_fill_value(encoded: Any, dtype: np.dtype[Any]) -> Any:
+    """The number a CF fill attribute encoded by :func:`cf_fill_value_attribute` holds."""
+    kind = np.dtype(dtype).kind
+    if kind == "c" and isinstance(encoded, list) and len(encoded) == 2:
+        real, imag = (decode_cf_fill_value(part, np.dtype("f8")) for part in encoded)
+        return complex(real, imag)
+    if kind in "fc" and isinstance(encoded, str):
+        return float(np.frombuffer(base64.standard_b64decode(encoded), dtype="<f8")[0])
+    return encoded
+
+
+def _base64_float64(value: Any) -> str:
+    as_float = np.asarray(value, dtype="<f8").reshape(())
+    return base64.standard_b64encode(as_float.tobytes()).decode("ascii")
 
 
 def json_safe(value: Any) -> Any:

@@ -22,8 +22,10 @@ in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
     parameters), inlined; ``band_data`` names it in ``grid_mapping`` and ``coordinates``.
 
 The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the zarr
-``fill_value`` and the CF ``_FillValue``; tiles that were never written (offset or byte count 0,
-e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and read as the fill value, as GDAL reads them.
+``fill_value`` and the CF ``_FillValue`` (for complex bands the nodata value plus 0j: CF readers
+mask that value, where GDAL masks every pixel whose real part is the nodata value); tiles that
+were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and
+read as the fill value, as GDAL reads them.
 Internal masks are not exposed. GDAL band scales and offsets (``GDAL_METADATA``) become CF
 ``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
 image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see

@@ -17,8 +17,7 @@ them raise :class:`BandMetadataError`.
 
 from __future__ import annotations
 
-import base64
-import math
+import cmath
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,11 @@ import xarray as xr
 
 from virtualstac.errors import VirtualStacError
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.metadata import cf_fill_value_attribute, replace_metadata
+from virtualstac.manifests.metadata import (
+    cf_fill_value_attribute,
+    decode_cf_fill_value,
+    replace_metadata,
+)
 from virtualstac.parsers.tiff_bands import fill_value
 
 __all__ = ["BandMetadataError", "StacBand", "apply_bands", "asset_bands"]
@@ -166,7 +169,7 @@ def _nodata_attribute(
         _warn(f"{where}: STAC nodata {text} does not fit {dtype}; it is ignored")
         return
     if "_FillValue" in attrs:
-        own = _decoded_fill(attrs["_FillValue"], dtype)
+        own = decode_cf_fill_value(attrs["_FillValue"], dtype)
         if not _same(own, value):
             _warn(
                 f"{where}: the file's nodata {own:g} differs from the STAC nodata {text}; the "
@@ -176,14 +179,8 @@ def _nodata_attribute(
     attrs["_FillValue"] = cf_fill_value_attribute(value, dtype)
 
 
-def _decoded_fill(encoded: Any, dtype: np.dtype[Any]) -> float:
-    if isinstance(encoded, str):
-        return float(np.frombuffer(base64.standard_b64decode(encoded), dtype="<f8")[0])
-    return float(encoded)
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
+def _same(a: complex, b: complex) -> bool:
+    return a == b or (cmath.isnan(a) and cmath.isnan(b))
 
 
 def _dicts(value: Any) -> list[Mapping[str, Any]]:

@@ -25,7 +25,12 @@ from virtualstac.codecs import PadCodec
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.manifests.array_api import transpose
-from virtualstac.manifests.metadata import chunk_shape_of, replace_metadata, same_value
+from virtualstac.manifests.metadata import (
+    chunk_shape_of,
+    decode_cf_fill_value,
+    replace_metadata,
+    same_value,
+)
 
 __all__ = ["in_v2_layout", "v2_metadata", "with_v2_fill_value"]
 
@@ -82,7 +87,7 @@ def v2_metadata(
     attributes = dict(metadata.attributes)
     for key in _FILL_ATTRIBUTES:
         if key in attributes:
-            attributes[key] = _decode_cf_fill(attributes[key], dtype)
+            attributes[key] = decode_cf_fill_value(attributes[key], dtype)
     # zarr v2 readers (xarray included) mask by fill_value, where v3 readers mask by the CF
     # _FillValue only. So fill_value carries _FillValue when there is one; otherwise it is left
     # out (null: nothing is masked) when no chunk is missing or missing chunks read as zeros
@@ -183,25 +188,21 @@ def _is_zero(value: Any) -> bool:
         return False
 
 
-def _decode_cf_fill(value: Any, dtype: np.dtype[Any]) -> Any:
-    """CF fill attributes of float arrays are base64 float64 in our v3 metadata; unpack them."""
-    if isinstance(value, str) and dtype.kind in "fc":
-        return float(np.frombuffer(base64.standard_b64decode(value), dtype="<f8")[0])
-    return value
-
-
 def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
     if value is None:
         return None
     if isinstance(value, np.generic):
         value = value.item()
-    if dtype.kind in "fc":
-        number = float(value) if not isinstance(value, complex) else value
-        if isinstance(number, float):
-            if math.isnan(number):
-                return "NaN"
-            if math.isinf(number):
-                return "Infinity" if number > 0 else "-Infinity"
+    if dtype.kind == "c":
+        number = complex(value)
+        # zarr v2 writes a complex fill value as its real and imaginary parts.
+        return [_fill_value_json(part, np.dtype("f8")) for part in (number.real, number.imag)]
+    if dtype.kind == "f":
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "Infinity" if number > 0 else "-Infinity"
         return number
     if dtype.kind in "SV" and isinstance(value, bytes):
         return base64.standard_b64encode(value).decode("ascii")
