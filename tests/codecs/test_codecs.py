@@ -162,6 +162,16 @@ def test_horizontal_predictor_works_per_row_and_sample(endian: str) -> None:
     np.testing.assert_array_equal(raw.reshape(8, 8, 3), expected)
 
 
+def test_horizontal_predictor_differences_complex_samples_as_integer_words() -> None:
+    data = (np.arange(8 * 8, dtype="f4").reshape(8, 8) * (1.5 - 2j)).astype("c8")
+    array = roundtrip(data, (8, 8), filters=[HorizontalPredictorCodec(axis=-1)])
+    np.testing.assert_array_equal(array[...], data)
+    stored = array.store_path.store._store_dict["c/0/0"].to_bytes()  # type: ignore[attr-defined]
+    # libtiff's differencing of GDAL's CFloat32: each sample one 64-bit integer.
+    expected = imagecodecs.delta_encode(data.view("<u8"), axis=-1)
+    np.testing.assert_array_equal(np.frombuffer(stored, "<u8").reshape(8, 8), expected)
+
+
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_float_predictor_matches_imagecodecs_twin(order: str) -> None:
     rng = np.random.default_rng(1)

@@ -328,3 +328,52 @@ def test_three_byte_samples_are_refused_for_their_size(tmp_path: Path) -> None:
         assert src.dtypes == ("uint32",)  # GDAL widens what Zarr cannot hold as stored
     with pytest.raises(UnsupportedTIFFError, match="24-bit samples of SampleFormat 1 have no Zarr"):
         open_decoded(path)
+
+
+def test_complex_samples_with_horizontal_differencing_read_as_gdal_reads_them(
+    tmp_path: Path,
+) -> None:
+    data = (pixels(2, 40, 50, "float32") * (1 - 3j)).astype("complex64")
+    path = write_gdal(
+        tmp_path / "c64_pred2.tif",
+        width=50,
+        height=40,
+        count=2,
+        dtype="complex64",
+        data=data,
+        compress="DEFLATE",
+        predictor=2,
+    )
+    with rasterio.open(path) as src:
+        expected = src.read()
+    np.testing.assert_array_equal(expected, data)
+    np.testing.assert_array_equal(open_decoded(path)["band_data"].values, expected)
+
+
+def test_big_endian_complex_samples_with_horizontal_differencing_are_refused(
+    tmp_path: Path,
+) -> None:
+    path = write_gdal(
+        tmp_path / "c64_pred2_be.tif",
+        dtype="complex64",
+        data=np.ones((1, 200, 300)),
+        compress="DEFLATE",
+        predictor=2,
+        endianness="BIG",
+    )
+    with pytest.raises(
+        UnsupportedTIFFError, match=r"c64_pred2_be\.tif .*predictor 2\) of big-endian complex"
+    ):
+        open_decoded(path)
+
+
+def test_128_bit_complex_samples_with_horizontal_differencing_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c128_pred2.tif"
+    # Neither GDAL nor tifffile writes them: write a private SHORT tag of value 2, retag it.
+    tifffile.imwrite(path, np.ones((8, 8), "complex128"), extratags=[(65000, "H", 1, 2, True)])
+    entry = b"\xe8\xfd\x03\x00\x01\x00\x00\x00\x02\x00"
+    path.write_bytes(path.read_bytes().replace(entry, b"\x3d\x01" + entry[2:]))
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].predictor == 2
+    with pytest.raises(UnsupportedTIFFError, match=r"predictor 2\) of complex128 samples"):
+        open_decoded(path)

@@ -142,17 +142,31 @@ class _PredictorCodec(ArrayArrayCodec):
 
 
 class HorizontalPredictorCodec(_PredictorCodec):
-    """TIFF predictor 2 (horizontal differencing): ``imagecodecs_delta``."""
+    """TIFF predictor 2 (horizontal differencing): ``imagecodecs_delta``.
+
+    libtiff differences a complex sample as one unsigned integer of its size (GDAL's CFloat32
+    as 64-bit words), so complex chunks are differenced as such integers, in native order.
+    """
 
     codec_name = "imagecodecs_delta"
 
     async def _decode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
-        native = chunk_array.dtype.newbyteorder("=")
-        return self._apply(imagecodecs.delta_decode, chunk_array, chunk_spec, native)
+        return self._differenced(imagecodecs.delta_decode, chunk_array, chunk_spec)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return self._differenced(imagecodecs.delta_encode, chunk_array, chunk_spec)
+
+    def _differenced(
+        self, function: Callable[..., Any], chunk_array: NDBuffer, chunk_spec: ArraySpec
+    ) -> NDBuffer:
         native = chunk_array.dtype.newbyteorder("=")
-        return self._apply(imagecodecs.delta_encode, chunk_array, chunk_spec, native)
+        if native.kind != "c":
+            return self._apply(function, chunk_array, chunk_spec, native)
+        words = np.dtype(f"u{native.itemsize}")
+        array = np.ascontiguousarray(chunk_array.as_numpy_array(), dtype=native)
+        as_words = chunk_spec.prototype.nd_buffer.from_numpy_array(array.view(words))
+        result = self._apply(function, as_words, chunk_spec, words).as_numpy_array()
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(result.view(native))
 
 
 class FloatPredictorCodec(_PredictorCodec):

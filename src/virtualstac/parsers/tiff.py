@@ -44,8 +44,9 @@ deflate/zstd layer, WebP).
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
 and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
 without a Zarr data type, bit-reversed fill order, subsampled YCbCr without JPEG, old-style
-JPEG, 12-bit JPEG, unknown compressions and predictors, volumes, band scales that differ within
-a chunk, uncompressed segments shorter than their rows.
+JPEG, 12-bit JPEG, unknown compressions and predictors, horizontal differencing of big-endian or
+128-bit complex samples, volumes, band scales that differ within a chunk, uncompressed segments
+shorter than their rows.
 """
 
 from __future__ import annotations
@@ -454,6 +455,8 @@ class _ImageBuilder:
         if predictor == 1:
             return []
         file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
+        if predictor == 2 and dtype.kind == "c":
+            self._check_complex_differencing(dtype)
         if predictor == 2:
             codec: HorizontalPredictorCodec | FloatPredictorCodec = HorizontalPredictorCodec(
                 axis=x_axis, shape=stored_shape, dtype=file_dtype
@@ -465,6 +468,21 @@ class _ImageBuilder:
         else:
             raise self.fail(f"predictor {predictor} is not supported (only 1, 2 and 3)")
         return [codec.to_dict()]
+
+    def _check_complex_differencing(self, dtype: np.dtype[Any]) -> None:
+        """libtiff differences a complex sample as one integer word of its size: refuse what
+        the predictor codec cannot undo that way."""
+        if dtype.itemsize > 8:
+            raise self.fail(
+                f"horizontal differencing (predictor 2) of {dtype} samples is not supported: "
+                "libtiff does not difference 128-bit words either"
+            )
+        if self.byteorder != "<":
+            raise self.fail(
+                "horizontal differencing (predictor 2) of big-endian complex samples is not "
+                "supported: libtiff differences them as byte-swapped 64-bit words, which "
+                "swaps their real and imaginary parts"
+            )
 
     def _fill_value(self, dtype: np.dtype[Any]) -> int | float | None:
         if self.nodata is None:
