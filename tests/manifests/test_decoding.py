@@ -204,8 +204,11 @@ def test_sized_zlib_decodes_as_the_standard_library() -> None:
     buffer = default_buffer_prototype().buffer.from_bytes(stream)
 
     assert codec._decode_sync(buffer, chunk_spec(1000)).to_bytes() == zlib.decompress(stream)
-    # A stream longer than the chunk (another codec changes sizes) still decodes whole.
-    assert codec._decode_sync(buffer, chunk_spec(10)).to_bytes() == zlib.decompress(stream)
+    # A stream a little longer than the chunk (a codec after it sheds checksums or headers)
+    # still decodes whole; one far longer is refused before it is all inflated.
+    assert codec._decode_sync(buffer, chunk_spec(990)).to_bytes() == zlib.decompress(stream)
+    with pytest.raises(ValueError, match="inflates to more than 1069 bytes"):
+        codec._decode_sync(buffer, chunk_spec(10))
     with pytest.raises(zlib.error, match="Error -3"):
         codec._decode_sync(
             default_buffer_prototype().buffer.from_bytes(stream[:2] + b"\xff" * 8 + stream[10:]),

@@ -26,6 +26,8 @@ from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
+from virtualstac.manifests.decoders import decoded_bound
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
@@ -117,10 +119,22 @@ class _ImageCodec(_ImagecodecsBytesCodec):
 
 
 class LZWCodec(_ImagecodecsBytesCodec):
-    """TIFF LZW (compression 5): ``imagecodecs_lzw``, no configuration."""
+    """TIFF LZW (compression 5): ``imagecodecs_lzw``, no configuration.
+
+    Decoding stops past the chunk's bound (:func:`~virtualstac.manifests.decoders.decoded_bound`)
+    and refuses a stream that goes on.
+    """
 
     codec_name = "imagecodecs_lzw"
     numcodecs_class = icn.Lzw
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        out = None if bound is None else bound + 1
+        decoded = imagecodecs.lzw_decode(chunk_bytes.as_numpy_array(), out=out)
+        if bound is not None and len(decoded) > bound:
+            raise ValueError(f"the LZW stream decodes to more than {bound} bytes")
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(decoded))
 
 
 class PackBitsCodec(_ImagecodecsBytesCodec):
@@ -134,10 +148,18 @@ class ZstdCodec(_ImagecodecsBytesCodec):
     """Zstandard (TIFF compression 50000): ``imagecodecs_zstd {level}``.
 
     Unlike ``numcodecs.zstd`` it decodes frames whose header does not record the content size.
+    Decoding writes into a buffer of the chunk's bound
+    (:func:`~virtualstac.manifests.decoders.decoded_bound`): a frame that holds more is refused,
+    whatever size its header claims.
     """
 
     codec_name = "imagecodecs_zstd"
     numcodecs_class = icn.Zstd
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        data = chunk_bytes.as_numpy_array()
+        decoded = imagecodecs.zstd_decode(data, out=decoded_bound(chunk_spec))
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(decoded))
 
 
 class JPEGCodec(_ImageCodec):

@@ -14,7 +14,6 @@ returns ``None`` from :meth:`DirectDecoder.for_chain`, and is left to zarr.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +27,7 @@ from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default
 from zarr.core.dtype.common import HasEndianness
 from zarr.core.indexing import SelectorTuple
 
-from virtualstac.manifests.decoders import SizedShuffle, SizedZlib
+from virtualstac.manifests.decoders import SizedShuffle, SizedZlib, bound_of, inflate
 
 __all__ = ["DirectDecoder"]
 
@@ -41,12 +40,8 @@ _MISSING = GetResult(status="missing")
 
 
 def _inflate(data: Any, size: int, spec: ArraySpec) -> Any:
-    try:
-        return imagecodecs.zlibng_decode(data, out=size)
-    except imagecodecs.ZlibngError:
-        # Larger than the chunk, or damaged: the standard library decodes the first (the
-        # size check below then refuses it) and names the damage of the second.
-        return zlib.decompress(data)
+    # Larger than the chunk within the bound: the size check below refuses it.
+    return inflate(data, size, bound_of(size))
 
 
 def _unshuffle(element_size: int) -> Step:
