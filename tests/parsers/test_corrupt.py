@@ -93,6 +93,21 @@ def test_tiff_segment_at_offset_zero_is_damage_not_sparseness(tmp_path: Path) ->
         open_virtual_dataset(str(path))
 
 
+@pytest.mark.parametrize("kept", [8, 16, 60])
+def test_tiff_cut_before_or_inside_its_first_ifd_is_damaged(
+    tmp_path: Path, kept: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    whole = tmp_path / "whole.tif"
+    tifffile.imwrite(whole, np.zeros((256, 256), "uint16"), tile=(64, 64), compression="zlib")
+    with tifffile.TiffFile(whole) as tif:
+        assert tif.pages[0].offset == 8  # right after the header: cut before it, or inside it
+    path = tmp_path / "cut.tif"
+    path.write_bytes(whole.read_bytes()[:kept])
+    with pytest.raises(CorruptFileError, match=r"cut\.tif is damaged: its first IFD cannot be"):
+        open_virtual_dataset(str(path))
+    assert "invalid offset" not in capfd.readouterr().err  # tifffile's warning is not repeated
+
+
 def test_deeply_nested_kerchunk_json_is_a_reference_error(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text('{"version": 1, "refs": ' + "[" * 100_000 + "]" * 100_000 + "}")

@@ -80,7 +80,7 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import cf_fill_value_attribute, create_v3_array_metadata
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parsers.corrupt import reading
+from virtualstac.parsers.corrupt import quiet_logger, reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.tiff_bands import (
     BandMetadata,
@@ -110,6 +110,7 @@ _PLANAR_SEPARATE = 2
 _PHOTOMETRIC_RGB = 2
 _PHOTOMETRIC_YCBCR = 6
 _SAMPLEFORMAT_COMPLEXINT = 5
+_BYTE_ORDER_MARKS = (b"II", b"MM")
 
 _COMPRESSION_NAMES = {
     6: "old-style JPEG",
@@ -194,11 +195,18 @@ class TIFFParser:
         reader = BlockCachedReader.from_url(
             url, registry, block_size=self.block_size, prefetch=self.prefetch
         )
-        with reader:
+        # tifffile logs the IFDs it cannot read; the damage they mean is raised instead.
+        with reader, quiet_logger("tifffile"):
             with reading(url, "its IFD chain"):
                 try:
                     tif = tifffile.TiffFile(cast(IO[bytes], reader))
                 except tifffile.TiffFileError as err:
+                    reader.seek(0)
+                    if reader.read(2) in _BYTE_ORDER_MARKS:
+                        # A TIFF header whose IFDs tifffile cannot follow: a damaged TIFF.
+                        raise CorruptFileError(
+                            f"{url} is damaged: its first IFD cannot be read ({err})"
+                        ) from err
                     raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
             with tif, reading(url, "its IFDs and tags"), counting_references():
                 group = self._parse(tif, url, chunk_url)
@@ -207,6 +215,11 @@ class TIFFParser:
         return ManifestStore(group, registry=registry)
 
     def _parse(self, tif: tifffile.TiffFile, url: str, chunk_url: str) -> ManifestGroup:
+        if not tif.pages:
+            raise CorruptFileError(
+                f"{url} is damaged: its first IFD cannot be read (the file ends before it or "
+                "inside it, or the header's offset to it is wrong)"
+            )
         if not 0 <= self.ifd < len(tif.pages):
             raise UnsupportedTIFFError(
                 f"{url}: IFD {self.ifd} does not exist; the file has {len(tif.pages)} IFDs"
