@@ -29,6 +29,7 @@ from tiff_files import (  # noqa: E402
     GDAL_CASES,
     pixels,
     write_gdal,
+    write_retagged,
     write_tifffile_big_endian_rgb,
     write_tifffile_pyramid,
 )
@@ -361,11 +362,7 @@ def test_volumes_are_refused(tmp_path: Path) -> None:
 
 
 def test_bit_reversed_fill_order_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "fillorder.tif"
-    # tifffile will not write FillOrder, so write a private SHORT tag of value 2 and retag it.
-    tifffile.imwrite(path, np.zeros((8, 8), "uint8"), extratags=[(65000, "H", 1, 2, True)])
-    entry = b"\xe8\xfd\x03\x00\x01\x00\x00\x00\x02\x00"
-    path.write_bytes(path.read_bytes().replace(entry, b"\x0a\x01" + entry[2:]))
+    path = write_retagged(tmp_path / "fillorder.tif", np.zeros((8, 8), "uint8"), 266, 2)
     with pytest.raises(UnsupportedTIFFError, match="FillOrder 2"):
         parse(path)
 

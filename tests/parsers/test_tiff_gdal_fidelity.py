@@ -29,6 +29,7 @@ from tiff_files import (  # noqa: E402
     GDAL_CASES,
     pixels,
     write_gdal,
+    write_retagged,
     write_short_bottom_tiles,
     write_tifffile_with_geotags,
 )
@@ -368,11 +369,7 @@ def test_big_endian_complex_samples_with_horizontal_differencing_are_refused(
 
 
 def test_128_bit_complex_samples_with_horizontal_differencing_are_refused(tmp_path: Path) -> None:
-    path = tmp_path / "c128_pred2.tif"
-    # Neither GDAL nor tifffile writes them: write a private SHORT tag of value 2, retag it.
-    tifffile.imwrite(path, np.ones((8, 8), "complex128"), extratags=[(65000, "H", 1, 2, True)])
-    entry = b"\xe8\xfd\x03\x00\x01\x00\x00\x00\x02\x00"
-    path.write_bytes(path.read_bytes().replace(entry, b"\x3d\x01" + entry[2:]))
+    path = write_retagged(tmp_path / "c128_pred2.tif", np.ones((8, 8), "complex128"), 317, 2)
     with tifffile.TiffFile(path) as tif:
         assert tif.pages[0].predictor == 2
     with pytest.raises(UnsupportedTIFFError, match=r"predictor 2\) of complex128 samples"):

@@ -308,3 +308,15 @@ def write_tifffile_with_geotags(path: Path, *geotags: tuple[Any, ...]) -> Path:
     """A small uint8 image with the given GeoTIFF tags (``extratags`` tuples)."""
     tifffile.imwrite(path, pixels(1, 20, 30, "uint8")[0], extratags=list(geotags))
     return path
+
+
+def write_retagged(path: Path, data: np.ndarray, tag: int, value: int) -> Path:
+    """A tifffile TIFF of ``data`` whose SHORT tag ``tag`` has ``value``, for tags neither GDAL
+    nor tifffile writes (FillOrder, a predictor on samples they do not difference): written as
+    a private tag, then renumbered in place."""
+    tifffile.imwrite(path, data, extratags=[(65000, "H", 1, value, True)])
+    entry = (
+        (65000).to_bytes(2, "little") + b"\x03\x00\x01\x00\x00\x00" + value.to_bytes(2, "little")
+    )
+    path.write_bytes(path.read_bytes().replace(entry, tag.to_bytes(2, "little") + entry[2:]))
+    return path
