@@ -236,9 +236,13 @@ def test_sized_shuffle_refuses_partial_elements_as_numcodecs_does() -> None:
         codec._decode_sync(default_buffer_prototype().buffer.from_bytes(b"12345"), chunk_spec(1))
 
 
-def test_only_numcodecs_zlib_and_shuffle_get_twins() -> None:
-    gzip = zarr.codecs.numcodecs.GZip(level=4)
-    assert decoder_twin(gzip) is gzip
+def test_numcodecs_twins_keep_the_codecs_name_and_configuration() -> None:
+    delta = zarr.codecs.numcodecs.Delta(dtype="<i4")
+    assert decoder_twin(delta) is delta  # nothing to decode differently
+    assert decoder_twin(zarr.codecs.numcodecs.GZip(level=4)).to_dict() == {
+        "name": "numcodecs.gzip",
+        "configuration": {"level": 4},
+    }
     assert decoder_twin(zarr.codecs.numcodecs.Zlib(level=1)).to_dict() == {
         "name": "numcodecs.zlib",
         "configuration": {"level": 1},

@@ -15,17 +15,33 @@ so memory stays bounded by the chunk size whatever the file holds.
 
 from __future__ import annotations
 
+import bz2
+import lzma
 import math
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import imagecodecs
 import numpy as np
-from zarr.codecs.numcodecs import Shuffle, Zlib
+from zarr.codecs.numcodecs import BZ2, LZ4, LZMA, Blosc, GZip, Shuffle, Zlib, Zstd
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer
 
-__all__ = ["SizedShuffle", "SizedZlib", "bound_of", "decoded_bound", "decoder_twin", "inflate"]
+__all__ = [
+    "BoundedBZ2",
+    "BoundedBlosc",
+    "BoundedGZip",
+    "BoundedLZ4",
+    "BoundedLZMA",
+    "BoundedZstd",
+    "SizedShuffle",
+    "SizedZlib",
+    "bound_of",
+    "decoded_bound",
+    "decoder_twin",
+    "inflate",
+]
 
 
 #: Bytes a decompressor may produce beyond the chunk's decoded size, for what codecs decoded
@@ -102,10 +118,142 @@ class SizedShuffle(Shuffle):
         return chunk_spec.prototype.buffer.from_array_like(out.view(np.uint8))
 
 
-def decoder_twin[C](codec: C) -> C | SizedZlib | SizedShuffle:
-    """``codec``, or its twin here when it is numcodecs' Zlib or Shuffle."""
-    if isinstance(codec, Zlib) and type(codec) is Zlib:
-        return SizedZlib(**codec.codec_config)
-    if isinstance(codec, Shuffle) and type(codec) is Shuffle:
-        return SizedShuffle(**codec.codec_config)
-    return codec
+def _streams(data: Any, bound: int, new: Callable[[], Any], name: str, size: int) -> bytes:
+    """Decompress the concatenated streams of ``data`` with decompressors ``new`` makes (bz2,
+    lzma, gzip's), refusing them once more than ``bound`` bytes come out."""
+    out = bytearray()
+    rest = bytes(memoryview(data).cast("B"))
+    while rest:
+        decompressor = new()
+        out += decompressor.decompress(rest, bound + 1 - len(out))
+        if len(out) > bound:
+            raise ValueError(
+                f"the {name} stream decompresses to more than {bound} bytes, more than a chunk "
+                f"of {size} bytes can come from"
+            )
+        if not decompressor.eof:
+            raise ValueError(f"the {name} stream is truncated")
+        rest = decompressor.unused_data
+    return bytes(out)
+
+
+class BoundedBZ2(BZ2):
+    """``numcodecs.bz2`` that stops at the chunk's :func:`decoded_bound`."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_data, chunk_spec)
+        data = chunk_data.as_numpy_array()
+        decoded = _streams(data, bound, bz2.BZ2Decompressor, "bz2", _decoded_size(chunk_spec))
+        return chunk_spec.prototype.buffer.from_bytes(decoded)
+
+
+class BoundedGZip(GZip):
+    """``numcodecs.gzip`` that stops at the chunk's :func:`decoded_bound`."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_data, chunk_spec)
+        decoded = _streams(
+            chunk_data.as_numpy_array(),
+            bound,
+            lambda: zlib.decompressobj(wbits=31),  # a gzip member
+            "gzip",
+            _decoded_size(chunk_spec),
+        )
+        return chunk_spec.prototype.buffer.from_bytes(decoded)
+
+
+class BoundedLZMA(LZMA):
+    """``numcodecs.lzma`` (its ``format`` and ``filters``) that stops at the chunk's
+    :func:`decoded_bound`."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_data, chunk_spec)
+        config = self.codec_config
+        declared = config.get("format")
+        fmt = lzma.FORMAT_AUTO if declared is None else int(cast(int, declared))
+        # Raw streams name their filters; the others record them.
+        filters = cast(list[dict[str, Any]] | None, config.get("filters"))
+        filters = filters if fmt == lzma.FORMAT_RAW else None
+        decoded = _streams(
+            chunk_data.as_numpy_array(),
+            bound,
+            lambda: lzma.LZMADecompressor(format=fmt, filters=filters),
+            "lzma",
+            _decoded_size(chunk_spec),
+        )
+        return chunk_spec.prototype.buffer.from_bytes(decoded)
+
+
+class BoundedZstd(Zstd):
+    """``numcodecs.zstd`` decoded by imagecodecs into a buffer of the chunk's
+    :func:`decoded_bound`: frames that hold more are refused, whatever their headers claim."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_data, chunk_spec)
+        decoded = imagecodecs.zstd_decode(chunk_data.as_numpy_array(), out=bound)
+        return chunk_spec.prototype.buffer.from_bytes(decoded)
+
+
+def _declared_size(codec: str, header: bytes, size: int, bound: int) -> None:
+    """Refuse a frame whose header declares more decoded bytes than ``bound``: its decoder
+    allocates what the header says before it looks at the data."""
+    declared = int.from_bytes(header, "little")
+    if declared > bound:
+        raise ValueError(
+            f"the {codec} frame declares {declared} decoded bytes, more than a chunk of {size} "
+            f"bytes can come from ({bound} at most)"
+        )
+
+
+class BoundedBlosc(Blosc):
+    """``numcodecs.blosc`` that refuses frames declaring more than the chunk's
+    :func:`decoded_bound` (a blosc 1 header: the decoded size in bytes 4 to 8)."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is not None:
+            header = chunk_data.as_numpy_array()[4:8].tobytes()
+            _declared_size("blosc", header, _decoded_size(chunk_spec), bound)
+        return super()._decode_sync(chunk_data, chunk_spec)
+
+
+class BoundedLZ4(LZ4):
+    """``numcodecs.lz4`` that refuses frames declaring more than the chunk's
+    :func:`decoded_bound` (numcodecs' prefix: the decoded size in the first 4 bytes)."""
+
+    def _decode_sync(self, chunk_data: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is not None:
+            header = chunk_data.as_numpy_array()[:4].tobytes()
+            _declared_size("lz4", header, _decoded_size(chunk_spec), bound)
+        return super()._decode_sync(chunk_data, chunk_spec)
+
+
+_TWINS: dict[type[Any], type[Any]] = {
+    Zlib: SizedZlib,
+    Shuffle: SizedShuffle,
+    BZ2: BoundedBZ2,
+    GZip: BoundedGZip,
+    LZMA: BoundedLZMA,
+    Zstd: BoundedZstd,
+    Blosc: BoundedBlosc,
+    LZ4: BoundedLZ4,
+}
+
+
+def decoder_twin[C](codec: C) -> C:
+    """``codec``, or its twin here when it is one of numcodecs' codecs this module decodes
+    (zlib and shuffle without the GIL; every decompressor within the chunk's bound)."""
+    twin = _TWINS.get(type(codec))
+    if twin is None:
+        return codec
+    made: C = twin(**codec.codec_config)  # type: ignore[attr-defined]
+    return made
