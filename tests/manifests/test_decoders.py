@@ -136,3 +136,30 @@ def test_hdf5_chunks_decompressing_far_beyond_their_size_are_refused(
     store = HDFParser(inline_threshold=0)(str(path), ObjectStoreRegistry.for_url(str(path)))
 
     assert_refused_within_a_chunk(store, "v", rf"chunk 'v/c/0/0'.*{name}\.h5")
+
+
+def test_a_read_of_one_chunk_of_any_store_is_bounded_as_well(tmp_path: Path) -> None:
+    # One chunk of a store that is not a ManifestStore (a published Icechunk store, a copy)
+    # takes zarr's own path through the pipeline, with the same bounded decoders.
+    path = tmp_path / "plain.zarr"
+    array = zarr.create_array(
+        str(path),
+        shape=VALUES.shape,
+        chunks=(64, 64),
+        dtype="u2",
+        compressors=zarr.codecs.numcodecs.BZ2(level=9),
+        zarr_format=3,
+    )
+    array[...] = VALUES
+    (path / "c" / "0" / "0").write_bytes(bomb("bz2"))
+
+    reopened = zarr.open_array(str(path), mode="r")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="bz2 stream decompresses to more than"):
+            reopened[:64, :64]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+    np.testing.assert_array_equal(reopened[64:, 64:], VALUES[64:, 64:])

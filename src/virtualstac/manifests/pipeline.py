@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any
+from typing import Any, Self
 
 import zarr
+from zarr.abc.codec import Codec
 from zarr.abc.store import ByteGetter
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import NDBuffer
@@ -54,6 +55,13 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
     """zarr's batched codec pipeline; chunks of a ManifestStore that fail to decode raise
     :class:`~virtualstac.errors.ChunkDecodeError`; reads of several chunks decode them
     concurrently."""
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
+        """The pipeline of ``codecs``, numcodecs' decompressors replaced by their twins that
+        stop at a chunk's bound (:mod:`virtualstac.manifests.decoders`), so that reads of one
+        chunk, which take zarr's path, are bounded as well."""
+        return super().from_codecs([decoder_twin(codec) for codec in codecs], batch_size=batch_size)
 
     @cached_property
     def _transform(self) -> ChunkTransform | None:
