@@ -93,6 +93,25 @@ def test_tiff_segment_at_offset_zero_is_damage_not_sparseness(tmp_path: Path) ->
         open_virtual_dataset(str(path))
 
 
+def test_tiff_cut_short_inside_its_tiles_is_refused_before_any_store_is_made(
+    tmp_path: Path,
+) -> None:
+    # A copy or upload interrupted after the header: GDAL opens it and fails reading pixels; a
+    # store of it would be published with references past the end of the file.
+    whole = tmp_path / "whole.tif"
+    rng = np.random.default_rng(0)
+    tifffile.imwrite(whole, rng.integers(0, 60000, (256, 256), "uint16"), tile=(64, 64))
+    with tifffile.TiffFile(whole) as tif:  # the IFD before the tiles, as tifffile writes it
+        assert tif.pages[0].offset < min(tif.pages[0].dataoffsets)
+    path = tmp_path / "cut.tif"
+    path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(
+        CorruptFileError, match=r"cut\.tif is truncated or damaged: tile or strip \d+ of IFD 0 "
+    ) as info:
+        open_virtual_dataset(str(path))
+    assert f"past the end of the file ({path.stat().st_size} bytes)" in str(info.value)
+
+
 @pytest.mark.parametrize("kept", [8, 16, 60])
 def test_tiff_cut_before_or_inside_its_first_ifd_is_damaged(
     tmp_path: Path, kept: int, capfd: pytest.CaptureFixture[str]

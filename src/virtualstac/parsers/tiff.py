@@ -209,12 +209,14 @@ class TIFFParser:
                         ) from err
                     raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
             with tif, reading(url, "its IFDs and tags"), counting_references():
-                group = self._parse(tif, url, chunk_url)
+                group = self._parse(tif, url, chunk_url, reader.size)
         if reader.meta is not None:
             group = group.with_source_stamps({chunk_url: SourceStamp.from_meta(reader.meta)})
         return ManifestStore(group, registry=registry)
 
-    def _parse(self, tif: tifffile.TiffFile, url: str, chunk_url: str) -> ManifestGroup:
+    def _parse(
+        self, tif: tifffile.TiffFile, url: str, chunk_url: str, file_size: int
+    ) -> ManifestGroup:
         if not tif.pages:
             raise CorruptFileError(
                 f"{url} is damaged: its first IFD cannot be read (the file ends before it or "
@@ -230,7 +232,7 @@ class TIFFParser:
         geo = georeference(geotiff_tags(main))
         crs_attributes = geo.crs_attributes() if geo is not None else {}
         bands = BandMetadata.of_page(main, url)
-        builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands)
+        builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands, file_size)
         root = builder.build(geo, crs_attributes)
         if not self.overviews:
             return root
@@ -243,7 +245,9 @@ class TIFFParser:
             )
             # GDAL's overviews take the full image's nodata and scales, unless they have their own.
             page_bands = BandMetadata.of_page(page, url).or_else(bands)
-            builder = _ImageBuilder(page, tif.byteorder, url, chunk_url, self, page_bands)
+            builder = _ImageBuilder(
+                page, tif.byteorder, url, chunk_url, self, page_bands, file_size
+            )
             groups[overview_group_name(level)] = builder.build(page_geo, crs_attributes)
         return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
 
@@ -259,8 +263,10 @@ class _ImageBuilder:
         chunk_url: str,
         parser: TIFFParser,
         bands: BandMetadata,
+        file_size: int,
     ) -> None:
         self.page = page
+        self.file_size = file_size
         self.byteorder = byteorder
         self.url = url
         self.chunk_url = chunk_url
@@ -535,6 +541,16 @@ class _ImageBuilder:
         # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK): TIFF
         # defines it as missing, read as the nodata value. Elsewhere a zero length is an error.
         sparse = (offsets == 0) | (lengths == 0)
+        # A segment past the end of the file: the file was cut short (GDAL opens it, and fails
+        # reading those pixels). Refused now, so that no store of it is ever published.
+        beyond = np.flatnonzero(~sparse & (offsets + lengths > self.file_size))
+        if beyond.size:
+            first = int(beyond[0])
+            start, end = int(offsets[first]), int(offsets[first] + lengths[first])
+            raise CorruptFileError(
+                f"{self.url} is truncated or damaged: tile or strip {first} of IFD {page.index} "
+                f"is bytes {start}-{end}, past the end of the file ({self.file_size} bytes)"
+            )
         return ChunkManifest.from_path_table(
             path_table=["", self.chunk_url],
             path_codes=np.where(sparse, 0, 1).astype(np.uint8).reshape(grid),
