@@ -97,7 +97,8 @@ def test_items_open_as_their_part_of_the_collections_store(
     np.testing.assert_array_equal(part["B02"].values, read_band(scenes.files["S2_1"]["B02"]))
     item.common_metadata.start_datetime = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     item.common_metadata.end_datetime = dt.datetime(2024, 5, 2, 23, tzinfo=dt.UTC)
-    assert open_stac(item).sizes["time"] == 2
+    # A range reaching S2_0's step of the store: the item is still its own step, as parsed.
+    xr.testing.assert_identical(open_stac(item), part)
     outsider = next(i for i in scenes.items if i.id == "S2_2")
     collection.add_item(outsider, set_parent=False)
     # Not in the store: its sources are parsed, into the same kind of dataset.
@@ -146,6 +147,35 @@ def test_options_that_only_apply_to_sources_are_refused_with_a_store(
     [(grid, dataset)] = grids.items()
     assert grid is not None and grid.crs == "EPSG:32633" and grid.shape == (200, 300)
     assert set(dataset.data_vars) == set(BANDS)
+
+
+def test_groupby_is_taken_only_when_it_forms_the_stores_time_steps(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = published_collection(scenes, tmp_path)  # one step per item
+    both = [collection.get_item("S2_0"), collection.get_item("S2_1")]
+    assert reads_the_store(lambda: open_stac(collection, groupby="time")).sizes["time"] == 2
+    assert reads_the_store(lambda: open_stac(both[1:], groupby="id")).sizes["time"] == 1
+
+    def one_step(item: pystac.Item) -> str:
+        return "May"
+
+    # Parsing would join both items in one step; the store holds two, so it is refused.
+    with pytest.raises(PublishedStoreError, match=r"forms 1 time steps.* holds 2 time steps"):
+        open_stac(collection, groupby=one_step)
+    with pytest.raises(PublishedStoreError, match="use_published=False"):
+        open_stac(pystac.ItemCollection(both), groupby=one_step)
+
+
+def test_collections_open_from_their_store_only_when_it_holds_all_their_items(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    collection.add_item(next(i for i in scenes.items if i.id == "S2_2"), set_parent=False)
+    # Published before S2_2 was added: the store would drop it, so the sources are parsed.
+    assert parses_sources(lambda: open_stac(collection, BANDS)).sizes["time"] == 3
+    publish(collection, tmp_path / "scenes.icechunk", assets=BANDS)
+    assert reads_the_store(lambda: open_stac(collection)).sizes["time"] == 3
 
 
 def test_the_recorded_snapshot_is_checked_out(scenes: Scenes, tmp_path: Path) -> None:

@@ -155,3 +155,17 @@ def test_a_variable_in_both_formats_opens_from_icechunk_once(
     assert [(c.key, c.variables) for c in chosen] == [("b02", None), ("kerchunk", ("B03",))]
     assert list(open_stac(collection, drop_variables=iter(["B03"])).data_vars) == ["B02"]
     assert_bands(dataset, scenes, read_band)
+
+
+def test_stores_holding_some_of_the_items_each_leave_them_to_parsing(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = collection_of(scenes)
+    first, second = (collection.get_item(day) for day in DAYS)
+    publish([first], tmp_path / "first.icechunk", collection=collection, assets=["B02"])
+    publish([second], tmp_path / "second.icechunk", collection=collection, assets=["B02"],
+            asset_key="second")  # fmt: skip
+    assert list(published_assets(collection)) == ["icechunk", "second"]
+    # Neither store holds both items: both days come from their sources.
+    assert open_stac(collection, ["B02"]).sizes["time"] == 2
+    assert open_stac([first, second], ["B02"]).sizes["time"] == 2

@@ -278,6 +278,8 @@ def _published(
             registry=registry,
         ),
         zarr_options=reading,
+        # One Item's assets form no time steps: groupby has nothing to group there.
+        groupby=None if isinstance(stac, pystac.Item) else options.get("groupby"),
     )
 
 

@@ -5,10 +5,10 @@ Icechunk repository at the recorded snapshot (``virtual:version``), authorizing 
 virtual chunk containers in ``virtual:containers``; Kerchunk references through virtualstac's
 Kerchunk parsers, allowed to read exactly those prefixes. A catalog is untrusted: containers
 outside the store's home need the user's authorization (:mod:`virtualstac.stac.authorization`).
-An Item whose parent Collection has stores covering it (``virtual:items``) opens as its part
-of them, when the part can be told: its ``start_datetime``..``end_datetime``, or its
-datetime when the store has one time step per item. Otherwise its sources are parsed, as before.
-Several stores on one Collection (one per grid, say) open together
+A Collection opens from the stores that hold all its items (``virtual:items``); an Item whose
+parent Collection has stores covering it opens as its part of them, when that part is exactly
+what its sources give (:mod:`virtualstac.stac.published_parts`). Otherwise the sources are
+parsed, as before. Several stores on one Collection (one per grid, say) open together
 (:mod:`virtualstac.stac.published_stores`).
 
 The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`` returns.
@@ -16,13 +16,11 @@ The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
 import icechunk
-import numpy as np
 import pystac
 import xarray as xr
 
@@ -37,19 +35,22 @@ from virtualstac.stac.authorization import (
 )
 from virtualstac.stac.combining import Grid
 from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.grouping import GroupBy, group_items
 from virtualstac.stac.icechunk_reads import (
     check_local_sources,
     checked_store,
     reading_config,
     reading_settings,
 )
-from virtualstac.stac.invalid import collection_of
+from virtualstac.stac.invalid import catalog_items, collection_of
 from virtualstac.stac.levels import level_group
+from virtualstac.stac.published_parts import item_part, items_part
 from virtualstac.stac.published_stores import (
     PREFERENCE,
     PublishedStoreError,
     PublishedStoreUnreadableError,
     choose_stores,
+    covering_stores,
     merge_stores,
     published_assets,
     stores_by_grid,
@@ -97,6 +98,7 @@ def open_published_for(
     overview_level: int | None = None,
     authorization: Authorization | None = None,
     zarr_options: Mapping[str, Any] | None = None,
+    groupby: GroupBy | None = None,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset] | None:
     """Open the published stores behind ``stac`` as one dataset, or return None.
 
@@ -111,22 +113,26 @@ def open_published_for(
     assets would name them; an asset no store has a variable for is refused.
     ``authorization`` is what the user allows beyond the store's home (see
     :func:`open_published`); ``zarr_options`` are further arguments of ``xr.open_zarr``
-    (chunks, CF decoding).
+    (chunks, CF decoding). A store's time steps were formed when it was published: ``groupby``
+    is taken when it forms those very steps of the items, and refused otherwise.
 
     Raises
     ------
     MixedGridsError
         If the stores lie on different grids and ``group_by`` is not ``"grid"``.
+    PublishedStoreError
+        If ``parse_options`` are given, or ``groupby`` forms other time steps than a store's.
     """
-    found = _stores_of(stac)
-    if found is None or not found[1]:
+    wanted = None if assets is None else list(assets)
+    found = _stores_of(stac, wanted)
+    if found is None:
         return None
-    what, stores, items = found
-    choices = choose_stores(stores, None if assets is None else list(assets))
+    what, stores, items, parts = found
+    choices = choose_stores(stores, wanted)
     for choice in choices:
         _refuse(parse_options, choice.asset)
     dropped = None if drop_variables is None else list(drop_variables)  # read once per store
-    parts: list[tuple[str, xr.Dataset]] = []
+    opened: list[tuple[str, xr.Dataset]] = []
     for choice in choices:
         dataset = open_published(
             choice.asset,
@@ -140,37 +146,65 @@ def open_published_for(
         if choice.variables is not None:
             kept = [name for name in choice.variables if name not in (dropped or ())]
             dataset = _select_assets(dataset, kept, choice.asset)
-        if items is not None:
+        if parts:
             part = _covered_part(dataset, stac, items, choice.asset)
             if part is None:
                 return None  # the item's part cannot be told apart: its sources are parsed
             dataset = part
-        parts.append((choice.key, dataset))
-    return stores_by_grid(parts) if group_by == "grid" else merge_stores(what, parts)
+        if groupby is not None:
+            _check_steps(dataset, items, groupby, choice.asset)
+        opened.append((choice.key, dataset))
+    return stores_by_grid(opened) if group_by == "grid" else merge_stores(what, opened)
+
+
+def _check_steps(
+    dataset: xr.Dataset, items: list[pystac.Item], groupby: GroupBy, asset: pystac.Asset
+) -> None:
+    """Refuse a ``groupby`` that forms other time steps of ``items`` than the store holds."""
+    steps = dataset.indexes["time"] if "time" in dataset.indexes else None
+    formed = [group.time for group in group_items(items, groupby)]
+    if steps is not None and list(steps.values) == formed:
+        return
+    held = "no time steps" if steps is None else f"{len(steps)} time steps"
+    raise PublishedStoreError(
+        f"groupby={groupby!r} forms {len(formed)} time steps of the {len(items)} items, but the "
+        f"published {asset.extra_fields[FORMAT_PROP]} store at {asset.href} holds {held}, "
+        "formed when it was published; drop groupby= to read the store's steps, or pass "
+        "use_published=False to parse the sources with it"
+    )
 
 
 def _covered_part(
     dataset: xr.Dataset, stac: Any, items: list[pystac.Item], asset: pystac.Asset
 ) -> xr.Dataset | None:
     """The items' part of a store covering them, or None when it cannot be told apart."""
-    covered = asset.extra_fields[ITEMS_PROP]
+    covered = list(asset.extra_fields[ITEMS_PROP])
     if isinstance(stac, pystac.Item):
-        return _part_of(dataset, stac, len(covered))
+        return item_part(dataset, stac, covered)
     if {item.id for item in items} == set(covered):
         return dataset
-    return _parts_of(dataset, items, len(covered))
+    return items_part(dataset, items, covered)
 
 
 def _stores_of(
-    stac: Any,
-) -> tuple[str, dict[str, pystac.Asset], list[pystac.Item] | None] | None:
-    """What ``stac`` is called, the stores that cover it and the items to take parts of."""
+    stac: Any, wanted: list[str] | None
+) -> tuple[str, dict[str, pystac.Asset], list[pystac.Item], bool] | None:
+    """What ``stac`` is called, the stores that cover it, its items, and whether it is a part.
+
+    The stores must hold every item (``virtual:items``) that parsing would open, or else the
+    sources are parsed: a store published before items were added would silently drop them.
+    """
     if isinstance(stac, pystac.Collection):
-        return f"collection {stac.id!r}", published_assets(stac), None
+        stores = published_assets(stac)
+        if not stores:
+            return None
+        items = catalog_items(stac)
+        covering = covering_stores(stores, [item.id for item in items], wanted)
+        return None if not covering else (f"collection {stac.id!r}", covering, items, False)
     if isinstance(stac, pystac.Item):
         own = published_assets(stac)
         if own:
-            return f"item {stac.id!r}", own, None
+            return f"item {stac.id!r}", own, [stac], False
         collection = collection_of(stac)
         items = [stac]
     elif isinstance(stac, pystac.ItemCollection | list | tuple):
@@ -188,15 +222,11 @@ def _stores_of(
         return None
     if not isinstance(stac, pystac.Item) and any(i.collection_id != collection.id for i in items):
         return None
-    covering = {
-        key: asset
-        for key, asset in published_assets(collection).items()
-        if all(item.id in (asset.extra_fields.get(ITEMS_PROP) or []) for item in items)
-    }
+    covering = covering_stores(published_assets(collection), [i.id for i in items], wanted)
     if not covering:
         return None
     what = f"item {items[0].id!r}" if len(items) == 1 else f"{len(items)} items"
-    return f"{what} of collection {collection.id!r}", covering, items
+    return f"{what} of collection {collection.id!r}", covering, items, True
 
 
 def _authorizing(authorization: Authorization | None) -> dict[str, Any]:
@@ -207,28 +237,6 @@ def _authorizing(authorization: Authorization | None) -> dict[str, Any]:
         "authorize": authorization.prefixes,
         "trust_catalog_endpoints": authorization.trust_catalog_endpoints,
     }
-
-
-def _parts_of(dataset: xr.Dataset, items: list[pystac.Item], count: int) -> xr.Dataset | None:
-    """The items' parts of a store along ``time``, in time order, or None if not told apart."""
-    if "time" not in dataset.indexes:
-        return None
-    index = dataset.indexes["time"]
-    positions: set[int] = set()
-    for item in items:
-        start = item.common_metadata.start_datetime
-        end = item.common_metadata.end_datetime
-        if start is not None and end is not None:
-            span = index.slice_indexer(_naive(start), _naive(end))
-            positions.update(range(len(index))[span])
-        elif item.datetime is not None and count == dataset.sizes["time"]:
-            moment = _naive(item.datetime)
-            if moment not in index:
-                return None
-            positions.add(int(index.get_loc(moment)))
-        else:
-            return None
-    return dataset.isel(time=sorted(positions))
 
 
 def _select_assets(dataset: xr.Dataset, keys: list[str], asset: pystac.Asset) -> xr.Dataset:
@@ -252,28 +260,6 @@ def _refuse(parse_options: Mapping[str, Any], asset: pystac.Asset) -> None:
             f"published {asset.extra_fields[FORMAT_PROP]} store at {asset.href}; pass "
             "use_published=False to parse the sources instead"
         )
-
-
-def _part_of(dataset: xr.Dataset, item: pystac.Item, items: int) -> xr.Dataset | None:
-    """The item's part of a store along ``time``, or None when it cannot be told apart."""
-    if "time" not in dataset.indexes:
-        return None
-    start = item.common_metadata.start_datetime
-    end = item.common_metadata.end_datetime
-    if start is not None and end is not None:
-        return dataset.sel(time=slice(_naive(start), _naive(end)))
-    if item.datetime is None or dataset.sizes["time"] != items:
-        return None
-    moment = _naive(item.datetime)
-    if moment not in dataset.indexes["time"]:
-        return None
-    return dataset.sel(time=moment)
-
-
-def _naive(moment: dt.datetime) -> np.datetime64:
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-    return np.datetime64(moment, "ns")
 
 
 def open_published(

@@ -20,7 +20,7 @@ import xarray as xr
 
 from virtualstac.errors import VirtualStacError
 from virtualstac.stac.combining import Grid, _grid_of, _mixed_grids_error
-from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP
 
 __all__ = [
     "PREFERENCE",
@@ -28,6 +28,7 @@ __all__ = [
     "PublishedStoreUnreadableError",
     "StoreChoice",
     "choose_stores",
+    "covering_stores",
     "merge_stores",
     "published_assets",
     "store_variables",
@@ -84,6 +85,31 @@ def store_variables(asset: pystac.Asset) -> tuple[str, ...] | None:
         keys = (entry.get("key") for entry in sources if isinstance(entry, Mapping))
         return tuple(dict.fromkeys(str(key) for key in keys if key))
     return None
+
+
+def covering_stores(
+    stores: Mapping[str, pystac.Asset], ids: Sequence[str], wanted: list[str] | None
+) -> dict[str, pystac.Asset]:
+    """The stores that hold every item of ``ids`` (``virtual:items``), or none of them.
+
+    None are returned (the sources are parsed) also when a store holding only some of the
+    items has a variable (of the ``wanted`` ones) that no covering store has: opening the
+    covering stores would silently drop it.
+    """
+    covering = {
+        key: asset
+        for key, asset in stores.items()
+        if set(ids) <= set(asset.extra_fields.get(ITEMS_PROP) or ())
+    }
+    covered = {name for asset in covering.values() for name in store_variables(asset) or ()}
+    partial = {
+        name
+        for key, asset in stores.items()
+        if key not in covering
+        for name in store_variables(asset) or ()
+        if wanted is None or name in wanted
+    }
+    return {} if partial - covered else covering
 
 
 def choose_stores(
