@@ -205,9 +205,8 @@ def test_published_stores_keep_labels_and_scaling(tmp_path: Path, format: str, t
 
 
 def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> None:
-    assert asset_bands(pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]})) == (
-        StacBand(nodata="nan"),
-    )
+    listed = asset_bands(pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]}))
+    assert listed.listed == (StacBand(nodata="nan"),)
     path = reflectance(tmp_path / "bare.tif", nodata=None)
     fraction = {"raster:bands": [{"nodata": 0.5}] * 4}
 
@@ -215,3 +214,47 @@ def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> No
         dataset = open_stac(item_with(path, fraction), ["reflectance"])
 
     assert "_FillValue" not in dataset["reflectance"].attrs
+
+
+#: STAC 1.1 puts what every band shares on the asset itself; bands only name themselves.
+SHARED_ON_ASSET = {
+    "nodata": 0,
+    "data_type": "uint16",
+    "raster:scale": 0.0001,
+    "raster:offset": -0.1,
+}
+
+
+@pytest.mark.parametrize(
+    ("count", "bands"),
+    [(1, None), (4, [{"name": n} for n in NAMES])],
+    ids=["one-band-no-bands-array", "names-in-bands"],
+)
+def test_stac_11_band_fields_on_the_asset_apply_to_every_band(
+    tmp_path: Path, count: int, bands: list[dict[str, str]] | None
+) -> None:
+    data = pixels(count, 64, 64, "uint16", seed=3)
+    data[:, :8, :8] = 0
+    path = write_gdal(tmp_path / "bare.tif", width=64, height=64, count=count, data=data)
+    fields = SHARED_ON_ASSET | ({"bands": bands} if bands else {})
+
+    dataset = open_stac(item_with(path, fields), ["reflectance"], references=True)
+
+    expected = np.where(data == 0, np.nan, data * 0.0001 - 0.1)  # the file has no nodata
+    values = read(dataset, path)["reflectance"]
+    np.testing.assert_allclose(values.values, expected.squeeze(), rtol=1e-12)
+    assert np.isnan(values.values[..., :8, :8]).all()
+    if bands:
+        assert list(values["band"].values) == NAMES
+
+
+def test_a_band_overrides_the_fields_on_its_asset(tmp_path: Path) -> None:
+    asset = pystac.Asset("x.tif", extra_fields={**SHARED_ON_ASSET, "bands": [{"nodata": 1}, {}]})
+    shared = StacBand(nodata="0", scale=0.0001, offset=-0.1)
+    assert asset_bands(asset).listed == (StacBand(nodata="1", scale=0.0001, offset=-0.1), shared)
+
+    # The file's own scale still wins over the asset's, as over a band's.
+    path = reflectance(tmp_path / "scaled.tif", scales=(0.5,) * 4, offsets=(1.0,) * 4)
+    with pytest.warns(RuntimeWarning, match=r"'reflectance' of item 'S2_1'.*file's"):
+        dataset = open_stac(item_with(path, SHARED_ON_ASSET), ["reflectance"], references=True)
+    assert dataset["reflectance"].attrs["scale_factor"] == 0.5

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
-from virtualstac.stac.bands import StacBand, apply_bands
+from virtualstac.stac.bands import StacBands, apply_bands
 from virtualstac.stac.combining import (
     MixedGridsError,
 )
@@ -73,7 +73,7 @@ class _AssetTask:
     decode_times: bool | None
     projection: _Projection
     overview_level: int | None = None
-    bands: tuple[StacBand, ...] = ()
+    bands: StacBands = field(default_factory=StacBands)
 
 
 def _open_tasks(

@@ -2,7 +2,10 @@
 
 Read from the asset (STAC 1.1 ``bands``: ``name``, ``eo:common_name``, ``nodata``,
 ``raster:scale``, ``raster:offset``; STAC 1.0 ``eo:bands``: ``name``, ``common_name``, and
-``raster:bands``: ``nodata``, ``scale``, ``offset``, matched by position):
+``raster:bands``: ``nodata``, ``scale``, ``offset``, matched by position). STAC 1.1 puts what
+all bands share on the asset itself (``eo:common_name``, ``nodata``, ``raster:scale``,
+``raster:offset``), with or without a ``bands`` array: those fields apply to every band that
+does not say otherwise.
 
 - band names label the ``band`` coordinate when every band has a distinct one; common names
   become a ``common_name`` coordinate on ``band``;
@@ -36,7 +39,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.parsers.tiff_bands import fill_value
 
-__all__ = ["BandMetadataError", "StacBand", "apply_bands", "asset_bands"]
+__all__ = ["BandMetadataError", "StacBand", "StacBands", "apply_bands", "asset_bands"]
 
 
 class BandMetadataError(VirtualStacError, ValueError):
@@ -54,9 +57,42 @@ class StacBand:
     offset: float | None = None
 
 
-def asset_bands(asset: pystac.Asset) -> tuple[StacBand, ...]:
-    """The bands an asset's STAC 1.1 ``bands`` or STAC 1.0 ``eo:bands``/``raster:bands`` list."""
+@dataclass(frozen=True)
+class StacBands:
+    """An asset's STAC bands: those it lists, and what its own fields say of every band."""
+
+    listed: tuple[StacBand, ...] = ()
+    every: StacBand = StacBand()
+
+    def for_file(self, count: int, where: str) -> tuple[StacBand, ...]:
+        """The STAC metadata of each of the file's ``count`` bands (none if the asset has none).
+
+        Raises :class:`BandMetadataError` when the asset lists another number of bands.
+        """
+        if not self.listed:
+            return (self.every,) * count if self.every != StacBand() else ()
+        if len(self.listed) != count:
+            raise BandMetadataError(
+                f"{where}: its STAC metadata lists {len(self.listed)} bands but the file has "
+                f"{count}; correct the catalog's bands (or eo:bands / raster:bands)"
+            )
+        return self.listed
+
+
+def asset_bands(asset: pystac.Asset) -> StacBands:
+    """The bands an asset's STAC 1.1 ``bands`` or STAC 1.0 ``eo:bands``/``raster:bands`` list,
+    with the STAC 1.1 band fields on the asset itself filling in what a band does not say."""
     fields = asset.extra_fields
+    every = StacBand(
+        common_name=_text(fields.get("eo:common_name")),
+        nodata=_nodata(fields.get("nodata")),
+        scale=_number(fields.get("raster:scale")),
+        offset=_number(fields.get("raster:offset")),
+    )
+    return StacBands(tuple(_inherit(band, every) for band in _listed(fields)), every)
+
+
+def _listed(fields: Mapping[str, Any]) -> tuple[StacBand, ...]:
     modern = _dicts(fields.get("bands"))
     if modern:
         return tuple(
@@ -86,9 +122,18 @@ def asset_bands(asset: pystac.Asset) -> tuple[StacBand, ...]:
     return tuple(bands)
 
 
-def apply_bands(
-    dataset: xr.Dataset, name: str, bands: Sequence[StacBand], where: str
-) -> xr.Dataset:
+def _inherit(band: StacBand, every: StacBand) -> StacBand:
+    """``band`` with the asset's fields where it says nothing itself."""
+    return StacBand(
+        name=band.name,
+        common_name=band.common_name if band.common_name is not None else every.common_name,
+        nodata=band.nodata if band.nodata is not None else every.nodata,
+        scale=band.scale if band.scale is not None else every.scale,
+        offset=band.offset if band.offset is not None else every.offset,
+    )
+
+
+def apply_bands(dataset: xr.Dataset, name: str, bands: StacBands, where: str) -> xr.Dataset:
     """``dataset`` with variable ``name`` (``band, y, x`` or one squeezed band) described by
     ``bands``; ``where`` names the asset and Item in errors and warnings.
 
@@ -97,11 +142,25 @@ def apply_bands(
     """
     variable = dataset[name]
     count = int(variable.sizes.get("band", 1))
-    if bands and len(bands) != count:
-        raise BandMetadataError(
-            f"{where}: its STAC metadata lists {len(bands)} bands but the file has {count}; "
-            "correct the catalog's bands (or eo:bands / raster:bands)"
-        )
+    described = bands.for_file(count, where)
+    dataset = _describe(dataset, name, described, where)
+    if "band" not in dataset[name].dims:
+        return dataset
+    names = [band.name for band in described] or [None] * count
+    long_name = dataset[name].attrs.get("long_name")
+    if not all(names) and isinstance(long_name, list) and len(long_name) == count:
+        names = [str(text) for text in long_name]
+    if all(names) and len(set(names)) == len(names):
+        dataset = dataset.assign_coords(band=np.array(names))
+    common = [band.common_name for band in described]
+    if any(common):
+        dataset = dataset.assign_coords(common_name=("band", np.array([c or "" for c in common])))
+    return dataset
+
+
+def _describe(dataset: xr.Dataset, name: str, bands: Sequence[StacBand], where: str) -> xr.Dataset:
+    """``dataset`` with the CF packing of ``bands`` on variable ``name`` (and its references)."""
+    variable = dataset[name]
     attrs = dict(variable.attrs)
     if bands:
         _packing(attrs, bands, where)
@@ -110,19 +169,7 @@ def apply_bands(
     if isinstance(data, ManifestArray):
         # Joining arrays compares the CF packing their metadata carries, so it goes there too.
         data = ManifestArray(replace_metadata(data.metadata, attributes=attrs), data.manifest)
-    dataset = dataset.assign({name: xr.Variable(variable.dims, data, attrs, variable.encoding)})
-    if "band" not in dataset[name].dims:
-        return dataset
-    names = [band.name for band in bands] or [None] * count
-    described = attrs.get("long_name")
-    if not all(names) and isinstance(described, list) and len(described) == count:
-        names = [str(text) for text in described]
-    if all(names) and len(set(names)) == len(names):
-        dataset = dataset.assign_coords(band=np.array(names))
-    common = [band.common_name for band in bands]
-    if any(common):
-        dataset = dataset.assign_coords(common_name=("band", np.array([c or "" for c in common])))
-    return dataset
+    return dataset.assign({name: xr.Variable(variable.dims, data, attrs, variable.encoding)})
 
 
 def _packing(attrs: dict[str, Any], bands: Sequence[StacBand], where: str) -> None:
@@ -207,4 +254,4 @@ def _nodata(value: Any) -> str | None:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=5)
+    warnings.warn(message, RuntimeWarning, stacklevel=6)
