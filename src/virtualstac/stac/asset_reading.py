@@ -2,8 +2,9 @@
 
 An :class:`_AssetTask` is what selecting assets decided for one asset (its URL, parser, variable
 name, grouping, projection); opening it parses the file (headers and chunk indexes only), names a
-single-band raster's variable after its asset, and georeferences rasters from the GeoTIFF or
-from ``proj:`` fields.
+raster's variable after its asset (``<asset>_1``, ``<asset>_2``, ... for a file split into one
+variable per band), describes its bands with their STAC metadata, and georeferences rasters from
+the GeoTIFF or from ``proj:`` fields.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
-from virtualstac.stac.bands import StacBands, apply_bands
+from virtualstac.stac.bands import StacBands, apply_band_variables, apply_bands
 from virtualstac.stac.combining import (
     MixedGridsError,
 )
@@ -121,7 +122,8 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
         decode_times=task.decode_times,
         overview_level=task.overview_level,
     )
-    if "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims):
+    raster = "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims)
+    if raster or _band_variables(dataset):
         dataset = _shape_raster(task, dataset)
     elif task.variable is not None:
         names = list(dataset.data_vars)
@@ -142,13 +144,33 @@ def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
             f"asset {task.key!r} of item {task.item_id!r}: {name!r} cannot name a variable "
             "(reserved for coordinates, or contains '/'); set virtual:variable"
         )
-    if dataset.sizes["band"] == 1:
-        dataset = dataset.isel(band=0, drop=True)
-    dataset = dataset.rename({"band_data": name})
-    dataset = apply_bands(dataset, name, task.bands, f"asset {task.key!r} of item {task.item_id!r}")
+    where = f"asset {task.key!r} of item {task.item_id!r}"
+    split = _band_variables(dataset)
+    if split:
+        # Bands of different GDAL scales: the parser's band_data_<n> become <name>_<n>.
+        names = [f"{name}_{n}" for n in range(1, len(split) + 1)]
+        dataset = dataset.rename(dict(zip(split, names, strict=True)))
+        dataset = apply_band_variables(dataset, names, task.bands, where)
+    else:
+        if dataset.sizes["band"] == 1:
+            dataset = dataset.isel(band=0, drop=True)
+        dataset = dataset.rename({"band_data": name})
+        dataset = apply_bands(dataset, name, task.bands, where)
     if "x" not in dataset.coords and task.projection.transform is not None:
         dataset = _georeference(task, dataset)
     return dataset
+
+
+def _band_variables(dataset: xr.Dataset) -> list[str]:
+    """The TIFF parser's ``band_data_1``, ``band_data_2``, ... in band order: one ``(y, x)``
+    variable per band of a band-interleaved file whose bands have different scales (none if
+    ``dataset`` is not such a raster)."""
+    names = [f"band_data_{n}" for n in range(1, len(dataset.data_vars) + 1)]
+    if not names or set(names) != set(dataset.data_vars):
+        return []
+    if any(dataset[name].dims != ("y", "x") for name in names):
+        return []
+    return names
 
 
 def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:

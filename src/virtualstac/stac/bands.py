@@ -39,7 +39,14 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.parsers.tiff_bands import fill_value
 
-__all__ = ["BandMetadataError", "StacBand", "StacBands", "apply_bands", "asset_bands"]
+__all__ = [
+    "BandMetadataError",
+    "StacBand",
+    "StacBands",
+    "apply_band_variables",
+    "apply_bands",
+    "asset_bands",
+]
 
 
 class BandMetadataError(VirtualStacError, ValueError):
@@ -158,10 +165,36 @@ def apply_bands(dataset: xr.Dataset, name: str, bands: StacBands, where: str) ->
     return dataset
 
 
-def _describe(dataset: xr.Dataset, name: str, bands: Sequence[StacBand], where: str) -> xr.Dataset:
-    """``dataset`` with the CF packing of ``bands`` on variable ``name`` (and its references)."""
+def apply_band_variables(
+    dataset: xr.Dataset, names: Sequence[str], bands: StacBands, where: str
+) -> xr.Dataset:
+    """``dataset`` with the variables ``names``, one ``(y, x)`` variable per band of one file
+    in band order, each described by its band of ``bands``.
+
+    Such a file's bands have different GDAL scales, which one array cannot hold (see
+    :func:`virtualstac.parsers.tiff_bands.band_variables`). Without a ``band`` dimension to
+    label, a band's STAC name and common name become its variable's ``band`` and
+    ``common_name`` attributes.
+    """
+    described = bands.for_file(len(names), where)
+    for n, name in enumerate(names):
+        band = described[n : n + 1]
+        labels = {"band": band[0].name, "common_name": band[0].common_name} if band else {}
+        dataset = _describe(dataset, name, band, where, {k: v for k, v in labels.items() if v})
+    return dataset
+
+
+def _describe(
+    dataset: xr.Dataset,
+    name: str,
+    bands: Sequence[StacBand],
+    where: str,
+    labels: Mapping[str, str] | None = None,
+) -> xr.Dataset:
+    """``dataset`` with the CF packing of ``bands`` and the attributes ``labels`` on variable
+    ``name`` (and on its references)."""
     variable = dataset[name]
-    attrs = dict(variable.attrs)
+    attrs = {**variable.attrs, **(labels or {})}
     if bands:
         _packing(attrs, bands, where)
         _nodata_attribute(attrs, bands, variable.dtype, where)
