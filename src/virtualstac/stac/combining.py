@@ -7,12 +7,14 @@ differ, unless ``group_by="grid"`` asks for one dataset per :class:`Grid`.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 import pyproj
 import pystac
 import xarray as xr
@@ -277,7 +279,9 @@ def _concat_items(
     """Concatenate the Items' datasets (already in time order) along their concat dimension.
 
     Items of one grid given the same time step (``times``: their group's) cover the same
-    pixels, which references cannot mosaic: :class:`OverlappingItemsError`.
+    pixels, which references cannot mosaic: :class:`OverlappingItemsError`. So do Items whose
+    own axes (a netCDF file's days) overlap; those that do not are joined in the order of
+    their coordinates, as ``xr.combine_by_coords`` joins files.
     """
     chosen = {dims.get(item.id, "time") for item in items}
     if len(chosen) > 1:
@@ -308,6 +312,8 @@ def _concat_items(
         parts.append(dataset)
     if len(parts) == 1:
         return parts[0]
+    order = _in_axis_order(items, parts, dim)
+    items, parts = [items[n] for n in order], [parts[n] for n in order]
     try:
         combined = concat_virtual(parts, dim, labels=[f"item {item.id!r}" for item in items])
     except ValueError as err:
@@ -327,3 +333,64 @@ def _overlap_error(first: str, item: pystac.Item, time: np.datetime64) -> Overla
         "copy of a tile?). Keep one of them (filter the items, e.g. on their processing "
         "baseline), or pass a groupby= that puts them in different time steps."
     )
+
+
+def _in_axis_order(items: list[pystac.Item], parts: list[xr.Dataset], dim: str) -> list[int]:
+    """The positions of ``parts`` in the order of their ``dim`` coordinates.
+
+    Two Items whose coordinates overlap (share steps, or interleave) would give an index that
+    repeats or goes back, a trap for every ``sel``: :class:`OverlappingItemsError` names them
+    and the steps, as ``xr.open_mfdataset(combine="by_coords")`` refuses such files.
+    """
+    unsorted = list(range(len(parts)))
+    if any(dim not in part.indexes for part in parts):
+        return unsorted
+    indexes = [part.indexes[dim] for part in parts]
+    filled = [n for n in unsorted if len(indexes[n])]
+    try:
+        order = sorted(filled, key=lambda n: indexes[n].min())
+    except TypeError as err:
+        # Decoded and undecoded times (decode_times=False with Items' datetimes): no order,
+        # and no common data type for one index either.
+        kinds = "; ".join(
+            f"{item.id}: {index.dtype}" for item, index in zip(items, indexes, strict=True)
+        )
+        raise IncompatibleArraysError(
+            f"items cannot be concatenated along {dim!r}: their coordinates cannot be compared "
+            f"({kinds}). Times from files and from Items' datetimes join only decoded "
+            "(decode_times=True)."
+        ) from err
+    for previous, n in itertools.pairwise(order):
+        # Sorted by start, consecutive items apart means every two apart.
+        if indexes[n].min() <= indexes[previous].max():
+            raise _axes_overlap_error(
+                dim, (items[previous], indexes[previous]), (items[n], indexes[n])
+            )
+    # Empty parts add no step: where they go changes nothing.
+    return order + [n for n in unsorted if not len(indexes[n])]
+
+
+def _axes_overlap_error(
+    dim: str, first: tuple[pystac.Item, pd.Index], second: tuple[pystac.Item, pd.Index]
+) -> OverlappingItemsError:
+    (a, a_steps), (b, b_steps) = first, second
+    shared = a_steps.intersection(b_steps)
+    both = f"both have {_steps(shared)}" if len(shared) else "their steps interleave"
+    return OverlappingItemsError(
+        f"items {a.id!r} and {b.id!r} overlap along {dim!r}: {both} ({a.id}: "
+        f"{_step(a_steps.min())} to {_step(a_steps.max())}; {b.id}: {_step(b_steps.min())} to "
+        f"{_step(b_steps.max())}). Joined, the {dim!r} index would repeat or go back "
+        "(xr.open_mfdataset refuses such files too), and references cannot choose between "
+        "their values (a reprocessed copy, files sharing steps?). Keep one of the items, or "
+        "open them separately and select the steps you want."
+    )
+
+
+def _steps(index: pd.Index) -> str:
+    shown = ", ".join(_step(value) for value in index[:3])
+    return shown + (f" and {len(index) - 3} more" if len(index) > 3 else "")
+
+
+def _step(value: object) -> str:
+    """A coordinate value as people write it: ISO 8601 for times."""
+    return value.isoformat() if isinstance(value, pd.Timestamp) else str(value)

@@ -1,0 +1,104 @@
+"""Items that cannot share one datacube are refused, naming them and why.
+
+netCDF4 files of daily steps written by netCDF4, whose own ``time`` axes overlap or not, and
+COGs written by GDAL; the cubes are compared with ``xr.open_mfdataset`` over the same files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import pystac
+import pytest
+import xarray as xr
+
+from virtualstac.errors import IncompatibleArraysError
+from virtualstac.stac import open_stac, publish
+from virtualstac.stac.grouping import OverlappingItemsError
+
+NETCDF = "application/x-netcdf"
+MakeItem = Callable[..., pystac.Item]
+
+
+def daily(path: Path, days: Sequence[int], value: float) -> Path:
+    """A netCDF4 file of ``v(time, y)`` on the given days of January 2024, all ``value``."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("y", 3)
+        time = nc.createVariable("time", "i4", ("time",))
+        time.units = "days since 2024-01-01"
+        time[:] = np.asarray(days)
+        nc.createVariable("v", "f4", ("time", "y"))[:] = value
+    return path
+
+
+def file_item(make_item: MakeItem, path: Path, day: int) -> pystac.Item:
+    """An Item of one netCDF file, stamped with ``day`` of January 2024, saved beside it."""
+    when = dt.datetime(2024, 1, 1 + day, tzinfo=dt.UTC)
+    item = make_item(path.stem, when, {"data": (str(path), NETCDF)})
+    item.set_self_href(str(path.with_suffix(".json")))
+    return item
+
+
+def test_netcdf_items_whose_days_overlap_are_refused_naming_them_and_the_days(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    first = daily(tmp_path / "first.nc", range(0, 5), 1.0)  # 1-5 January
+    second = daily(tmp_path / "second.nc", range(3, 8), 2.0)  # 4-8 January
+    items = [file_item(make_item, first, 0), file_item(make_item, second, 3)]
+
+    with pytest.raises(
+        OverlappingItemsError, match="'first' and 'second' overlap along 'time'"
+    ) as caught:
+        open_stac(items)
+    assert "both have 2024-01-04T00:00:00, 2024-01-05T00:00:00" in str(caught.value)
+    with pytest.raises(OverlappingItemsError):
+        publish(items, tmp_path / "store.icechunk")
+    assert not (tmp_path / "store.icechunk").exists()
+
+    # xarray refuses the same files.
+    with pytest.raises(ValueError, match="monotonic global indexes"):
+        xr.open_mfdataset([first, second], combine="by_coords", engine="netcdf4")
+
+
+def test_netcdf_items_whose_days_interleave_are_refused(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    even = daily(tmp_path / "even.nc", [0, 2, 4], 1.0)
+    odd = daily(tmp_path / "odd.nc", [1, 3, 5], 2.0)
+
+    with pytest.raises(OverlappingItemsError, match=r"'even' and 'odd'.*their steps interleave"):
+        open_stac([file_item(make_item, even, 0), file_item(make_item, odd, 1)])
+
+
+def test_netcdf_items_are_joined_in_the_order_of_their_days(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    paths = [daily(tmp_path / f"week{n}.nc", range(7 * n, 7 * n + 7), n) for n in range(3)]
+    # Given out of order, and all stamped with the first day, as some catalogs stamp files.
+    items = [file_item(make_item, paths[n], 0) for n in (2, 0, 1)]
+
+    cube = open_stac(items)
+
+    assert cube.indexes["time"].is_monotonic_increasing and cube.indexes["time"].is_unique
+    with xr.open_mfdataset(paths, combine="by_coords", engine="netcdf4") as direct:
+        xr.testing.assert_equal(cube["v"].load(), direct["v"].load())
+
+
+def test_times_from_a_file_and_from_an_item_join_only_decoded(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    """One file has a time axis, the other a single field stamped by its Item's datetime."""
+    stepped = daily(tmp_path / "stepped.nc", [0], 1.0)
+    with netCDF4.Dataset(tmp_path / "static.nc", "w") as nc:
+        nc.createDimension("y", 3)
+        nc.createVariable("v", "f4", ("y",))[:] = 2.0
+    items = [file_item(make_item, stepped, 0), file_item(make_item, tmp_path / "static.nc", 5)]
+
+    assert [str(t)[:10] for t in open_stac(items)["time"].values] == ["2024-01-01", "2024-01-06"]
+    with pytest.raises(IncompatibleArraysError, match=r"stepped: int32; static: datetime64"):
+        open_stac(items, decode_times=False)
