@@ -15,12 +15,16 @@ import numpy as np
 import pystac
 import pytest
 import xarray as xr
+from rasterio.transform import from_origin
+from tiff_files import UTM, pixels, write_gdal
 
 from virtualstac.errors import IncompatibleArraysError
-from virtualstac.stac import open_stac, publish
+from virtualstac.stac import MixedGridsError, open_stac, publish
 from virtualstac.stac.grouping import OverlappingItemsError
 
+COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 NETCDF = "application/x-netcdf"
+PASS = dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
 MakeItem = Callable[..., pystac.Item]
 
 
@@ -42,6 +46,22 @@ def file_item(make_item: MakeItem, path: Path, day: int) -> pystac.Item:
     item = make_item(path.stem, when, {"data": (str(path), NETCDF)})
     item.set_self_href(str(path.with_suffix(".json")))
     return item
+
+
+def tile(make_item: MakeItem, root: Path, column: int) -> pystac.Item:
+    """Tile ``column`` of a row of 64 x 64 uint16 COGs of 10 m pixels, in 32-pixel blocks."""
+    path = write_gdal(
+        root / f"tile{column}.tif",
+        driver="COG",
+        width=64,
+        height=64,
+        crs=UTM,
+        transform=from_origin(500000 + 640 * column, 4000000, 10, 10),
+        data=pixels(1, 64, 64, "uint16", seed=column),
+        blocksize=32,
+        overviews=(),
+    )
+    return make_item(path.stem, PASS, {"red": (str(path), COG)})
 
 
 def test_netcdf_items_whose_days_overlap_are_refused_naming_them_and_the_days(
@@ -102,3 +122,18 @@ def test_times_from_a_file_and_from_an_item_join_only_decoded(
     assert [str(t)[:10] for t in open_stac(items)["time"].values] == ["2024-01-01", "2024-01-06"]
     with pytest.raises(IncompatibleArraysError, match=r"stepped: int32; static: datetime64"):
         open_stac(items, decode_times=False)
+
+
+def test_tiles_and_an_item_without_a_raster_grid_are_refused_naming_them(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    """A catalog of a COG collection and a netCDF collection: tiles cannot take the netCDF in."""
+    tiles = [tile(make_item, tmp_path, column) for column in (0, 1)]
+    weather = file_item(make_item, daily(tmp_path / "weather.nc", [0], 1.0), 0)
+
+    with pytest.raises(MixedGridsError, match=r"'tile0', 'tile1'.*'weather' \(variables v\)"):
+        open_stac([*tiles, weather])
+
+    assert open_stac(tiles).sizes["x"] == 128  # the tiles alone join
+    by_grid = open_stac([*tiles, weather], group_by="grid")
+    assert len(by_grid) == 3 and list(by_grid[None].data_vars) == ["v"]

@@ -217,6 +217,8 @@ def _combine_items(
         }
         rasters = [grid for grid in grids if grid is not None]
         if len(rasters) > 1:
+            if None in grids:
+                raise _gridless_tiles_error(grids, grouped)
             return _mosaic_of(ordered, grids, merged, dims, times)
         return _concat_items(ordered, merged, dims, times)
     result: dict[Grid | None, xr.Dataset] = {}
@@ -229,6 +231,30 @@ def _combine_items(
     return result
 
 
+def _gridless_tiles_error(
+    grids: Mapping[Grid | None, list[str]], grouped: Mapping[str, Mapping[Grid | None, xr.Dataset]]
+) -> MixedGridsError:
+    """Tiles are joined in space, which data without ``x``/``y`` (netCDF, Zarr) cannot be."""
+    tiles = sorted({item for grid, ids in grids.items() if grid is not None for item in ids})
+    others = [
+        f"{item!r} (variables {', '.join(map(str, grouped[item][None].data_vars))})"
+        for item in grids[None]
+    ]
+    return MixedGridsError(
+        f"items {_shown(tiles)} lie on {len(grids) - 1} raster grids, to be joined side by side, "
+        f"but item{'s' if len(others) > 1 else ''} {', '.join(others)} "
+        f"{'have' if len(others) > 1 else 'has'} data on no raster grid (no x/y dimensions: "
+        "netCDF, HDF5, Zarr...), which cannot be joined with tiles. Open the raster items and "
+        "the others separately, or pass group_by='grid' for one dataset per grid (the data "
+        "without one under the key None)."
+    )
+
+
+def _shown(ids: list[str]) -> str:
+    """Item ids for a message: the first three and how many more."""
+    return ", ".join(map(repr, ids[:3])) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+
 def _mosaic_of(
     items: list[pystac.Item],
     grids: Mapping[Grid | None, list[str]],
@@ -239,10 +265,7 @@ def _mosaic_of(
     """Items on several tiles: a datacube per tile along time, the tiles joined in space."""
     cubes, labels = [], []
     for ids in grids.values():
-        shown = ", ".join(map(repr, ids[:3])) + (
-            f" and {len(ids) - 3} more" if len(ids) > 3 else ""
-        )
-        labels.append(f"item{'s' if len(ids) > 1 else ''} {shown}")
+        labels.append(f"item{'s' if len(ids) > 1 else ''} {_shown(ids)}")
         tile = [item for item in items if item.id in ids]
         cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times))
     try:
