@@ -48,20 +48,36 @@ def file_item(make_item: MakeItem, path: Path, day: int) -> pystac.Item:
     return item
 
 
-def tile(make_item: MakeItem, root: Path, column: int) -> pystac.Item:
-    """Tile ``column`` of a row of 64 x 64 uint16 COGs of 10 m pixels, in 32-pixel blocks."""
+def tile(
+    make_item: MakeItem,
+    root: Path,
+    column: int,
+    *,
+    day: int = 0,
+    common_names: Sequence[str] = (),
+) -> pystac.Item:
+    """Tile ``column`` of a row of 64 x 64 uint16 COGs of 10 m pixels, in 32-pixel blocks, on
+    ``day``; with ``common_names``, one band for each, described by ``eo:bands``."""
+    count = max(len(common_names), 1)
+    item_id = f"tile{column}" + (f"_d{day}" if day else "")
     path = write_gdal(
-        root / f"tile{column}.tif",
+        root / f"{item_id}.tif",
         driver="COG",
         width=64,
         height=64,
+        count=count,
         crs=UTM,
         transform=from_origin(500000 + 640 * column, 4000000, 10, 10),
-        data=pixels(1, 64, 64, "uint16", seed=column),
+        data=pixels(count, 64, 64, "uint16", seed=column + 10 * day),
         blocksize=32,
         overviews=(),
     )
-    return make_item(path.stem, PASS, {"red": (str(path), COG)})
+    item = make_item(item_id, PASS + dt.timedelta(days=day), {"red": (str(path), COG)})
+    if common_names:
+        item.assets["red"].extra_fields["eo:bands"] = [
+            {"name": f"B{n + 1}", "common_name": common} for n, common in enumerate(common_names)
+        ]
+    return item
 
 
 def test_netcdf_items_whose_days_overlap_are_refused_naming_them_and_the_days(
@@ -137,3 +153,35 @@ def test_tiles_and_an_item_without_a_raster_grid_are_refused_naming_them(
     assert open_stac(tiles).sizes["x"] == 128  # the tiles alone join
     by_grid = open_stac([*tiles, weather], group_by="grid")
     assert len(by_grid) == 3 and list(by_grid[None].data_vars) == ["v"]
+
+
+def test_items_giving_a_band_another_common_name_are_refused_naming_both(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    first = tile(make_item, tmp_path, 0, common_names=["red", "nir"])
+    swapped = tile(make_item, tmp_path, 0, day=1, common_names=["nir", "red"])
+    agreeing = tile(make_item, tmp_path, 0, day=2, common_names=["red", "nir"])
+
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"'tile0' and item 'tile0_d1' disagree on the common_name of band 'B1': "
+        r"'red' in item 'tile0', 'nir' in item 'tile0_d1'",
+    ):
+        open_stac([first, swapped])
+
+    cube = open_stac([first, agreeing])
+    assert dict(cube["red"].sizes) == {"time": 2, "band": 2, "y": 64, "x": 64}
+    assert list(cube["common_name"].values) == ["red", "nir"]
+
+
+def test_tiles_giving_a_band_another_common_name_are_refused_naming_both(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    west = tile(make_item, tmp_path, 0, common_names=["red", "nir"])
+    east = tile(make_item, tmp_path, 1, common_names=["red", "rededge"])
+
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"common_name of band 'B2': 'nir' in item 'tile0', 'rededge' in item 'tile1'",
+    ):
+        open_stac([west, east])

@@ -29,7 +29,7 @@ from virtualstac.stac.grouping import (
     item_time,
 )
 from virtualstac.stac.mosaic import MosaicError, mosaic
-from virtualstac.xarray.combine import concat_virtual
+from virtualstac.xarray.combine import check_labels_agree, concat_virtual
 
 __all__ = ["Grid", "MixedGridsError"]
 
@@ -268,6 +268,7 @@ def _mosaic_of(
         labels.append(f"item{'s' if len(ids) > 1 else ''} {_shown(ids)}")
         tile = [item for item in items if item.id in ids]
         cubes.append(_concat_items(tile, {item.id: merged[item.id] for item in tile}, dims, times))
+    check_labels_agree(cubes, {"x", "y"}, labels)
     try:
         return mosaic(cubes, labels)
     except (MosaicError, IncompatibleArraysError) as err:

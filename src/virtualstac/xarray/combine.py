@@ -7,9 +7,10 @@ values cannot be compared without reading them, so variables are taken as they c
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import xarray as xr
 from xarray.core.indexes import PandasIndex
 from xarray.structure.merge import merge_attrs
@@ -20,6 +21,7 @@ from virtualstac.manifests.metadata import check_combinable
 
 __all__ = [
     "EXACT_COMBINE",
+    "check_labels_agree",
     "concat_along_existing",
     "concat_virtual",
     "incompatible_variable",
@@ -48,6 +50,7 @@ def concat_virtual(
         datasets by their ``labels`` (an item, a file; by default their position) and the
         files their arrays reference.
     """
+    check_labels_agree(datasets, {dim}, labels)
     try:
         fast = concat_along_existing(datasets, dim, EXACT_COMBINE)
         return fast if fast is not None else xr.concat(list(datasets), dim=dim, **EXACT_COMBINE)
@@ -56,6 +59,65 @@ def concat_virtual(
         if culprit is None:
             raise
         raise IncompatibleArraysError(culprit) from err
+
+
+def check_labels_agree(
+    datasets: Sequence[xr.Dataset],
+    joined: Collection[Hashable],
+    labels: Sequence[str] | None = None,
+) -> None:
+    """Refuse datasets that label one element of an index differently (a band's
+    ``common_name``), as they would be joined along the dimensions ``joined``.
+
+    ``compat="override"`` keeps the first dataset's coordinates that the join does not extend,
+    so the others' labels would be lost without a word. Compared: in-memory 1-D coordinates on
+    an index of another dimension, where that index is the same (different indexes do not
+    join at all).
+
+    Raises
+    ------
+    IncompatibleArraysError
+        Naming the coordinate, the element, both values and the datasets by their ``labels``.
+    """
+    names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
+    first = datasets[0]
+    for name, coordinate in first.coords.items():
+        (dim,) = coordinate.dims if coordinate.ndim == 1 else (None,)
+        if name in first.xindexes or dim is None or dim in joined or dim not in first.xindexes:
+            continue
+        if not isinstance(coordinate.data, np.ndarray):
+            continue  # lazy values: comparing them would read them
+        index = first.indexes[dim]
+        for label, dataset in zip(names[1:], datasets[1:], strict=True):
+            other = dataset.coords.get(name)
+            if other is None or other.dims != coordinate.dims or dim not in dataset.indexes:
+                continue
+            if not isinstance(other.data, np.ndarray) or not dataset.indexes[dim].equals(index):
+                continue
+            differ = np.flatnonzero(~_same_values(coordinate.values, other.values))
+            if differ.size:
+                at = int(differ[0])
+                raise IncompatibleArraysError(
+                    f"{names[0]} and {label} disagree on the {name} of {dim} "
+                    f"{_plain(index[at])!r}: {_plain(coordinate.values[at])!r} in {names[0]}, "
+                    f"{_plain(other.values[at])!r} in {label}. One {dim} has one {name}: "
+                    "correct the metadata that gives it (a catalog's band metadata), or open "
+                    "them separately"
+                )
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise equality, NaN equal to NaN."""
+    same = np.asarray(a == b)
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        same |= np.isnan(a) & np.isnan(b)
+    return same
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds, for messages (``'red'``, not
+    ``np.str_('red')``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 #: The options :func:`concat_along_existing` implements; any other falls back to ``xr.concat``.
