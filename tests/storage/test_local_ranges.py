@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,20 @@ def test_a_range_past_the_end_of_the_file_is_named(data: Path) -> None:
     message = r"chunk 'v/c/1' from 'file://.*data\.bin' failed: .* only 96 of 200 bytes exist"
     with pytest.raises(ChunkReadError, match=message):
         read_all(ranges_of(data, (0, 10), (4000, 4200)), gap=0)
+
+
+def test_a_range_claiming_a_terabyte_of_a_small_file_allocates_only_what_exists(
+    data: Path,
+) -> None:
+    # A damaged or hostile reference: the length is the reference's word, the size the file's.
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChunkReadError, match=r"only 4096 of 1099511627776 bytes exist"):
+            read_all(ranges_of(data, (0, 2**40)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:

@@ -168,8 +168,12 @@ def _read_run(
 ) -> LocalRun:
     first = ranges[run[0]]
     start = first.start
+    descriptor = _open(first, descriptors)
+    # A reference may claim more bytes than the file holds (a damaged or hostile one): only
+    # what exists is allocated and read, and the ranges past it are named below.
+    end = max(start, min(end, _file_size(descriptor, first)))
     buffer = _thread_buffer(end - start)
-    filled = _read_fully(_open(first, descriptors), buffer, first)
+    filled = _read_fully(descriptor, buffer, first) if end > start else 0
     views = []
     for index in run:
         item = ranges[index]
@@ -179,6 +183,15 @@ def _read_run(
             )
         views.append((index, buffer[item.start - start : item.end - start]))
     return LocalRun(views, start, buffer[:filled])
+
+
+def _file_size(descriptor: int, item: LocalRange) -> int:
+    try:
+        return os.fstat(descriptor).st_size
+    except OSError as err:
+        raise ChunkReadError(
+            f"reading chunk {item.key!r} from {redact(item.url)!r} failed ({describe(err)})"
+        ) from err
 
 
 def read_local_range_into(item: LocalRange, destination: memoryview) -> None:
