@@ -32,6 +32,7 @@ __all__ = [
     "LimitExceededError",
     "Limits",
     "check_coordinate",
+    "check_metadata",
     "check_open_references",
     "check_references",
     "counting_references",
@@ -186,6 +187,13 @@ def gunzip_metadata(data: bytes, *, source: str) -> bytes:
             raise zlib.error("the gzip stream is truncated")
         rest = inflate.unused_data  # gzip files may hold several members, read one after another
     return bytes(out)
+
+
+def check_metadata(size: int, *, source: str, what: str) -> None:
+    """Refuse building ``size`` bytes of metadata from ``source`` beyond ``metadata_bytes``,
+    before building them; ``what`` says what they are (``"gen references render ..."``)."""
+    if size > _current.metadata_bytes:
+        raise _exceeded(f"{source}: {what}", size, "metadata_bytes")
 
 
 def check_coordinate(nbytes: int, *, source: str, name: str) -> None:

@@ -83,6 +83,44 @@ pytestmark = [
             },
             r"uses 'k', which is neither a dimension nor a template",
         ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [{"key": "v/{{ i // 0 }}", "url": "/x", "dimensions": {"i": [0]}}],
+            },
+            r"cannot evaluate \{\{ i // 0 \}\}.*divide by zero",
+        ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [{"key": "v/{{i}}", "url": "/{{ 'x' * 1.5 }}", "dimensions": {"i": [0]}}],
+            },
+            r"repeats text a number of times that is not an integer",
+        ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [
+                    {
+                        "key": "v/{{i}}",
+                        "url": "/x",
+                        "dimensions": {"i": {"start": 10**30, "stop": 10**30 + 2}},
+                    }
+                ],
+            },
+            r"gen dimension 'i' has integers beyond 64 bits",
+        ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [{"key": "v/{{i}}", "url": "/x", "dimensions": {"i": [[0, 1], [2]]}}],
+            },
+            r"gen dimension 'i' must list strings or numbers",
+        ),
     ],
 )
 def test_malformed_references(tmp_path: Path, references: Any, match: str) -> None:

@@ -1,8 +1,10 @@
 """Kerchunk reference sets that claim more than memory holds are refused before allocating.
 
-Bombs: ``gen`` entries over a billion keys, an array of a billion chunks, Parquet reference
-sets of a billion single-row record files, and a gzip stream that inflates to gigabytes. Each
-raises :class:`LimitExceededError` saying the figure, the limit and how to raise it.
+Bombs: ``gen`` entries over a billion keys or repeating text a billion-fold, an array of a
+billion chunks, Parquet reference sets of a billion single-row record files, and a gzip stream
+that inflates to gigabytes. Each raises :class:`LimitExceededError` saying the figure, the
+limit and how to raise it. A ``gen`` template computing ``9**9**9`` is malformed
+(:class:`KerchunkReferenceError`), refused before computing.
 """
 
 from __future__ import annotations
@@ -83,6 +85,92 @@ def test_gen_over_a_billion_keys_is_refused_before_expanding(tmp_path: Path) -> 
     message = str(raised.value)
     assert "50,000,000 (references_per_array)" in message
     assert "virtualstac.limits.set_limits(references_per_array=...)" in message
+
+
+def gen_refs(**entry: Any) -> dict[str, Any]:
+    """A reference set whose single ``gen`` entry is ``entry``, over array ``v``."""
+    return {
+        "version": 1,
+        "refs": {".zgroup": '{"zarr_format": 2}', "v/.zarray": zarray([20_000], [1])},
+        "gen": [{"key": "v/{{i}}", "url": "data.bin", **entry}],
+    }
+
+
+@pytest.mark.parametrize("field", ["key", "offset"])
+def test_gen_powers_of_powers_are_refused_before_computing(tmp_path: Path, field: str) -> None:
+    """``9**9**9`` has 370 million digits: computing it took hours."""
+    entry: dict[str, Any] = {"offset": "0", "length": "4", "dimensions": {"i": [0]}}
+    entry[field] = "v/{{ 9**9**9 }}" if field == "key" else "{{ 9**9**9 }}"
+    path = write_json(tmp_path, gen_refs(**entry))
+
+    with pytest.raises(KerchunkReferenceError) as raised:
+        parse_json(path)
+
+    message = str(raised.value)
+    assert str(path) in message
+    assert "{{ 9**9**9 }}" in message
+    assert "an integer of more than 1024 bits" in message
+
+
+def test_gen_text_repeated_a_million_fold_is_refused_with_memory_capped(tmp_path: Path) -> None:
+    """200-byte templates asking for gigabytes, once or repeated over 20,000 keys."""
+    bombs = {
+        "per_key.json": gen_refs(url="{{ 'a' * 200000 }}", dimensions={"i": {"stop": 20_000}}),
+        "once.json": gen_refs(url="{{ 'a' * 300000000 }}", dimensions={"i": [0]}),
+        "formatted.json": gen_refs(url="{{ '%0300000000d' % i }}", dimensions={"i": [0]}),
+        "dimension.json": gen_refs(
+            url="{{ name }}", dimensions={"name": ["a" * 200_000], "i": {"stop": 20_000}}
+        ),
+    }
+    paths = [write_json(tmp_path, references, name) for name, references in bombs.items()]
+
+    out = bounded.run_capped(
+        f"""
+        from virtualstac.errors import LimitExceededError
+        from virtualstac.parsers.kerchunk import KerchunkJSONParser
+        from virtualstac.storage.registry import ObjectStoreRegistry
+        for url in {[path.as_uri() for path in paths]!r}:
+            try:
+                KerchunkJSONParser()(url, ObjectStoreRegistry.for_url(url))
+            except LimitExceededError as err:
+                print(err)
+        """
+    )
+
+    refusals = out.splitlines()
+    assert len(refusals) == len(paths)
+    for path, refusal in zip(paths, refusals, strict=True):
+        assert str(path) in refusal
+        assert "more than the limit of 268,435,456 (metadata_bytes)" in refusal
+    # The keys (128,890 characters) came first.
+    assert "render 4,000,128,890 characters (gen template \"{{ 'a' * 200000 }}\")" in refusals[0]
+
+
+def test_gen_text_repeated_a_float_number_of_times_is_refused(tmp_path: Path) -> None:
+    path = write_json(tmp_path, gen_refs(url="{{ 'a' * 3e9 }}", dimensions={"i": [0]}))
+
+    with pytest.raises(KerchunkReferenceError, match=r"'a' \* 3e9.*not an integer"):
+        parse_json(path)
+
+
+def test_the_text_of_all_gen_entries_counts_against_metadata_bytes(tmp_path: Path) -> None:
+    """Each entry renders 500 characters of URLs (and 50 of keys); together they are 1,100."""
+    entry = {"key": "v/{{i}}", "url": "{{ 'u' * 50 }}", "dimensions": {"i": {"stop": 10}}}
+    second = {**entry, "key": "v/{{ i + 10 }}"}
+    (tmp_path / ("u" * 50)).write_bytes(bytes(4))
+    references = gen_refs(**entry)
+    references["gen"].append(second)
+    path = write_json(tmp_path, references)
+
+    with virtualstac.limits.limits(metadata_bytes=1000):
+        with pytest.raises(LimitExceededError, match=r"render 1,0\d\d characters"):
+            parse_json(path)
+    with virtualstac.limits.limits(metadata_bytes=1100):
+        store = parse_json(path)
+
+    manifest = store.group["v"].manifest
+    assert manifest.path_table == ((tmp_path / ("u" * 50)).as_uri(),)
+    assert manifest.lengths[:20].tolist() == [4] * 20
 
 
 def test_a_billion_chunk_array_is_refused_with_memory_capped(tmp_path: Path) -> None:
