@@ -12,6 +12,7 @@ import xarray as xr
 from kerchunk_refs import (
     SIMPLE_ZARRAY,
     assert_same,
+    open_fsspec,
     open_ours,
     parse_json,
     parse_parquet,
@@ -50,6 +51,40 @@ pytestmark = [
         ),
         ({"v/.zarray": SIMPLE_ZARRAY, "v/1": [None, 0, 8]}, r"chunk 'v/1' references None"),
         ({"v/.zarray": SIMPLE_ZARRAY, "v/1": 17}, r"chunk 'v/1' is a int"),
+        # Only JSON integers are byte positions: numpy would read from byte 1, 8 and 1.
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 1.5, 8]},
+            r"chunk 'v/0' has offset 1\.5, which is not an integer",
+        ),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", "8", 8], "v/1": ["x.bin", 8, 8]},
+            r"chunk 'v/0' has offset '8', which is not an integer",
+        ),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin"], "v/1": ["x.bin", True, 8]},
+            r"chunk 'v/1' has offset True, which is not an integer",
+        ),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, 2**64 - 1]},
+            r"chunk 'v/0' has length 18446744073709551615, which is out of range",
+        ),
+        # -1 is no whole object ([url] is): it is as negative as -2.
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, -1]},
+            r"chunk 'v/0' has a negative offset or length \(0, -1\)",
+        ),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": "AAAA", "v/1": ["x.bin", -8, 8]},
+            r"chunk 'v/1' has a negative offset or length \(-8, 8\)",
+        ),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/0": "base64:!!!!"},
+            r"bad\.json: chunk 'v/0' inlines 'base64:!!!!', which is not valid base64",
+        ),
+        (
+            {"v/.zarray": "base64:e30=!"},
+            r"bad\.json: 'v/.zarray' is not valid base64-encoded UTF-8",
+        ),
         ({"v/.zarray": "{not json"}, r"'v/.zarray' is not valid JSON"),
         (
             {
@@ -126,6 +161,56 @@ pytestmark = [
 def test_malformed_references(tmp_path: Path, references: Any, match: str) -> None:
     with pytest.raises(KerchunkReferenceError, match=match):
         parse_json(write_refs(tmp_path, references))
+
+
+def parquet_refs(tmp_path: Path, rows: dict[str, list[Any]], record_size: int = 2) -> Path:
+    """A parquet reference set of one 8-element uint8 array ``v`` in 4 chunks of 2, whose
+    first record file holds ``rows`` (referencing ``data.bin``, bytes 0..255)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "data.bin").write_bytes(bytes(range(256)))
+    root = tmp_path / "refs.parq"
+    (root / "v").mkdir(parents=True)
+    zarray = {**json.loads(SIMPLE_ZARRAY), "shape": [8], "dtype": "|u1", "fill_value": 0}
+    metadata = {
+        ".zgroup": {"zarr_format": 2},
+        "v/.zarray": zarray,
+        "v/.zattrs": {"_ARRAY_DIMENSIONS": ["x"]},
+    }
+    content = {"record_size": record_size, "metadata": metadata}
+    (root / ".zmetadata").write_text(json.dumps(content))
+    table = pa.table({"path": [str(tmp_path / "data.bin")] * len(rows["offset"]), **rows})
+    pq.write_table(table, root / "v" / "refs.0.parq")
+    return root
+
+
+def test_parquet_rows_beyond_record_size_are_not_chunks(tmp_path: Path) -> None:
+    """fsspec reads row i % record_size of record i // record_size: the extra rows of a
+    record file are never read, and the chunks of the absent record 1 are missing."""
+    root = parquet_refs(tmp_path, {"offset": [0, 2, 100, 102], "size": [2, 2, 2, 2]})
+    by_fsspec = open_fsspec(str(root), remote_protocol="file")
+    ours = open_ours(parse_parquet(root))
+
+    assert_same(ours, by_fsspec)
+    np.testing.assert_array_equal(ours["v"].values[4:], np.nan)  # fill value 0, masked
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ({"offset": [0, 2], "size": [2, -1]}, r"chunk 'v/1' has a negative offset or length"),
+        (
+            {"offset": np.array([0, 2**64 - 1], dtype=np.uint64), "size": [2, 2]},
+            r"refs\.0\.parq': column 'offset' has a value out of range",
+        ),
+        ({"offset": [0.0, 1.5], "size": [2, 2]}, r"refs\.0\.parq': column 'offset' holds double"),
+    ],
+)
+def test_parquet_offsets_and_sizes_are_non_negative_int64(
+    tmp_path: Path, rows: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(KerchunkReferenceError, match=match):
+        parse_parquet(parquet_refs(tmp_path, rows))
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ offsets and lengths, so a million references never become a million Python objec
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import math
 from collections.abc import Sequence
@@ -74,14 +75,28 @@ class ChunkGrid:
         codes: npt.NDArray[np.int64],
         offsets: npt.NDArray[np.int64],
         lengths: npt.NDArray[np.int64],
+        whole: npt.NDArray[np.bool_] | None = None,
     ) -> None:
-        """Set byte-range references (length ``WHOLE`` for whole objects) at positions."""
+        """Set byte-range references at positions; those ``whole`` marks are whole objects.
+
+        Offsets and lengths are the file's own figures, so a negative one is refused here,
+        before a length of -1 could pass for the ``WHOLE`` placeholder.
+        """
+        negative = (offsets < 0) | (lengths < 0)
+        if whole is not None:
+            negative &= ~whole
+        if negative.any():
+            at = int(np.flatnonzero(negative)[0])
+            raise KerchunkReferenceError(
+                f"{self.resolver.source}: chunk {self.key(int(positions[at]))!r} has a negative "
+                f"offset or length ({int(offsets[at])}, {int(lengths[at])})"
+            )
         if self.inlined and positions.size:
             for position in set(self.inlined).intersection(positions.tolist()):
                 del self.inlined[position]
         self.codes[positions] = codes
         self.offsets[positions] = offsets
-        self.lengths[positions] = lengths
+        self.lengths[positions] = lengths if whole is None else np.where(whole, WHOLE, lengths)
 
     def set_inlined(self, position: int, data: bytes) -> None:
         """Set the bytes of one chunk stored in the references themselves."""
@@ -108,14 +123,16 @@ class ChunkGrid:
         urls: list[Any] = []
         offsets: list[Any] = []
         lengths: list[Any] = []
+        whole: list[bool] = []
         for position, value in zip(positions.tolist(), values, strict=True):
             if isinstance(value, list) and len(value) in (1, 3):
                 ref_positions.append(position)
                 urls.append(value[0])
                 offsets.append(value[1] if len(value) == 3 else 0)
-                lengths.append(value[2] if len(value) == 3 else WHOLE)
+                lengths.append(value[2] if len(value) == 3 else 0)
+                whole.append(len(value) == 1)
             elif isinstance(value, str):
-                self.set_inlined(position, _inline_bytes(value))
+                self.set_inlined(position, self.inline_bytes(position, value))
             elif isinstance(value, list):
                 raise KerchunkReferenceError(
                     f"{self.resolver.source}: chunk {self.key(position)!r} is {value!r}; "
@@ -126,7 +143,13 @@ class ChunkGrid:
                     f"{self.resolver.source}: chunk {self.key(position)!r} is a "
                     f"{type(value).__name__}; expected [url, offset, length], [url] or a string"
                 )
-        self.set_json_ranges(np.asarray(ref_positions, dtype=np.int64), urls, offsets, lengths)
+        self.set_json_ranges(
+            np.asarray(ref_positions, dtype=np.int64),
+            urls,
+            offsets,
+            lengths,
+            np.asarray(whole, dtype=bool),
+        )
 
     def set_json_ranges(
         self,
@@ -134,23 +157,39 @@ class ChunkGrid:
         urls: list[Any],
         offsets: list[Any],
         lengths: list[Any],
+        whole: npt.NDArray[np.bool_] | None = None,
     ) -> None:
-        """Set ``[url, offset, length]`` references (length ``WHOLE`` for ``[url]``)."""
-        try:
-            offset_array = np.asarray(offsets, dtype=np.int64)
-            length_array = np.asarray(lengths, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError) as err:
-            raise KerchunkReferenceError(
-                f"{self.resolver.source}: array {self.node.path!r} has a reference whose offset "
-                "or length is not an integer"
-            ) from err
+        """Set ``[url, offset, length]`` references (``whole`` marks ``[url]`` ones)."""
+        offset_array = self.json_integers(positions, offsets, "offset")
+        length_array = self.json_integers(positions, lengths, "length")
         codes = self.url_codes(urls)
         if (codes == _INLINED).any():
             position = int(positions[int(np.flatnonzero(codes == _INLINED)[0])])
             raise KerchunkReferenceError(
                 f"{self.resolver.source}: chunk {self.key(position)!r} references None; {NEEDS_URL}"
             )
-        self.set_references(positions, codes, offset_array, length_array)
+        self.set_references(positions, codes, offset_array, length_array, whole)
+
+    def json_integers(
+        self, positions: npt.NDArray[np.int64], values: list[Any], what: str
+    ) -> npt.NDArray[np.int64]:
+        """JSON offsets or lengths as int64, refusing anything but JSON integers in its range.
+
+        numpy would take 1.5, "8" and true as 1, 8 and 1: a silently different byte range.
+        """
+        if set(map(type, values)) <= {int}:
+            try:
+                return np.asarray(values, dtype=np.int64)
+            except OverflowError:
+                at = next(i for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
+                reason = "is out of range (a byte position is below 2**63)"
+        else:
+            at = next(i for i, v in enumerate(values) if type(v) is not int)
+            reason = "is not an integer"
+        raise KerchunkReferenceError(
+            f"{self.resolver.source}: chunk {self.key(int(positions[at]))!r} has {what} "
+            f"{values[at]!r}, which {reason}"
+        )
 
     def set_generated(
         self,
@@ -162,18 +201,25 @@ class ChunkGrid:
         """Set references expanded from ``gen``: URL strings resolved once per distinct URL."""
         if not positions.size:
             return
-        self.set_references(positions, self.url_codes(urls), offsets, lengths)
+        # Expanded entries without offset and length have length WHOLE (kerchunk_gen).
+        whole = lengths == WHOLE
+        self.set_references(positions, self.url_codes(urls), offsets, lengths, whole)
 
-    def set_parquet_rows(self, first: int, table: Any) -> None:
-        """Set the rows of one record file, whose first row is chunk position ``first``."""
+    def set_parquet_rows(self, first: int, table: Any, record_size: int, url: str) -> None:
+        """Set the rows of record file ``url``, whose first row is chunk position ``first``.
+
+        Only its first ``record_size`` rows are chunks: fsspec reads row ``i % record_size``
+        of record ``i // record_size``, so rows beyond are never read and must not spill into
+        the next record's chunks.
+        """
         import pyarrow as pa  # type: ignore[import-untyped]
         import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-        rows = min(table.num_rows, max(0, self.codes.size - first))
+        rows = min(table.num_rows, record_size, max(0, self.codes.size - first))
         if rows <= 0:
             return
         table = table.slice(0, rows)
-        span = slice(first, first + rows)
+        span = np.arange(first, first + rows, dtype=np.int64)
         names = table.column_names
         if "raw" in names:
             raw = table.column("raw").combine_chunks()
@@ -190,15 +236,16 @@ class ChunkGrid:
             indices = np.asarray(path.indices.fill_null(-1).to_numpy(zero_copy_only=False))
             dictionary = cast(list[str], path.dictionary.to_pylist())
         # Rows without a reference may hold nulls here; they are masked out below.
-        offsets = np.asarray(pc.fill_null(table.column("offset"), 0).to_numpy(), dtype=np.int64)
-        sizes = np.asarray(pc.fill_null(table.column("size"), 0).to_numpy(), dtype=np.int64)
+        offsets = _parquet_integers(table.column("offset"), url, "offset")
+        sizes = _parquet_integers(table.column("size"), url, "size")
         is_ref = (indices >= 0) & ~has_raw
-        whole = is_ref & (offsets == 0) & (sizes == 0)
+        # fsspec writes a whole-object reference [url] as offset 0 and size 0.
+        whole = (offsets == 0) & (sizes == 0)
         lookup = self.url_codes(dictionary)
-        codes = np.where(is_ref, lookup[np.maximum(indices, 0)] if lookup.size else 0, _MISSING)
-        self.codes[span] = codes
-        self.offsets[span] = np.where(is_ref, offsets, 0)
-        self.lengths[span] = np.where(whole, WHOLE, np.where(is_ref, sizes, 0))
+        codes = lookup[np.maximum(indices, 0)] if lookup.size else np.zeros(rows, np.int64)
+        self.set_references(
+            span[is_ref], codes[is_ref], offsets[is_ref], sizes[is_ref], whole[is_ref]
+        )
         if raw is not None and has_raw.any():
             at = np.flatnonzero(has_raw)
             for row, data in zip(at.tolist(), raw.take(pa.array(at)).to_pylist(), strict=True):
@@ -210,11 +257,6 @@ class ChunkGrid:
             self.resolver.resolve(url, functools.partial(self.first_key_of, index + 2))
             for url, index in self.urls.items()
         ]
-        if (self.offsets < 0).any() or ((self.lengths < 0) & (self.lengths != WHOLE)).any():
-            bad = int(np.flatnonzero((self.offsets < 0) | (self.lengths < WHOLE))[0])
-            raise KerchunkReferenceError(
-                f"{self.resolver.source}: chunk {self.key(bad)!r} has a negative offset or length"
-            )
         whole = self.lengths == WHOLE
         if whole.any():
             for code in np.unique(self.codes[whole]).tolist():
@@ -255,14 +297,45 @@ class ChunkGrid:
         stamps = {url: self.resolver.stamps[url] for url in resolved if url in self.resolver.stamps}
         return manifest.with_source_stamps(stamps) if stamps else manifest
 
+    def inline_bytes(self, position: int, value: str) -> bytes:
+        """The bytes of a chunk inlined as text, or as ``base64:`` followed by base64."""
+        if not value.startswith("base64:"):
+            # fsspec encodes other inline strings as UTF-8 (Kerchunk writes ASCII text so).
+            return value.encode("utf-8")
+        try:
+            # validate: without it, characters outside the alphabet are dropped silently.
+            return base64.b64decode(value[7:], validate=True)
+        except binascii.Error as err:
+            raise KerchunkReferenceError(
+                f"{self.resolver.source}: chunk {self.key(position)!r} inlines "
+                f"{_shorten(value)!r}, which is not valid base64: {err}"
+            ) from err
+
     def first_key_of(self, code: int) -> str:
         """A chunk key that uses URL ``code``, for messages."""
         found = np.flatnonzero(self.codes == code)
         return self.key(int(found[0])) if found.size else self.node.path
 
 
-def _inline_bytes(value: str) -> bytes:
-    if value.startswith("base64:"):
-        return base64.standard_b64decode(value[7:])
-    # fsspec encodes other inline strings as UTF-8 (Kerchunk writes ASCII text this way).
-    return value.encode("utf-8")
+def _parquet_integers(column: Any, url: str, name: str) -> npt.NDArray[np.int64]:
+    """A record file's ``offset`` or ``size`` column as int64, nulls as 0.
+
+    Integer columns only, each value in int64's range: a uint64 of 2**64 - 1 must not wrap to
+    -1, nor a float 1.5 become 1.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+        raise KerchunkReferenceError(f"{url!r}: column {name!r} holds {column.type}, not integers")
+    try:
+        values = pc.cast(pc.fill_null(column, 0), pa.int64(), safe=True)
+    except pa.ArrowInvalid as err:
+        raise KerchunkReferenceError(
+            f"{url!r}: column {name!r} has a value out of range (a byte position is below 2**63)"
+        ) from err
+    return np.asarray(values.to_numpy(), dtype=np.int64)
+
+
+def _shorten(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."

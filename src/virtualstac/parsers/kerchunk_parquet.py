@@ -100,8 +100,8 @@ class KerchunkParquetParser(KerchunkParser):
 
         def manifest_for(node: V2Node) -> ChunkManifest:
             grid = ChunkGrid(node, resolver)
-            for number, table in tables.get(node.path, {}).items():
-                grid.set_parquet_rows(number * record_size, table)
+            for number, (url, table) in tables.get(node.path, {}).items():
+                grid.set_parquet_rows(number * record_size, table, record_size, url)
             return grid.manifest()
 
         group = build_v2_group(
@@ -121,8 +121,9 @@ def _fetch_record_files(
     record_size: int,
     registry: ObjectStoreRegistry,
     options: KerchunkOptions,
-) -> dict[str, dict[int, Any]]:
-    """Fetch and decode every record file of every array (missing files: no references)."""
+) -> dict[str, dict[int, tuple[str, Any]]]:
+    """Fetch and decode every record file of every array (missing files: no references):
+    by array path and record number, the file's URL and its table."""
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -166,12 +167,12 @@ def _fetch_record_files(
 
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS) as pool:
         tables = list(pool.map(fetch, [url for _, _, url in wanted]))
-    result: dict[str, dict[int, Any]] = {}
+    result: dict[str, dict[int, tuple[str, Any]]] = {}
     for (path, number, url), table in zip(wanted, tables, strict=True):
         if table is None:
             continue
         missing = {"path", "offset", "size"} - set(table.column_names)
         if missing:
             raise KerchunkReferenceError(f"{url!r} lacks the columns {sorted(missing)}")
-        result.setdefault(path, {})[number] = table
+        result.setdefault(path, {})[number] = (url, table)
     return result

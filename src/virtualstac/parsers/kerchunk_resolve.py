@@ -10,6 +10,7 @@ the references record.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -141,7 +142,12 @@ def parse_document(key: str, value: Any, source: str) -> Any:
     if isinstance(value, str):
         text = value
         if text.startswith("base64:"):
-            text = base64.standard_b64decode(text[7:]).decode("utf-8")
+            try:
+                text = base64.b64decode(text[7:], validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError) as err:
+                raise KerchunkReferenceError(
+                    f"{source}: {key!r} is not valid base64-encoded UTF-8: {err}"
+                ) from err
         try:
             return json.loads(text)
         except json.JSONDecodeError as err:
