@@ -16,7 +16,7 @@ def test_the_defaults_hold_real_archives() -> None:
     assert get_limits() == Limits(
         references_per_array=50_000_000,
         references_per_open=50_000_000,
-        metadata_bytes=256 * 2**20,
+        metadata_bytes=64 * 2**20,
         coordinate_bytes=2**30,
     )
 

@@ -55,7 +55,10 @@ class Limits:
     references_per_open
         Chunk references of all the arrays of one opened file or reference set.
     metadata_bytes
-        Bytes of decompressed metadata (a gzipped Kerchunk JSON file, ``.zmetadata``).
+        Bytes of one metadata document, decompressed, before it is parsed: a Kerchunk JSON
+        file (plain, or gzipped once inflated), a Kerchunk Parquet ``.zmetadata``. Parsing
+        JSON takes several times its bytes: about 5 for Kerchunk references, up to about 25
+        for a document of tiny values (``[[],[],...]``).
     coordinate_bytes
         Bytes of one coordinate built in memory when a dataset opens or is written (loaded
         coordinate variables, coordinates computed from a geotransform).
@@ -63,7 +66,10 @@ class Limits:
 
     references_per_array: int = 50_000_000
     references_per_open: int = 50_000_000
-    metadata_bytes: int = 256 * 2**20
+    # Parsed JSON takes up to ~25 times its bytes, so 64 MiB bounds an untrusted document at
+    # ~1.7 GB of memory (~350 MB for real references, about a million of them); bigger
+    # reference sets are what Kerchunk's Parquet format is for.
+    metadata_bytes: int = 64 * 2**20
     coordinate_bytes: int = 1 * 2**30
 
 
@@ -163,6 +169,14 @@ def check_open_references(total: int, *, source: str) -> None:
     if total > _current.references_per_open:
         raise _exceeded(
             f"{source}: its arrays have {total:,} chunk references", total, "references_per_open"
+        )
+
+
+def check_metadata(nbytes: int, *, source: str) -> None:
+    """Refuse a metadata document of ``nbytes`` beyond ``metadata_bytes``, before reading it."""
+    if nbytes > _current.metadata_bytes:
+        raise _exceeded(
+            f"{source}: the metadata document has {nbytes:,} bytes", nbytes, "metadata_bytes"
         )
 
 

@@ -236,6 +236,41 @@ def test_a_gzip_bomb_stops_inflating_at_the_limit(tmp_path: Path) -> None:
         assert parse_json(path).group.arrays == {}
 
 
+def test_a_plain_json_file_beyond_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = write_json(tmp_path, {".zgroup": '{"zarr_format": 2}', "pad": " " * 2**20})
+
+    with virtualstac.limits.limits(metadata_bytes=2**20):
+        with pytest.raises(LimitExceededError, match=r"refs\.json: the metadata document has"):
+            parse_json(path)
+    with virtualstac.limits.limits(metadata_bytes=2 * 2**20):
+        assert parse_json(path).group.arrays == {}
+
+
+def test_a_parquet_zmetadata_beyond_the_limit_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "refs.parq"
+    root.mkdir()
+    metadata = {".zgroup": '{"zarr_format": 2}', ".zattrs": json.dumps({"pad": "x" * 100_000})}
+    (root / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": 10}))
+
+    with virtualstac.limits.limits(metadata_bytes=1000):
+        with pytest.raises(LimitExceededError, match=r"\.zmetadata: the metadata document has"):
+            KerchunkParquetParser()(str(root), registry_for(root))
+    store = KerchunkParquetParser()(str(root), registry_for(root))
+    assert store.group.metadata.attributes["pad"] == "x" * 100_000
+
+
+def test_the_default_limit_bounds_parsing_a_gzip_of_empty_lists(tmp_path: Path) -> None:
+    """JSON of tiny values parses to ~25 times its bytes: 100 MiB of "[]," from a 100 kB file
+    would take 2.5 GB. The default metadata_bytes refuses it before json.loads."""
+    count = 100 * 2**20 // 3
+    path = tmp_path / "refs.json.gz"
+    path.write_bytes(gzip.compress(b'{"x": [' + b"[]," * count + b"[]]}", compresslevel=9))
+    assert path.stat().st_size < 2**20
+
+    with pytest.raises(LimitExceededError, match=r"inflates to more than 67,108,864 bytes"):
+        parse_json(path)
+
+
 def test_a_truncated_gzip_file_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "refs.json.gz"
     path.write_bytes(gzip.compress(b'{".zgroup": "{\\"zarr_format\\": 2}"}')[:-12])

@@ -16,19 +16,18 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from obstore.exceptions import BaseError
-
 from virtualstac.errors import (
     InvalidPathError,
     SourceNotFoundError,
     UnregisteredURLError,
     VirtualStacError,
 )
+from virtualstac.limits import check_metadata, get_limits
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
-from virtualstac.storage.failures import quiet, read_failure, redact
-from virtualstac.storage.reader import read_whole
+from virtualstac.storage.failures import redact
+from virtualstac.storage.reader import read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -126,13 +125,17 @@ def with_recorded_sources(
 
 
 def read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
-    """The whole object at ``url``; ``what`` names it when it does not exist."""
-    try:
-        return read_whole(url, registry)
-    except FileNotFoundError as err:
-        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist") from quiet(err)
-    except BaseError as err:
-        raise read_failure(err, url, f"{what} ") from err
+    """The whole metadata document at ``url``; ``what`` names it when it does not exist.
+
+    One ranged GET of at most ``metadata_bytes`` + 1 bytes: a bigger document is refused
+    without being read whole, let alone parsed.
+    """
+    # The range is answered with the bytes there are: the whole document when it fits.
+    head = read_head(url, registry, get_limits().metadata_bytes + 1)
+    if head is None:
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist")
+    check_metadata(head.size, source=url)
+    return head.data
 
 
 def parse_document(key: str, value: Any, source: str) -> Any:
