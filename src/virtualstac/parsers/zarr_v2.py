@@ -282,8 +282,8 @@ def parse_chunk_keys(
     """Parse chunk keys (``"i.j.k"``) into flat C-order grid positions, vectorised.
 
     Returns a mask of the keys that name a chunk of ``grid`` exactly as zarr would spell it
-    (no signs, no leading zeros, inside the grid) and the flat positions of those keys. Other
-    keys are never read by zarr, so callers skip them.
+    (ASCII digits, no signs, no leading zeros, inside the grid) and the flat positions of those
+    keys. Other keys are never read by zarr, so callers skip them.
     """
     array = np.asarray(keys, dtype=np.dtypes.StringDType())
     if not grid:
@@ -300,7 +300,10 @@ def parse_chunk_keys(
             valid &= found == separator
         else:
             part = rest
-        valid &= np.strings.isdigit(part) & ((part == "0") | ~np.strings.startswith(part, "0"))
+        # ASCII digits only: isdigit and int() also take other scripts' digits (fullwidth
+        # zero, superscript two), which zarr never writes nor reads as chunks.
+        valid &= (np.strings.str_len(part) > 0) & (np.strings.lstrip(part, "0123456789") == "")
+        valid &= (part == "0") | ~np.strings.startswith(part, "0")
         # Digits of up to 18 characters fit int64; longer ones are outside any grid.
         valid &= np.strings.str_len(part) <= 18
         number = np.where(valid, part, "0").astype(np.int64)

@@ -1,0 +1,59 @@
+"""The Zarr v2 translation the Zarr and Kerchunk parsers share: keys zarr would not read, and
+metadata that must be refused before it reaches zarr or xarray."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from kerchunk_refs import SIMPLE_ZARRAY, open_fsspec, open_ours, parse_json, write_refs
+
+from virtualstac.parsers.zarr import ZarrParser
+from virtualstac.storage.registry import ObjectStoreRegistry
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning"),
+    # fsspec's reference filesystem reads the Zarr v2 side of the comparison.
+    pytest.mark.filterwarnings("ignore::zarr.errors.ZarrUserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+
+ZGROUP = json.dumps({"zarr_format": 2})
+DIMS = json.dumps({"_ARRAY_DIMENSIONS": ["x"]})
+
+
+# -- chunk keys ----------------------------------------------------------------------------
+
+
+def test_keys_of_non_ascii_digits_are_not_chunks(tmp_path: Path) -> None:
+    data = tmp_path / "data.bin"
+    data.write_bytes(np.arange(64, dtype="<i4").tobytes())
+    references = {
+        ".zgroup": ZGROUP,
+        "v/.zarray": SIMPLE_ZARRAY,
+        "v/.zattrs": DIMS,
+        "v/0": [str(data), 0, 8],
+        "v/\uff10": [str(data), 40, 8],  # a fullwidth zero
+        "v/\u00b2": [str(data), 48, 8],  # a superscript two, which int() refuses
+    }
+    path = write_refs(tmp_path, references)
+    ours = open_ours(parse_json(path))["v"].values
+    expected = open_fsspec(str(path))["v"].values
+    np.testing.assert_array_equal(ours, expected)
+    assert ours[:2].tolist() == [0, 1]
+
+
+def test_store_objects_named_by_non_ascii_digits_are_not_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "v2.zarr"
+    array = zarr.create_array(
+        path, shape=(4,), chunks=(2,), dtype="u1", zarr_format=2, fill_value=0, compressors=None
+    )
+    array[:2] = [1, 2]
+    (path / "\uff11").write_bytes(bytes([7, 7]))  # a fullwidth one, where chunk 1 is missing
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    values = zarr.open_group(store, mode="r")["v2"][...]
+    assert values.tolist() == zarr.open_array(path, mode="r")[...].tolist() == [1, 2, 0, 0]
