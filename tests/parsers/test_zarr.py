@@ -41,6 +41,21 @@ def test_v3_store_written_by_xarray(tmp_path: Path, dataset: xr.Dataset) -> None
     xr.testing.assert_identical(opened.load(), xr.open_zarr(path, consolidated=False).load())
 
 
+def test_v3_scalars_written_by_xarray_have_no_dimensions(
+    tmp_path: Path, dataset: xr.Dataset
+) -> None:
+    # xarray writes a 0-d variable (a CRS's spatial_ref) to Zarr v3 without dimension_names.
+    path = tmp_path / "source.zarr"
+    dataset.assign(spatial_ref=((), np.int64(0))).to_zarr(path, zarr_format=3, consolidated=False)
+    assert json.loads((path / "spatial_ref" / "zarr.json").read_text())["shape"] == []
+    vds = open_virtual_dataset(str(path))
+    assert vds["spatial_ref"].dims == ()
+    expected = xr.open_zarr(path, consolidated=False)
+    registry = ObjectStoreRegistry.for_url(str(path))
+    opened = xr.open_zarr(vds.virtual.to_store(registry), consolidated=False)
+    xr.testing.assert_identical(opened.load(), expected.load())
+
+
 def test_unwritten_chunks_stay_missing(tmp_path: Path) -> None:
     path = tmp_path / "sparse.zarr"
     array = zarr.create_array(

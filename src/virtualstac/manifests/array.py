@@ -283,6 +283,8 @@ class ManifestArray:
         import xarray as xr
 
         names = self._metadata.dimension_names
+        if names is None and self.ndim == 0:
+            names = ()  # how zarr and xarray write scalars (a CRS's spatial_ref) to Zarr v3
         if names is None or any(n is None for n in names):
             raise InvalidManifestError(
                 f"array metadata needs a name for each of its {self.ndim} dimensions to become an "
