@@ -74,10 +74,15 @@ def test_walk_visits_every_node_parents_first(root: ManifestGroup) -> None:
 def test_invalid_members_are_refused(virtual_array: Callable[..., ManifestArray]) -> None:
     array = virtual_array((2,), (2,))
 
-    with pytest.raises(InvalidManifestError, match="without '/', got 'a/b'"):
+    with pytest.raises(InvalidManifestError, match=r"without '/', .*got 'a/b'"):
         ManifestGroup(arrays={"a/b": array})
-    with pytest.raises(InvalidManifestError, match="without '/', got ''"):
+    with pytest.raises(InvalidManifestError, match=r"without '/', .*got ''"):
         ManifestGroup(groups={"": ManifestGroup()})
+    # zarr refuses them, and writers would put the member beside or above their target.
+    with pytest.raises(InvalidManifestError, match=r"other than '\.' and '\.\.', got '\.\.'"):
+        ManifestGroup(groups={"..": ManifestGroup()})
+    with pytest.raises(InvalidManifestError, match=r"got '\.'"):
+        ManifestGroup(arrays={".": array})
     with pytest.raises(InvalidManifestError, match=r"used by both an array and a group: \['a'\]"):
         ManifestGroup(arrays={"a": array}, groups={"a": ManifestGroup()})
     with pytest.raises(TypeError, match="member 'a' must be a ManifestGroup, got ManifestArray"):

@@ -4,6 +4,7 @@ metadata that must be refused before it reaches zarr or xarray."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,10 @@ import pytest
 import zarr
 from kerchunk_refs import SIMPLE_ZARRAY, open_fsspec, open_ours, parse_json, write_refs
 
+from virtualstac import open_virtual_datatree
+from virtualstac.errors import InvalidManifestError
 from virtualstac.parsers.zarr import ZarrParser
+from virtualstac.parsers.zarr_v2 import V2MetadataError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 pytestmark = [
@@ -57,3 +61,38 @@ def test_store_objects_named_by_non_ascii_digits_are_not_chunks(tmp_path: Path) 
     store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
     values = zarr.open_group(store, mode="r")["v2"][...]
     assert values.tolist() == zarr.open_array(path, mode="r")[...].tolist() == [1, 2, 0, 0]
+
+
+# -- the hierarchy -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["../v/.zarray", "./v/.zarray", "v/../.zarray", "a//v/.zarray", "/v/.zarray"]
+)
+def test_keys_with_empty_or_dot_segments_are_refused(tmp_path: Path, key: str) -> None:
+    # zarr cannot list such a node, and a tree holding it would be written outside its target.
+    references = {".zgroup": ZGROUP, "v/.zarray": SIMPLE_ZARRAY, key: SIMPLE_ZARRAY}
+    path = write_refs(tmp_path, references)
+    message = rf"bad\.json: key '{re.escape(key)}' has an empty, '\.' or '\.\.' path segment"
+    with pytest.raises(V2MetadataError, match=message):
+        parse_json(path)
+    with pytest.raises(V2MetadataError, match=message):
+        open_virtual_datatree(str(path))
+
+
+@pytest.mark.parametrize(
+    ("references", "error", "match"),
+    [
+        ({"v/.zarray": "[1, 2]"}, V2MetadataError, r"v/\.zarray is not a JSON object"),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/.zgroup": ZGROUP},
+            InvalidManifestError,
+            r"group '/': names used by both an array and a group: \['v'\]",
+        ),
+    ],
+)
+def test_errors_of_the_hierarchy_name_the_file(
+    tmp_path: Path, references: dict[str, str], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=rf"bad\.json: {match}"):
+        parse_json(write_refs(tmp_path, references))

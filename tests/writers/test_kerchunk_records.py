@@ -13,8 +13,15 @@ import pytest
 
 from virtualstac import open_virtual_dataset
 from virtualstac.demo import write_sample_archive
+from virtualstac.errors import InvalidManifestError
 from virtualstac.manifests import ManifestArray, ManifestGroup
-from virtualstac.writers.kerchunk_records import Rows, write_pieces, write_region_records
+from virtualstac.writers.kerchunk_records import (
+    Piece,
+    Rows,
+    array_directory,
+    write_pieces,
+    write_region_records,
+)
 
 DAYS = 3
 # Per day: t2m 4 chunks along time x 2 x 2 in space; time one inlined chunk.
@@ -82,3 +89,14 @@ def test_records_written_in_regions_hold_what_one_writer_writes(
         assert all(row["path"] is None for row in written[len(expected) :])
     for name in ("lat", "lon"):  # not along time: as the first batch holds them
         assert read_records(directory / name, record_size)[:1] == rows_of(groups[0].arrays[name])
+
+
+@pytest.mark.parametrize("path", ["../v", "a/../../v", "./v", "a//v", "/v"])
+def test_records_are_never_written_outside_the_reference_set(tmp_path: Path, path: str) -> None:
+    directory = tmp_path / "refs.parq"
+    assert array_directory(directory, "a/v") == directory / "a" / "v"
+    with pytest.raises(InvalidManifestError, match="would be written outside"):
+        array_directory(directory, path)
+    # Pieces come from other processes: one naming such a path is refused before it is read.
+    with pytest.raises(InvalidManifestError, match=r"array path .* has an empty, '\.' or '\.\.'"):
+        write_pieces([Piece(path, 0, 0)], directory, 10)

@@ -44,9 +44,12 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         ]
         for named, expected in members:
             for name, member in named.items():
-                if not isinstance(name, str) or not name or "/" in name:
+                # "." and ".." are no Zarr node names: zarr refuses them, and a writer would
+                # put such a member beside or above its target.
+                if not isinstance(name, str) or name in ("", ".", "..") or "/" in name:
                     raise InvalidManifestError(
-                        f"member names must be non-empty strings without '/', got {name!r}"
+                        "member names must be non-empty strings without '/', other than '.' "
+                        f"and '..', got {name!r}"
                     )
                 if not isinstance(member, expected):
                     raise TypeError(

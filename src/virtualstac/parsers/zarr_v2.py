@@ -316,13 +316,14 @@ def parse_chunk_keys(
 # -- hierarchy -----------------------------------------------------------------------------
 
 
-def _tree(documents: Mapping[str, Any]) -> _Tree:
+def _tree(documents: Mapping[str, Any], source: str) -> _Tree:
     tree = _Tree()
     for key, document in documents.items():
+        _check_key(key, source)
         parent, _, name = key.rpartition("/")
         if name == ".zarray":
             if not isinstance(document, dict):
-                raise V2MetadataError(f"{key} is not a JSON object")
+                raise V2MetadataError(f"{source}: {key} is not a JSON object")
             tree.arrays[parent] = document
         elif name == ".zgroup":
             tree.groups.add(parent)
@@ -333,6 +334,15 @@ def _tree(documents: Mapping[str, Any]) -> _Tree:
             path = path.rpartition("/")[0]
             tree.groups.add(path)
     return tree
+
+
+def _check_key(key: str, source: str) -> None:
+    """Refuse a key with an empty, ``.`` or ``..`` segment: zarr refuses such a path, and a
+    node there would sit beside or above the root (a writer would write outside its target)."""
+    if any(segment in ("", ".", "..") for segment in key.split("/")):
+        raise V2MetadataError(
+            f"{source}: key {key!r} has an empty, '.' or '..' path segment, which no Zarr node has"
+        )
 
 
 def build_v2_group(
@@ -361,7 +371,7 @@ def build_v2_group(
         it becomes the only member of the root group.
     """
     drop = frozenset(v.strip("/") for v in drop_variables)
-    tree = _tree(documents)
+    tree = _tree(documents, source)
 
     def attributes(path: str) -> dict[str, Any]:
         value = documents.get(f"{path}/.zattrs" if path else ".zattrs") or {}
@@ -397,9 +407,14 @@ def build_v2_group(
                 and not _dropped(child, name, drop)
             ):
                 groups[name] = group(child)
-        return ManifestGroup(
-            arrays=arrays, groups=groups, attributes=without_netcdf_attributes(attributes(path))
-        )
+        try:
+            return ManifestGroup(
+                arrays=arrays,
+                groups=groups,
+                attributes=without_netcdf_attributes(attributes(path)),
+            )
+        except InvalidManifestError as err:
+            raise InvalidManifestError(f"{source}: group {path or '/'!r}: {err}") from err
 
     return group("")
 

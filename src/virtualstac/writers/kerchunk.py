@@ -24,7 +24,7 @@ from virtualstac.manifests.metadata import json_safe
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.inlining import inline_small_chunks
-from virtualstac.writers.kerchunk_records import Rows, write_array_records
+from virtualstac.writers.kerchunk_records import Rows, array_directory, write_array_records
 from virtualstac.writers.staging import replacing
 from virtualstac.writers.zarr_v2 import in_v2_layout, v2_metadata
 
@@ -192,9 +192,10 @@ def _write_parquet(
         directory, kerchunk_metadata(group), record_size, _section(group, root_url, notes)
     )
     for path, array in _walk_arrays(group):
-        (directory / path).mkdir(parents=True, exist_ok=True)
+        records = array_directory(directory, path)
+        records.mkdir(parents=True, exist_ok=True)
         table = _relative_paths(array.manifest.path_table, root_url)
-        write_array_records(Rows.of(array, table), directory / path, record_size)
+        write_array_records(Rows.of(array, table), records, record_size)
 
 
 def write_parquet_index(

@@ -23,9 +23,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from virtualstac.errors import InvalidManifestError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 
-__all__ = ["Piece", "Rows", "write_array_records", "write_pieces", "write_region_records"]
+__all__ = [
+    "Piece",
+    "Rows",
+    "array_directory",
+    "write_array_records",
+    "write_pieces",
+    "write_region_records",
+]
 
 # Offsets and sizes are never null; fastparquet reads integer columns as floats unless the
 # schema says so and the statistics (null counts) are written.
@@ -130,6 +138,20 @@ class Piece:
         return f"{self.path}/piece.{self.record}.{self.start}.parq"
 
 
+def array_directory(directory: Path, path: str) -> Path:
+    """The directory of array ``path``'s records below the reference set's ``directory``.
+
+    A path that would lead elsewhere (an empty, ``.`` or ``..`` segment) is refused, so no
+    tree, however it was built, makes a writer write outside its target.
+    """
+    if any(segment in ("", ".", "..") for segment in path.split("/")):
+        raise InvalidManifestError(
+            f"array path {path!r} has an empty, '.' or '..' segment; its records would be "
+            f"written outside {str(directory)!r}"
+        )
+    return directory / path
+
+
 def write_array_records(rows: Rows, directory: Path, record_size: int) -> None:
     """Write every record of one array's rows into its (existing) ``directory``."""
     for record, start in enumerate(range(0, max(len(rows), 1), record_size)):
@@ -158,10 +180,11 @@ def write_region_records(
     for path, node in group.walk():
         if not isinstance(node, ManifestArray):
             continue
+        records = array_directory(directory, path)
         rows = Rows.of(node, node.manifest.path_table)
         if path not in places:
             if first:
-                write_array_records(rows, directory / path, record_size)
+                write_array_records(rows, records, record_size)
             continue
         low, total = places[path]
         high = low + len(rows)
@@ -170,7 +193,7 @@ def write_region_records(
             end = min(begin + record_size, total)
             inside = rows.cut(max(begin, low) - low, min(end, high) - low)
             if begin >= low and end <= high:
-                inside.write(directory / path / f"refs.{record}.parq", record_size)
+                inside.write(records / f"refs.{record}.parq", record_size)
             else:
                 piece = Piece(path, record, max(begin, low) - begin)
                 inside.write(directory / piece.file, len(inside))
@@ -187,6 +210,7 @@ def write_pieces(pieces: Sequence[Piece], directory: Path, record_size: int) -> 
     for piece in pieces:
         by_record[piece.path, piece.record].append(piece)
     for (path, record), parts in by_record.items():
+        records = array_directory(directory, path)
         table: dict[str, int] = {}
         codes, offsets, lengths = [], [], []
         raw: list[bytes | None] = []
@@ -204,6 +228,6 @@ def write_pieces(pieces: Sequence[Piece], directory: Path, record_size: int) -> 
             np.concatenate(lengths),
             raw,
         )
-        joined.write(directory / path / f"refs.{record}.parq", record_size)
+        joined.write(records / f"refs.{record}.parq", record_size)
         for part in parts:
             (directory / part.file).unlink()
