@@ -18,6 +18,7 @@ def test_the_defaults_hold_real_archives() -> None:
         references_per_open=50_000_000,
         metadata_bytes=64 * 2**20,
         coordinate_bytes=2**30,
+        chunk_bytes=2**30,
     )
 
 

@@ -31,6 +31,7 @@ from virtualstac.errors import LimitExceededError
 __all__ = [
     "LimitExceededError",
     "Limits",
+    "check_chunk_bytes",
     "check_coordinate",
     "check_metadata",
     "check_open_references",
@@ -62,6 +63,9 @@ class Limits:
     coordinate_bytes
         Bytes of one coordinate built in memory when a dataset opens or is written (loaded
         coordinate variables, coordinates computed from a geotransform).
+    chunk_bytes
+        Bytes of one chunk once decoded (its elements times their size), as Zarr metadata
+        (``.zarray``, ``zarr.json``, Kerchunk) declares it: a read holds a whole chunk in memory.
     """
 
     references_per_array: int = 50_000_000
@@ -71,6 +75,7 @@ class Limits:
     # reference sets are what Kerchunk's Parquet format is for.
     metadata_bytes: int = 64 * 2**20
     coordinate_bytes: int = 1 * 2**30
+    chunk_bytes: int = 1 * 2**30
 
 
 _current = Limits()
@@ -218,6 +223,17 @@ def check_coordinate(nbytes: int, *, source: str, name: str) -> None:
             f"{source}: variable {name!r} would take {nbytes:,} bytes in memory",
             nbytes,
             "coordinate_bytes",
+        )
+
+
+def check_chunk_bytes(nbytes: int, *, where: str) -> None:
+    """Refuse an array whose chunks decode to ``nbytes`` each beyond ``chunk_bytes``, before
+    its metadata (a fill value of one element) is built; ``where`` names the file and array."""
+    if nbytes > _current.chunk_bytes:
+        raise _exceeded(
+            f"{where}: each chunk decodes to {nbytes:,} bytes",
+            nbytes,
+            "chunk_bytes",
         )
 
 

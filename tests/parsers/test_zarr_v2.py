@@ -13,7 +13,8 @@ import zarr
 from kerchunk_refs import SIMPLE_ZARRAY, open_fsspec, open_ours, parse_json, write_refs
 
 from virtualstac import open_virtual_datatree
-from virtualstac.errors import InvalidManifestError
+from virtualstac.errors import InvalidManifestError, LimitExceededError
+from virtualstac.limits import limits
 from virtualstac.parsers.zarr import ZarrParser
 from virtualstac.parsers.zarr_v2 import V2MetadataError
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -96,3 +97,40 @@ def test_errors_of_the_hierarchy_name_the_file(
 ) -> None:
     with pytest.raises(error, match=rf"bad\.json: {match}"):
         parse_json(write_refs(tmp_path, references))
+
+
+# -- sizes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "decoded"),
+    [("|V1000000000", "4,000,000,000"), ("|S2000000000", "8,000,000,000"), ("<f8", "8,000")],
+)
+def test_chunks_decoding_beyond_chunk_bytes_are_refused(
+    tmp_path: Path, dtype: str, decoded: str
+) -> None:
+    # Before zarr builds a fill value: an element of "|V2000000000" alone is two gigabytes.
+    chunks = [4] if dtype[1] in "VS" else [1000]
+    zarray = {**json.loads(SIMPLE_ZARRAY), "dtype": dtype, "shape": chunks, "chunks": chunks}
+    path = write_refs(tmp_path, {".zgroup": ZGROUP, "v/.zarray": json.dumps(zarray)})
+    with (
+        limits(chunk_bytes=4096),
+        pytest.raises(
+            LimitExceededError,
+            match=rf"bad\.json: array 'v': each chunk decodes to {decoded} bytes",
+        ),
+    ):
+        parse_json(path)
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"), [([2**70], [2**70]), ([2**40, 2**40], [2**40, 2**40]), ([4], [2**64])]
+)
+def test_shapes_beyond_int64_are_refused(
+    tmp_path: Path, shape: list[int], chunks: list[int]
+) -> None:
+    # numpy, zarr and xarray would fail with a raw OverflowError or ValueError when reading.
+    zarray = {**json.loads(SIMPLE_ZARRAY), "shape": shape, "chunks": chunks}
+    path = write_refs(tmp_path, {".zgroup": ZGROUP, "v/.zarray": json.dumps(zarray)})
+    with pytest.raises(V2MetadataError, match=r"bad\.json: array 'v': shape .* than int64 holds"):
+        parse_json(path)

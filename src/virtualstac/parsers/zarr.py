@@ -19,7 +19,7 @@ from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
-from virtualstac.limits import check_references, counting_references
+from virtualstac.limits import check_chunk_bytes, check_references, counting_references
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
 from virtualstac.parsers.corrupt import reading
@@ -140,6 +140,7 @@ def _v3_array(
     path: str, document: dict[str, Any], sizes: Mapping[str, int], base_url: str
 ) -> ManifestArray:
     metadata = ArrayV3Metadata.from_dict(document)
+    _check_sizes(metadata, f"{base_url}: array {path or '/'!r}")
     grid = grid_shape(metadata.shape, chunk_shape_of(metadata))
     here = f"{path}/" if path else ""
     chunk_keys = {
@@ -149,6 +150,24 @@ def _v3_array(
     }
     array_url = f"{base_url}/{path}" if path else base_url
     return ManifestArray(metadata, _manifest(metadata, grid, chunk_keys, array_url))
+
+
+def _check_sizes(metadata: ArrayV3Metadata, where: str) -> None:
+    """Refuse an array beyond int64 (:func:`~virtualstac.parsers.zarr_v2.beyond_int64`) or
+    whose chunks, the inner chunks of its shards, decode beyond ``chunk_bytes``."""
+    from zarr.codecs import ShardingCodec
+
+    from virtualstac.parsers.zarr_v2 import beyond_int64
+
+    chunks = chunk_shape_of(metadata)
+    beyond = beyond_int64(metadata.shape, chunks)
+    if beyond:
+        raise CorruptFileError(f"{where}: {beyond}")
+    codecs = metadata.codecs
+    while codecs and isinstance(codecs[0], ShardingCodec):  # a read decodes inner chunks
+        chunks, codecs = codecs[0].chunk_shape, codecs[0].codecs
+    itemsize = metadata.dtype.to_native_dtype().itemsize
+    check_chunk_bytes(math.prod(chunks) * itemsize, where=where)
 
 
 def _manifest(

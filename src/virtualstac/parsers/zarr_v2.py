@@ -35,7 +35,7 @@ from zarr.registry import get_codec_class
 # Registers the imagecodecs_* codecs (TIFF compressions) that tifffile's references name.
 import virtualstac.codecs  # noqa: F401
 from virtualstac.errors import InvalidManifestError, VirtualStacError
-from virtualstac.limits import check_references
+from virtualstac.limits import check_chunk_bytes, check_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -46,12 +46,14 @@ from virtualstac.storage.urls import join_url
 __all__ = [
     "V2MetadataError",
     "V2Node",
+    "beyond_int64",
     "build_v2_group",
     "parse_chunk_keys",
     "v2_group_from_documents",
     "v3_metadata_from_v2",
 ]
 
+_INT64_MAX = 2**63 - 1
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
 # v2 object codecs with a v3 serializer; the others (pickle, json2, msgpack2, vlen-array) store
 # Python objects no Zarr v3 data type describes.
@@ -100,6 +102,9 @@ def v3_metadata_from_v2(
         raise V2MetadataError(f"{where}: .zarray lacks a valid shape, chunks or dtype") from err
     if len(shape) != len(chunks) or any(c <= 0 for c in chunks) or any(s < 0 for s in shape):
         raise V2MetadataError(f"{where}: chunks {list(chunks)} do not fit shape {list(shape)}")
+    beyond = beyond_int64(shape, chunks)
+    if beyond:
+        raise V2MetadataError(f"{where}: {beyond}")
     if not isinstance(dtype_json, str):
         raise V2MetadataError(
             f"{where}: structured dtype {dtype_json!r} has no Zarr v3 equivalent here"
@@ -108,6 +113,8 @@ def v3_metadata_from_v2(
         dtype = np.dtype(dtype_json)
     except TypeError as err:
         raise V2MetadataError(f"{where}: unknown dtype {dtype_json!r}") from err
+    # Before zarr builds a fill value of one element: "|V2000000000" is two gigabytes of it.
+    check_chunk_bytes(math.prod(chunks) * dtype.itemsize, where=where)
     separator = zarray.get("dimension_separator") or "."
     if separator not in (".", "/"):
         raise V2MetadataError(f"{where}: dimension_separator must be '.' or '/'")
@@ -153,6 +160,20 @@ def v3_metadata_from_v2(
     except (InvalidManifestError, TypeError, ValueError) as err:
         raise V2MetadataError(f"{where}: metadata has no Zarr v3 equivalent: {err}") from err
     return metadata, separator
+
+
+def beyond_int64(shape: Sequence[int], chunks: Sequence[int]) -> str | None:
+    """Why an array of ``shape`` in ``chunks`` cannot be indexed, or None.
+
+    numpy, zarr and xarray count elements and index them with int64: a larger dimension or
+    number of elements fails there with a raw OverflowError or ValueError.
+    """
+    if any(n > _INT64_MAX for n in (*shape, *chunks)) or math.prod(shape) > _INT64_MAX:
+        return (
+            f"shape {list(shape)} in chunks {list(chunks)} counts more elements (along an axis "
+            "or in all) than int64 holds (2**63 - 1); numpy, zarr and xarray index with int64"
+        )
+    return None
 
 
 def _codecs(
