@@ -9,7 +9,11 @@ v2 metadata into the v3 metadata manifest arrays carry:
   array with the ``vlen-utf8`` serializer;
 - ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
   because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
-  as xarray's v3 reader decodes it, so values decode the same through either;
+  as xarray's v3 reader decodes it, so numbers and booleans decode the same through either.
+  Strings, bytes, dates and durations get no ``_FillValue``: xarray's v3 reader has no encoding
+  of it for them and fails to open such an array. So their fill value is not masked where
+  xarray reading the v2 store directly masks it (a string array's ``""`` stays ``""`` instead
+  of becoming NaN), and a ``_FillValue`` attribute of theirs is left out;
 - ``_ARRAY_DIMENSIONS`` becomes the dimension names, or else NCZarr's dimension references
   (:mod:`virtualstac.parsers.nczarr`); attributes xarray hides (``_nc*``) are left out.
 
