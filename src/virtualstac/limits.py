@@ -177,12 +177,13 @@ def check_open_references(total: int, *, source: str) -> None:
         )
 
 
-def check_metadata(nbytes: int, *, source: str) -> None:
-    """Refuse a metadata document of ``nbytes`` beyond ``metadata_bytes``, before reading it."""
+def check_metadata(nbytes: int, *, source: str, what: str | None = None) -> None:
+    """Refuse ``nbytes`` of metadata from ``source`` beyond ``metadata_bytes``, before reading
+    or building them: a metadata document, or what ``what`` says they are (``"gen references
+    render ..."``)."""
     if nbytes > _current.metadata_bytes:
-        raise _exceeded(
-            f"{source}: the metadata document has {nbytes:,} bytes", nbytes, "metadata_bytes"
-        )
+        said = what or f"the metadata document has {nbytes:,} bytes"
+        raise _exceeded(f"{source}: {said}", nbytes, "metadata_bytes")
 
 
 def gunzip_metadata(data: bytes, *, source: str) -> bytes:
@@ -206,13 +207,6 @@ def gunzip_metadata(data: bytes, *, source: str) -> bytes:
             raise zlib.error("the gzip stream is truncated")
         rest = inflate.unused_data  # gzip files may hold several members, read one after another
     return bytes(out)
-
-
-def check_metadata(size: int, *, source: str, what: str) -> None:
-    """Refuse building ``size`` bytes of metadata from ``source`` beyond ``metadata_bytes``,
-    before building them; ``what`` says what they are (``"gen references render ..."``)."""
-    if size > _current.metadata_bytes:
-        raise _exceeded(f"{source}: {what}", size, "metadata_bytes")
 
 
 def check_coordinate(nbytes: int, *, source: str, name: str) -> None:
