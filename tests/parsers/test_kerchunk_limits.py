@@ -141,7 +141,7 @@ def test_gen_text_repeated_a_million_fold_is_refused_with_memory_capped(tmp_path
     assert len(refusals) == len(paths)
     for path, refusal in zip(paths, refusals, strict=True):
         assert str(path) in refusal
-        assert "more than the limit of 268,435,456 (metadata_bytes)" in refusal
+        assert "more than the limit of 67,108,864 (metadata_bytes)" in refusal
     # The keys (128,890 characters) came first.
     assert "render 4,000,128,890 characters (gen template \"{{ 'a' * 200000 }}\")" in refusals[0]
 
