@@ -7,6 +7,7 @@ the chunk and the file, having allocated about one chunk, not the whole stream.
 
 from __future__ import annotations
 
+import lzma
 import tracemalloc
 import zlib
 from collections.abc import Callable
@@ -36,6 +37,13 @@ def zlib_bomb() -> bytes:
     return b"".join(deflater.compress(MEBIBYTE) for _ in range(BOMB // 2**20)) + deflater.flush()
 
 
+def lzma_bomb() -> bytes:
+    compressor = lzma.LZMACompressor()
+    return b"".join(compressor.compress(MEBIBYTE) for _ in range(BOMB // 2**20)) + (
+        compressor.flush()
+    )
+
+
 def lzw_bomb() -> bytes:
     return bytes(imagecodecs.lzw_encode(bytes(BOMB // 4)))
 
@@ -44,6 +52,7 @@ BOMBS: dict[str, tuple[Callable[[], bytes], Callable[[bytes], bytes]]] = {
     "zstd": (zstd_bomb, lambda tile: bytes(imagecodecs.zstd_encode(tile))),
     "zlib": (zlib_bomb, zlib.compress),
     "lzw": (lzw_bomb, lambda tile: bytes(imagecodecs.lzw_encode(tile))),
+    "lzma": (lzma_bomb, lzma.compress),
 }
 
 
