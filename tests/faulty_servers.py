@@ -14,6 +14,8 @@ next of its behaviours (the last one repeats):
     Answer every request with ``200 OK`` and the whole file, whatever its ``Range`` says.
 ``"unavailable"``
     Answer ``503 Service Unavailable``, as an overloaded object store does.
+``"cut"``
+    Answer as ``"serve"`` does, but close the connection half-way through the body.
 
 Its threads stop when the server is stopped (it is a context manager) and in any case after
 ``lifetime`` seconds, so a test that fails half-way leaves nothing running.
@@ -29,7 +31,7 @@ from types import TracebackType
 
 __all__ = ["BEHAVIOURS", "FaultyServer"]
 
-BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range", "unavailable"})
+BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range", "unavailable", "cut"})
 _LAST_MODIFIED = "Mon, 06 May 2024 10:00:00 GMT"
 _REASONS = {
     200: "OK",
@@ -130,7 +132,11 @@ class FaultyServer:
             if behaviour == "unavailable":
                 connection.sendall(_head(503, {"Connection": "close", "Content-Length": "0"}))
                 return
-            connection.sendall(self._answer(*request, honour_range=behaviour == "serve"))
+            answer = self._answer(*request, honour_range=behaviour in ("serve", "cut"))
+            if behaviour == "cut":
+                head, _, body = answer.partition(b"\r\n\r\n")
+                answer = head + b"\r\n\r\n" + body[: len(body) // 2]
+            connection.sendall(answer)
 
     def _read_request(self, connection: socket.socket) -> tuple[str, str, dict[str, str]] | None:
         """The method, path and headers of the request, or None if none arrives in time."""

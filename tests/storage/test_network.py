@@ -24,8 +24,11 @@ from virtualstac.errors import (
     NetworkError,
     NetworkTimeoutError,
     RangeNotSupportedError,
+    SourceChangedError,
     UnregisteredURLError,
 )
+from virtualstac.manifests.sources import SourceStamp
+from virtualstac.parsers.kerchunk_sources import verify_sources
 from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.signing import SigningRegistry
 
@@ -179,6 +182,17 @@ def test_chunks_are_never_read_from_a_server_that_ignores_range(
             values_of(virtual, server.url_for(NAME))
 
 
+def test_a_body_cut_short_after_its_headers_is_a_network_error_naming_the_chunk(
+    netcdf: tuple[bytes, np.ndarray],
+) -> None:
+    data, _ = netcdf
+    with FaultyServer({NAME: data}, "serve") as server:
+        virtual = open_over(server)
+        server.behave("cut")
+        with pytest.raises(NetworkError, match=r"chunk 't2m/c/\d/\d' from '.*connection dropped"):
+            values_of(virtual, server.url_for(NAME))
+
+
 def test_credentials_in_urls_never_reach_messages(netcdf: tuple[bytes, np.ndarray]) -> None:
     data, _ = netcdf
     with FaultyServer({NAME: data}, "drop") as server:
@@ -192,6 +206,21 @@ def test_credentials_in_urls_never_reach_messages(netcdf: tuple[bytes, np.ndarra
     with pytest.raises(UnregisteredURLError) as refused:
         registry.resolve("http://reader:hunter2@127.0.0.1:9/elsewhere/x.nc")
     assert "hunter2" not in str(refused.value)
+
+
+def test_credentials_never_reach_a_changed_source_message(
+    netcdf: tuple[bytes, np.ndarray],
+) -> None:
+    data, _ = netcdf
+    with FaultyServer({NAME: data}, "serve") as server:
+        url = server.url_for(NAME).replace("://", "://reader:hunter2@")
+        registry = ObjectStoreRegistry.for_url(url, network=QUICK)
+        references = url.rsplit("/", 1)[0] + "/refs.json"
+        stale = {url: SourceStamp(size=len(data) + 1)}  # recorded when the file was longer
+        with pytest.raises(SourceChangedError, match=r"size \d+ -> \d+") as raised:
+            verify_sources(stale, registry, references)
+    assert "hunter2" not in printed(raised.value)
+    assert "://***@127.0.0.1" in str(raised.value)
 
 
 def test_signatures_in_queries_never_reach_messages(netcdf: tuple[bytes, np.ndarray]) -> None:

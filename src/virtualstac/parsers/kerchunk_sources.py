@@ -58,7 +58,7 @@ async def _verify(
                 meta = await obstore.head_async(store, path)
             except FileNotFoundError as err:
                 raise SourceChangedError(
-                    f"{redact(url)!r}, referenced by {references!r}, no longer exists"
+                    f"{redact(url)!r}, referenced by {redact(references)!r}, no longer exists"
                 ) from quiet(err)
             except BaseError as err:
                 raise read_failure(err, url, "the source ") from err
@@ -77,7 +77,8 @@ def _compare(url: str, recorded: SourceStamp, now: SourceStamp, references: str)
         changes.append(f"ETag {recorded.etag} -> {now.etag}")
     if changes:
         raise SourceChangedError(
-            f"{url!r} changed since {references!r} was written ({'; '.join(changes)}), so its "
+            f"{redact(url)!r} changed since {redact(references)!r} was written "
+            f"({'; '.join(changes)}), so its "
             "byte ranges may point at other data; re-create the references, or pass "
             "verify_sources=False to trust them anyway"
         )

@@ -100,6 +100,10 @@ def is_network_failure(error: BaseException) -> bool:
     return _classify(str(error), "", "") is not None
 
 
+#: What obstore says when a response body fails after its headers arrived.
+_BODY_ERROR = "request or response body error"
+
+
 def _classify(text: str, url: str, context: str) -> NetworkError | RangeNotSupportedError | None:
     where = redact(url)
     if "Range request not supported" in text:
@@ -112,6 +116,14 @@ def _classify(text: str, url: str, context: str) -> NetworkError | RangeNotSuppo
         )
     performed = _PERFORMED.search(text)
     if performed is None:
+        if _BODY_ERROR in text:
+            # The answer's headers came, then its bytes stopped, trickled or broke off. obstore
+            # says no more (no attempts, no elapsed time) once the body has begun.
+            return NetworkError(
+                f"reading {context}{where!r} failed: the connection dropped, or stalled past "
+                "the read timeout, while the server sent the bytes; the registry's "
+                "virtualstac.NetworkOptions set the timeouts and retries"
+            )
         return None
     status = _STATUS.search(text)
     kinds = _kinds(text)
