@@ -156,6 +156,22 @@ pytestmark = [
             },
             r"gen dimension 'i' must list strings or numbers",
         ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [
+                    {
+                        "key": "v/{{i}}",
+                        "url": "/x",
+                        "offset": "{{ i * 8 }}",
+                        "length": "{{ i - 1 }}",  # -1 for the first: no whole-object marker
+                        "dimensions": {"i": [0, 1]},
+                    }
+                ],
+            },
+            r"gen template '\{\{ i - 1 \}\}' renders a negative offset or length, -1",
+        ),
     ],
 )
 def test_malformed_references(tmp_path: Path, references: Any, match: str) -> None:

@@ -217,11 +217,18 @@ def _render(template: str, scope: _Scope) -> Any:
 def _integers(template: str, scope: _Scope) -> Any:
     rendered = _render(template, scope)
     try:
-        return rendered.astype(np.int64)
-    except ValueError as err:
+        integers = rendered.astype(np.int64)
+    except (ValueError, OverflowError) as err:
         raise KerchunkReferenceError(
             f"{scope.rendering.source}: gen template {template!r} does not render to integers"
         ) from err
+    if (integers < 0).any():
+        # A negative length would pass for the whole-object marker (WHOLE, -1).
+        raise KerchunkReferenceError(
+            f"{scope.rendering.source}: gen template {template!r} renders a negative offset or "
+            f"length, {int(integers.min())}"
+        )
+    return integers
 
 
 def _as_strings(value: Any) -> Any:
