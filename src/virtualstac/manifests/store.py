@@ -436,25 +436,7 @@ class ManifestStore(Store):
         ``keys`` is in an object that is not a local file."""
         sources = locate_sources(self._locate_chunk, keys)
         if sources is not None:
-            # Every chunk is a range of a source: made without a Python step per chunk beyond
-            # the range itself (a read of thousands of chunks is located before any decodes).
-            urls = {code: sources.urls[code] for code in set(sources.sources)}
-            files: dict[int, str] = {}
-            for code, url in urls.items():
-                file = self._local_file(url)
-                if file is None:
-                    return None
-                files[code] = file
-            return list(
-                map(
-                    LocalRange,
-                    [files[code] for code in sources.sources],
-                    [urls[code] for code in sources.sources],
-                    sources.starts,
-                    sources.ends,
-                    keys,
-                )
-            )
+            return sources.local_ranges(keys, self._local_file)
         results, by_url = split_by_source(locate_entries(self._locate_chunk, keys))
         for url, chunks in by_url.items():
             file = self._local_file(url)
