@@ -16,6 +16,12 @@ next of its behaviours (the last one repeats):
     Answer ``503 Service Unavailable``, as an overloaded object store does.
 ``"cut"``
     Answer as ``"serve"`` does, but close the connection half-way through the body.
+``"redirect"``
+    Answer ``302 Found``, sending the client to the same name below :attr:`redirect_to`.
+``"gzip"``
+    Answer as ``"serve"`` does, with the bytes gzip-compressed (``Content-Encoding: gzip``).
+``"trickle"``
+    Answer as ``"serve"`` does, sending the body one byte every 50 ms.
 
 Its threads stop when the server is stopped (it is a context manager) and in any case after
 ``lifetime`` seconds, so a test that fails half-way leaves nothing running.
@@ -23,6 +29,8 @@ Its threads stop when the server is stopped (it is a context manager) and in any
 
 from __future__ import annotations
 
+import gzip
+import re
 import socket
 import threading
 import time
@@ -31,11 +39,14 @@ from types import TracebackType
 
 __all__ = ["BEHAVIOURS", "FaultyServer"]
 
-BEHAVIOURS = frozenset({"serve", "hang", "drop", "ignore-range", "unavailable", "cut"})
+BEHAVIOURS = frozenset(
+    {"serve", "hang", "drop", "ignore-range", "unavailable", "cut", "redirect", "gzip", "trickle"}
+)
 _LAST_MODIFIED = "Mon, 06 May 2024 10:00:00 GMT"
 _REASONS = {
     200: "OK",
     206: "Partial Content",
+    302: "Found",
     404: "Not Found",
     416: "Range Not Satisfiable",
     503: "Service Unavailable",
@@ -49,6 +60,8 @@ class FaultyServer:
         self, files: Mapping[str, bytes], *behaviours: str, lifetime: float = 60.0
     ) -> None:
         self._files = dict(files)
+        #: Where ``"redirect"`` sends clients (this server's own URL unless set).
+        self.redirect_to = ""
         self._lock = threading.Lock()
         self._behaviours: list[str] = []
         self._first = 0
@@ -132,10 +145,31 @@ class FaultyServer:
             if behaviour == "unavailable":
                 connection.sendall(_head(503, {"Connection": "close", "Content-Length": "0"}))
                 return
-            answer = self._answer(*request, honour_range=behaviour in ("serve", "cut"))
+            if behaviour == "redirect":
+                target = f"{self.redirect_to or self.url}/{request[1].lstrip('/')}"
+                fields = {"Location": target, "Connection": "close", "Content-Length": "0"}
+                connection.sendall(_head(302, fields))
+                return
+            honour_range = behaviour in ("serve", "cut", "gzip", "trickle")
+            answer = self._answer(*request, honour_range=honour_range)
+            head, _, body = answer.partition(b"\r\n\r\n")
             if behaviour == "cut":
-                head, _, body = answer.partition(b"\r\n\r\n")
                 answer = head + b"\r\n\r\n" + body[: len(body) // 2]
+            if behaviour == "gzip":
+                packed = gzip.compress(body)
+                head = re.sub(rb"Content-Length: \d+", b"Content-Length: %d" % len(packed), head)
+                answer = head + b"\r\nContent-Encoding: gzip\r\n\r\n" + packed
+            if behaviour == "trickle":
+                try:
+                    connection.sendall(head + b"\r\n\r\n")
+                    for index in range(len(body)):
+                        if not self._running():
+                            return
+                        connection.sendall(body[index : index + 1])
+                        time.sleep(0.05)
+                except OSError:  # the client gave up: what the behaviour is for
+                    return
+                return
             connection.sendall(answer)
 
     def _read_request(self, connection: socket.socket) -> tuple[str, str, dict[str, str]] | None:

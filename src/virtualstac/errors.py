@@ -29,6 +29,7 @@ __all__ = [
     "OverviewNotFoundError",
     "RangeNotSupportedError",
     "ReadOnlyStoreError",
+    "RedirectRefusedError",
     "SourceChangedError",
     "SourceNotFoundError",
     "UnknownFormatError",
@@ -123,6 +124,11 @@ class LimitExceededError(VirtualStacError, MemoryError):
 
 class UnregisteredURLError(VirtualStacError, PermissionError):
     """A URL lies outside every prefix of the object store registry (the read allow-list)."""
+
+
+class RedirectRefusedError(UnregisteredURLError):
+    """An HTTP server answered a read with a redirect, which is never followed: it could lead
+    outside the read allow-list."""
 
 
 class UnknownFormatError(VirtualStacError, ValueError):

@@ -16,8 +16,7 @@ import xarray as xr
 from virtualstac import ManifestArray, ManifestGroup, ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import ChunkReadError
 from virtualstac.manifests import decoding
-from virtualstac.manifests import store as store_module
-from virtualstac.storage import local_ranges
+from virtualstac.storage import local_ranges, objects
 from virtualstac.storage.stats import counting_reads
 
 type WriteHDF5 = Callable[..., Path]
@@ -29,9 +28,9 @@ def no_obstore(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunk reads through obstore fail: a test passing with it read every chunk itself."""
 
     async def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a local chunk went through obstore")
+        raise AssertionError("a local chunk went through the store")
 
-    monkeypatch.setattr(store_module.obstore, "get_ranges_async", refuse)
+    monkeypatch.setattr(objects, "get_ranges_async", refuse)
 
 
 def dataset_of(array: ManifestArray, path: Path, **options: Any) -> xr.Dataset:

@@ -28,7 +28,6 @@ from virtualstac import (
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import ChunkReadError, SourceChangedError
 from virtualstac.manifests import decoding
-from virtualstac.manifests import store as manifest_store
 from virtualstac.stac import icechunk_chunks
 from virtualstac.stac.icechunk_manifests import IcechunkFormatError
 from virtualstac.stac.icechunk_reads import (
@@ -38,7 +37,7 @@ from virtualstac.stac.icechunk_reads import (
     reading_settings,
 )
 from virtualstac.stac.relocation import NamedLocation, declare_root_container
-from virtualstac.storage import local_ranges
+from virtualstac.storage import local_ranges, objects
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.stats import counting_reads
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
@@ -137,10 +136,10 @@ def test_local_sources_are_read_by_the_decoding_threads(
         return read_ranges(*args, **kwargs)
 
     async def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a local chunk went through obstore")
+        raise AssertionError("a local chunk went through the store")
 
     monkeypatch.setattr(decoding, "read_local_ranges", recording)
-    monkeypatch.setattr(manifest_store.obstore, "get_ranges_async", refuse)
+    monkeypatch.setattr(objects, "get_ranges_async", refuse)
 
     read = xr.open_zarr(open_store(tmp_path / "repo"), consolidated=False, chunks=None).load()
 

@@ -6,17 +6,19 @@ from pathlib import Path
 import obstore
 import pytest
 from obstore.exceptions import PermissionDeniedError
-from obstore.store import HTTPStore, LocalStore, MemoryStore, S3Store
+from obstore.store import LocalStore, MemoryStore, S3Store
 
 from servers import HTTPServer, S3Server
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage import objects
+from virtualstac.storage.http import HttpStore
 
 
 def read(registry: ObjectStoreRegistry, url: str) -> bytes:
     """Read a whole object through the store the registry picks for it."""
     store, path = registry.resolve(url)
-    return bytes(obstore.get(store, path).bytes())
+    return bytes(objects.get(store, path).bytes())
 
 
 # -- matching -----------------------------------------------------------------------------------
@@ -345,7 +347,7 @@ def test_http_urls_resolve_below_their_prefix(http_server: HTTPServer) -> None:
     store = registry.register(http_server.url_for(directory) + "/")
     url = http_server.url_for(directory) + "/a%20b.bin"
 
-    assert isinstance(store, HTTPStore)
+    assert isinstance(store, HttpStore)
     assert registry.resolve(url) == (store, "a b.bin")
     assert read(registry, url) == b"hello over http"
     assert registry.head(url)["size"] == len(b"hello over http")

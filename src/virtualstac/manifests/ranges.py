@@ -7,10 +7,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import obstore
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
 from virtualstac.errors import ChunkReadError
+from virtualstac.storage import objects
 from virtualstac.storage.local_ranges import short_read_error
 
 __all__ = ["RangeRequest", "clamp", "fail_all", "short_read", "within_local_file"]
@@ -35,7 +35,7 @@ async def within_local_file(
     past the end of a file, so ranges are checked against its size first; a stat costs
     microseconds.
     """
-    size = int((await obstore.head_async(store, path))["size"])
+    size = int((await objects.head_async(store, path))["size"])
     inside = []
     for request in requests:
         if request.end <= size:

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import obstore
 from zarr.abc.store import (
     ByteRequest,
     Store,
@@ -40,6 +39,7 @@ from virtualstac.manifests.ranges import (
     short_read,
     within_local_file,
 )
+from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, network_failure, redact
 from virtualstac.storage.local_ranges import LocalRange, local_file
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -328,7 +328,7 @@ class ManifestStore(Store):
                 requests = await within_local_file(store, path, url, requests)
                 if not requests:
                     return
-            buffers = await obstore.get_ranges_async(
+            buffers = await objects.get_ranges_async(
                 store,
                 path,
                 starts=[r.start for r in requests],

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import obstore
-
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import Parser
+from virtualstac.storage import objects
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -60,7 +59,7 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     if _exists(store, f"{prefix}/.zmetadata"):
         zmetadata = f"{url.rstrip('/')}/.zmetadata"
         with reading(zmetadata, "its JSON"):
-            metadata = json.loads(bytes(obstore.get(store, f"{prefix}/.zmetadata").bytes()))
+            metadata = json.loads(bytes(objects.get(store, f"{prefix}/.zmetadata").bytes()))
         return (
             "kerchunk-parquet"
             if isinstance(metadata, dict) and "record_size" in metadata
@@ -104,7 +103,7 @@ def parser_for(url: str, registry: ObjectStoreRegistry, **options: Any) -> Parse
 
 def _exists(store: Any, path: str) -> bool:
     try:
-        obstore.head(store, path)
+        objects.head(store, path)
     except (FileNotFoundError, IsADirectoryError):
         return False
     except Exception:  # a local directory answers with a generic error

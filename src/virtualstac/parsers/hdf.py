@@ -24,7 +24,6 @@ from typing import IO, Any, NamedTuple
 
 import h5py
 import numpy as np
-from obstore.store import ObjectStore
 
 from virtualstac.errors import (
     CorruptFileError,
@@ -64,6 +63,7 @@ from virtualstac.parsers.hdf_types import stored_bits_problem
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
 from virtualstac.storage.local_objects import local_object
+from virtualstac.storage.objects import Store
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -516,7 +516,7 @@ def _hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Gr
     return None
 
 
-def _local_file(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | None:
+def _local_file(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:
     """The file system path and metadata of object ``path`` if it is a local regular file."""
     try:
         return local_object(store, path)

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import obstore
 from obstore.exceptions import BaseError
 
 from virtualstac.limits import check_open_references, check_references, counting_references
@@ -32,6 +31,7 @@ from virtualstac.parsers.kerchunk_resolve import (
 )
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
+from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, read_failure
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
@@ -153,7 +153,7 @@ def _fetch_record_files(
     def fetch(url: str) -> Any:
         store, object_path = registry.resolve(url)
         try:
-            data = obstore.get(store, object_path).bytes()
+            data = objects.get(store, object_path).bytes()
         except FileNotFoundError:
             return None  # fsspec writes no file for records without references
         except BaseError as err:

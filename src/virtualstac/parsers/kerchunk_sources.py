@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import obstore
 from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceChangedError
 from virtualstac.manifests.sources import SourceStamp
+from virtualstac.storage import objects
 from virtualstac.storage.failures import quiet, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 
@@ -55,7 +55,7 @@ async def _verify(
         store, path = registry.resolve(url)
         async with limit:
             try:
-                meta = await obstore.head_async(store, path)
+                meta = await objects.head_async(store, path)
             except FileNotFoundError as err:
                 raise SourceChangedError(
                     f"{redact(url)!r}, referenced by {redact(references)!r}, no longer exists"

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-import obstore
 from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
@@ -24,6 +23,7 @@ from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, M
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
+from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -72,7 +72,7 @@ class ZarrParser:
             sizes = _list_sizes(store, prefix)
             documents = {
                 key: _json_document(
-                    bytes(obstore.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
+                    bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
                     f"{root_url}/{key}",
                 )
                 for key in sizes
@@ -208,7 +208,7 @@ def _list_sizes(store: Any, prefix: str) -> dict[str, int]:
     """Every object below ``prefix`` with its size, keyed by path relative to the prefix."""
     sizes: dict[str, int] = {}
     start = len(prefix) + 1 if prefix else 0
-    for batch in obstore.list(store, prefix=prefix or None):
+    for batch in objects.list_objects(store, prefix or None):
         for meta in batch:
             sizes[meta["path"][start:]] = int(meta["size"])
     return sizes

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import obstore
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 
@@ -40,6 +39,7 @@ from virtualstac.stac.icechunk_manifests import (
     IcechunkFormatError,
     read_manifest,
 )
+from virtualstac.storage import objects
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path
 
@@ -200,8 +200,7 @@ class SnapshotChunks:
     async def _manifest(self, manifest_id: str) -> dict[str, ArrayRefs]:
         if manifest_id not in self._manifests:
             store, path = self._registry.resolve(f"{self._location}/manifests/{manifest_id}")
-            result = await obstore.get_async(store, path)
-            self._manifests[manifest_id] = read_manifest(bytes(await result.bytes_async()))
+            self._manifests[manifest_id] = read_manifest(await objects.read_async(store, path))
         return self._manifests[manifest_id]
 
     def _index(

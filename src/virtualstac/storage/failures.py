@@ -12,7 +12,10 @@ that failed on every attempt (:class:`~virtualstac.errors.NetworkError`, or
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
+
+from obstore.exceptions import GenericError
 
 from virtualstac.errors import (
     ChunkReadError,
@@ -22,6 +25,7 @@ from virtualstac.errors import (
 )
 
 __all__ = [
+    "HttpRequestError",
     "describe",
     "is_network_failure",
     "network_failure",
@@ -47,6 +51,42 @@ _UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 _KIND = re.compile(r"HttpError \{\s*kind: (?P<kind>\w+)")
 # The HTTP client's own words, when a caller (Icechunk) prints them instead of obstore's dump.
 _PLAIN_KINDS = (("operation timed out", "Timeout"), ("error sending request", "Request"))
+
+
+class HttpRequestError(GenericError):
+    """A request of virtualstac's own HTTP client (:mod:`virtualstac.storage.http`) failed.
+
+    It is one of obstore's errors, so that callers handle it as they handle obstore's; it
+    carries what obstore's errors carry only in their text. ``reason`` is set when the request
+    failed on every attempt for a reason of the network or the server (a timeout, a refused or
+    dropped connection, a 5xx answer); ``ignores_range`` when the server answered a range with
+    the whole object.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        attempts: int = 1,
+        elapsed: float = 0.0,
+        timed_out: bool = False,
+        ignores_range: bool = False,
+    ) -> None:
+        super().__init__(redact(message))
+        self.reason = reason
+        self.attempts = attempts
+        self.elapsed = elapsed
+        self.timed_out = timed_out
+        self.ignores_range = ignores_range
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword arguments do not survive pickling by default (failures cross processes).
+        return (_rebuild_http_request_error, (str(self), dict(vars(self))))
+
+
+def _rebuild_http_request_error(message: str, fields: dict[str, Any]) -> HttpRequestError:
+    return HttpRequestError(message, **fields)
 
 
 def redact(text: str) -> str:
@@ -90,6 +130,8 @@ def network_failure(
     the caller says what it was doing with :func:`describe`. Either way ``error`` is
     :func:`quiet` ened.
     """
+    if isinstance(error, HttpRequestError):
+        return _from_http_request_error(error, url, context)
     failure = _classify(str(error), url, context)
     quiet(error)
     return failure
@@ -97,7 +139,35 @@ def network_failure(
 
 def is_network_failure(error: BaseException) -> bool:
     """Whether :func:`network_failure` would name ``error`` (which is left as it is)."""
+    if isinstance(error, HttpRequestError):
+        return error.reason is not None or error.ignores_range
     return _classify(str(error), "", "") is not None
+
+
+def _from_http_request_error(
+    error: HttpRequestError, url: str, context: str
+) -> NetworkError | RangeNotSupportedError | None:
+    if error.ignores_range:
+        return _range_not_supported(url, context)
+    if error.reason is None:
+        return None
+    tried = f"{error.attempts} attempt{'s' if error.attempts > 1 else ''} in {error.elapsed:.3g} s"
+    message = (
+        f"reading {context}{redact(url)!r} failed: {error.reason} ({tried}); the registry's "
+        "virtualstac.NetworkOptions set the timeouts and retries"
+    )
+    return NetworkTimeoutError(message) if error.timed_out else NetworkError(message)
+
+
+def _range_not_supported(url: str, context: str) -> RangeNotSupportedError:
+    where = redact(url)
+    host = urlsplit(url).hostname or where
+    return RangeNotSupportedError(
+        f"cannot read {context}{where!r}: the server at {host} ignores HTTP Range requests "
+        "(it answered a request for some bytes with the whole object, status 200 instead "
+        "of 206 Partial Content). virtualstac reads byte ranges only: serve the file from "
+        "a server that supports Range requests"
+    )
 
 
 #: What obstore says when a response body fails after its headers arrived.
@@ -107,13 +177,7 @@ _BODY_ERROR = "request or response body error"
 def _classify(text: str, url: str, context: str) -> NetworkError | RangeNotSupportedError | None:
     where = redact(url)
     if "Range request not supported" in text:
-        host = urlsplit(url).hostname or where
-        return RangeNotSupportedError(
-            f"cannot read {context}{where!r}: the server at {host} ignores HTTP Range requests "
-            "(it answered a request for some bytes with the whole object, status 200 instead "
-            "of 206 Partial Content). virtualstac reads byte ranges only: serve the file from "
-            "a server that supports Range requests"
-        )
+        return _range_not_supported(url, context)
     performed = _PERFORMED.search(text)
     if performed is None:
         if _BODY_ERROR in text:

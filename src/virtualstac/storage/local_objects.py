@@ -19,9 +19,8 @@ import stat
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from obstore.store import ObjectStore
-
 from virtualstac.storage.local_ranges import local_file
+from virtualstac.storage.objects import Store
 
 __all__ = ["local_object", "read_local_blocks", "read_local_head"]
 
@@ -29,9 +28,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
-def read_local_head(
-    store: ObjectStore, path: str, nbytes: int
-) -> tuple[bytes, dict[str, Any]] | None:
+def read_local_head(store: Store, path: str, nbytes: int) -> tuple[bytes, dict[str, Any]] | None:
     """The first ``nbytes`` of object ``path`` of ``store`` and its metadata, if it is a local
     file this module reads; None for obstore to read it.
 
@@ -50,7 +47,7 @@ def read_local_head(
     return data, _meta(path, status)
 
 
-def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | None:
+def local_object(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:
     """The file system path and obstore's metadata of object ``path`` of ``store``, if it is
     a local regular file this module reads (None for obstore to read it).
 
@@ -69,7 +66,7 @@ def local_object(store: ObjectStore, path: str) -> tuple[str, dict[str, Any]] | 
 
 
 def read_local_blocks(
-    store: ObjectStore, path: str, starts: list[int], ends: list[int]
+    store: Store, path: str, starts: list[int], ends: list[int]
 ) -> list[bytes] | None:
     """The byte ranges ``[starts[i], ends[i])`` of object ``path`` of ``store`` if it is a
     local file (each shorter where the file ends first); None for obstore to read them (and
@@ -90,11 +87,11 @@ def read_local_blocks(
         os.close(descriptor)
 
 
-def _local_path(store: ObjectStore, path: str) -> str | None:
+def _local_path(store: Store, path: str) -> str | None:
     return local_file(store, path) if os.name == "posix" else None
 
 
-def _open(store: ObjectStore, path: str) -> int | None:
+def _open(store: Store, path: str) -> int | None:
     """A descriptor of the local file of object ``path``; None for obstore to read it.
 
     Raises FileNotFoundError when there is no such file.
@@ -110,7 +107,7 @@ def _open(store: ObjectStore, path: str) -> int | None:
         return None
 
 
-def _open_plain(store: ObjectStore, path: str) -> tuple[int, os.stat_result] | None:
+def _open_plain(store: Store, path: str) -> tuple[int, os.stat_result] | None:
     """A descriptor and the status of object ``path``'s local file, if it is a regular file
     whose obstore metadata :func:`_meta` builds; None for obstore to read it.
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from obstore.store import LocalStore, ObjectStore
+from obstore.store import LocalStore
 
 from virtualstac.errors import ChunkReadError
 from virtualstac.storage.failures import describe, redact
+from virtualstac.storage.objects import Store
 from virtualstac.storage.stats import record_read
 
 __all__ = [
@@ -80,7 +81,7 @@ class LocalRun:
         return self.buffer[start - self.start : end - self.start]
 
 
-def local_file(store: ObjectStore, path: str) -> str | None:
+def local_file(store: Store, path: str) -> str | None:
     """The file system path of object ``path`` of ``store``; None unless it is a LocalStore."""
     if not isinstance(store, LocalStore):
         return None

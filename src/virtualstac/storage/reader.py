@@ -25,11 +25,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import obstore
 from obstore.exceptions import BaseError
-from obstore.store import ObjectStore
 
 from virtualstac.errors import ChunkReadError
+from virtualstac.storage import objects
 from virtualstac.storage.failures import (
     describe,
     is_network_failure,
@@ -38,6 +37,7 @@ from virtualstac.storage.failures import (
     redact,
 )
 from virtualstac.storage.local_objects import read_local_blocks, read_local_head
+from virtualstac.storage.objects import Store
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_head, record_read
 
@@ -73,7 +73,7 @@ class ObjectHead:
 
 # Heads fetched inside a sharing_heads() block, by (store identity, path); the store is kept
 # with its head so that its identity cannot be reused by another store while the block runs.
-_shared: ContextVar[dict[tuple[int, str], tuple[ObjectStore, ObjectHead]] | None] = ContextVar(
+_shared: ContextVar[dict[tuple[int, str], tuple[Store, ObjectHead]] | None] = ContextVar(
     "virtualstac_shared_heads", default=None
 )
 
@@ -131,10 +131,10 @@ def read_whole(url: str, registry: ObjectStoreRegistry) -> bytes:
     known = shared.get((id(store), path)) if shared is not None else None
     if known is not None and known[1].complete:
         return known[1].data
-    return bytes(obstore.get(store, path).bytes())
+    return bytes(objects.get(store, path).bytes())
 
 
-def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead, int]:
+def _fetch_head(store: Store, path: str, nbytes: int) -> tuple[ObjectHead, int]:
     """One ranged GET of the first ``nbytes`` (a HEAD too for an empty object); the requests.
 
     A range past the end of the object is answered with the bytes there are (HTTP servers,
@@ -146,7 +146,7 @@ def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead,
         record_read(1, len(local[0]))
         return ObjectHead(*local), 1
     try:
-        result = obstore.get(store, path, options={"range": (0, nbytes)})
+        result = objects.get(store, path, (0, nbytes))
         data = bytes(result.bytes())
     except FileNotFoundError:
         raise
@@ -158,7 +158,7 @@ def _fetch_head(store: ObjectStore, path: str, nbytes: int) -> tuple[ObjectHead,
         # Otherwise the GET's error is the one to report (a 403 refuses the HEAD as well).
         record_head()
         try:
-            meta: dict[str, Any] | None = dict(obstore.head(store, path))
+            meta: dict[str, Any] | None = objects.head(store, path)
         except BaseError:
             meta = None
         if meta is None or meta["size"]:
@@ -203,7 +203,7 @@ class BlockCachedReader(io.RawIOBase):
 
     def __init__(
         self,
-        store: ObjectStore,
+        store: Store,
         path: str,
         *,
         size: int | None = None,
@@ -286,7 +286,7 @@ class BlockCachedReader(io.RawIOBase):
     def _head_size(self) -> int:
         self.requests += 1
         try:
-            meta: dict[str, Any] = dict(obstore.head(self._store, self._path))
+            meta: dict[str, Any] = objects.head(self._store, self._path)
         except FileNotFoundError as err:
             raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
@@ -313,9 +313,7 @@ class BlockCachedReader(io.RawIOBase):
             buffers: list[Any] | None = read_local_blocks(self._store, self._path, starts, ends)
             try:
                 if buffers is None:
-                    buffers = obstore.get_ranges(
-                        self._store, self._path, starts=starts, ends=ends, coalesce=0
-                    )
+                    buffers = objects.get_ranges(self._store, self._path, starts, ends, coalesce=0)
             except FileNotFoundError as err:
                 raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
             except BaseError as err:

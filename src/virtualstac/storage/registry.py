@@ -13,27 +13,25 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import obstore
 from obstore.store import (
     AzureStore,
     GCSStore,
     HTTPStore,
     LocalStore,
-    ObjectStore,
     S3Store,
     from_url,
 )
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage import objects
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
 from virtualstac.storage.failures import redact
+from virtualstac.storage.http import HttpStore
+from virtualstac.storage.objects import Store
 from virtualstac.storage.urls import file_url_to_path, normalize_url
-
-if TYPE_CHECKING:
-    from obstore.store import ClientConfig
 
 __all__ = ["ObjectStoreRegistry", "store_prefix", "suggested_prefix", "within"]
 
@@ -130,7 +128,7 @@ _BUCKET_STORES = (
 )
 
 
-def _store_root(store: ObjectStore) -> str | None:
+def _store_root(store: Store) -> str | None:
     """The URL below which ``store`` finds its objects, where the store says; else ``None``.
 
     Object paths given to a store are relative to its root: ``LocalStore(prefix="/data")``
@@ -139,7 +137,7 @@ def _store_root(store: ObjectStore) -> str | None:
     """
     if isinstance(store, LocalStore):
         return "file://" if store.prefix is None else _canonical_prefix(str(store.prefix))
-    if isinstance(store, HTTPStore):
+    if isinstance(store, HTTPStore | HttpStore):
         parts = urlsplit(store.url)
         return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
     for kind, scheme, key in _BUCKET_STORES:
@@ -202,7 +200,7 @@ class ObjectStoreRegistry:
 
     def __init__(
         self,
-        stores: Mapping[str, ObjectStore] | None = None,
+        stores: Mapping[str, Store] | None = None,
         *,
         network: NetworkOptions = DEFAULT_NETWORK,
     ) -> None:
@@ -210,7 +208,7 @@ class ObjectStoreRegistry:
 
         ``network`` sets the timeouts and retries of the stores the registry builds.
         """
-        self._stores: dict[str, ObjectStore] = {}
+        self._stores: dict[str, Store] = {}
         # Per prefix, the URL its store is rooted at; None for a store standing in for it.
         self._roots: dict[str, str | None] = {}
         # Prefixes narrowed to exact locations below them; a prefix absent here allows all.
@@ -223,12 +221,12 @@ class ObjectStoreRegistry:
     def register(
         self,
         prefix: str,
-        store: ObjectStore | None = None,
+        store: Store | None = None,
         *,
         only: Iterable[str] | None = None,
         network: NetworkOptions | None = None,
         **options: Any,
-    ) -> ObjectStore:
+    ) -> Store:
         """Allow reads below ``prefix``, through ``store`` or through a store built for it.
 
         Parameters
@@ -237,8 +235,10 @@ class ObjectStoreRegistry:
             A URL prefix such as ``s3://bucket/data/``, ``https://host/path`` or ``file:///dir/``.
         store
             The obstore store to read with. If omitted, one is built for the prefix:
-            ``LocalStore`` for ``file://``, ``HTTPStore`` for ``http(s)://`` (plain HTTP allowed
-            for ``http://``), and ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``.
+            ``LocalStore`` for ``file://``, an :class:`~virtualstac.storage.http.HttpStore` for
+            ``http(s)://`` (plain HTTP allowed for ``http://``; it never follows a redirect), and
+            ``obstore.store.from_url`` for ``s3://``, ``gs://``, ``az://``. An obstore
+            ``HTTPStore`` given here is used as it is, and follows redirects.
         only
             Exact locations below ``prefix`` that may be read (objects, or directories and
             everything below them); by default everything below ``prefix``. The store still
@@ -341,7 +341,7 @@ class ObjectStoreRegistry:
     def __repr__(self) -> str:
         return f"ObjectStoreRegistry({list(self.prefixes)!r})"
 
-    def resolve(self, url: str) -> tuple[ObjectStore, str]:
+    def resolve(self, url: str) -> tuple[Store, str]:
         """Return the store that serves ``url`` and the object path within that store.
 
         The path is relative to the store's root (see the class description).
@@ -387,9 +387,9 @@ class ObjectStoreRegistry:
     def head(self, url: str) -> dict[str, Any]:
         """Return the metadata of ``url``: ``size``, ``last_modified``, ``e_tag``, ``version``."""
         store, path = self.resolve(url)
-        return dict(obstore.head(store, path))
+        return objects.head(store, path)
 
-    def _match(self, url: str) -> tuple[str, ObjectStore] | None:
+    def _match(self, url: str) -> tuple[str, Store] | None:
         if url.startswith("file://") or url.startswith("/"):
             try:
                 url = _real_file_url(normalize_url(url))
@@ -431,7 +431,7 @@ class ObjectStoreRegistry:
         self._lock = threading.Lock()
 
 
-def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) -> ObjectStore:
+def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) -> Store:
     scheme = prefix.partition("://")[0]
     options = with_network_options(scheme, options, network)
     if scheme == "file":
@@ -440,10 +440,17 @@ def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) 
         return LocalStore()
     if scheme in ("http", "https"):
         options.pop("anonymous", None)  # HTTP requests are never signed
-        client_options = cast("ClientConfig", dict(options.pop("client_options", None) or {}))
+        client_options = dict(options.pop("client_options", None) or {})
         if scheme == "http":
             client_options.setdefault("allow_http", True)
-        return HTTPStore.from_url(prefix, client_options=client_options, **options)
+        retry_config = options.pop("retry_config", None)
+        if options:
+            raise TypeError(
+                f"HTTP stores take client_options and retry_config, not {sorted(options)}"
+            )
+        return HttpStore(
+            prefix, network=network, client_options=client_options, retry_config=retry_config
+        )
     if options.pop("anonymous", False):
         options["skip_signature"] = True
     return from_url(prefix, **options)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from obstore.store import HTTPStore, ObjectStore
-
 from virtualstac.errors import InvalidPathError
-from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions, with_network_options
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
+from virtualstac.storage.http import HttpStore
+from virtualstac.storage.objects import Store
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -85,7 +85,7 @@ class SigningRegistry(ObjectStoreRegistry):
     def __init__(
         self,
         sign: Callable[[str], str],
-        stores: Mapping[str, ObjectStore] | None = None,
+        stores: Mapping[str, Store] | None = None,
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
         network: NetworkOptions = DEFAULT_NETWORK,
@@ -97,7 +97,7 @@ class SigningRegistry(ObjectStoreRegistry):
         super().__init__(stores, network=network)
         self.sign = sign
         self.cache_size = cache_size
-        self._signed_stores: OrderedDict[tuple[str, str], ObjectStore] = OrderedDict()
+        self._signed_stores: OrderedDict[tuple[str, str], Store] = OrderedDict()
         self._elsewhere = ObjectStoreRegistry(network=network)
         self._signing_lock = threading.Lock()
 
@@ -110,7 +110,7 @@ class SigningRegistry(ObjectStoreRegistry):
         registry._restricted_copy(signing)
         return signing
 
-    def resolve(self, url: str) -> tuple[ObjectStore, str]:
+    def resolve(self, url: str) -> tuple[Store, str]:
         """Check ``url`` against the allow-list, sign it, and return where to read the result.
 
         Raises
@@ -143,7 +143,7 @@ class SigningRegistry(ObjectStoreRegistry):
                 self._elsewhere.register(ObjectStoreRegistry.for_url(target).prefixes[0])
         return self._elsewhere.resolve(target)
 
-    def _with_query(self, scheme: str, host: str, path: str, query: str) -> tuple[ObjectStore, str]:
+    def _with_query(self, scheme: str, host: str, path: str, query: str) -> tuple[Store, str]:
         """A store for the signed object's directory that sends ``query`` with each request.
 
         Tokens scoped to a container (SAS) give every object of a directory the same query,
@@ -155,10 +155,11 @@ class SigningRegistry(ObjectStoreRegistry):
         with self._signing_lock:
             store = self._signed_stores.get(key)
             if store is None:
-                options = with_network_options(
-                    scheme, {"client_options": {"allow_http": scheme == "http"}}, self.network
+                store = HttpStore(
+                    f"{base}?{query}",
+                    network=self.network,
+                    client_options={"allow_http": scheme == "http"},
                 )
-                store = HTTPStore.from_url(f"{base}?{query}", **options)
                 self._signed_stores[key] = store
                 while len(self._signed_stores) > self.cache_size:
                     self._signed_stores.popitem(last=False)

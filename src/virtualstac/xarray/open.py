@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
-import obstore
 import xarray as xr
 from obstore.exceptions import BaseError
 
@@ -29,6 +28,7 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
+from virtualstac.storage import objects
 from virtualstac.storage.failures import read_failure, redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -450,7 +450,7 @@ def _glob_object_store(pattern: str, registry: ObjectStoreRegistry | None) -> li
     root_url = directory_url[: len(directory_url) - len(store_path)].rstrip("/")
     found = []
     try:
-        for batch in obstore.list(store, prefix=store_path or None):
+        for batch in objects.list_objects(store, store_path or None):
             for meta in batch:
                 url = f"{root_url}/{meta['path']}"
                 if fnmatch.fnmatchcase(url, pattern):
