@@ -117,6 +117,11 @@ GDAL_CASES: dict[str, dict[str, Any]] = {
         count=3, dtype="uint8", compress="JPEG", tiled=True, blockxsize=64, blockysize=64
     ),
     "gtiff_jpeg_gray_strips": dict(dtype="uint8", compress="JPEG", blockysize=16),
+    # GDAL's photometric for three bands that are not RGB (a false-colour composite): libtiff
+    # decodes the stream without colour conversion, as RGB or YCbCr streams are not.
+    "gtiff_jpeg_minisblack_3_bands": dict(
+        count=3, dtype="uint8", compress="JPEG", photometric="MINISBLACK", tiled=True
+    ),
     "gtiff_jpeg_band_interleave": dict(
         count=3,
         dtype="uint8",

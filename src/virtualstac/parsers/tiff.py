@@ -107,7 +107,6 @@ BandLayout = Literal["band_first", "native"]
 _JSON = dict[str, Any]
 
 _PLANAR_SEPARATE = 2
-_PHOTOMETRIC_RGB = 2
 _PHOTOMETRIC_YCBCR = 6
 _SAMPLEFORMAT_COMPLEXINT = 5
 _BYTE_ORDER_MARKS = (b"II", b"MM")
@@ -441,17 +440,19 @@ class _ImageBuilder:
         if page.jpegtables:
             # The codec config is JSON: tables travel as base64, as imagecodecs' own config does.
             config["tables"] = base64.b64encode(page.jpegtables).decode("ascii")
-        # The colour spaces tifffile's jpeg_decode_colorspace picks (libtiff streams have no
-        # JFIF marker): YCbCr streams decode to RGB, RGB streams are declared RGB, and each
-        # plane of a band-interleaved file decodes as grayscale.
+        # libtiff converts colours only for YCbCr (to RGB); other streams decode as stored,
+        # but libjpeg guesses YCbCr for any 3-component stream without markers (libtiff writes
+        # none), so those are declared RGB to RGB: no conversion, whatever the photometric.
+        # Each plane of a band-interleaved file decodes as grayscale; 4-component streams are
+        # guessed CMYK, which libjpeg does not convert either.
         if page.planarconfig == _PLANAR_SEPARATE:
             config["colorspace_data"] = "GRAYSCALE"
-        elif not page.extrasamples:
-            if page.photometric == _PHOTOMETRIC_YCBCR:
+        elif page.photometric == _PHOTOMETRIC_YCBCR:
+            if not page.extrasamples:
                 config["colorspace_data"] = "RGB"
-            elif page.photometric == _PHOTOMETRIC_RGB:
-                config["colorspace_jpeg"] = "RGB"
-                config["colorspace_data"] = "RGB"
+        elif page.samplesperpixel == 3:
+            config["colorspace_jpeg"] = "RGB"
+            config["colorspace_data"] = "RGB"
         return JPEGCodec(**config).to_dict()
 
     def _lerc(self) -> list[_JSON]:
