@@ -331,6 +331,28 @@ def test_three_byte_samples_are_refused_for_their_size(tmp_path: Path) -> None:
         open_decoded(path)
 
 
+@pytest.mark.parametrize(
+    "options", [{}, {"compress": "JPEG", "tiled": True}, {"interleave": "band"}], ids=str
+)
+def test_8_bit_cmyk_is_refused_as_gdal_converts_it_to_rgba(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    path = write_gdal(tmp_path / "cmyk.tif", count=4, dtype="uint8", photometric="CMYK", **options)
+    with rasterio.open(path) as src:
+        assert src.tags(ns="IMAGE_STRUCTURE")["SOURCE_COLOR_SPACE"] == "CMYK"
+        assert src.colorinterp[0].name == "red"
+    with pytest.raises(UnsupportedTIFFError, match=r"cmyk\.tif \(IFD 0, band_data\): 8-bit CMYK"):
+        open_decoded(path)
+
+
+def test_16_bit_cmyk_reads_as_stored_as_gdal_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "cmyk16.tif"
+    tifffile.imwrite(path, pixels(4, 40, 50, "uint16"), photometric="separated")
+    with rasterio.open(path) as src:
+        assert src.colorinterp[0].name == "cyan"
+    np.testing.assert_array_equal(open_decoded(path)["band_data"].values, rasterio_decoded(path))
+
+
 def test_complex_samples_with_horizontal_differencing_read_as_gdal_reads_them(
     tmp_path: Path,
 ) -> None:

@@ -43,10 +43,10 @@ deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
 and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
-without a Zarr data type, bit-reversed fill order, subsampled YCbCr without JPEG, old-style
-JPEG, 12-bit JPEG, unknown compressions and predictors, horizontal differencing of big-endian or
-128-bit complex samples, volumes, band scales that differ within a chunk, uncompressed segments
-shorter than their rows.
+without a Zarr data type, bit-reversed fill order, subsampled YCbCr without JPEG, 8-bit CMYK
+(which GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, unknown compressions and
+predictors, horizontal differencing of big-endian or 128-bit complex samples, volumes, band
+scales that differ within a chunk, uncompressed segments shorter than their rows.
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ BandLayout = Literal["band_first", "native"]
 _JSON = dict[str, Any]
 
 _PLANAR_SEPARATE = 2
+_PHOTOMETRIC_SEPARATED = 5
 _PHOTOMETRIC_YCBCR = 6
+_INKSET = 332
+_INKSET_CMYK = 1
 _SAMPLEFORMAT_COMPLEXINT = 5
 _BYTE_ORDER_MARKS = (b"II", b"MM")
 
@@ -403,6 +406,16 @@ class _ImageBuilder:
             and tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1)
         ):
             raise self.fail("subsampled YCbCr pixels without JPEG compression are not supported")
+        if (
+            page.photometric == _PHOTOMETRIC_SEPARATED
+            and bits == 8
+            and int(page.tags.valueof(_INKSET, _INKSET_CMYK)) == _INKSET_CMYK
+            and page.samplesperpixel >= 4
+        ):
+            raise self.fail(
+                "8-bit CMYK pixels (Photometric SEPARATED) are not supported: GDAL reads them "
+                "converted to RGBA, which no zarr codec does"
+            )
         # Rebuilt from its type string: tifffile's uint64 is numpy's 'Q' (unsigned long long),
         # which zarr's data types do not match; 'u8' is numpy's canonical uint64.
         return np.dtype(np.dtype(dtype).newbyteorder("=").str)
