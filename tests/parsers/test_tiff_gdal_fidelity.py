@@ -353,6 +353,28 @@ def test_16_bit_cmyk_reads_as_stored_as_gdal_reads_it(tmp_path: Path) -> None:
     np.testing.assert_array_equal(open_decoded(path)["band_data"].values, rasterio_decoded(path))
 
 
+@pytest.mark.parametrize("compression", [None, "zlib"])
+def test_8_bit_ycbcr_without_jpeg_is_refused_as_gdal_converts_it_to_rgb(
+    tmp_path: Path, compression: str | None
+) -> None:
+    path = tmp_path / "ycbcr.tif"
+    rgb = np.moveaxis(pixels(3, 40, 50, "uint8"), 0, -1)
+    tifffile.imwrite(path, rgb, photometric="ycbcr", subsampling=(1, 1), compression=compression)
+    with rasterio.open(path) as src:
+        assert src.tags(ns="IMAGE_STRUCTURE")["SOURCE_COLOR_SPACE"] == "YCbCr"
+    with pytest.raises(UnsupportedTIFFError, match=r"ycbcr\.tif \(IFD 0, band_data\): 8-bit YCbCr"):
+        open_decoded(path)
+
+
+def test_16_bit_ycbcr_reads_as_stored_as_gdal_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "ycbcr16.tif"
+    ycbcr = np.moveaxis(pixels(3, 40, 50, "uint16"), 0, -1)
+    tifffile.imwrite(path, ycbcr, photometric="ycbcr", subsampling=(1, 1))
+    with rasterio.open(path) as src:
+        assert src.colorinterp[0].name == "Y"
+    np.testing.assert_array_equal(open_decoded(path)["band_data"].values, rasterio_decoded(path))
+
+
 def test_complex_samples_with_horizontal_differencing_read_as_gdal_reads_them(
     tmp_path: Path,
 ) -> None:

@@ -43,10 +43,11 @@ deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
 and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
-without a Zarr data type, bit-reversed fill order, subsampled YCbCr without JPEG, 8-bit CMYK
-(which GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, unknown compressions and
-predictors, horizontal differencing of big-endian or 128-bit complex samples, volumes, band
-scales that differ within a chunk, uncompressed segments shorter than their rows.
+without a Zarr data type, bit-reversed fill order, YCbCr without JPEG (subsampled, or 8-bit,
+which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads converted to RGBA), old-style
+JPEG, 12-bit JPEG, unknown compressions and predictors, horizontal differencing of big-endian or
+128-bit complex samples, volumes, band scales that differ within a chunk, uncompressed segments
+shorter than their rows.
 """
 
 from __future__ import annotations
@@ -400,12 +401,16 @@ class _ImageBuilder:
             )
         if page.fillorder != 1:
             raise self.fail("bit-reversed fill order (FillOrder 2) is not supported")
-        if (
-            page.photometric == _PHOTOMETRIC_YCBCR
-            and page.compression != 7
-            and tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1)
-        ):
-            raise self.fail("subsampled YCbCr pixels without JPEG compression are not supported")
+        if page.photometric == _PHOTOMETRIC_YCBCR and page.compression != 7:
+            if tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1):
+                raise self.fail(
+                    "subsampled YCbCr pixels without JPEG compression are not supported"
+                )
+            if bits == 8:
+                raise self.fail(
+                    "8-bit YCbCr pixels without JPEG compression are not supported: GDAL reads "
+                    "them converted to RGB, which no zarr codec does"
+                )
         if (
             page.photometric == _PHOTOMETRIC_SEPARATED
             and bits == 8
