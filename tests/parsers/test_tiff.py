@@ -339,6 +339,15 @@ def test_packed_samples_are_refused(tmp_path: Path) -> None:
         parse(path)
 
 
+def test_12_bit_jpeg_is_refused_as_such(tmp_path: Path) -> None:
+    twelve_bits = pixels(1, 200, 300, "uint16") // 16
+    path = write_gdal(
+        tmp_path / "jpeg12.tif", dtype="uint16", nbits=12, compress="JPEG", data=twelve_bits
+    )
+    with pytest.raises(UnsupportedTIFFError, match=r"jpeg12\.tif .*12-bit JPEG is not supported"):
+        parse(path)
+
+
 def test_bilevel_images_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "bilevel.tif"
     tifffile.imwrite(path, np.zeros((16, 16), dtype=bool))

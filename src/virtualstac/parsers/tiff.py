@@ -390,6 +390,9 @@ class _ImageBuilder:
                 f"complex integer samples ({bits}-bit, GDAL's CInt{bits // 2}) have no Zarr "
                 "data type"
             )
+        if page.compression == 7 and bits != 8:
+            # Before the packing check: 12-bit JPEG samples are not packed, but decoded.
+            raise self.fail(f"{bits}-bit JPEG is not supported, only 8-bit")
         if bits % 8:
             raise self.fail(
                 f"{bits}-bit samples are packed, not byte-aligned, so no chunk can reference them"
@@ -452,8 +455,6 @@ class _ImageBuilder:
 
     def _jpeg(self) -> _JSON:
         page = self.page
-        if page.bitspersample != 8:
-            raise self.fail(f"{page.bitspersample}-bit JPEG is not supported, only 8-bit")
         config: dict[str, Any] = {}
         if page.jpegtables:
             # The codec config is JSON: tables travel as base64, as imagecodecs' own config does.
