@@ -107,6 +107,37 @@ def test_float32_nodata_is_rounded_to_the_band_type_as_gdal_does(tmp_path: Path,
     np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
 
 
+@pytest.mark.parametrize(
+    ("dtype", "text", "unwritten"),
+    [("uint8", "300", 255), ("uint8", "7.5", 8), ("int16", "-2.5", -3), ("uint16", "nan", 0)],
+)
+def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
+    tmp_path: Path, dtype: str, text: str, unwritten: int
+) -> None:
+    data = np.full((1, 64, 64), 100, dtype)
+    path = write_gdal(
+        tmp_path / "sparse.tif",
+        dtype=dtype,
+        nodata=1,
+        sparse_ok="TRUE",
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+        window=(0, 0, 32, 32),
+        width=64,
+        height=64,
+        data=data,
+    )
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    with pytest.warns(RuntimeWarning, match=rf"does not fit {dtype}; it masks nothing"):
+        ds = open_decoded(path)
+    with rasterio.open(path) as src:
+        assert src.read(1)[40, 40] == unwritten  # GDAL fills unwritten tiles with it
+    assert "_FillValue" not in ds["band_data"].encoding
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
+
+
 def test_complex_nodata_is_a_cf_fill_value_xarray_decodes(tmp_path: Path) -> None:
     data = (pixels(1, 40, 50, "float32") * (1 + 2j)).astype("complex64")
     data[:, :10, :10] = -1  # GDAL's nodata pixels: the nodata value, imaginary part 0

@@ -25,7 +25,8 @@ The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the z
 ``fill_value`` and the CF ``_FillValue`` (for complex bands the nodata value plus 0j: CF readers
 mask that value, where GDAL masks every pixel whose real part is the nodata value); tiles that
 were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and
-read as the fill value, as GDAL reads them.
+read as the fill value, as GDAL reads them. A nodata value an integer band cannot hold (300 for
+bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8).
 Internal masks are not exposed. GDAL band scales and offsets (``GDAL_METADATA``) become CF
 ``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
 image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see
@@ -88,6 +89,7 @@ from virtualstac.parsers.tiff_bands import (
     SharedChunksError,
     band_variables,
     fill_value,
+    unwritten_value,
 )
 from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
@@ -368,11 +370,13 @@ class _ImageBuilder:
         fill_value = self._fill_value(dtype)
         if fill_value is not None:
             attributes["_FillValue"] = cf_fill_value_attribute(fill_value, dtype)
+        # What missing chunks read as: GDAL's unwritten segments, even where nodata masks nothing.
+        unwritten = None if self.nodata is None else unwritten_value(self.nodata, dtype)
         metadata = create_v3_array_metadata(
             shape=shape,
             data_type=dtype,
             chunk_shape=chunks,
-            fill_value=fill_value,
+            fill_value=unwritten,
             codecs=codecs,
             attributes=attributes,
             dimension_names=dims,
@@ -528,8 +532,10 @@ class _ImageBuilder:
             return None
         value = fill_value(self.nodata, dtype)
         if value is None:
+            unwritten = unwritten_value(self.nodata, dtype)
             warnings.warn(
-                f"{self.url}: nodata {self.nodata} does not fit {dtype}; it is ignored",
+                f"{self.url}: nodata {self.nodata} does not fit {dtype}; it masks nothing, and "
+                f"unwritten tiles or strips read as {unwritten or 0}, as in GDAL",
                 RuntimeWarning,
                 stacklevel=5,
             )

@@ -11,6 +11,7 @@ attributes xarray decodes by default: ``_FillValue``, ``scale_factor`` and ``add
 
 from __future__ import annotations
 
+import math
 import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
@@ -22,7 +23,14 @@ import numpy as np
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.metadata import replace_metadata
 
-__all__ = ["BandMetadata", "Packing", "SharedChunksError", "band_variables", "fill_value"]
+__all__ = [
+    "BandMetadata",
+    "Packing",
+    "SharedChunksError",
+    "band_variables",
+    "fill_value",
+    "unwritten_value",
+]
 
 _GDAL_METADATA = 42112
 _GDAL_NODATA = 42113
@@ -106,6 +114,28 @@ def fill_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
         if info.min <= value <= info.max:
             return int(value)
     return None
+
+
+def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
+    """The value GDAL reads unwritten (sparse) segments of ``dtype`` as, for nodata ``text``.
+
+    GDAL fills them with the nodata value converted as ``GDALCopyWords`` converts: for 8- to
+    32-bit integers rounded half away from zero and clamped to the type's range (NaN to 0),
+    so a nodata that :func:`fill_value` cannot use to mask still decides what they hold.
+    None: the text is no number, and GDAL's zeros are the data type's default.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc" or dtype.itemsize == 8:
+        return fill_value(text, dtype)
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if math.isnan(value):
+        return 0
+    info = np.iinfo(dtype)
+    clamped = min(max(value, float(info.min)), float(info.max))
+    return int(math.copysign(math.floor(abs(clamped) + 0.5), clamped))
 
 
 def band_variables(
