@@ -138,6 +138,43 @@ def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
     np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
 
 
+@pytest.mark.parametrize(
+    ("text", "nodata"),
+    [
+        (None, -9),  # rasterio writes -2**63 as "-9.2233720368547758e+18"
+        ("12.7", 12),
+    ],
+)
+def test_int64_nodata_is_the_leading_integer_gdal_parses(
+    tmp_path: Path, text: str | None, nodata: int
+) -> None:
+    data = np.zeros((1, 64, 64), "int64")
+    data[0, :8, :8] = nodata
+    data[0, 8:16, :8] = -(2**63)
+    path = write_gdal(
+        tmp_path / "i64.tif",
+        dtype="int64",
+        nodata=-(2**63),
+        sparse_ok="TRUE",
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+        window=(0, 0, 32, 32),
+        width=64,
+        height=64,
+        data=data,
+    )
+    if text is not None:
+        with tifffile.TiffFile(path, mode="r+b") as tif:
+            tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    with rasterio.open(path) as src:
+        assert src.read(1)[40, 40] == nodata  # unwritten tiles
+        assert src.read(1, masked=True).mask.sum() == 64 + 3 * 32 * 32
+    ds = open_decoded(path)
+    assert ds["band_data"].encoding["_FillValue"] == nodata
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
+
+
 def test_complex_nodata_is_a_cf_fill_value_xarray_decodes(tmp_path: Path) -> None:
     data = (pixels(1, 40, 50, "float32") * (1 + 2j)).astype("complex64")
     data[:, :10, :10] = -1  # GDAL's nodata pixels: the nodata value, imaginary part 0

@@ -26,7 +26,8 @@ The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the z
 mask that value, where GDAL masks every pixel whose real part is the nodata value); tiles that
 were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and
 read as the fill value, as GDAL reads them. A nodata value an integer band cannot hold (300 for
-bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8).
+bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8). 64-bit
+integer bands take the leading integer of the nodata text, as GDAL parses it.
 Internal masks are not exposed. GDAL band scales and offsets (``GDAL_METADATA``) become CF
 ``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
 image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see
@@ -88,7 +89,7 @@ from virtualstac.parsers.tiff_bands import (
     BandMetadata,
     SharedChunksError,
     band_variables,
-    fill_value,
+    nodata_value,
     unwritten_value,
 )
 from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
@@ -530,7 +531,7 @@ class _ImageBuilder:
     def _fill_value(self, dtype: np.dtype[Any]) -> int | float | None:
         if self.nodata is None:
             return None
-        value = fill_value(self.nodata, dtype)
+        value = nodata_value(self.nodata, dtype)
         if value is None:
             unwritten = unwritten_value(self.nodata, dtype)
             warnings.warn(

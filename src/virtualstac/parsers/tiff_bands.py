@@ -12,6 +12,7 @@ attributes xarray decodes by default: ``_FillValue``, ``scale_factor`` and ``add
 from __future__ import annotations
 
 import math
+import re
 import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
@@ -29,11 +30,13 @@ __all__ = [
     "SharedChunksError",
     "band_variables",
     "fill_value",
+    "nodata_value",
     "unwritten_value",
 ]
 
 _GDAL_METADATA = 42112
 _GDAL_NODATA = 42113
+_LEADING_INTEGER = re.compile(r"\s*([+-]?[0-9]+)")
 
 
 class SharedChunksError(ValueError):
@@ -116,6 +119,25 @@ def fill_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     return None
 
 
+def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
+    """The nodata value GDAL reads from ``GDAL_NODATA`` ``text`` for a TIFF band of ``dtype``.
+
+    :func:`fill_value`, except for 64-bit integer bands, whose nodata GDAL parses as C's
+    ``strtoll``/``strtoull`` do: the leading integer of the text (``"-9.2e+18"``, as rasterio
+    writes an int64 nodata of -2**63, is -9; ``"12.7"`` is 12; no digits: 0), clamped to the
+    type's range, negative numbers wrapping for uint64.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu" or dtype.itemsize != 8:
+        return fill_value(text, dtype)
+    match = _LEADING_INTEGER.match(text)
+    value = int(match.group(1)) if match else 0
+    info = np.iinfo(dtype)
+    if dtype.kind == "u":
+        return int(info.max) if abs(value) > info.max else value % (int(info.max) + 1)
+    return min(max(value, int(info.min)), int(info.max))
+
+
 def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     """The value GDAL reads unwritten (sparse) segments of ``dtype`` as, for nodata ``text``.
 
@@ -126,7 +148,7 @@ def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     """
     dtype = np.dtype(dtype)
     if dtype.kind in "fc" or dtype.itemsize == 8:
-        return fill_value(text, dtype)
+        return nodata_value(text, dtype)
     try:
         value = float(text)
     except ValueError:
