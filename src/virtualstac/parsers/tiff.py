@@ -92,6 +92,7 @@ from virtualstac.parsers.tiff_bands import (
     nodata_value,
     unwritten_value,
 )
+from virtualstac.parsers.tiff_colour import converted_by_gdal, jpeg_colour_spaces
 from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
@@ -111,10 +112,6 @@ BandLayout = Literal["band_first", "native"]
 _JSON = dict[str, Any]
 
 _PLANAR_SEPARATE = 2
-_PHOTOMETRIC_SEPARATED = 5
-_PHOTOMETRIC_YCBCR = 6
-_INKSET = 332
-_INKSET_CMYK = 1
 _SAMPLEFORMAT_COMPLEXINT = 5
 _BYTE_ORDER_MARKS = (b"II", b"MM")
 
@@ -409,26 +406,9 @@ class _ImageBuilder:
             )
         if page.fillorder != 1:
             raise self.fail("bit-reversed fill order (FillOrder 2) is not supported")
-        if page.photometric == _PHOTOMETRIC_YCBCR and page.compression != 7:
-            if tuple(getattr(page, "subsampling", None) or (1, 1)) != (1, 1):
-                raise self.fail(
-                    "subsampled YCbCr pixels without JPEG compression are not supported"
-                )
-            if bits == 8:
-                raise self.fail(
-                    "8-bit YCbCr pixels without JPEG compression are not supported: GDAL reads "
-                    "them converted to RGB, which no zarr codec does"
-                )
-        if (
-            page.photometric == _PHOTOMETRIC_SEPARATED
-            and bits == 8
-            and int(page.tags.valueof(_INKSET, _INKSET_CMYK)) == _INKSET_CMYK
-            and page.samplesperpixel >= 4
-        ):
-            raise self.fail(
-                "8-bit CMYK pixels (Photometric SEPARATED) are not supported: GDAL reads them "
-                "converted to RGBA, which no zarr codec does"
-            )
+        converted = converted_by_gdal(page)
+        if converted is not None:
+            raise self.fail(converted)
         # Rebuilt from its type string: tifffile's uint64 is numpy's 'Q' (unsigned long long),
         # which zarr's data types do not match; 'u8' is numpy's canonical uint64.
         return np.dtype(np.dtype(dtype).newbyteorder("=").str)
@@ -464,19 +444,7 @@ class _ImageBuilder:
         if page.jpegtables:
             # The codec config is JSON: tables travel as base64, as imagecodecs' own config does.
             config["tables"] = base64.b64encode(page.jpegtables).decode("ascii")
-        # libtiff converts colours only for YCbCr (to RGB); other streams decode as stored,
-        # but libjpeg guesses YCbCr for any 3-component stream without markers (libtiff writes
-        # none), so those are declared RGB to RGB: no conversion, whatever the photometric.
-        # Each plane of a band-interleaved file decodes as grayscale; 4-component streams are
-        # guessed CMYK, which libjpeg does not convert either.
-        if page.planarconfig == _PLANAR_SEPARATE:
-            config["colorspace_data"] = "GRAYSCALE"
-        elif page.photometric == _PHOTOMETRIC_YCBCR:
-            if not page.extrasamples:
-                config["colorspace_data"] = "RGB"
-        elif page.samplesperpixel == 3:
-            config["colorspace_jpeg"] = "RGB"
-            config["colorspace_data"] = "RGB"
+        config.update(jpeg_colour_spaces(page))
         return JPEGCodec(**config).to_dict()
 
     def _lerc(self) -> list[_JSON]:
