@@ -243,6 +243,24 @@ def test_record_dimension_without_records(tmp_path: Path) -> None:
     assert_same_as_netcdf4(path, store)
 
 
+def test_records_not_yet_written_of_any_size_cost_nothing(tmp_path: Path) -> None:
+    # An empty CDF-5 file declaring 8 PiB records (netCDF-C allows them), split into 2**51
+    # chunks each: with no records there is no chunk to reference, nor offsets to allocate.
+    path = tmp_path / "declared.nc"
+    shape = (2**20, 2**31 - 1)
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_DATA") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("level", shape[0])
+        ds.createDimension("cell", shape[1])
+        ds.createVariable("a", "f4", ("time", "level", "cell"))
+        ds.createVariable("b", "f4", ("time", "level", "cell"))
+    store = parse(path)
+    assert store.group["a"].shape == (0, *shape)
+    assert store.group["a"].manifest.shape_chunk_grid[0] == 0
+    values = xr.open_zarr(store, consolidated=False, chunks=None)["b"].values
+    assert values.shape == (0, *shape)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_streaming_record_count_comes_from_the_file_size(tmp_path: Path, fmt: str) -> None:
     original = write_everything(tmp_path / "original.nc", fmt)

@@ -460,13 +460,21 @@ class _GroupBuilder:
     ) -> ChunkManifest:
         """References to ``block_chunks``-shaped pieces of each C-ordered block at ``starts``."""
         block_grid = grid_shape(block_shape, tuple(max(1, c) for c in block_chunks))
-        check_references(starts.size * math.prod(block_grid), source=self.url, array=name)
+        count = starts.size * math.prod(block_grid)
+        check_references(count, source=self.url, array=name)
+        grid = (*starts.shape, *block_grid) if len(shape) > len(block_shape) else block_grid
         chunk_bytes = math.prod(block_chunks) * dtype.itemsize
+        if not count:
+            # Records not yet written: no chunk, however many one record would have.
+            return ChunkManifest.from_path_table(
+                path_table=[self.url],
+                path_codes=np.zeros(grid, dtype=np.uint8),
+                offsets=np.zeros(grid, dtype=np.uint64),
+                lengths=np.zeros(grid, dtype=np.uint64),
+                validate_paths=False,
+            )
         within = np.arange(math.prod(block_grid), dtype=np.uint64) * np.uint64(chunk_bytes)
-        offsets = (starts[:, None] + within[None, :]).reshape(
-            (*starts.shape, *block_grid) if len(shape) > len(block_shape) else block_grid
-        )
-        grid = offsets.shape
+        offsets = (starts[:, None] + within[None, :]).reshape(grid)
         return ChunkManifest.from_path_table(
             path_table=[self.url],
             path_codes=np.zeros(grid, dtype=np.uint8),
