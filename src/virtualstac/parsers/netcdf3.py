@@ -405,10 +405,14 @@ class _GroupBuilder:
             chunks = tuple(max(1, s) for s in shape)
             manifest = self.inlined(starts, block_bytes, chunks)
         else:
-            chunks = (
-                *lead,
-                *_block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes),
+            # Without records nothing is referenced, and a record's dimensions are then not
+            # bounded by the file's size: factoring their lengths could take minutes.
+            block_chunks = (
+                _block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes)
+                if blocks
+                else block_shape
             )
+            chunks = (*lead, *block_chunks)
             manifest = self.referenced(
                 variable.name, starts, block_shape, chunks[len(lead) :], dtype, shape
             )
