@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 from virtualstac import open_virtual_dataset
+from virtualstac.xarray.unpacking import open_zarr_values
 
 pytestmark = [
     # Character variables are zarr's unstable null_terminated_bytes data type.
@@ -85,3 +86,24 @@ def test_without_time_decoding_time_bounds_stay_numbers_without_units(tmp_path: 
 
     with xr.open_dataset(path, decode_times=False) as reference:
         xr.testing.assert_identical(ours["time_bnds"].variable, reference["time_bnds"].variable)
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+def test_loaded_packed_variables_unpack_to_the_type_netcdf4_gives(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "packed.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as nc:
+        nc.createDimension("x", 4)
+        tas = nc.createVariable("tas", "i2", ("x",), fill_value=np.int16(-32767))
+        tas.scale_factor = np.float32(0.01)
+        tas.add_offset = np.float32(280.0)
+        tas[:] = np.ma.array([270.0, 280.0, 290.0, 0.0], mask=[0, 0, 0, 1])
+
+    ours = open_virtual_dataset(str(path), loadable_variables=["tas"])
+
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert ours["tas"].dtype == reference["tas"].dtype == np.float32
+        np.testing.assert_array_equal(ours["tas"].values, reference["tas"].values, strict=True)
+        assert ours["tas"].attrs == reference["tas"].attrs
+        # Stored again (inlined, packed as it was read), it unpacks the same way.
+        stored = open_zarr_values(ours.virtual.to_store(), consolidated=False)
+        np.testing.assert_array_equal(stored["tas"].values, reference["tas"].values, strict=True)

@@ -12,6 +12,7 @@ from zarr.core.sync import sync
 
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.attribute_types import typed_attributes
 from virtualstac.manifests.geotransform import geotransform_coordinates
 from virtualstac.manifests.group import ManifestGroup
 
@@ -148,7 +149,8 @@ def _load(
     source = table[0] if table else "an inlined array"
     check_coordinate(array.size * array.dtype.itemsize, source=source, name=path)
     values = _read(store, path, array)
-    attrs = {**inherited, **array.metadata.attributes}
+    # Packing attributes of their recorded types, so values unpack to the type netCDF4 gives.
+    attrs = {**inherited, **typed_attributes(array.metadata.attributes)}
     attrs.pop("coordinates", None)
     if "_FillValue" in attrs:
         attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)

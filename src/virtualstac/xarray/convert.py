@@ -17,6 +17,7 @@ import xarray as xr
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
+from virtualstac.manifests.attribute_types import with_types
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
     create_v3_array_metadata,
@@ -65,11 +66,13 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         if key in attrs:
             attrs[key] = cf_fill_value_attribute(attrs[key], values.dtype)
     little = values.astype(values.dtype.newbyteorder("<"), copy=False)
+    # A float32 scale_factor stays float32 through JSON, so values unpack as they did here.
+    types = {key: np.asarray(value).dtype for key, value in attrs.items()}
     metadata = create_v3_array_metadata(
         shape=values.shape,
         data_type=little.dtype,
         chunk_shape=values.shape if values.ndim else (),
-        attributes=_json_attrs(attrs),
+        attributes=with_types(_json_attrs(attrs), types),
         dimension_names=[str(d) for d in encoded.dims],
     )
     # A scalar's one chunk is keyed like a 1-chunk vector; ManifestArray reshapes the grid.
