@@ -356,6 +356,34 @@ def test_truncated_data_names_the_variable(tmp_path: Path) -> None:
         parse(path)
 
 
+def test_data_overlapping_the_header_or_other_data(tmp_path: Path) -> None:
+    path = tmp_path / "layout.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 4)
+        ds.createVariable("u", "i4", ("x",))[:] = [1, 2, 3, 4]
+        ds.createVariable("v", "i4", ("x",))[:] = [5, 6, 7, 8]
+    # A begin follows the variable's name, dimension ids, absent attributes, type and vsize.
+    u_at, v_at = (
+        path.read_bytes().index(name) + 4 + 4 + 4 + 8 + 4 + 4 for name in (b"u\0", b"v\0")
+    )
+    (v_begin,) = struct.unpack(">I", path.read_bytes()[v_at : v_at + 4])
+    assert v_begin == path.stat().st_size - 16
+    # netCDF-C refuses both (NC_ENOTNC): read, they would be header bytes or u's values.
+    for at, bad, variable, before in (
+        (u_at, 0, "u", "the header"),
+        (v_at, v_begin - 4, "v", "'u'"),
+    ):
+        data = bytearray(path.read_bytes())
+        data[at : at + 4] = struct.pack(">I", bad)
+        damaged = tmp_path / "damaged.nc"
+        damaged.write_bytes(bytes(data))
+        with pytest.raises(
+            NetCDF3FormatError,
+            match=rf"damaged\.nc'.*'{variable}' begins at byte {bad}, before the end of {before}",
+        ):
+            parse(damaged)
+
+
 def test_bad_type_code_and_list_tag(tmp_path: Path) -> None:
     path = tmp_path / "types.nc"
     with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:

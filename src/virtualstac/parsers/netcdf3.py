@@ -115,6 +115,7 @@ class _Header:
     dimensions: list[tuple[str, int]]  # length 0 marks the record dimension
     attributes: dict[str, np.ndarray[Any, Any]]
     variables: list[_Variable] = field(default_factory=list)
+    size: int = 0  # bytes, where the data may start
 
 
 class NetCDF3Parser:
@@ -303,6 +304,7 @@ class _HeaderDecoder:
             nc_type = self.nc_type(f"variable {name!r}")
             self.non_neg()  # vsize: capped at 2**32-1 for large variables, so it is recomputed
             header.variables.append(_Variable(name, dimids, attributes, nc_type, self.offset()))
+        header.size = self.position
         return header
 
 
@@ -317,6 +319,7 @@ class _GroupBuilder:
         self.header = header
         self.options = options
         self.record_variables = [v for v in header.variables if self.is_record(v)]
+        self.check_layout()
         self.recsize = self.record_size()
         self.numrecs = self.record_count()
 
@@ -329,6 +332,20 @@ class _GroupBuilder:
         return (
             math.prod(self.header.dimensions[d][1] for d in dims) * variable.nc_type.dtype.itemsize
         )
+
+    def check_layout(self) -> None:
+        """Refuse data that overlaps the header or other data, as netCDF-C does
+        (``NC_check_voffs``): the fixed-size variables follow the header in the order they
+        are defined, then the record variables do, each slab after the one before."""
+        end, before = self.header.size, "the header"
+        fixed = [v for v in self.header.variables if not self.is_record(v)]
+        for variable in (*fixed, *self.record_variables):
+            if variable.begin < end:
+                raise NetCDF3FormatError(
+                    f"{self.url!r}: variable {variable.name!r} begins at byte {variable.begin}, "
+                    f"before the end of {before} (byte {end}); the header is damaged"
+                )
+            end, before = variable.begin + self.slab_bytes(variable), repr(variable.name)
 
     def record_size(self) -> int:
         """Bytes between the starts of consecutive records (netcdf-c ``NC_computeshapes``)."""
