@@ -1,10 +1,12 @@
-"""A netCDF-3 header claiming billions of records is refused before its offsets are built."""
+"""A netCDF-3 header claiming billions of records is refused before its offsets are built, and
+one claiming more than ``metadata_bytes`` of header before those bytes are read."""
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
 
+import netCDF4
 import numpy as np
 import pytest
 import scipy.io
@@ -51,4 +53,23 @@ def test_records_count_as_references(tmp_path: Path) -> None:
             parse(path)
     with virtualstac.limits.limits(references_per_array=50, references_per_open=99):
         with pytest.raises(LimitExceededError, match="100 chunk references"):
+            parse(path)
+
+
+def test_a_header_longer_than_metadata_bytes_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "dims.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2**20)
+        ds.createVariable("zeros", "i1", ("x",))[:] = 0
+    data = bytearray(path.read_bytes())
+    # The dimension count follows the name: 2**18 ids would be read through the 2**20 zeros.
+    at = data.index(b"zeros") + 8
+    assert struct.unpack(">I", data[at : at + 4]) == (1,)
+    data[at : at + 4] = struct.pack(">I", 2**18)
+    path.write_bytes(bytes(data))
+
+    with virtualstac.limits.limits(metadata_bytes=2**16):
+        with pytest.raises(LimitExceededError, match=r"dims\.nc: its netCDF-3 header reaches byte"):
             parse(path)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
-from virtualstac.limits import check_references, counting_references
+from virtualstac.limits import check_metadata, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import with_types
 from virtualstac.manifests.group import ManifestGroup
@@ -200,6 +200,8 @@ class _HeaderDecoder:
                 f"{self.url!r}: the netCDF3 header is truncated (it needs byte {end}, "
                 f"the file has {self.reader.size})"
             )
+        # A damaged count (of dimension ids, say) would read on through the data otherwise.
+        check_metadata(end, source=self.url, what=f"its netCDF-3 header reaches byte {end:,}")
         # Headers with thousands of variables: grow geometrically, one request each time.
         grown = min(self.reader.size, max(end, 2 * len(self.buffer)))
         self.buffer += self.reader.read_range(len(self.buffer), grown)
@@ -288,7 +290,7 @@ class _HeaderDecoder:
         for _ in range(self.list_count(_TAG_VARIABLE, "variable")):
             name = self.name()
             ndims = self.non_neg()
-            dimids = tuple(self.non_neg() for _ in range(ndims))
+            dimids = self.unpack(f">{ndims}{'Q' if self.version == 5 else 'I'}")
             for position, dimid in enumerate(dimids):
                 if dimid >= len(dimensions):
                     raise NetCDF3FormatError(
