@@ -313,6 +313,24 @@ def test_names_padded_with_nul_end_at_the_first_nul(tmp_path: Path) -> None:
     assert_same_as_netcdf4(path, store)
 
 
+def test_of_two_attributes_of_one_name_the_first_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "twice.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2)
+        variable = ds.createVariable("v", "i2", ("x",))
+        variable.setncattr("unitsX", "m")
+        variable.setncattr("unitsY", "s")
+        variable[:] = [4, 5]
+    path.write_bytes(
+        path.read_bytes().replace(b"unitsX", b"units\0").replace(b"unitsY", b"units\0")
+    )
+    with netCDF4.Dataset(path) as reference:
+        assert reference["v"].units == "m"
+    store = parse(path)
+    assert store.group["v"].metadata.attributes["units"] == "m"
+    assert_same_as_netcdf4(path, store)
+
+
 def test_drop_variables(everything: Path) -> None:
     group = parse(everything, drop_variables=["temp", "station"]).group
     assert "temp" not in group and "station" not in group and "precip" in group

@@ -269,7 +269,9 @@ class _HeaderDecoder:
             nc_type = self.nc_type(f"attribute {name!r} of {where}")
             count = self.non_neg()
             raw = self.padded(count * nc_type.dtype.itemsize)
-            attributes[name] = np.frombuffer(raw, dtype=nc_type.dtype)
+            # netCDF-C finds attributes by name: of two of one name (damaged, or padded with
+            # NULs), the first.
+            attributes.setdefault(name, np.frombuffer(raw, dtype=nc_type.dtype))
         return attributes
 
     def header(self) -> _Header:
