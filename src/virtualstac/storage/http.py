@@ -15,6 +15,7 @@ timeout for the whole request from connecting to the last byte, and retries with
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import re
 import threading
@@ -222,7 +223,7 @@ class HttpStore:
 
     def get_ranges(
         self, path: str, starts: list[int], ends: list[int], coalesce: int = DEFAULT_COALESCE
-    ) -> list[bytes]:
+    ) -> list[bytes | memoryview]:
         """The bytes of each range ``[starts[i], ends[i])``: ranges closer than ``coalesce``
         bytes are fetched together, and the requests run in parallel."""
         merged = _merge(starts, ends, coalesce)
@@ -234,7 +235,7 @@ class HttpStore:
 
     async def get_ranges_async(
         self, path: str, starts: list[int], ends: list[int], coalesce: int = DEFAULT_COALESCE
-    ) -> list[bytes]:
+    ) -> list[bytes | memoryview]:
         """:meth:`get_ranges`, its requests run on threads while the event loop goes on."""
         loop = asyncio.get_running_loop()
         merged = _merge(starts, ends, coalesce)
@@ -440,26 +441,20 @@ def _merge(starts: list[int], ends: list[int], coalesce: int) -> list[tuple[int,
 
 def _split(
     starts: list[int], ends: list[int], merged: list[tuple[int, int]], fetched: list[bytes]
-) -> list[bytes]:
-    """Each asked range cut out of the merged range holding it (shorter past the end)."""
-    result = []
+) -> list[bytes | memoryview]:
+    """Each asked range cut out of the merged range holding it (shorter past the end): a
+    view, not a copy, unless it is the whole of what was fetched."""
+    result: list[bytes | memoryview] = []
     firsts = [start for start, _ in merged]
+    views = [memoryview(data) for data in fetched]
     for start, end in zip(starts, ends, strict=True):
-        index = _holding(firsts, start)
-        offset = start - merged[index][0]
-        result.append(fetched[index][offset : offset + end - start])
-    return result
-
-
-def _holding(firsts: list[int], start: int) -> int:
-    low, high = 0, len(firsts)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if firsts[middle] <= start:
-            low = middle
+        index = bisect.bisect_right(firsts, start) - 1
+        offset = start - firsts[index]
+        if offset == 0 and end - start >= len(fetched[index]):
+            result.append(fetched[index])
         else:
-            high = middle
-    return low
+            result.append(views[index][offset : offset + end - start])
+    return result
 
 
 def _pool() -> ThreadPoolExecutor:
