@@ -42,6 +42,8 @@ from virtualstac.stac.backend import grid_names
 from virtualstac.stac.invalid import reading_stac
 from virtualstac.stac.open import _open_stac
 from virtualstac.stac.options import OPTION_NAMES, OpenOptions
+from virtualstac.stac.stac_io import bounded_api_io, bounded_stac_io, reading_api
+from virtualstac.storage.client import DEFAULT_NETWORK
 
 __all__ = ["StacVirtualSource"]
 
@@ -126,20 +128,29 @@ class StacVirtualSource(VirtualDataSource):
         self._opened: xr.Dataset | xr.DataTree | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
-        """The STAC object ``url`` names, or the search it and the parameters describe."""
+        """The STAC object ``url`` names, or the search it and the parameters describe.
+
+        Every request is bounded by the timeouts and retries of the ``registry`` option's
+        ``network`` (the defaults without one), links followed later included.
+        """
+        registry = self.options.get("registry")
+        network = registry.network if registry is not None else DEFAULT_NETWORK
         if self.search_parameters:
-            return Client.open(self.url).search(**self.search_parameters)
+            with reading_api(self.url):
+                client = Client.open(self.url, stac_io=bounded_api_io(network))
+            return client.search(**self.search_parameters)
+        stac_io = bounded_stac_io(network)
         # A relative path would be resolved against whatever the working directory is later.
         url = self.url if "://" in self.url else os.path.abspath(self.url)
-        with reading_stac(url):
-            document = pystac.StacIO.default().read_json(url)
+        with reading_stac(url), reading_api(url):
+            document = stac_io.read_json(url)
             if document.get("type") == "FeatureCollection":
                 return pystac.ItemCollection.from_dict(document)
             if "conformsTo" in document and any(
                 link.get("rel") == "search" for link in document.get("links", [])
             ):
-                return Client.open(url).search()
-            found = pystac.read_dict(document, href=url)
+                return Client.open(url, stac_io=bounded_api_io(network)).search()
+            found = pystac.read_dict(document, href=url, stac_io=stac_io)
         if not isinstance(found, pystac.Item | pystac.Catalog):
             raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
         return found

@@ -51,6 +51,8 @@ def reading_stac(
         # pystac hides why a link does not resolve behind a STACError of its own.
         cause = err.__cause__ if isinstance(err, pystac.STACError) else None
         original = cause if isinstance(cause, Exception) else err
+        if isinstance(original, VirtualStacError):
+            raise original from None  # already typed and named: a link's read that failed
         if isinstance(original, FileNotFoundError):
             raise SourceNotFoundError(f"{what} {place} does not exist") from original
         raise InvalidCatalogError(f"invalid {what} {place}: {_reason(original)}") from original

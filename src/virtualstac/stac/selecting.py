@@ -30,6 +30,7 @@ from virtualstac.stac.fields import (
 )
 from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.invalid import catalog_items
+from virtualstac.stac.stac_io import reading_api
 from virtualstac.storage.signing import split_signature
 from virtualstac.storage.urls import normalize_url
 
@@ -82,7 +83,8 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)
     elif isinstance(stac, ItemSearch):
-        found = list(stac.items())
+        with reading_api(stac.url):
+            found = list(stac.items())
     else:
         found = list(stac)
     for entry in found:

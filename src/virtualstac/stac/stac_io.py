@@ -1,0 +1,193 @@
+"""Reading STAC JSON and STAC API pages over HTTP with timeouts, retries and typed errors.
+
+pystac's default reader sends its requests with no timeout at all, and pystac-client's with
+none unless told: a catalog server that accepts a connection and never answers stalls a read
+for as long as it likes. Both readers here bound every request by
+:class:`~virtualstac.storage.client.NetworkOptions` and name the URL in typed errors:
+:func:`bounded_stac_io` for static catalogs (pystac's reader, whose objects follow their links
+through it), :func:`bounded_api_io` for STAC APIs (pystac-client's, so searches page through
+it). :func:`reading_api` turns the answers a STAC API refuses (pystac-client's ``APIError``)
+into typed errors too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import requests
+import urllib3
+from pystac.stac_io import DefaultStacIO
+from pystac_client.exceptions import APIError
+from pystac_client.stac_api_io import StacApiIO
+from urllib3.util.retry import Retry
+
+from virtualstac.errors import (
+    InvalidCatalogError,
+    NetworkError,
+    NetworkTimeoutError,
+    SourceNotFoundError,
+)
+from virtualstac.limits import check_metadata, get_limits
+from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
+from virtualstac.storage.failures import redact
+
+__all__ = ["BoundedApiIO", "BoundedStacIO", "bounded_api_io", "bounded_stac_io", "reading_api"]
+
+#: Answers worth another attempt, as for the registry's stores.
+_RETRIED_STATUSES = (429, 500, 502, 503, 504)
+
+
+class BoundedStacIO(DefaultStacIO):
+    """pystac's reader of static STAC JSON, its HTTP requests bounded by ``network``.
+
+    Redirects are followed (a catalog's links may name anything anyway; what its assets
+    authorize is decided from the documents). Documents beyond the ``metadata_bytes`` limit
+    are refused before they are read whole.
+    """
+
+    def __init__(self, network: NetworkOptions = DEFAULT_NETWORK) -> None:
+        super().__init__()
+        self.network = network
+        self._pool = urllib3.PoolManager(
+            retries=_retry(network),
+            timeout=urllib3.Timeout(connect=network.connect_timeout, read=network.timeout),
+        )
+
+    def read_text_from_href(self, href: str) -> str:
+        """The text of the document at ``href`` (a URL, or a local path)."""
+        if "://" not in href or href.startswith("file://"):
+            return super().read_text_from_href(href)
+        try:
+            response = self._pool.request(
+                "GET", href, headers=dict(self.headers), preload_content=False
+            )
+        except urllib3.exceptions.MaxRetryError as err:
+            timed_out = isinstance(err.reason, urllib3.exceptions.TimeoutError)
+            raise _unreached(href, timed_out, str(err.reason)) from None
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreached(href, False, str(err)) from None
+        with response:
+            if response.status >= 400:
+                raise _refused(href, response.status, response.reason or "")
+            size = response.headers.get("Content-Length")
+            if size is not None and size.isdigit():
+                check_metadata(int(size), source=redact(href), what="STAC JSON")
+            try:
+                data = response.read(get_limits().metadata_bytes + 1)
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                raise _unreached(href, "timed out" in str(err), "") from None
+            check_metadata(len(data), source=redact(href), what="STAC JSON")
+        return data.decode("utf-8")
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Objects read through this reader keep it, and may travel to other processes.
+        return {"network": self.network, "headers": dict(self.headers)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["network"])  # type: ignore[misc]
+        self.headers = state["headers"]
+
+
+class BoundedApiIO(StacApiIO):
+    """pystac-client's reader, failing to reach a server with a typed error naming the URL.
+
+    Answers with an error status stay pystac-client's ``APIError`` (with ``status_code``):
+    pystac-client reads a ``404`` as "no such collection"; see :func:`reading_api`.
+    """
+
+    def request(
+        self,
+        href: str,
+        method: str | None = None,
+        headers: dict[str, str] | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> str:
+        """The text of the answer to a request for ``href``."""
+        try:
+            text: str = super().request(href, method, headers, parameters)
+        except APIError as err:
+            # pystac-client wraps what requests raised without chaining it as the cause.
+            failure = err.__cause__ or err.__context__
+            if not isinstance(failure, requests.RequestException):
+                raise
+            timed_out = isinstance(failure, requests.Timeout) or _timed_out(failure)
+            raise _unreached(href, timed_out, str(failure)) from None
+        return text
+
+
+def bounded_stac_io(network: NetworkOptions = DEFAULT_NETWORK) -> BoundedStacIO:
+    """A reader of static STAC JSON whose requests take at most ``network``'s timeouts and
+    retries; give it to ``pystac.read_dict(..., stac_io=...)`` and links follow through it.
+
+    ``timeout`` bounds each wait for the server (a read timeout), not the whole answer.
+    """
+    return BoundedStacIO(network)
+
+
+def bounded_api_io(network: NetworkOptions = DEFAULT_NETWORK) -> BoundedApiIO:
+    """A STAC API reader (``Client.open(url, stac_io=...)``) bounded as :func:`bounded_stac_io`."""
+    timeout = (network.connect_timeout, network.timeout)
+    return BoundedApiIO(timeout=timeout, max_retries=_retry(network))
+
+
+def _retry(network: NetworkOptions) -> Retry:
+    return Retry(
+        total=network.max_retries,
+        backoff_factor=network.backoff,
+        backoff_max=network.max_backoff,
+        status_forcelist=_RETRIED_STATUSES,
+        allowed_methods=None,  # STAC API searches are POSTs that change nothing
+        raise_on_status=False,
+    )
+
+
+def _unreached(href: str, timed_out: bool, reason: str) -> NetworkError:
+    if timed_out:
+        reason = "the server did not answer within the timeout"
+    elif "refused" in reason.lower():
+        reason = "the connection was refused"
+    else:
+        reason = "could not connect to the server, or it closed the connection"
+    message = (
+        f"reading {redact(href)!r} failed: {reason}; the registry's "
+        "virtualstac.NetworkOptions set the timeouts and retries"
+    )
+    return (NetworkTimeoutError if timed_out else NetworkError)(message)
+
+
+def _refused(href: str, status: int, answer: str) -> Exception:
+    said = f"reading {redact(href)!r} failed: the server answered {status}"
+    said += f" ({answer})" if answer else ""
+    if status in (404, 410):
+        return SourceNotFoundError(said)
+    if status in _RETRIED_STATUSES:
+        return NetworkError(said)
+    return InvalidCatalogError(said)
+
+
+@contextmanager
+def reading_api(url: str) -> Iterator[None]:
+    """Turn pystac-client's ``APIError`` raised inside the block into a typed error.
+
+    ``404``/``410`` -> :class:`~virtualstac.errors.SourceNotFoundError`; ``429``/``5xx``
+    (after the retries) and failures without an answer ->
+    :class:`~virtualstac.errors.NetworkError`; any other refusal ->
+    :class:`~virtualstac.errors.InvalidCatalogError`. Each names ``url`` and the answer.
+    """
+    try:
+        yield
+    except APIError as err:
+        status = getattr(err, "status_code", None)
+        answer = " ".join(str(err).split())[:200]
+        if status is None:
+            raise NetworkError(f"reading {redact(url)!r} failed: {answer}") from err
+        raise _refused(url, status, answer) from err
+
+
+def _timed_out(failure: requests.RequestException) -> bool:
+    """Whether urllib3 gave up after attempts that timed out (requests calls that a
+    ``ConnectionError``)."""
+    retried = failure.args[0] if failure.args else None
+    return isinstance(getattr(retried, "reason", None), urllib3.exceptions.TimeoutError)

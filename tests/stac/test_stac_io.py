@@ -1,0 +1,114 @@
+"""STAC JSON read over HTTP: every request bounded, every failure a typed error naming the URL.
+
+Catalogs come from servers other people run. Each case serves STAC JSON from a
+:class:`~faulty_servers.FaultyServer` on loopback that misbehaves on purpose, and opens it
+as an Intake entry does (``StacVirtualSource``), through a registry with short timeouts.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+
+import pytest
+
+from faulty_servers import FaultyServer
+from virtualstac import ObjectStoreRegistry
+from virtualstac.errors import (
+    InvalidCatalogError,
+    LimitExceededError,
+    NetworkError,
+    NetworkTimeoutError,
+    SourceNotFoundError,
+)
+from virtualstac.intake.stac import StacVirtualSource
+from virtualstac.limits import limits
+from virtualstac.stac.stac_io import bounded_stac_io, reading_api
+from virtualstac.storage.client import NetworkOptions
+
+#: Short timeouts so that a fault shows in a second, and two retries (three attempts).
+QUICK = NetworkOptions(
+    connect_timeout=1, timeout=0.5, max_retries=2, backoff=0.02, max_backoff=0.05, retry_timeout=5
+)
+CATALOG = {
+    "type": "Catalog",
+    "stac_version": "1.1.0",
+    "id": "archive",
+    "description": "an archive of one item",
+    "links": [{"rel": "item", "href": "./scene/scene.json", "type": "application/json"}],
+}
+
+
+def open_entry(url: str) -> object:
+    """Open ``url`` as an Intake STAC entry would, with the quick timeouts."""
+    return StacVirtualSource(url, registry=ObjectStoreRegistry(network=QUICK)).to_dask()
+
+
+def test_a_catalog_server_that_never_answers_fails_within_the_timeouts() -> None:
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "hang") as server:
+        started = time.monotonic()
+        with pytest.raises(
+            NetworkTimeoutError, match="did not answer within the timeout"
+        ) as caught:
+            open_entry(server.url_for("catalog.json"))
+        assert time.monotonic() - started < 10
+        assert server.connections == 3  # the first attempt and two retries
+    assert server.url_for("catalog.json") in str(caught.value)
+
+
+def test_a_link_to_a_server_that_stops_answering_fails_naming_the_link() -> None:
+    """The catalog arrives; the item it links to never does. Links are read as the catalog."""
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "serve", "hang") as server:
+        with pytest.raises(NetworkTimeoutError, match=r"scene/scene\.json"):
+            open_entry(server.url_for("catalog.json"))
+
+
+def test_a_server_that_keeps_answering_503_is_retried_then_named() -> None:
+    with FaultyServer({"catalog.json": b"{}"}, "unavailable") as server:
+        with pytest.raises(NetworkError, match="answered 503"):
+            open_entry(server.url_for("catalog.json"))
+        assert server.connections == 3
+
+
+def test_a_missing_catalog_is_not_found() -> None:
+    with FaultyServer({}, "serve") as server:
+        with pytest.raises(SourceNotFoundError, match="answered 404") as caught:
+            open_entry(server.url_for("catalog.json"))
+    assert server.url_for("catalog.json") in str(caught.value)
+
+
+def test_dropped_connections_are_a_network_error() -> None:
+    with FaultyServer({"catalog.json": b"{}"}, "drop") as server:
+        with pytest.raises(NetworkError, match="closed the connection"):
+            open_entry(server.url_for("catalog.json"))
+
+
+def test_a_refusal_without_retry_is_an_invalid_catalog() -> None:
+    """A 4xx other than 404 is final: neither missing nor worth another attempt."""
+    from pystac_client.exceptions import APIError
+
+    refusal = APIError("query not supported")
+    refusal.status_code = 400
+    with pytest.raises(InvalidCatalogError, match=r"answered 400 \(query not supported\)"):
+        with reading_api("https://stac.example.org/search"):
+            raise refusal
+
+
+def test_the_reader_reads_what_the_server_serves() -> None:
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "serve") as server:
+        assert bounded_stac_io(QUICK).read_json(server.url_for("catalog.json")) == CATALOG
+
+
+def test_a_document_beyond_the_metadata_limit_is_refused_before_it_is_read() -> None:
+    document = json.dumps({**CATALOG, "description": "x" * 5000}).encode()
+    with FaultyServer({"catalog.json": document}, "serve") as server:
+        with limits(metadata_bytes=1000), pytest.raises(LimitExceededError, match="STAC JSON"):
+            open_entry(server.url_for("catalog.json"))
+
+
+def test_the_reader_travels_to_other_processes_with_its_bounds() -> None:
+    reader = pickle.loads(pickle.dumps(bounded_stac_io(QUICK)))
+    assert reader.network == QUICK
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "serve") as server:
+        assert reader.read_json(server.url_for("catalog.json")) == CATALOG
