@@ -17,6 +17,7 @@ from rasterio.transform import from_origin
 sys.path.insert(0, str(Path(__file__).parent / "parsers"))
 from tiff_files import write_gdal
 
+from faulty_servers import FaultyServer
 from virtualstac.cli import main
 from virtualstac.stac import open_stac
 
@@ -173,6 +174,16 @@ def test_errors_are_one_line(
     assert line.startswith("virtualstac: error: ")
     assert message in line
     assert catalog.read_bytes() == before
+
+
+def test_info_of_an_unavailable_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The document is read with timeouts and retries, and its failure named, not raised raw."""
+    with FaultyServer({"item.json": b"{}"}, "unavailable") as server:
+        assert main(["info", server.url_for("item.json")]) == 1
+        assert server.connections == 4  # the default three retries
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("virtualstac: error: ")
+    assert server.url_for("item.json") in line and "answered 503" in line
 
 
 def test_the_command_exits_non_zero_without_a_traceback(catalog: Path, tmp_path: Path) -> None:

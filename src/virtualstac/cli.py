@@ -307,9 +307,13 @@ def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool)
 def _info(arguments: argparse.Namespace) -> int:
     from virtualstac.cli_summary import dataset_summary, opened_stores, sources_of
     from virtualstac.manifests import ManifestArray
+    from virtualstac.stac.invalid import reading_stac
     from virtualstac.stac.open import open_stac
+    from virtualstac.stac.stac_io import bounded_stac_io
 
-    stac = pystac.read_file(arguments.url)
+    # Bounded as every read is; links followed later go through the same reader.
+    with reading_stac(arguments.url):
+        stac = pystac.read_file(arguments.url, stac_io=bounded_stac_io())
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
     # Sources are summarised by their references; a published store by what it holds.
