@@ -57,8 +57,9 @@ class Limits:
         Chunk references of all the arrays of one opened file or reference set.
     metadata_bytes
         Bytes of one metadata document, decompressed, before it is parsed: a Kerchunk JSON
-        file (plain, or gzipped once inflated), a Kerchunk Parquet ``.zmetadata``, a netCDF-3
-        header. Parsing JSON takes several times its bytes: about 5 for Kerchunk references,
+        file (plain, or gzipped once inflated), a Kerchunk Parquet ``.zmetadata`` or record
+        file, a Zarr store's metadata documents, STAC JSON read over HTTP, a netCDF-3 header.
+        Parsing JSON takes several times its bytes: about 5 for Kerchunk references,
         up to about 25 for a document of tiny values (``[[],[],...]``).
     coordinate_bytes
         Bytes of one coordinate built in memory when a dataset opens or is written (loaded

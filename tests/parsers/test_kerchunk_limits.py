@@ -16,6 +16,8 @@ from typing import Any
 
 import bounded
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import tifffile
 
@@ -257,6 +259,29 @@ def test_a_parquet_zmetadata_beyond_the_limit_is_refused(tmp_path: Path) -> None
             KerchunkParquetParser()(str(root), registry_for(root))
     store = KerchunkParquetParser()(str(root), registry_for(root))
     assert store.group.metadata.attributes["pad"] == "x" * 100_000
+
+
+def test_a_parquet_record_beyond_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Record files are read whole, so they are bounded as metadata documents are."""
+    root = tmp_path / "refs.parq"
+    (root / "v").mkdir(parents=True)
+    metadata = {".zgroup": '{"zarr_format": 2}', "v/.zarray": zarray([4], [2])}
+    (root / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": 2}))
+    (tmp_path / "data.bin").write_bytes(bytes(16))
+    noise = np.random.default_rng(0).bytes(50_000)  # incompressible, so the file is this big
+    table = pa.table(
+        {
+            "path": [str(tmp_path / "data.bin")] * 2,
+            "offset": [0, 8],
+            "size": [8, 8],
+            "raw": [noise, None],
+        }
+    )
+    pq.write_table(table, root / "v" / "refs.0.parq")
+
+    with virtualstac.limits.limits(metadata_bytes=20_000):
+        with pytest.raises(LimitExceededError, match=r"v/refs\.0\.parq: the metadata document"):
+            KerchunkParquetParser()(str(root), registry_for(root))
 
 
 def test_the_default_limit_bounds_parsing_a_gzip_of_empty_lists(tmp_path: Path) -> None:

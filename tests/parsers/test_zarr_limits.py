@@ -68,3 +68,18 @@ def test_a_shape_beyond_int64_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(CorruptFileError, match=r"vast\.zarr: array '/': shape .* than int64"):
         ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_metadata_documents_beyond_the_limit_are_refused_before_they_are_read(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    path = tmp_path / "padded.zarr"
+    array = zarr.create_array(path, shape=(4,), chunks=(2,), dtype="f4", zarr_format=zarr_format)
+    array.attrs["pad"] = "x" * 100_000
+    name = "zarr.json" if zarr_format == 3 else ".zattrs"
+
+    with limits(metadata_bytes=10_000), pytest.raises(LimitExceededError, match=name):
+        ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert store.group.arrays["padded"].metadata.attributes["pad"] == "x" * 100_000

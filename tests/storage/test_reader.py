@@ -13,9 +13,15 @@ from obstore.store import LocalStore
 
 from servers import HTTP_SERVERS, HTTPServer, S3Server
 from virtualstac import ObjectStoreRegistry
-from virtualstac.errors import ChunkReadError
+from virtualstac.errors import ChunkReadError, LimitExceededError, SourceNotFoundError
+from virtualstac.limits import Limits, limits
 from virtualstac.storage import counting_reads
-from virtualstac.storage.reader import BlockCachedReader, read_head, read_whole, sharing_heads
+from virtualstac.storage.reader import (
+    BlockCachedReader,
+    read_document,
+    read_head,
+    sharing_heads,
+)
 
 Publish = Callable[[Path], str]
 
@@ -417,7 +423,7 @@ def test_heads_are_not_shared_outside_the_block(tmp_path: Path) -> None:
     assert reads.requests == 2
 
 
-def test_read_whole_takes_a_complete_shared_head_instead_of_a_get(
+def test_a_document_is_one_bounded_get_or_none_after_a_shared_head(
     http_server: HTTPServer,
 ) -> None:
     directory = http_server.directory("whole")
@@ -428,14 +434,16 @@ def test_read_whole_takes_a_complete_shared_head_instead_of_a_get(
 
     with sharing_heads():
         read_head(short, registry)
-        read_head(long, registry)
-        assert read_whole(short, registry) == data
-        assert len(read_whole(long, registry)) == 100_000
+        assert read_document(short, registry, what="a document") == data
+    assert len(read_document(long, registry, what="a document")) == 100_000
+    with limits(metadata_bytes=50_000), pytest.raises(LimitExceededError, match=r"long\.bin"):
+        read_document(long, registry, what="a document")
 
     assert [e.range for e in http_server.requests(directory / "short.bin")] == ["bytes=0-65535"]
-    assert [e.range for e in http_server.requests(directory / "long.bin")] == ["bytes=0-65535", "-"]
-    with pytest.raises(FileNotFoundError):
-        read_whole(http_server.url_for(directory / "missing.bin"), registry)
+    bounded = [f"bytes=0-{Limits().metadata_bytes}", "bytes=0-50000"]
+    assert [e.range for e in http_server.requests(directory / "long.bin")] == bounded
+    with pytest.raises(SourceNotFoundError, match=r"a document .*missing\.bin.* does not exist"):
+        read_document(http_server.url_for(directory / "missing.bin"), registry, what="a document")
 
 
 def test_a_refused_first_get_raises_chunk_read_error_with_the_get_s_reason(

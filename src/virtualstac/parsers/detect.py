@@ -10,7 +10,7 @@ from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage import objects
 from virtualstac.storage.failures import redact
-from virtualstac.storage.reader import read_head
+from virtualstac.storage.reader import read_document, read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 __all__ = ["detect_format", "parser_for"]
@@ -58,8 +58,9 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
     prefix = path.rstrip("/")
     if _exists(store, f"{prefix}/.zmetadata"):
         zmetadata = f"{url.rstrip('/')}/.zmetadata"
+        data = read_document(zmetadata, registry, what="consolidated metadata")
         with reading(zmetadata, "its JSON"):
-            metadata = json.loads(bytes(objects.get(store, f"{prefix}/.zmetadata").bytes()))
+            metadata = json.loads(data)
         return (
             "kerchunk-parquet"
             if isinstance(metadata, dict) and "record_size" in metadata

@@ -48,11 +48,11 @@ from virtualstac.parsers.kerchunk_resolve import (
     URLResolver,
     merge_consolidated,
     parse_document,
-    read_object,
     with_recorded_sources,
 )
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group, parse_chunk_keys
+from virtualstac.storage.reader import read_document
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -96,7 +96,7 @@ class KerchunkJSONParser(KerchunkParser):
         """
         registry = registry_or_default(url, registry)
         url = normalize_url(url)
-        data = read_object(url, registry, what="Kerchunk reference file")
+        data = read_document(url, registry, what="Kerchunk reference file")
         if data[:2] == _GZIP_MAGIC:
             with reading(url, "its gzip stream"):
                 data = gunzip_metadata(data, source=url)

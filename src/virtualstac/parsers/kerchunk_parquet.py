@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from obstore.exceptions import BaseError
-
+from virtualstac.errors import SourceNotFoundError
 from virtualstac.limits import check_open_references, check_references, counting_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
@@ -26,13 +25,12 @@ from virtualstac.parsers.kerchunk_resolve import (
     URLResolver,
     merge_consolidated,
     parse_document,
-    read_object,
     with_recorded_sources,
 )
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.parsers.zarr_v2 import V2Node, build_v2_group
-from virtualstac.storage import objects
-from virtualstac.storage.failures import describe, read_failure
+from virtualstac.storage.failures import describe
+from virtualstac.storage.reader import read_document
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -68,7 +66,7 @@ class KerchunkParquetParser(KerchunkParser):
     def _parse(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Read the metadata of the reference set at ``url``, then build its store."""
         root = normalize_url(url).rstrip("/")
-        zmetadata = read_object(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
+        zmetadata = read_document(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
             content = json.loads(zmetadata)
             record_size = int(content["record_size"])
@@ -151,13 +149,10 @@ def _fetch_record_files(
             wanted.append((path, number, f"{directory}/refs.{number}.parq"))
 
     def fetch(url: str) -> Any:
-        store, object_path = registry.resolve(url)
         try:
-            data = objects.get(store, object_path).bytes()
-        except FileNotFoundError:
+            data = read_document(url, registry, what="Kerchunk parquet record")
+        except SourceNotFoundError:
             return None  # fsspec writes no file for records without references
-        except BaseError as err:
-            raise read_failure(err, url) from err
         try:
             return pq.read_table(pa.py_buffer(memoryview(data)))
         except (pa.ArrowException, OSError) as err:

@@ -22,12 +22,9 @@ from virtualstac.errors import (
     UnregisteredURLError,
     VirtualStacError,
 )
-from virtualstac.limits import check_metadata, get_limits
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
-from virtualstac.storage.failures import redact
-from virtualstac.storage.reader import read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -40,7 +37,6 @@ __all__ = [
     "URLResolver",
     "merge_consolidated",
     "parse_document",
-    "read_object",
     "with_recorded_sources",
 ]
 
@@ -122,20 +118,6 @@ def with_recorded_sources(
     if options.verify_sources:
         verify_sources(stamps, registry, source)
     return group.with_source_stamps(stamps) if stamps else group
-
-
-def read_object(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
-    """The whole metadata document at ``url``; ``what`` names it when it does not exist.
-
-    One ranged GET of at most ``metadata_bytes`` + 1 bytes: a bigger document is refused
-    without being read whole, let alone parsed.
-    """
-    # The range is answered with the bytes there are: the whole document when it fits.
-    head = read_head(url, registry, get_limits().metadata_bytes + 1)
-    if head is None:
-        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist")
-    check_metadata(head.size, source=url)
-    return head.data
 
 
 def parse_document(key: str, value: Any, source: str) -> Any:

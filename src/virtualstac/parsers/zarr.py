@@ -18,7 +18,12 @@ from obstore.exceptions import BaseError
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
-from virtualstac.limits import check_chunk_bytes, check_references, counting_references
+from virtualstac.limits import (
+    check_chunk_bytes,
+    check_metadata,
+    check_references,
+    counting_references,
+)
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
 from virtualstac.parsers.corrupt import reading
@@ -70,13 +75,19 @@ class ZarrParser:
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
         try:
             sizes = _list_sizes(store, prefix)
+            names = [
+                key
+                for key in sizes
+                if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+            ]
+            for key in names:  # before any is read: a store's metadata is read whole
+                check_metadata(sizes[key], source=f"{root_url}/{key}")
             documents = {
                 key: _json_document(
                     bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
                     f"{root_url}/{key}",
                 )
-                for key in sizes
-                if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+                for key in names
             }
         except BaseError as err:
             raise read_failure(err, root_url, "the Zarr store ") from err

@@ -27,7 +27,8 @@ from typing import Any
 
 from obstore.exceptions import BaseError
 
-from virtualstac.errors import ChunkReadError
+from virtualstac.errors import ChunkReadError, SourceNotFoundError
+from virtualstac.limits import check_metadata, get_limits
 from virtualstac.storage import objects
 from virtualstac.storage.failures import (
     describe,
@@ -41,7 +42,7 @@ from virtualstac.storage.objects import Store
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_head, record_read
 
-__all__ = ["BlockCachedReader", "ObjectHead", "read_head", "read_whole", "sharing_heads"]
+__all__ = ["BlockCachedReader", "ObjectHead", "read_document", "read_head", "sharing_heads"]
 
 DEFAULT_BLOCK_SIZE = 64 * 1024
 DEFAULT_PREFETCH = 64 * 1024
@@ -120,18 +121,19 @@ def read_head(
     return head
 
 
-def read_whole(url: str, registry: ObjectStoreRegistry) -> bytes:
-    """The whole object at ``url``: one GET, or none inside a :func:`sharing_heads` block whose
-    head of it already holds every byte (a small Kerchunk JSON file detected before parsing).
+def read_document(url: str, registry: ObjectStoreRegistry, *, what: str) -> bytes:
+    """The whole metadata document at ``url``; ``what`` names it when it does not exist.
 
-    Raises FileNotFoundError when there is no object.
+    One ranged GET of at most ``metadata_bytes`` + 1 bytes (none inside a
+    :func:`sharing_heads` block whose head of it holds them): a bigger document is refused
+    without being read whole, whatever a server says its size is.
     """
-    store, path = registry.resolve(url)
-    shared = _shared.get()
-    known = shared.get((id(store), path)) if shared is not None else None
-    if known is not None and known[1].complete:
-        return known[1].data
-    return bytes(objects.get(store, path).bytes())
+    # The range is answered with the bytes there are: the whole document when it fits.
+    head = read_head(url, registry, get_limits().metadata_bytes + 1)
+    if head is None:
+        raise SourceNotFoundError(f"{what} {redact(url)!r} does not exist")
+    check_metadata(max(head.size, len(head.data)), source=url)
+    return head.data
 
 
 def _fetch_head(store: Store, path: str, nbytes: int) -> tuple[ObjectHead, int]:
