@@ -256,6 +256,20 @@ def test_unknown_assets_and_items_without_openable_assets(
         open_stac(item, ["B02"])
 
 
+def test_an_asset_without_a_type_is_opened_as_its_bytes_say_when_named(
+    scenes: Scenes, read_band: ReadBand
+) -> None:
+    item = scenes.items[0]
+    item.assets["B02"].media_type = None  # "type" is optional in STAC
+    item.assets["B03"].media_type = "image/vnd.stac.geotiff; cloud-optimized=true"  # STAC 0.x
+    dataset = open_stac(item, ["B02", "B03"], mask_and_scale=False)
+    files = scenes.files[item.id]
+    assert np.array_equal(dataset["B02"].values, read_band(files["B02"]))
+    assert np.array_equal(dataset["B03"].values, read_band(files["B03"]))
+    groups = open_stac(item, group_by="grid")  # by default, only typed data assets
+    assert sorted(str(v) for ds in groups.values() for v in ds.data_vars) == ["B03", "B05"]
+
+
 def test_relative_href_without_self_href_is_refused(make_item: MakeItem) -> None:
     item = make_item("loose", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B02": ("./B02.tif", COG)})
     with pytest.raises(InvalidPathError, match=r"relative href '\./B02\.tif'.*no self href"):

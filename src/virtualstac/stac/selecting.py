@@ -47,6 +47,8 @@ type StacSource = (
 MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
     "image/tiff": "tiff",
     "image/geotiff": "tiff",
+    # STAC 0.x's GeoTIFF type, still served by USGS's Landsat Collection 2 catalog.
+    "image/vnd.stac.geotiff": "tiff",
     "application/x-netcdf": None,
     "application/netcdf": None,
     "application/x-hdf5": "hdf",
@@ -169,7 +171,10 @@ def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str
                 f"{', '.join(PARSERS)}"
             )
         return str(name)
-    media_type = _main_media_type(asset) or ""
+    media_type = _main_media_type(asset)
+    if media_type is None:
+        # An asset named without a type (the field is optional) is told by its bytes.
+        return None
     if media_type in MEDIA_TYPE_PARSERS:
         return MEDIA_TYPE_PARSERS[media_type]
     if media_type == "application/json" and _REFERENCE_ROLES & set(asset.roles or []):
