@@ -33,6 +33,7 @@ def tile_item(
     *,
     size: int = 256,
     offset: tuple[float, float] = (0.0, 0.0),
+    crs: str = UTM,
 ) -> pystac.Item:
     """An item with one red COG of ``size`` x ``size`` 10 m pixels, tile (row, col)."""
     west = WEST + col * size * 10 + offset[0]
@@ -42,7 +43,7 @@ def tile_item(
         driver="COG",
         width=size,
         height=size,
-        crs=UTM,
+        crs=crs,
         transform=from_origin(west, north, 10, 10),
         data=pixels(1, size, size, "uint16", seed=100 * day + 10 * row + col),
         blocksize=128,
@@ -112,6 +113,19 @@ def test_an_incomplete_tiling_or_other_dates_per_tile_are_refused(
         open_stac(other_days)
     per_grid = open_stac(other_days, group_by="grid")
     assert len(per_grid) == 2
+
+
+def test_tiles_in_two_utm_zones_are_refused_naming_the_zones(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    west = tile_item(make_item, tmp_path, 0, 0, 0)
+    east = tile_item(make_item, tmp_path, 0, 1, 0, crs="EPSG:32634")  # odc-stac would reproject
+    with pytest.raises(MixedGridsError, match="CRS EPSG:32633 vs EPSG:32634") as caught:
+        open_stac([west, east])
+    message = str(caught.value)
+    assert "(CRS EPSG:32633, pixel 10 x -10; CRS EPSG:32634, pixel 10 x -10)" in message
+    assert "PROJCRS" not in message and len(message) < 1500  # not two kilobytes of WKT
+    assert len(open_stac([west, east], group_by="grid")) == 2
 
 
 def two_tiles(make_item: MakeItem, root: Path) -> tuple[pystac.Collection, np.ndarray]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyproj
 import xarray as xr
 
 from virtualstac.xarray.combine import EXACT_COMBINE
@@ -49,7 +50,9 @@ def mosaic(tiles: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> 
 def _check_same_frame(tiles: Sequence[xr.Dataset]) -> None:
     frames = {_frame(tile) for tile in tiles}
     if len(frames) > 1:
-        described = "; ".join(f"CRS {crs}, pixel {dx:g} x {dy:g}" for crs, dx, dy in frames)
+        described = "; ".join(
+            f"CRS {_crs_label(crs)}, pixel {dx:g} x {dy:g}" for crs, dx, dy in sorted(frames)
+        )
         raise MosaicError(f"tiles differ in CRS or pixel size ({described})")
     _, dx, dy = frames.pop()
     origins = [(float(tile["x"].values[0]) / dx, float(tile["y"].values[0]) / dy) for tile in tiles]
@@ -100,6 +103,16 @@ def _frame(tile: xr.Dataset) -> tuple[str, float, float]:
     x = np.asarray(tile["x"].values, dtype=np.float64)
     y = np.asarray(tile["y"].values, dtype=np.float64)
     return crs, float(x[1] - x[0]), float(y[1] - y[0])
+
+
+def _crs_label(text: str) -> str:
+    """A CRS as its authority code (``EPSG:32633``) or name: its WKT runs to kilobytes."""
+    try:
+        parsed = pyproj.CRS.from_user_input(text)
+    except pyproj.exceptions.CRSError:
+        return text
+    authority = parsed.to_authority()
+    return ":".join(authority) if authority else parsed.name
 
 
 def _with_mosaic_transform(joined: xr.Dataset) -> xr.Dataset:
