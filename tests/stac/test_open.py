@@ -270,6 +270,36 @@ def test_an_asset_without_a_type_is_opened_as_its_bytes_say_when_named(
     assert sorted(str(v) for ds in groups.values() for v in ds.data_vars) == ["B03", "B05"]
 
 
+def test_assets_described_only_by_the_collections_item_assets(
+    scenes: Scenes, tmp_path: Path, read_band: ReadBand
+) -> None:
+    extent = pystac.Extent.from_items(scenes.items)
+    collection = pystac.Collection("s2", "item_assets describe the bands", extent)
+    collection.extra_fields["item_assets"] = {
+        key: {
+            "type": COG,
+            "roles": ["data", "reflectance"],
+            "eo:bands": [{"name": key, "common_name": common}],
+            "raster:bands": [{"nodata": 0, "scale": 1e-4, "offset": -0.1}],
+        }
+        for key, common in (("B02", "blue"), ("B03", "green"), ("B05", "rededge"))
+    }
+    for item in scenes.items:
+        for key, asset in item.assets.items():  # the Items give only hrefs
+            asset.href, asset.media_type, asset.roles = str(scenes.files[item.id][key]), None, None
+        collection.add_item(item)
+    collection.normalize_hrefs(str(tmp_path / "stac"))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    reread = pystac.Collection.from_file(str(tmp_path / "stac" / "collection.json"))
+
+    cube = open_stac(reread, group_by="grid")
+    ten_metre = next(ds for ds in cube.values() if "B02" in ds)
+    raw = read_band(scenes.files["S2_0"]["B02"])
+    expected = np.where(raw == 0, np.nan, raw * 1e-4 - 0.1)
+    np.testing.assert_allclose(ten_metre["B02"].isel(time=0).values, expected, rtol=1e-12)
+    assert ten_metre["B02"].encoding["scale_factor"] == 1e-4
+
+
 def test_relative_href_without_self_href_is_refused(make_item: MakeItem) -> None:
     item = make_item("loose", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B02": ("./B02.tif", COG)})
     with pytest.raises(InvalidPathError, match=r"relative href '\./B02\.tif'.*no self href"):

@@ -32,6 +32,7 @@ from virtualstac.stac.combining import (
     _combine_items,
     _single,
 )
+from virtualstac.stac.item_assets import ItemAssets
 from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
@@ -299,7 +300,8 @@ def _parse(
     single = isinstance(stac, pystac.Item)
     items = _items_of(stac)
     overrides = _overrides(options)
-    tasks = [task for item in items for task in _tasks_for(item, wanted, overrides)]
+    described = ItemAssets()
+    tasks = [task for item in items for task in _tasks_for(item, wanted, overrides, described)]
     if registry is None:
         registry = stac_registry(
             items,

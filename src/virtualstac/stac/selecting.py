@@ -1,7 +1,8 @@
 """Which assets of STAC Items are opened, and how: the parser, fields and overrides of each.
 
 An asset is opened when it has ``virtual:parser``, or role ``data`` and a media type a parser
-reads (:data:`MEDIA_TYPE_PARSERS`); ``virtual:`` fields on the asset, or on its Item as
+reads (:data:`MEDIA_TYPE_PARSERS`), its Collection's ``item_assets`` filling in the fields it
+omits; ``virtual:`` fields on the asset, or on its Item as
 defaults, say how (group, variables, name), and the caller's options override them.
 """
 
@@ -30,6 +31,7 @@ from virtualstac.stac.fields import (
 )
 from virtualstac.stac.hrefs import check_not_local_on_api
 from virtualstac.stac.invalid import catalog_items
+from virtualstac.stac.item_assets import ItemAssets
 from virtualstac.stac.stac_io import reading_api
 from virtualstac.storage.signing import split_signature
 from virtualstac.storage.urls import normalize_url
@@ -108,6 +110,7 @@ def _tasks_for(
     item: pystac.Item,
     wanted: list[str] | None,
     overrides: _Overrides,
+    described: ItemAssets,
 ) -> list[_AssetTask]:
     if wanted is not None:
         missing = [key for key in wanted if key not in item.assets]
@@ -117,21 +120,23 @@ def _tasks_for(
                 f"its assets: {', '.join(item.assets) or 'none'}"
             )
         return [
-            _task(item.id, key, item.assets[key], item, overrides, explicit=True) for key in wanted
+            _task(item.id, key, described.asset(item, key), item, overrides, explicit=True)
+            for key in wanted
         ]
-    keys = [key for key, asset in item.assets.items() if _is_source(asset, item)]
+    assets = {key: described.asset(item, key) for key in item.assets}
+    keys = [key for key, asset in assets.items() if _is_source(asset, item)]
     if not keys:
-        described = ", ".join(
+        listed = ", ".join(
             f"{key} ({asset.media_type or 'no type'}; roles {asset.roles or []})"
-            for key, asset in item.assets.items()
+            for key, asset in assets.items()
         )
         raise UnsupportedAssetError(
             f"item {item.id!r} has no asset to open: none has virtual:parser, or role 'data' and "
             f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}). "
-            f"Its assets: {described or 'none'}. Name assets with assets=[...] and set "
+            f"Its assets: {listed or 'none'}. Name assets with assets=[...] and set "
             "virtual:parser on them."
         )
-    return [_task(item.id, key, item.assets[key], item, overrides, explicit=False) for key in keys]
+    return [_task(item.id, key, assets[key], item, overrides, explicit=False) for key in keys]
 
 
 def _field(asset: pystac.Asset, item: pystac.Item | None, name: str) -> Any:

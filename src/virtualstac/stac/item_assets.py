@@ -1,0 +1,76 @@
+"""A Collection's ``item_assets``: what its Items' assets leave out.
+
+Providers describe the assets every Item carries once, in the Collection's ``item_assets``
+(type, roles, ``eo:bands``, ``raster:bands``, ``bands``...), and some Items then omit those
+fields. As odc-stac does, an asset's own fields come first and the Collection's description
+of the asset of that key fills in the rest.
+
+The Collection is the one the Item links to: already in memory when the Item was read
+through it, otherwise read once per Collection id (one request for the results of a search).
+An unreachable Collection describes nothing: the Items are opened as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pystac
+
+from virtualstac.stac.invalid import PYSTAC_ERRORS
+
+__all__ = ["ItemAssets"]
+
+#: What reading a Collection may raise: a missing or broken file, an unreachable URL.
+_UNREADABLE: tuple[type[Exception], ...] = (*PYSTAC_ERRORS, OSError, ValueError)
+
+
+class ItemAssets:
+    """The ``item_assets`` of the Collections of some Items, looked up once per Collection."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, Mapping[str, Any]] = {}
+
+    def asset(self, item: pystac.Item, key: str) -> pystac.Asset:
+        """``item``'s asset ``key``, its missing fields filled from its Collection's
+        ``item_assets`` (the asset itself when there is nothing to fill)."""
+        asset = item.assets[key]
+        described = self._of(item).get(key)
+        if not isinstance(described, Mapping):
+            return asset
+        fields = {
+            name: value
+            for name, value in described.items()
+            if name not in ("type", "roles", "title", "description")
+        }
+        media_type = asset.media_type or described.get("type")
+        roles = asset.roles or described.get("roles")
+        filled = pystac.Asset(
+            asset.href,
+            title=asset.title,
+            description=asset.description,
+            media_type=media_type if isinstance(media_type, str) else None,
+            roles=list(roles) if isinstance(roles, list) else None,
+            extra_fields={**fields, **asset.extra_fields},
+        )
+        filled.set_owner(item)
+        return filled
+
+    def _of(self, item: pystac.Item) -> Mapping[str, Any]:
+        collection_id = item.collection_id
+        if collection_id is None:
+            return {}
+        if collection_id not in self._found:
+            self._found[collection_id] = _item_assets(item)
+        return self._found[collection_id]
+
+
+def _item_assets(item: pystac.Item) -> Mapping[str, Any]:
+    try:
+        collection = item.get_collection()
+    except _UNREADABLE:
+        return {}
+    if collection is None:
+        return {}
+    found = collection.extra_fields.get("item_assets")
+    return found if isinstance(found, Mapping) else {}
