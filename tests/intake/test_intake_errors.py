@@ -104,6 +104,28 @@ def test_stac_virtual_argument_of_the_wrong_type(
     assert f"argument {argument!r} must be {expected}" in message
 
 
+@pytest.mark.parametrize(
+    ("args", "argument", "reason"),
+    [
+        ("url: item.json\nsign: no_such_package.sign", "sign", "cannot be imported"),
+        ("url: item.json\nsign: os.sep", "sign", "is not a function"),
+        ('url: item.json\nassets: "[red, nir"', "assets", "is no list of names"),
+        ("url: item.json\nbbox: 14.9,36.0,x,36.2", "bbox", "must be four numbers"),
+        ("url: item.json\nbbox: [14.9, 36.0]", "bbox", "must be four numbers"),
+    ],
+)
+def test_stac_virtual_argument_of_the_right_type_that_cannot_be_used(
+    tmp_path: Path, args: str, argument: str, reason: str
+) -> None:
+    catalog = write_catalog(tmp_path, "stac_virtual", args)
+    with pytest.raises(InvalidCatalogArgumentError) as caught:
+        load(catalog)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"intake driver 'stac_virtual' (catalog in {tmp_path}")
+    assert f"argument {argument!r}" in message and reason in message
+
+
 def test_stac_virtual_unknown_argument(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, "stac_virtual", "url: item.json\ncollection: [a]")
     with pytest.raises(InvalidCatalogArgumentError, match=r"'stac_virtual'.*'collection'"):

@@ -35,6 +35,10 @@ class Arguments:
             f"not {_shown(value)} ({type(value).__name__})"
         )
 
+    def refused(self, name: str, reason: str) -> InvalidCatalogArgumentError:
+        """The error for argument ``name``, of the right type but unusable for ``reason``."""
+        return InvalidCatalogArgumentError(f"{self.where}: argument {name!r} {reason}")
+
     def unknown(
         self, given: Collection[str], driver: Callable[..., Any], also: Iterable[str] = ()
     ) -> None:

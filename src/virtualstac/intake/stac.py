@@ -113,12 +113,15 @@ class StacVirtualSource(VirtualDataSource):
         if not isinstance(url, str) or not url.strip():
             raise arguments.error("url", url, "the path or URL of STAC JSON or a STAC API")
         self.url = url
-        self.assets = _names(arguments.names("assets", assets))
+        self.assets = _names(arguments, "assets", arguments.names("assets", assets))
         self.search_parameters = _search_parameters(
-            collections=_names(arguments.names("collections", collections)),
+            arguments,
+            collections=_names(
+                arguments, "collections", arguments.names("collections", collections)
+            ),
             bbox=arguments.numbers("bbox", bbox),
             datetime=arguments.moment("datetime", datetime),
-            ids=_names(arguments.names("ids", ids)),
+            ids=_names(arguments, "ids", arguments.names("ids", ids)),
             query=arguments.mapping("query", query),
             filter=filter if isinstance(filter, str) else arguments.mapping("filter", filter),
             max_items=arguments.whole("max_items", max_items),
@@ -185,7 +188,7 @@ def _checked_options(arguments: Arguments, given: dict[str, Any]) -> dict[str, A
         if name == "sign":
             if not (value is None or callable(value) or isinstance(value, str)):
                 raise arguments.error(name, value, "a function or its import path")
-            value = _signer(value)
+            value = _signer(arguments, value)
         elif name == "parallel" and isinstance(value, str) and value != "dask":
             raise arguments.error(name, value, "true, false or 'dask'")
         elif name == "overview_level":
@@ -203,7 +206,7 @@ def _checked_options(arguments: Arguments, given: dict[str, Any]) -> dict[str, A
     return checked
 
 
-def _names(value: Sequence[str] | str | None) -> list[str] | None:
+def _names(arguments: Arguments, name: str, value: Sequence[str] | str | None) -> list[str] | None:
     """A list of names from a list, or from what a template renders: ``"['red', 'nir']"``
     (a list parameter), ``"red,nir"`` or ``"red"``."""
     if value is None or not isinstance(value, str):
@@ -213,12 +216,16 @@ def _names(value: Sequence[str] | str | None) -> list[str] | None:
         try:
             parsed = ast.literal_eval(text)
         except (ValueError, SyntaxError) as err:
-            raise ValueError(f"cannot read a list of names from {value!r}: {err}") from err
-        return [str(name) for name in parsed]
-    return [name.strip() for name in text.split(",") if name.strip()]
+            raise arguments.refused(
+                name, f"{value!r} is no list of names: {str(err).splitlines()[0]}"
+            ) from err
+        if not isinstance(parsed, list | tuple):
+            raise arguments.refused(name, f"{value!r} is no list of names")
+        return [str(entry) for entry in parsed]
+    return [entry.strip() for entry in text.split(",") if entry.strip()]
 
 
-def _search_parameters(**given: Any) -> dict[str, Any]:
+def _search_parameters(arguments: Arguments, **given: Any) -> dict[str, Any]:
     """The search parameters given, with catalog templating's strings turned into values."""
     found = {name: value for name, value in given.items() if value not in (None, "", [])}
     bbox = found.get("bbox")
@@ -228,28 +235,32 @@ def _search_parameters(**given: Any) -> dict[str, Any]:
         try:
             found["bbox"] = [float(v) for v in bbox]
         except ValueError as err:
-            raise ValueError(
-                f"bbox must be four numbers (west, south, east, north): {err}"
+            raise arguments.refused(
+                "bbox", f"must be four numbers (west, south, east, north): {err}"
             ) from err
+        if len(found["bbox"]) not in (4, 6):
+            raise arguments.refused(
+                "bbox", f"must be four numbers (west, south, east, north), not {bbox!r}"
+            )
     if "max_items" in found:
         found["max_items"] = int(found["max_items"])
     return found
 
 
-def _signer(sign: Callable[[str], str] | str | None) -> Callable[[str], str] | None:
+def _signer(
+    arguments: Arguments, sign: Callable[[str], str] | str | None
+) -> Callable[[str], str] | None:
     """A sign function, imported when given as ``"module.function"`` or ``"module:function"``."""
     if sign is None or callable(sign):
         return sign
     module, _, name = sign.rpartition(":") if ":" in sign else sign.rpartition(".")
     if not module:
-        raise ValueError(
-            f"sign must be a function or its import path like 'package.sign', not {sign!r}"
-        )
+        raise arguments.error("sign", sign, "a function or its import path like 'package.sign'")
     try:
         function = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"sign {sign!r} cannot be imported: {err}") from err
+        raise arguments.refused("sign", f"{sign!r} cannot be imported: {err}") from err
     if not callable(function):
-        raise ValueError(f"sign {sign!r} is not a function")
+        raise arguments.refused("sign", f"{sign!r} is not a function")
     signer: Callable[[str], str] = function
     return signer
