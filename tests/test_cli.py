@@ -147,7 +147,7 @@ def test_info_prints_the_dataset_of_a_published_collection(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["publish", "missing.json", "out"], "No such file or directory"),
+        (["publish", "missing.json", "out"], "STAC Collection missing.json does not exist"),
         (["publish", "{catalog_dir}/S0/S0.json", "out"], "is a Feature, not a STAC Collection"),
         (
             ["publish", "{catalog}", "{tmp}/x.icechunk", "--no-progress"],

@@ -26,6 +26,7 @@ from typing import Any
 import pystac
 
 from virtualstac.errors import VirtualStacError
+from virtualstac.stac.invalid import reading_stac
 
 __all__ = ["main"]
 
@@ -233,13 +234,16 @@ def _publish(arguments: argparse.Namespace) -> int:
     from virtualstac.stac.writable import check_file_writable
 
     source = Path(arguments.collection)
-    document = json.loads(source.read_text())
-    if document.get("type") != "Collection":
+    with reading_stac(str(source), "STAC Collection"):
+        document = json.loads(source.read_text())
+    kind = document.get("type") if isinstance(document, dict) else "JSON array or value"
+    if kind != "Collection":
         raise ValueError(
-            f"{source} is a {document.get('type', 'document without a type')}, not a STAC "
+            f"{source} is a {kind or 'document without a type'}, not a STAC "
             "Collection; pass the collection.json of the collection to publish"
         )
-    collection = pystac.Collection.from_file(str(source.resolve()))
+    with reading_stac(str(source), "STAC Collection"):
+        collection = pystac.Collection.from_file(str(source.resolve()))
     had_self_link = any(link.get("rel") == "self" for link in document.get("links", []))
     output = (arguments.output or source).resolve()
     # The store is written first and the collection last: check now that the last step can be
@@ -312,7 +316,7 @@ def _info(arguments: argparse.Namespace) -> int:
     from virtualstac.stac.stac_io import bounded_stac_io
 
     # Bounded as every read is; links followed later go through the same reader.
-    with reading_stac(arguments.url):
+    with reading_stac(arguments.url, "STAC Item or Collection"):
         stac = pystac.read_file(arguments.url, stac_io=bounded_stac_io())
     if not isinstance(stac, pystac.Item | pystac.Collection):
         raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")

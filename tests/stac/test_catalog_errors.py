@@ -177,6 +177,53 @@ def test_the_cli_prints_the_error_on_one_line(
     assert "\n" not in printed and str(item) in printed and "'href' is missing" in printed
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: d["assets"]["B02"].update(type=5), "type must be a string, not 5"),
+        # As text, "metadata" would contain the role "data".
+        (lambda d: d["assets"]["B02"].update(roles="metadata"), "roles must be a list of strings"),
+        (
+            lambda d: d["assets"]["B02"].update({"proj:transform": "10 0 0 0 -10 0"}),
+            "proj:transform must be a list of numbers, not '10 0 0 0 -10 0'",
+        ),
+        (
+            lambda d: d["properties"].update({"proj:shape": {"rows": 2}}),
+            "proj:shape must be a list of numbers",
+        ),
+    ],
+)
+def test_asset_fields_of_the_wrong_type_name_the_asset_and_item(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: str
+) -> None:
+    _, item = save_collection(tmp_path)
+    edit(item, change)
+    with pytest.raises(InvalidCatalogError, match="asset 'B02' of item 'scene-1': ") as caught:
+        open_stac(pystac.Item.from_file(str(item)), ["B02"])
+    assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ["info", "publish"])
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ([1, 2], "odd.json"),
+        ({"type": "FeatureCollection", "features": []}, "FeatureCollection"),
+        ({"type": "Feature", "stac_version": "1.0.0", "id": "x", "assets": []}, "odd.json"),
+    ],
+)
+def test_the_cli_refuses_json_that_is_no_item_or_collection_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, document: Any, expected: str
+) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(document))
+    target = [str(tmp_path / "store")] if command == "publish" else []
+    assert main([command, str(path), *target, "--no-progress"]) == 1
+    printed = capsys.readouterr().err.strip()
+    assert printed.startswith("virtualstac: error: ") and "\n" not in printed
+    assert expected in printed and "odd.json" in printed
+
+
 def test_catalogs_built_in_memory_walk_without_hrefs() -> None:
     catalog = pystac.Catalog(id="memory", description="never saved")
     child = pystac.Catalog(id="child", description="never saved")

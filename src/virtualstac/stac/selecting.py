@@ -16,7 +16,7 @@ import pyproj
 import pystac
 from pystac_client import ItemSearch
 
-from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.fields import (
@@ -120,10 +120,17 @@ def _tasks_for(
                 f"its assets: {', '.join(item.assets) or 'none'}"
             )
         return [
-            _task(item.id, key, described.asset(item, key), item, overrides, explicit=True)
+            _task(
+                item.id,
+                key,
+                _checked(item, key, described.asset(item, key)),
+                item,
+                overrides,
+                explicit=True,
+            )
             for key in wanted
         ]
-    assets = {key: described.asset(item, key) for key in item.assets}
+    assets = {key: _checked(item, key, described.asset(item, key)) for key in item.assets}
     keys = [key for key, asset in assets.items() if _is_source(asset, item)]
     if not keys:
         listed = ", ".join(
@@ -137,6 +144,23 @@ def _tasks_for(
             "virtual:parser on them."
         )
     return [_task(item.id, key, assets[key], item, overrides, explicit=False) for key in keys]
+
+
+def _checked(item: pystac.Item, key: str, asset: pystac.Asset) -> pystac.Asset:
+    """``asset``, whose ``type`` and ``roles`` are what STAC says they are (pystac reads any
+    JSON): a role ``"metadata"`` given as text would otherwise contain ``"data"``."""
+    roles = asset.roles
+    if not (asset.media_type is None or isinstance(asset.media_type, str)):
+        field, value, expected = "type", asset.media_type, "a string"
+    elif not (
+        roles is None or (isinstance(roles, list) and all(isinstance(r, str) for r in roles))
+    ):
+        field, value, expected = "roles", roles, "a list of strings"
+    else:
+        return asset
+    raise InvalidCatalogError(
+        f"asset {key!r} of item {item.id!r}: {field} must be {expected}, not {value!r}"
+    )
 
 
 def _field(asset: pystac.Asset, item: pystac.Item | None, name: str) -> Any:
@@ -237,18 +261,18 @@ def _task(
             else tuple(drop)
         ),
         decode_times=overrides.decode_times,
-        projection=_projection(asset, item),
+        projection=_projection(f"asset {key!r} of item {item_id!r}", asset, item),
         overview_level=overrides.overview_level,
         bands=asset_bands(asset),
     )
 
 
-def _projection(asset: pystac.Asset, item: pystac.Item | None) -> _Projection:
+def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _Projection:
     def get(name: str) -> Any:
         return _field(asset, item, f"proj:{name}")
 
-    transform = get("transform")
-    shape = get("shape")
+    transform = _numbers(where, "proj:transform", get("transform"))
+    shape = _numbers(where, "proj:shape", get("shape"))
     epsg = get("epsg")
     crs = get("code") or get("wkt2") or (f"EPSG:{epsg}" if epsg else None)
     if crs is None and get("projjson") is not None:
@@ -258,6 +282,17 @@ def _projection(asset: pystac.Asset, item: pystac.Item | None) -> _Projection:
         shape=None if shape is None else tuple(int(v) for v in shape),
         crs=crs,
     )
+
+
+def _numbers(where: str, name: str, value: Any) -> list[float] | None:
+    """A ``proj:`` field that is a list of numbers, or None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        return value
+    raise InvalidCatalogError(f"{where}: {name} must be a list of numbers, not {value!r}")
 
 
 def _concat_dim_of(task: _AssetTask, override: str | None, items: list[pystac.Item]) -> str:
