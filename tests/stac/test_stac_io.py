@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
+import pystac
 import pytest
 
 from faulty_servers import FaultyServer
@@ -24,8 +30,14 @@ from virtualstac.errors import (
 )
 from virtualstac.intake.stac import StacVirtualSource
 from virtualstac.limits import limits
+from virtualstac.stac.open import open_stac
 from virtualstac.stac.stac_io import bounded_stac_io, reading_api
 from virtualstac.storage.client import NetworkOptions
+
+if TYPE_CHECKING:
+    from conftest import Scenes
+
+ReadBand = Callable[[Path], np.ndarray]
 
 #: Short timeouts so that a fault shows in a second, and two retries (three attempts).
 QUICK = NetworkOptions(
@@ -112,3 +124,25 @@ def test_the_reader_travels_to_other_processes_with_its_bounds() -> None:
     assert reader.network == QUICK
     with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "serve") as server:
         assert reader.read_json(server.url_for("catalog.json")) == CATALOG
+
+
+def test_an_unreachable_collection_link_costs_the_registrys_timeouts_only(
+    scenes: Scenes, read_band: ReadBand
+) -> None:
+    """The Collection an Item links to is read for the stores published there and for its
+    ``item_assets``; a server that never answers costs the timeouts of the registry the open
+    was given. Without published stores to look for, the Item opens as it is."""
+    item = scenes.items[0]
+    path = scenes.files[item.id]["B02"]
+    with FaultyServer({"collection.json": b"{}"}, "hang") as server:
+        url = server.url_for("collection.json")
+        item.add_link(pystac.Link("collection", url))
+        item.collection_id = "s2"
+        registry = ObjectStoreRegistry.for_url(str(path), network=QUICK)
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match=re.escape(url)):
+            open_stac(item, ["B02"], registry=registry)
+        opened = open_stac(item, ["B02"], registry=registry, use_published=False)
+        assert time.monotonic() - started < 15
+        assert server.connections == 6  # three attempts, twice
+    np.testing.assert_array_equal(opened["B02"].values, read_band(path))

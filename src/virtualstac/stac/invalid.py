@@ -19,6 +19,7 @@ import pystac
 
 from virtualstac.errors import InvalidCatalogError, SourceNotFoundError, VirtualStacError
 from virtualstac.parsers.corrupt import FOREIGN_ERRORS
+from virtualstac.stac.stac_io import bounded_stac_io
 from virtualstac.storage.failures import describe, redact
 
 __all__ = ["PYSTAC_ERRORS", "catalog_items", "collection_of", "reading_stac"]
@@ -139,4 +140,11 @@ def collection_of(item: pystac.Item) -> pystac.Collection | None:
         return item.get_collection()
     href = link.get_absolute_href() or link.href
     with reading_stac(href, "STAC Collection", item.get_self_href() or f"item {item.id!r}"):
-        return item.get_collection()
+        # Read with timeouts and retries (pystac's own reader would wait for ever), then kept
+        # on the link, as pystac keeps what it resolves.
+        stac_io = bounded_stac_io()
+        found = pystac.read_dict(stac_io.read_json(href), href=href, stac_io=stac_io)
+        if not isinstance(found, pystac.Collection):
+            raise ValueError(f"the Item's collection link leads to a {type(found).__name__}")
+        link.target = found
+        return found

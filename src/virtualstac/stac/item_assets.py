@@ -17,12 +17,13 @@ from typing import Any
 
 import pystac
 
-from virtualstac.stac.invalid import PYSTAC_ERRORS
+from virtualstac.errors import VirtualStacError
+from virtualstac.stac.invalid import PYSTAC_ERRORS, collection_of
 
 __all__ = ["ItemAssets"]
 
 #: What reading a Collection may raise: a missing or broken file, an unreachable URL.
-_UNREADABLE: tuple[type[Exception], ...] = (*PYSTAC_ERRORS, OSError, ValueError)
+_UNREADABLE: tuple[type[Exception], ...] = (*PYSTAC_ERRORS, OSError, ValueError, VirtualStacError)
 
 
 class ItemAssets:
@@ -67,7 +68,7 @@ class ItemAssets:
 
 def _item_assets(item: pystac.Item) -> Mapping[str, Any]:
     try:
-        collection = item.get_collection()
+        collection = collection_of(item)
     except _UNREADABLE:
         return {}
     if collection is None:

@@ -45,7 +45,9 @@ from virtualstac.stac.selecting import (
     _task,
     _tasks_for,
 )
+from virtualstac.stac.stac_io import reading_with
 from virtualstac.stac.storage import stac_registry
+from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
 from virtualstac.xarray.unpacking import open_zarr_values
@@ -165,6 +167,17 @@ def _open_stac(
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
+    registry = options.get("registry")
+    with reading_with(registry.network if registry is not None else DEFAULT_NETWORK):
+        return _opened(stac, assets, group_by, options)
+
+
+def _opened(
+    stac: StacSource,
+    assets: Iterable[str] | str | None,
+    group_by: Literal["grid"] | None,
+    options: OpenOptions,
+) -> _Opened:
     wanted = [assets] if isinstance(assets, str) else None if assets is None else list(assets)
     if _wants_references(options):
         return _parse(stac, wanted, group_by, options)[0]

@@ -213,7 +213,7 @@ def _stores_of(
             return None
         try:
             # Only the first item's Collection is looked up (one request for items from an API).
-            collection = items[0].get_collection()
+            collection = collection_of(items[0])
         except (pystac.STACError, OSError, ValueError):
             return None  # no reachable Collection: nothing published to prefer
     else:

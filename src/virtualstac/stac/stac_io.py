@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import requests
@@ -33,7 +34,14 @@ from virtualstac.limits import check_metadata, get_limits
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.failures import redact
 
-__all__ = ["BoundedApiIO", "BoundedStacIO", "bounded_api_io", "bounded_stac_io", "reading_api"]
+__all__ = [
+    "BoundedApiIO",
+    "BoundedStacIO",
+    "bounded_api_io",
+    "bounded_stac_io",
+    "reading_api",
+    "reading_with",
+]
 
 #: Answers worth another attempt, as for the registry's stores.
 _RETRIED_STATUSES = (429, 500, 502, 503, 504)
@@ -117,17 +125,37 @@ class BoundedApiIO(StacApiIO):
         return text
 
 
-def bounded_stac_io(network: NetworkOptions = DEFAULT_NETWORK) -> BoundedStacIO:
+#: The network options of STAC reads in this context (see :func:`reading_with`).
+_network: ContextVar[NetworkOptions] = ContextVar(
+    "virtualstac_stac_network", default=DEFAULT_NETWORK
+)
+
+
+@contextmanager
+def reading_with(network: NetworkOptions) -> Iterator[None]:
+    """Within the block, readers made without options of their own take ``network``'s: an
+    open given a registry reads the STAC JSON it finds on the way (a Collection its Items
+    link to) with the registry's timeouts."""
+    token = _network.set(network)
+    try:
+        yield
+    finally:
+        _network.reset(token)
+
+
+def bounded_stac_io(network: NetworkOptions | None = None) -> BoundedStacIO:
     """A reader of static STAC JSON whose requests take at most ``network``'s timeouts and
-    retries; give it to ``pystac.read_dict(..., stac_io=...)`` and links follow through it.
+    retries (the block's, see :func:`reading_with`, or the defaults); give it to
+    ``pystac.read_dict(..., stac_io=...)`` and links follow through it.
 
     ``timeout`` bounds each wait for the server (a read timeout), not the whole answer.
     """
-    return BoundedStacIO(network)
+    return BoundedStacIO(network or _network.get())
 
 
-def bounded_api_io(network: NetworkOptions = DEFAULT_NETWORK) -> BoundedApiIO:
+def bounded_api_io(network: NetworkOptions | None = None) -> BoundedApiIO:
     """A STAC API reader (``Client.open(url, stac_io=...)``) bounded as :func:`bounded_stac_io`."""
+    network = network or _network.get()
     timeout = (network.connect_timeout, network.timeout)
     return BoundedApiIO(timeout=timeout, max_retries=_retry(network))
 
