@@ -146,3 +146,13 @@ def test_an_unreachable_collection_link_costs_the_registrys_timeouts_only(
         assert time.monotonic() - started < 15
         assert server.connections == 6  # three attempts, twice
     np.testing.assert_array_equal(opened["B02"].values, read_band(path))
+
+
+def test_links_of_a_catalog_read_by_pystac_itself_are_followed_with_timeouts() -> None:
+    """A catalog the user read with pystac's own reader: its links are read by ours."""
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "serve", "hang") as server:
+        catalog = pystac.Catalog.from_file(server.url_for("catalog.json"))
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match=r"scene/scene\.json"):
+            open_stac(catalog, registry=ObjectStoreRegistry(network=QUICK))
+        assert time.monotonic() - started < 10

@@ -117,7 +117,7 @@ def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kin
     linking = owner.get_self_href() or f"catalog {owner.id!r}"
     what = f"STAC {kind.__name__}"
     with reading_stac(href, what, linking):
-        link.resolve_stac_object(root=owner.get_root())
+        _read_link(link, owner)
     target = link.target
     if not isinstance(target, kind):
         raise InvalidCatalogError(
@@ -125,6 +125,23 @@ def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kin
             f"{type(target).__name__}"
         )
     return target
+
+
+def _read_link(link: pystac.Link, owner: pystac.Catalog) -> None:
+    """Resolve ``link``: over HTTP with timeouts and retries unless the catalog's root reads
+    with a reader of its user's own (pystac's default one would wait for ever)."""
+    root = owner.get_root()
+    href = None if link.is_resolved() else link.get_absolute_href()
+    own_reader = getattr(root, "_stac_io", None)
+    if (
+        href is None
+        or not href.startswith(("http://", "https://"))
+        or (own_reader is not None and type(own_reader) is not pystac.stac_io.DefaultStacIO)
+    ):
+        link.resolve_stac_object(root=root)
+        return
+    stac_io = bounded_stac_io()
+    link.target = pystac.read_dict(stac_io.read_json(href), href=href, root=root, stac_io=stac_io)
 
 
 def collection_of(item: pystac.Item) -> pystac.Collection | None:
