@@ -258,3 +258,23 @@ def test_a_band_overrides_the_fields_on_its_asset(tmp_path: Path) -> None:
     with pytest.warns(RuntimeWarning, match=r"'reflectance' of item 'S2_1'.*file's"):
         dataset = open_stac(item_with(path, SHARED_ON_ASSET), ["reflectance"], references=True)
     assert dataset["reflectance"].attrs["scale_factor"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("fields", "units"),
+    [
+        ({"raster:bands": [{"nodata": 0, "unit": "W m-2 sr-1 um-1"}] * 4}, "W m-2 sr-1 um-1"),
+        ({"bands": [{"name": n} for n in NAMES], "unit": "1"}, "1"),
+        ({"bands": [{"unit": "m"}, {"unit": "m"}, {"unit": "m"}, {"unit": "K"}]}, None),
+    ],
+    ids=["stac-1.0", "stac-1.1-on-asset", "several-units"],
+)
+def test_a_unit_every_band_shares_is_the_cf_units(
+    tmp_path: Path, fields: dict[str, Any], units: str | None
+) -> None:
+    path = reflectance(tmp_path / "radiance.tif")
+
+    dataset = open_stac(item_with(path, fields), ["reflectance"], references=True)
+
+    assert dataset["reflectance"].attrs.get("units") == units
+    assert read(dataset, path)["reflectance"].attrs.get("units") == units

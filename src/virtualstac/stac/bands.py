@@ -9,6 +9,8 @@ does not say otherwise.
 
 - band names label the ``band`` coordinate when every band has a distinct one; common names
   become a ``common_name`` coordinate on ``band``;
+- a unit every band shares (STAC 1.1 ``unit``, STAC 1.0 ``raster:bands`` ``unit``) becomes
+  the CF ``units`` attribute, unless the file has its own;
 - nodata, scale and offset become the CF ``_FillValue``, ``scale_factor`` and ``add_offset``
   xarray decodes by default, unless the file declares its own (GDAL's nodata tag, scale and
   offset), which describe its bytes and win; a disagreement is warned about. A nodata is
@@ -62,6 +64,7 @@ class StacBand:
     nodata: str | None = None
     scale: float | None = None
     offset: float | None = None
+    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ def asset_bands(asset: pystac.Asset) -> StacBands:
         nodata=_nodata(fields.get("nodata")),
         scale=_number(fields.get("raster:scale")),
         offset=_number(fields.get("raster:offset")),
+        unit=_text(fields.get("unit")),
     )
     return StacBands(tuple(_inherit(band, every) for band in _listed(fields)), every)
 
@@ -109,6 +113,7 @@ def _listed(fields: Mapping[str, Any]) -> tuple[StacBand, ...]:
                 nodata=_nodata(band.get("nodata")),
                 scale=_number(band.get("raster:scale")),
                 offset=_number(band.get("raster:offset")),
+                unit=_text(band.get("unit")),
             )
             for band in modern
         )
@@ -124,6 +129,7 @@ def _listed(fields: Mapping[str, Any]) -> tuple[StacBand, ...]:
                 nodata=_nodata(values.get("nodata")),
                 scale=_number(values.get("scale")),
                 offset=_number(values.get("offset")),
+                unit=_text(values.get("unit")),
             )
         )
     return tuple(bands)
@@ -137,6 +143,7 @@ def _inherit(band: StacBand, every: StacBand) -> StacBand:
         nodata=band.nodata if band.nodata is not None else every.nodata,
         scale=band.scale if band.scale is not None else every.scale,
         offset=band.offset if band.offset is not None else every.offset,
+        unit=band.unit if band.unit is not None else every.unit,
     )
 
 
@@ -198,6 +205,11 @@ def _describe(
     if bands:
         _packing(attrs, bands, where)
         _nodata_attribute(attrs, bands, variable.dtype, where)
+        units = {band.unit for band in bands}
+        if len(units) == 1 and None not in units and "units" not in attrs:
+            # CF's name for it, as odc-stac and stackstac give it; bands of several units in
+            # one array have none (the file's own units win, as its scale does).
+            attrs["units"] = units.pop()
     data = variable.data
     if isinstance(data, ManifestArray):
         # Joining arrays compares the CF packing their metadata carries, so it goes there too.
