@@ -9,6 +9,7 @@ import pystac
 import xarray as xr
 
 from virtualstac.manifests import ManifestArray
+from virtualstac.stac.invalid import collection_of
 from virtualstac.stac.open import Grid
 from virtualstac.stac.published_asset import absolute_source
 from virtualstac.stac.published_stores import choose_stores, published_assets
@@ -21,7 +22,7 @@ def opened_stores(stac: pystac.Item | pystac.Collection) -> list[pystac.Asset]:
     every store that holds a variable no store before it holds."""
     stores = published_assets(stac)
     if not stores and isinstance(stac, pystac.Item):
-        collection = stac.get_collection()
+        collection = collection_of(stac)  # read with timeouts, as every read is
         stores = {} if collection is None else published_assets(collection)
     return [choice.asset for choice in choose_stores(stores, None)] if stores else []
 
