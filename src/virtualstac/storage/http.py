@@ -326,14 +326,11 @@ class HttpStore:
                 )
             if status in (404, 410):
                 raise FileNotFoundError(f"{method} {redact(url)}: not found ({status})")
+            answer = f"{status} {response.reason or ''}".strip()
             if status >= 500 or status == 429:
-                raise _RetryableError(
-                    f"the server answered {status} {response.reason or ''}".strip()
-                )
+                raise _RetryableError(f"the server answered {answer}")
             if status >= 400:
-                raise HttpRequestError(
-                    f"{method} {redact(url)} was answered {status} {response.reason}"
-                )
+                raise HttpRequestError(f"{method} {redact(url)} was answered {answer}")
             if limit is not None and status == 200:
                 raise HttpRequestError(
                     f"{method} {redact(url)} answered 200 to a range request",
