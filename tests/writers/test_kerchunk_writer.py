@@ -109,6 +109,24 @@ def test_float_fill_values_become_zarr_v2_fill_values(tmp_path: Path) -> None:
     np.testing.assert_array_equal(opened["v"].values, [1, 2, 3, 4, np.nan, np.nan])
 
 
+def test_sparse_string_arrays_keep_their_empty_strings(tmp_path: Path) -> None:
+    import zarr
+
+    from virtualstac import open_virtual_dataset
+
+    # zarr-python writes a v2 string array with fill_value null: its missing chunks read as "".
+    path = tmp_path / "names.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    names = group.create_array("name", shape=(5,), chunks=(2,), dtype=str, fill_value=None)
+    names.attrs["_ARRAY_DIMENSIONS"] = ["station"]
+    names[:2] = ["alpha", ""]  # the other chunks are never written
+    expected = xr.open_zarr(path, consolidated=False)["name"].values
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    assert json.loads(references["refs"]["name/.zarray"])["fill_value"] is None
+    opened = open_references(references)
+    assert opened["name"].values.tolist() == expected.tolist() == ["alpha", "", "", "", ""]
+
+
 def test_source_versions_are_recorded(
     tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
 ) -> None:

@@ -91,8 +91,9 @@ def v2_metadata(
     # zarr v2 readers (xarray included) mask by fill_value, where v3 readers mask by the CF
     # _FillValue only. So fill_value carries _FillValue when there is one; otherwise it is left
     # out (null: nothing is masked) when no chunk is missing or missing chunks read as zeros
-    # anyway. Any other fill value of an array with missing chunks is kept, so they keep reading
-    # as it; v2 readers then also mask values equal to it, which one v2 fill value cannot avoid.
+    # (or "") anyway. Any other fill value of an array with missing chunks is kept, so they keep
+    # reading as it; v2 readers then also mask values equal to it, which one v2 fill value cannot
+    # avoid.
     if "_FillValue" in attributes:
         fill_value = _fill_value_json(attributes.pop("_FillValue"), dtype)
     elif not has_missing_chunks or _is_zero(metadata.fill_value):
@@ -180,6 +181,10 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
 
 
 def _is_zero(value: Any) -> bool:
+    """Whether ``value`` is what missing chunks of a ``fill_value: null`` v2 array read as."""
+    if isinstance(value, str):
+        # A v2 string array's null fill reads as "": written as "", xarray would mask it.
+        return value == ""
     if isinstance(value, bytes | np.bytes_):
         return not any(value)
     try:
