@@ -127,6 +127,39 @@ def test_sparse_string_arrays_keep_their_empty_strings(tmp_path: Path) -> None:
     assert opened["name"].values.tolist() == expected.tolist() == ["alpha", "", "", "", ""]
 
 
+@pytest.mark.parametrize(
+    ("dtype", "fill_value", "written"),
+    [
+        ("M8[s]", np.datetime64("2000-01-01", "s"), 946_684_800),
+        ("M8[s]", np.datetime64("NaT"), -(2**63)),
+        ("m8[ms]", np.timedelta64(5, "ms"), 5),
+    ],
+)
+def test_date_and_duration_fill_values_are_written_as_integers(
+    tmp_path: Path, dtype: str, fill_value: np.generic, written: int
+) -> None:
+    import zarr
+
+    from virtualstac import open_virtual_dataset
+
+    path = tmp_path / "dates.zarr"
+    array = zarr.create_array(
+        path,
+        name="t",
+        shape=(4,),
+        chunks=(2,),
+        dtype=dtype,
+        fill_value=fill_value,
+        dimension_names=["n"],
+    )
+    array[:2] = np.array([1, 2]).astype(dtype)  # the second chunk is never written
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    assert json.loads(references["refs"]["t/.zarray"])["fill_value"] == written
+    mapper = fsspec.get_mapper("reference://", fo=references)
+    read_back = zarr.open_group(mapper, mode="r", zarr_format=2)["t"]
+    np.testing.assert_array_equal(read_back[:], array[:], strict=True)
+
+
 def test_source_versions_are_recorded(
     tmp_path: Path, virtual: xr.Dataset, archive: list[Path]
 ) -> None:

@@ -196,6 +196,10 @@ def _is_zero(value: Any) -> bool:
 def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
     if value is None:
         return None
+    if dtype.kind in "mM":
+        # Zarr v2 writes a date or duration fill value as its int64 count of the dtype's unit
+        # (NaT as -2**63); .item() would give a datetime that JSON cannot hold.
+        return int(np.asarray(value).astype(dtype).view(np.int64))
     if isinstance(value, np.generic):
         value = value.item()
     if dtype.kind == "c":
