@@ -240,6 +240,10 @@ def test_parquet_offsets_and_sizes_are_non_negative_int64(
         ({"dtype": [["a", "<i4"]]}, r"structured dtype"),
         ({"fill_value": "oops"}, r"fill_value 'oops' is not a int32 value"),
         ({"chunks": [0]}, r"chunks \[0\] do not fit shape \[4\]"),
+        # zarr refuses shapes that are not JSON integers; int() would read them as 4 and 2.
+        ({"shape": [4.5]}, r"lacks a valid shape, chunks or dtype"),
+        ({"shape": ["4"]}, r"lacks a valid shape, chunks or dtype"),
+        ({"chunks": [2.7]}, r"lacks a valid shape, chunks or dtype"),
         (
             {"filters": [{"id": "zlib"}, {"id": "delta", "dtype": "<i4"}]},
             r"array filter 'delta' follows a byte filter",

@@ -99,8 +99,8 @@ def v3_metadata_from_v2(
     ``where`` names the array in error messages (source and path).
     """
     try:
-        shape = tuple(int(s) for s in zarray["shape"])
-        chunks = tuple(int(c) for c in zarray["chunks"])
+        shape = _integers(zarray["shape"])
+        chunks = _integers(zarray["chunks"])
         dtype_json = zarray["dtype"]
     except (KeyError, TypeError, ValueError) as err:
         raise V2MetadataError(f"{where}: .zarray lacks a valid shape, chunks or dtype") from err
@@ -164,6 +164,14 @@ def v3_metadata_from_v2(
     except (InvalidManifestError, TypeError, ValueError) as err:
         raise V2MetadataError(f"{where}: metadata has no Zarr v3 equivalent: {err}") from err
     return metadata, separator
+
+
+def _integers(values: Any) -> tuple[int, ...]:
+    """A shape or chunk shape: JSON integers only, as zarr reads it (``int()`` would read
+    ``4.5`` as 4 and ``"4"`` as 4, where zarr refuses both)."""
+    if not all(isinstance(v, int) for v in values):
+        raise TypeError(f"{values!r} are not all integers")
+    return tuple(values)
 
 
 def beyond_int64(shape: Sequence[int], chunks: Sequence[int]) -> str | None:
