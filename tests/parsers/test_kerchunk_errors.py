@@ -179,6 +179,32 @@ def test_malformed_references(tmp_path: Path, references: Any, match: str) -> No
         parse_json(write_refs(tmp_path, references))
 
 
+@pytest.mark.parametrize(
+    ("version", "match"),
+    [
+        (5, r"source 'x\.bin' is not a JSON object"),
+        ({"size": "64"}, r"source 'x\.bin' has size '64', not a byte count"),
+        ({"size": -1}, r"source 'x\.bin' has size -1, not a byte count"),
+        ({"etag": 7}, r"source 'x\.bin' has an etag or last_modified that is not a string"),
+        ({"last_modified": "today"}, r"source 'x\.bin' has last_modified 'today', not an ISO"),
+    ],
+)
+def test_damaged_recorded_source_versions_are_refused(
+    tmp_path: Path, version: Any, match: str
+) -> None:
+    # A size of "64" read as a change of size, 5 as a damaged file without a reason.
+    references = {
+        "version": 1,
+        "refs": {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, 8]},
+        "virtualstac": {"sources": {"x.bin": version}},
+    }
+    (tmp_path / "x.bin").write_bytes(bytes(16))
+    with pytest.raises(
+        KerchunkReferenceError, match=rf"bad\.json: the recorded version of {match}"
+    ):
+        parse_json(write_refs(tmp_path, references))
+
+
 def parquet_refs(tmp_path: Path, rows: dict[str, list[Any]], record_size: int = 2) -> Path:
     """A parquet reference set of one 8-element uint8 array ``v`` in 4 chunks of 2, whose
     first record file holds ``rows`` (referencing ``data.bin``, bytes 0..255)."""

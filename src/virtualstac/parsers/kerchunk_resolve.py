@@ -14,6 +14,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any, cast
 
 from virtualstac.errors import (
@@ -24,7 +25,7 @@ from virtualstac.errors import (
 )
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.sources import SourceStamp
-from virtualstac.parsers.kerchunk_sources import recorded_sources, verify_sources
+from virtualstac.parsers.kerchunk_sources import SOURCES_KEY, recorded_sources, verify_sources
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
@@ -114,10 +115,41 @@ def with_recorded_sources(
     options: KerchunkOptions,
 ) -> ManifestGroup:
     """Verify (unless told not to) and attach the source versions the references record."""
+    _check_recorded_sources(document, source)
     stamps = recorded_sources(document, lambda path: resolver.resolve(path, lambda: "sources"))
     if options.verify_sources:
         verify_sources(stamps, registry, source)
     return group.with_source_stamps(stamps) if stamps else group
+
+
+def _check_recorded_sources(document: Mapping[str, Any], source: str) -> None:
+    """Refuse recorded source versions that are not what the writer writes: a size that is
+    not an integer would pass for a changed source, a version that is not an object for a
+    damaged file."""
+    section = document.get(SOURCES_KEY)
+    sources = section.get("sources") if isinstance(section, Mapping) else None
+    if not isinstance(sources, Mapping):
+        return
+    for path, stamp in sources.items():
+        reason = None
+        if not isinstance(stamp, Mapping):
+            reason = "is not a JSON object"
+        elif stamp.get("size") is not None and (
+            type(stamp["size"]) is not int or stamp["size"] < 0
+        ):
+            reason = f"has size {stamp['size']!r}, not a byte count"
+        elif not all(isinstance(stamp.get(k), str | None) for k in ("etag", "last_modified")):
+            reason = "has an etag or last_modified that is not a string"
+        else:
+            try:
+                if stamp.get("last_modified"):
+                    datetime.fromisoformat(stamp["last_modified"])
+            except ValueError:
+                reason = f"has last_modified {stamp['last_modified']!r}, not an ISO 8601 time"
+        if reason:
+            raise KerchunkReferenceError(
+                f"{source}: the recorded version of source {path!r} {reason}"
+            )
 
 
 def parse_document(key: str, value: Any, source: str) -> Any:
