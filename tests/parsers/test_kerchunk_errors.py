@@ -50,6 +50,10 @@ pytestmark = [
             r"chunk 'v/0' is \['/tmp/x.bin', 0\]; a reference is \[url\] or \[url, offset",
         ),
         ({"v/.zarray": SIMPLE_ZARRAY, "v/1": [None, 0, 8]}, r"chunk 'v/1' references None"),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/1": [["x.bin"], 0, 8]},
+            r"chunk 'v/1' references \['x\.bin'\]; a URL is a string",
+        ),
         ({"v/.zarray": SIMPLE_ZARRAY, "v/1": 17}, r"chunk 'v/1' is a int"),
         # Only JSON integers are byte positions: numpy would read from byte 1, 8 and 1.
         (

@@ -162,6 +162,13 @@ class ChunkGrid:
         """Set ``[url, offset, length]`` references (``whole`` marks ``[url]`` ones)."""
         offset_array = self.json_integers(positions, offsets, "offset")
         length_array = self.json_integers(positions, lengths, "length")
+        if not set(map(type, urls)) <= {str, type(None)}:
+            # A list or object there would reach pandas, which fails on it without a key.
+            at = next(i for i, u in enumerate(urls) if not isinstance(u, str | None))
+            raise KerchunkReferenceError(
+                f"{self.resolver.source}: chunk {self.key(int(positions[at]))!r} references "
+                f"{_shorten(repr(urls[at]))}; a URL is a string"
+            )
         codes = self.url_codes(urls)
         if (codes == _INLINED).any():
             position = int(positions[int(np.flatnonzero(codes == _INLINED)[0])])
