@@ -1,5 +1,6 @@
 """Format detection from magic bytes and directory markers, on files real writers made."""
 
+import gzip
 import json
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import rasterio
 import scipy.io
+import xarray as xr
 import zarr
 
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
@@ -49,6 +51,32 @@ def test_netcdf3(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
 def test_kerchunk_json(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
     (tmp_path / "refs.json").write_text(json.dumps({"version": 1, "refs": {}}))
     assert detect_format(str(tmp_path / "refs.json"), registry) == "kerchunk-json"
+
+
+def test_gzipped_kerchunk_json_opens_as_its_references(tmp_path: Path) -> None:
+    """Kerchunk reference files are often stored gzipped (``refs.json.gz``)."""
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    from virtualstac import open_virtual_dataset
+
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("v", data=np.arange(1.0, 13.0).reshape(3, 4), chunks=(1, 4))
+    references = SingleHdf5ToZarr(str(tmp_path / "a.h5"), inline_threshold=0).translate()
+    path = tmp_path / "refs.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(references).encode()))
+    registry = ObjectStoreRegistry.for_url(str(tmp_path / "x"))
+
+    assert detect_format(str(path), registry) == "kerchunk-json"
+    opened = open_virtual_dataset(str(path), registry=registry, loadable_variables=[])
+    store = opened.virtual.to_store(registry)
+    values = xr.open_zarr(store, consolidated=False)["v"].values
+    np.testing.assert_array_equal(values, np.arange(1.0, 13.0).reshape(3, 4))
+
+
+def test_gzipped_text_is_unknown(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
+    (tmp_path / "notes.txt.gz").write_bytes(gzip.compress(b"just some text, long enough"))
+    with pytest.raises(UnknownFormatError, match=r"notes\.txt\.gz"):
+        detect_format(str(tmp_path / "notes.txt.gz"), registry)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

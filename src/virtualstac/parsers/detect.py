@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 from virtualstac.errors import SourceNotFoundError, UnknownFormatError
@@ -19,6 +20,19 @@ _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _TIFF_SIGNATURES = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _NETCDF3_SIGNATURES = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
 _USERBLOCK_SIZES = (512, 1024, 2048, 4096)
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gzipped_json(head: bytes) -> bool:
+    """Whether ``head`` starts a gzip stream of a JSON object (Kerchunk writes ``.json.gz``)."""
+    if not head.startswith(_GZIP_MAGIC):
+        return False
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        start = inflate.decompress(head, 64)  # a few bytes tell; no more are inflated
+    except zlib.error:
+        return False
+    return start.lstrip()[:1] == b"{"
 
 
 def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
@@ -45,7 +59,7 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
             return "tiff"
         if head.startswith(_NETCDF3_SIGNATURES):
             return "netcdf3"
-        if head.lstrip()[:1] == b"{":
+        if head.lstrip()[:1] == b"{" or _gzipped_json(head):
             return "kerchunk-json"
         # HDF5 allows a user block of 512, 1024, 2048, ... bytes before the superblock.
         if any(head[n : n + 8] == _HDF5_SIGNATURE for n in _USERBLOCK_SIZES):
