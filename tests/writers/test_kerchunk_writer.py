@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xarray as xr
+import zarr
 
-from virtualstac import ManifestArray
+from virtualstac import ManifestArray, open_virtual_dataset
 from virtualstac.errors import InvalidPathError, UnsupportedOperationError
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path
@@ -306,3 +307,16 @@ def test_inlining_reads_only_what_the_registry_allows(tmp_path: Path, virtual: x
     registry = ObjectStoreRegistry.for_url(str(tmp_path / "x"))
     with pytest.raises(ValueError, match="must not be negative"):
         virtual.virtual.to_kerchunk(inline_threshold=-1, registry=registry)
+
+
+def test_a_sharded_array_is_refused_naming_the_codec_and_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "sharded.zarr"
+    group = zarr.open_group(path, mode="w")
+    array = group.create_array(
+        "v", shape=(8,), chunks=(2,), shards=(4,), dtype="i2", dimension_names=["x"]
+    )
+    array[:] = np.arange(8)
+    virtual = open_virtual_dataset(str(path), loadable_variables=[])
+
+    with pytest.raises(UnsupportedOperationError, match=r"'sharding_indexed'.*Icechunk"):
+        virtual.virtual.to_kerchunk()

@@ -81,7 +81,8 @@ def v2_metadata(
             last_is_compressor = isinstance(codec, BytesBytesCodec)
         else:
             raise UnsupportedOperationError(
-                f"array {name!r}: codec {codec_name!r} (e.g. sharding) has no Zarr v2 equivalent"
+                f"array {name!r}: codec {codec_name!r} has no Zarr v2 form that Kerchunk "
+                "readers decode; write the references to Icechunk instead"
             )
     compressor = filters.pop() if last_is_compressor else None
     attributes = dict(metadata.attributes)
