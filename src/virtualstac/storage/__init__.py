@@ -1,6 +1,7 @@
 """Storage layer: URL handling, the object store registry and the block-cached reader."""
 
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
+from virtualstac.storage.http import HttpStore
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
 from virtualstac.storage.stats import ReadStats, counting_reads
@@ -8,6 +9,7 @@ from virtualstac.storage.urls import normalize_url
 
 __all__ = [
     "DEFAULT_NETWORK",
+    "HttpStore",
     "NetworkOptions",
     "ObjectStoreRegistry",
     "ReadStats",
