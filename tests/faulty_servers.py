@@ -37,7 +37,15 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 
-__all__ = ["BEHAVIOURS", "FaultyServer"]
+from virtualstac.storage.client import NetworkOptions
+
+__all__ = ["BEHAVIOURS", "QUICK", "FaultyServer"]
+
+#: Network options for tests against these servers: short timeouts, so that a fault shows in a
+#: second, and two retries (three attempts).
+QUICK = NetworkOptions(
+    connect_timeout=1, timeout=0.5, max_retries=2, backoff=0.02, max_backoff=0.05, retry_timeout=5
+)
 
 BEHAVIOURS = frozenset(
     {"serve", "hang", "drop", "ignore-range", "unavailable", "cut", "redirect", "gzip", "trickle"}

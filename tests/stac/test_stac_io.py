@@ -19,7 +19,7 @@ import numpy as np
 import pystac
 import pytest
 
-from faulty_servers import FaultyServer
+from faulty_servers import QUICK, FaultyServer
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import (
     InvalidCatalogError,
@@ -32,17 +32,12 @@ from virtualstac.intake.stac import StacVirtualSource
 from virtualstac.limits import limits
 from virtualstac.stac.open import open_stac
 from virtualstac.stac.stac_io import bounded_stac_io, reading_api
-from virtualstac.storage.client import NetworkOptions
 
 if TYPE_CHECKING:
     from conftest import Scenes
 
 ReadBand = Callable[[Path], np.ndarray]
 
-#: Short timeouts so that a fault shows in a second, and two retries (three attempts).
-QUICK = NetworkOptions(
-    connect_timeout=1, timeout=0.5, max_retries=2, backoff=0.02, max_backoff=0.05, retry_timeout=5
-)
 CATALOG = {
     "type": "Catalog",
     "stac_version": "1.1.0",

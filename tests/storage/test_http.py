@@ -13,12 +13,11 @@ import pickle
 import time
 from pathlib import Path
 
-import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
 
-from faulty_servers import FaultyServer
+from faulty_servers import QUICK, FaultyServer
 from servers import HTTPServer
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.errors import (
@@ -29,27 +28,10 @@ from virtualstac.errors import (
     VirtualStacError,
 )
 from virtualstac.storage import objects
-from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.failures import HttpRequestError
 from virtualstac.storage.http import HttpStore
 
-QUICK = NetworkOptions(
-    connect_timeout=1, timeout=0.5, max_retries=2, backoff=0.02, max_backoff=0.05, retry_timeout=5
-)
-NAME = "t2m.nc"
-
-
-@pytest.fixture(scope="module")
-def netcdf(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, np.ndarray]:
-    """A netCDF4 file of one chunked, compressed variable (4 chunks), and its values."""
-    path = tmp_path_factory.mktemp("http") / NAME
-    values = np.arange(40 * 30, dtype="f4").reshape(40, 30) / 7
-    with netCDF4.Dataset(path, "w") as dataset:
-        dataset.createDimension("y", 40)
-        dataset.createDimension("x", 30)
-        variable = dataset.createVariable("t2m", "f4", ("y", "x"), chunksizes=(20, 15), zlib=True)
-        variable[:] = values
-    return path.read_bytes(), values
+NAME = "t2m.nc"  # as the netcdf fixture names it
 
 
 def open_over(server: FaultyServer) -> xr.Dataset:

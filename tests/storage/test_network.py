@@ -12,12 +12,11 @@ import socket
 import time
 import traceback
 
-import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
 
-from faulty_servers import FaultyServer
+from faulty_servers import QUICK, FaultyServer
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.errors import (
     ChunkReadError,
@@ -32,26 +31,7 @@ from virtualstac.parsers.kerchunk_sources import verify_sources
 from virtualstac.storage.client import NetworkOptions
 from virtualstac.storage.signing import SigningRegistry
 
-#: Short timeouts so that a fault shows in a second, and two retries (three attempts).
-QUICK = NetworkOptions(
-    connect_timeout=1, timeout=0.5, max_retries=2, backoff=0.02, max_backoff=0.05, retry_timeout=5
-)
-NAME = "t2m.nc"
-
-
-@pytest.fixture(scope="module")
-def netcdf(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, np.ndarray]:
-    """A netCDF4 file of one chunked, compressed variable (4 chunks), and its values."""
-    path = tmp_path_factory.mktemp("network") / NAME
-    values = np.arange(40 * 30, dtype="f4").reshape(40, 30) / 7
-    with netCDF4.Dataset(path, "w") as dataset:
-        dataset.createDimension("y", 40)
-        dataset.createDimension("x", 30)
-        variable = dataset.createVariable("t2m", "f4", ("y", "x"), chunksizes=(20, 15), zlib=True)
-        variable[:] = values
-    with netCDF4.Dataset(path) as dataset:
-        expected = np.asarray(dataset["t2m"][:])
-    return path.read_bytes(), expected
+NAME = "t2m.nc"  # as the netcdf fixture names it
 
 
 def open_over(server: FaultyServer, network: NetworkOptions = QUICK) -> xr.Dataset:
