@@ -94,3 +94,23 @@ def test_broken_dimension_scales_fall_back_to_phony_names(tmp_path: Path) -> Non
     with h5py.File(path) as f:
         for name in ("deleted", "not_a_scale", "plain", "x"):
             np.testing.assert_array_equal(root[name][...], f[name][()], strict=True)
+
+
+def write_phony_unlimited(path: Path) -> Path:
+    """Datasets without dimension scales whose axes of one length are unlimited or not."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("fixed", data=np.arange(10.0))
+        f.create_dataset("growable", data=np.arange(10.0), chunks=(4,), maxshape=(None,))
+        f.create_dataset("grid", data=np.zeros((10, 10)), chunks=(4, 4), maxshape=(None, 10))
+    return path
+
+
+def test_phony_dimensions_are_shared_only_by_axes_both_unlimited_or_both_not(
+    tmp_path: Path,
+) -> None:
+    path = write_phony_unlimited(tmp_path / "phony.h5")
+    group = parse(path).group
+    assert group["fixed"].metadata.dimension_names == ("phony_dim_0",)
+    assert group["growable"].metadata.dimension_names == ("phony_dim_1",)
+    assert group["grid"].metadata.dimension_names == ("phony_dim_1", "phony_dim_0")
+    assert_reads_like_netcdf4(path, parse(path))

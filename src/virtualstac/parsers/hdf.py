@@ -100,8 +100,9 @@ class HDFParser:
     -----
     Dimension names come from netCDF-4 dimension ids or HDF5 dimension scales (the first scale
     attached to an axis). Axes without one get ``phony_dim_N`` names, shared by axes of equal
-    length within a group and numbered sub-groups first, as netCDF-4 does for files without
-    dimension scales (netCDF-4 also lends a named dimension of the same length; this does not).
+    length (both unlimited, or both not) within a group and numbered sub-groups first, as
+    netCDF-4 does for files without dimension scales (netCDF-4 also lends a named dimension of
+    the same length; this does not).
     An axis whose dimension scale is broken (deleted, or not a scale) gets one too, with a
     ``RuntimeWarning`` naming the file and the variable. Variables netCDF-4 stores as
     ``_nc4_non_coord_NAME`` are named ``NAME``, as netCDF4 names them.
@@ -290,7 +291,7 @@ class _FileWalker:
             groups = {
                 m.name: self.plan(m.node, m.path) for m in members if isinstance(m.node, h5py.Group)
             }
-            phony: list[tuple[str, int]] = []
+            phony: list[tuple[str, int, bool]] = []
             for member in datasets:
                 self.dimensions.name_dimensions(member, phony)
             return _GroupPlan(group, path, datasets, groups)

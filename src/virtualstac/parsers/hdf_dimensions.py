@@ -57,11 +57,12 @@ class DimensionNamer:
                 dimension = Dimension(("scale", member.node.id), name)
             self.scales[member.node.id] = dimension
 
-    def name_dimensions(self, member: Member, phony: list[tuple[str, int]] | None) -> None:
+    def name_dimensions(self, member: Member, phony: list[tuple[str, int, bool]] | None) -> None:
         """Set ``member.dims`` and count its extent towards each dimension's length.
 
-        ``phony`` holds the phony dimensions of the member's group, as (name, length). Without
-        it (datasets of ancestor groups) axes without a dimension stay unnamed.
+        ``phony`` holds the phony dimensions of the member's group, as (name, length,
+        unlimited). Without it (datasets of ancestor groups) axes without a dimension stay
+        unnamed.
         """
         ds = member.node
         shape = tuple(int(s) for s in ds.shape)
@@ -87,8 +88,11 @@ class DimensionNamer:
         if phony is None:
             return
         used = {d.name for d in dims if d is not None}
+        maxshape = ds.maxshape or shape
         member.dims = [
-            d if d is not None else self._phony_dimension(shape[axis], phony, used)
+            d
+            if d is not None
+            else self._phony_dimension(shape[axis], maxshape[axis] is None, phony, used)
             for axis, d in enumerate(dims)
         ]
         for axis, reason in broken.items():
@@ -142,16 +146,20 @@ class DimensionNamer:
         return self.scales[scale]
 
     def _phony_dimension(
-        self, length: int, phony: list[tuple[str, int]], used: set[str]
+        self, length: int, unlimited: bool, phony: list[tuple[str, int, bool]], used: set[str]
     ) -> Dimension:
-        """A ``phony_dim_N`` of this length in this group not yet used by the dataset."""
-        for name, size in phony:
-            if size == length and name not in used:
+        """A ``phony_dim_N`` of this length in this group not yet used by the dataset.
+
+        netCDF-4 shares a phony dimension only between axes that are both unlimited (HDF5's
+        maximum size unlimited) or both not: it is an unlimited dimension or a fixed one.
+        """
+        for name, size, growable in phony:
+            if size == length and growable == unlimited and name not in used:
                 used.add(name)
                 return Dimension(("phony", name), name)
         name = f"phony_dim_{self.phony_count}"
         self.phony_count += 1
-        phony.append((name, length))
+        phony.append((name, length, unlimited))
         used.add(name)
         return Dimension(("phony", name), name)
 
