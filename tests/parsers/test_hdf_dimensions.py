@@ -114,3 +114,29 @@ def test_phony_dimensions_are_shared_only_by_axes_both_unlimited_or_both_not(
     assert group["growable"].metadata.dimension_names == ("phony_dim_1",)
     assert group["grid"].metadata.dimension_names == ("phony_dim_1", "phony_dim_0")
     assert_reads_like_netcdf4(path, parse(path))
+
+
+def write_two_scales_on_an_axis(path: Path) -> Path:
+    """Variables whose first axis has two dimension scales attached, ``y`` then ``y2``."""
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("x", data=np.arange(4.0))
+        x.make_scale("x")
+        y = f.create_dataset("y", data=np.arange(3.0))
+        y.make_scale("y")
+        y2 = f.create_dataset("y2", data=np.arange(3.0) * 2)
+        y2.make_scale("y2")
+        for name in ("a", "b"):
+            variable = f.create_dataset(name, data=np.arange(12.0).reshape(3, 4))
+            variable.dims[0].attach_scale(y)
+            variable.dims[0].attach_scale(y2)
+            variable.dims[1].attach_scale(x)
+    return path
+
+
+def test_an_axis_with_several_scales_is_named_by_the_last_as_netcdf4_names_it(
+    tmp_path: Path,
+) -> None:
+    path = write_two_scales_on_an_axis(tmp_path / "two_scales.h5")
+    store = parse(path)
+    assert store.group["a"].metadata.dimension_names == ("y2", "x")
+    assert_reads_like_netcdf4(path, store)

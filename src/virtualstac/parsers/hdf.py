@@ -98,11 +98,11 @@ class HDFParser:
 
     Notes
     -----
-    Dimension names come from netCDF-4 dimension ids or HDF5 dimension scales (the first scale
-    attached to an axis). Axes without one get ``phony_dim_N`` names, shared by axes of equal
-    length (both unlimited, or both not) within a group and numbered sub-groups first, as
-    netCDF-4 does for files without dimension scales (netCDF-4 also lends a named dimension of
-    the same length; this does not).
+    Dimension names come from netCDF-4 dimension ids or HDF5 dimension scales (the last scale
+    attached to an axis, as netCDF-4 names it). Axes without one get ``phony_dim_N`` names,
+    shared by axes of equal length (both unlimited, or both not) within a group and numbered
+    sub-groups first, as netCDF-4 does for files without dimension scales (netCDF-4 also lends
+    a named dimension of the same length; this does not).
     An axis whose dimension scale is broken (deleted, or not a scale) gets one too, with a
     ``RuntimeWarning`` naming the file and the variable. Variables netCDF-4 stores as
     ``_nc4_non_coord_NAME`` are named ``NAME``, as netCDF4 names them.

@@ -1,7 +1,7 @@
 """Naming the dimensions of HDF5 datasets as netCDF-4 does, and measuring their lengths.
 
 A dataset's axes are named by its netCDF-4 dimension ids (``_Netcdf4Coordinates``), else by
-the first HDF5 dimension scale attached to each axis (``DIMENSION_LIST``), else
+the last HDF5 dimension scale attached to each axis (``DIMENSION_LIST``), else
 ``phony_dim_N``. The datasets netCDF-4 creates for dimensions without a coordinate variable
 are recognised so the parser can leave them out.
 """
@@ -115,25 +115,26 @@ class DimensionNamer:
         )
 
     def _scale_dimension(self, dsid: Any, axis: int) -> Dimension | str | None:
-        """The dimension of the first scale attached to ``axis``: None without one, or why not.
+        """The dimension of the last scale attached to ``axis``: None without one, or why not.
 
-        Files edited after the scales were attached can reference a deleted dataset or one
-        that is not a scale; HDF5's dimension scale API fails on them, so the reason is given
-        back for the axis to get a phony name, as netCDF-4 gives axes without scales.
+        netCDF-4 visits every scale attached to an axis, each replacing the one before, so an
+        axis with several scales is named by the last. Files edited after the scales were
+        attached can reference a deleted dataset or one that is not a scale; HDF5's dimension
+        scale API fails on them, so the reason is given back for the axis to get a phony name,
+        as netCDF-4 gives axes without scales.
         """
         found: list[Any] = []
 
-        def first(scale: Any) -> int:
+        def collect(scale: Any) -> None:
             found.append(scale)
-            return 1  # stop after the first scale
 
         try:
             if not h5py.h5ds.get_num_scales(dsid, axis):
                 return None
-            h5py.h5ds.iterate(dsid, axis, first, 0)
+            h5py.h5ds.iterate(dsid, axis, collect, 0)
         except (RuntimeError, ValueError, KeyError, OSError) as err:
             return f"HDF5 cannot follow its DIMENSION_LIST: {err}"
-        scale = found[0]
+        scale = found[-1]
         if scale not in self.scales:
             if not h5py.h5ds.is_scale(scale):
                 return "DIMENSION_LIST references a dataset that is not a dimension scale"
