@@ -586,6 +586,8 @@ def test_missing_group(everything: Path) -> None:
 def test_invalid_options() -> None:
     with pytest.raises(ValueError, match="inline_threshold"):
         HDFParser(inline_threshold=-1)
+    with pytest.raises(ValueError, match="max_chunk_bytes"):
+        HDFParser(max_chunk_bytes=0)
     assert HDFParser(drop_variables="a").drop_variables == frozenset({"a"})
 
 
@@ -603,3 +605,23 @@ def test_no_unstable_warning_for_numbers(everything: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnstableSpecificationWarning)
         parse(everything, drop_variables=["station_code"])
+
+
+def test_large_contiguous_datasets_are_split_into_equal_slices(tmp_path: Path) -> None:
+    path = tmp_path / "contiguous.h5"
+    grid = np.arange(240 * 100, dtype=">f8").reshape(240, 100)
+    prime = np.arange(70001, dtype="u1")
+    with h5py.File(path, "w") as f:
+        f["grid"] = grid
+        f["prime"] = prime
+    store = parse(path, inline_threshold=0, max_chunk_bytes=100_000)
+    group = store.group
+    # Rows of 800 bytes: 120 of them fit, and 120 divides 240.
+    assert group["grid"].chunks == (120, 100)
+    assert group["grid"].manifest.lengths.reshape(-1).tolist() == [96_000] * 2
+    # 70001 is prime: one-byte slices are not worth their references, so it stays one chunk.
+    assert group["prime"].chunks == (70001,)
+    ours = open_virtual(store)
+    np.testing.assert_array_equal(ours["grid"].values, grid)
+    np.testing.assert_array_equal(ours["prime"].values, prime)
+    assert parse(path, inline_threshold=0).group["grid"].chunks == (240, 100)

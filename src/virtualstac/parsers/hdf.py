@@ -3,10 +3,11 @@
 The file is opened with h5py through a block-cached reader, so its metadata and chunk indexes
 cost a few requests. Every dataset becomes a Zarr v3 array whose chunks reference the byte
 ranges HDF5 stored them in: chunked datasets chunk for chunk (one pass over the chunk index
-with ``chunk_iter``), contiguous datasets as a single chunk. Datasets whose bytes cannot be
-referenced (compact layout, variable-length strings) are read and stored as inlined chunks;
-datasets no Zarr codec chain can describe raise :class:`NotVirtualizableError`, which names the
-file, the variable and the reason, rather than reading as fill values.
+with ``chunk_iter``), contiguous datasets as a single chunk, or as equal slices of it when
+larger than ``max_chunk_bytes``. Datasets whose bytes cannot be referenced (compact layout,
+variable-length strings) are read and stored as inlined chunks; datasets no Zarr codec chain
+can describe raise :class:`NotVirtualizableError`, which names the file, the variable and the
+reason, rather than reading as fill values.
 
 netCDF4 conventions are followed: dimension names come from the dimension scales
 (``_Netcdf4Coordinates`` / ``DIMENSION_LIST``), the datasets netCDF4 creates for dimensions
@@ -39,6 +40,7 @@ from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers import hdf_metadata
+from virtualstac.parsers.blocks import DEFAULT_MAX_CHUNK_BYTES
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.hdf_chunks import (
     check_edge_chunks,
@@ -95,6 +97,10 @@ class HDFParser:
     inline_threshold
         Datasets with fewer bytes than this are read and stored inlined (0 to inline only what
         cannot be referenced).
+    max_chunk_bytes
+        Contiguous datasets larger than this are referenced as several chunks: equal slices
+        along their leading axes, each as large as fits, so a read fetches only the slices it
+        needs (HDF5 chunked datasets keep their own chunks).
 
     Notes
     -----
@@ -116,15 +122,19 @@ class HDFParser:
         group: str | None = None,
         drop_variables: Iterable[str] = (),
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     ) -> None:
         """Configure the parser (see the class docstring)."""
         if isinstance(drop_variables, str):
             drop_variables = [drop_variables]
         if inline_threshold < 0:
             raise ValueError("inline_threshold must not be negative")
+        if max_chunk_bytes <= 0:
+            raise ValueError("max_chunk_bytes must be positive")
         self.group = group.strip("/") if group else ""
         self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
         self.inline_threshold = int(inline_threshold)
+        self.max_chunk_bytes = int(max_chunk_bytes)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
         """Parse the file at ``url``, reading it through ``registry``.
@@ -389,18 +399,10 @@ class _FileWalker:
             ) from err
         endian = "big" if dtype.byteorder == ">" else "little"
         codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filters]
-        chunks = member.chunks or tuple(max(s, 1) for s in shape)
-        metadata = create_v3_array_metadata(
-            shape=shape,
-            data_type=dtype,
-            chunk_shape=chunks,
-            fill_value=fill_value,
-            codecs=codecs,
-            attributes=attributes,
-            dimension_names=dims,
-        )
-        check_references(math.prod(grid_shape(shape, chunks)), source=self.url, array=member.path)
         if member.chunks:
+            chunks = member.chunks
+            count = math.prod(grid_shape(shape, chunks))
+            check_references(count, source=self.url, array=member.path)
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
             manifest = chunked_manifest(
@@ -413,11 +415,27 @@ class _FileWalker:
                 unfiltered=not filters,
             )
         else:
-            manifest = contiguous_manifest(
-                member, shape, chunks, dtype, self.chunk_url, self.size, self.fail
+            chunks, manifest = contiguous_manifest(
+                member,
+                shape,
+                dtype,
+                self.chunk_url,
+                self.size,
+                self.fail,
+                max_chunk_bytes=self.parser.max_chunk_bytes,
+                source=self.url,
             )
         if not fill_defined:
             check_undefined_fill(member, manifest, self.fail)
+        metadata = create_v3_array_metadata(
+            shape=shape,
+            data_type=dtype,
+            chunk_shape=chunks,
+            fill_value=fill_value,
+            codecs=codecs,
+            attributes=attributes,
+            dimension_names=dims,
+        )
         return ManifestArray(metadata, manifest)
 
     def fixed_dtype(self, member: Member) -> np.dtype[Any]:

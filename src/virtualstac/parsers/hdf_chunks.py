@@ -1,8 +1,9 @@
 """Chunk manifests of HDF5 datasets: where each chunk's bytes lie in the file.
 
 Chunked datasets are read from their chunk index in one pass (``chunk_iter``); contiguous
-datasets are one chunk. Chunks no Zarr codec chain can decode (some filters skipped), ranges
-past the end of the file and unfiltered chunks of the wrong size are refused.
+datasets are one chunk, or equal slices of one when large. Chunks no Zarr codec chain can
+decode (some filters skipped), ranges past the end of the file and unfiltered chunks of the
+wrong size are refused.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from virtualstac.limits import check_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import grid_shape
+from virtualstac.parsers.blocks import block_chunks
 from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
@@ -25,6 +28,9 @@ __all__ = [
     "inlined_manifest",
     "missing_manifest",
 ]
+
+#: Contiguous storage is cut into slices no smaller than this (unless it is smaller itself).
+_MIN_SLICE_BYTES = 64 * 1024
 
 
 def chunked_manifest(
@@ -98,34 +104,53 @@ def chunked_manifest(
 def contiguous_manifest(
     member: Member,
     shape: tuple[int, ...],
-    chunks: tuple[int, ...],
     dtype: np.dtype[Any],
     chunk_url: str,
     file_size: int | None,
     fail: Fail,
-) -> ChunkManifest:
-    """The manifest of a contiguous dataset: its storage as the one chunk of its shape."""
+    *,
+    max_chunk_bytes: int,
+    source: str,
+) -> tuple[tuple[int, ...], ChunkManifest]:
+    """The chunk shape and manifest of a contiguous dataset: its storage as one chunk, or as
+    equal slices along its leading axes when larger than ``max_chunk_bytes`` (a read then
+    fetches and holds only the slices it needs)."""
     dsid = member.node.id
-    grid = grid_shape(shape, chunks)
+    whole = tuple(max(s, 1) for s in shape)
     offset = dsid.get_offset()
     nbytes = math.prod(shape) * dtype.itemsize
     if offset is None or nbytes == 0:
         # Never written: HDF5 allocates contiguous storage on first write.
-        return missing_manifest(grid)
+        return whole, missing_manifest(grid_shape(shape, whole))
     length = int(dsid.get_storage_size())
     if length != nbytes:
         raise fail(
             member.path,
             f"has {length} bytes of contiguous storage for {nbytes} bytes of values",
         )
-    offsets = np.array([offset], dtype=np.uint64)
-    lengths = np.array([length], dtype=np.uint64)
-    _check_ranges(member, offsets, lengths, file_size, fail)
-    return ChunkManifest.from_path_table(
+    _check_ranges(
+        member,
+        np.array([offset], dtype=np.uint64),
+        np.array([length], dtype=np.uint64),
+        file_size,
+        fail,
+    )
+    # The storage lies within the file, so its lengths are bounded by the file's size.
+    chunks = block_chunks(shape, dtype.itemsize, max_chunk_bytes)
+    if math.prod(chunks) * dtype.itemsize < min(nbytes, _MIN_SLICE_BYTES):
+        # A long axis of prime length leaves only tiny slices (a value each): one request
+        # for the whole block costs less than millions of references.
+        chunks = whole
+    grid = grid_shape(shape, chunks)
+    count = math.prod(grid)
+    check_references(count, source=source, array=member.path)
+    chunk_bytes = math.prod(chunks) * dtype.itemsize
+    offsets = np.uint64(offset) + np.arange(count, dtype=np.uint64) * np.uint64(chunk_bytes)
+    return chunks, ChunkManifest.from_path_table(
         path_table=[chunk_url],
         path_codes=np.zeros(grid, dtype=np.uint8),
         offsets=offsets.reshape(grid),
-        lengths=lengths.reshape(grid),
+        lengths=np.full(grid, chunk_bytes, dtype=np.uint64),
         validate_paths=False,
     )
 

@@ -45,6 +45,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.parsers.blocks import DEFAULT_MAX_CHUNK_BYTES, block_chunks
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
@@ -60,9 +61,6 @@ __all__ = [
 
 #: Variables holding at most this many bytes are read at parse time and stored inlined.
 DEFAULT_INLINE_THRESHOLD = 512
-#: Contiguous blocks larger than this are referenced as several chunks (equal slices).
-DEFAULT_MAX_CHUNK_BYTES = 16 * 1024 * 1024
-
 _MAGIC = b"CDF"
 _TAG_DIMENSION = 0x0A
 _TAG_VARIABLE = 0x0B
@@ -428,12 +426,12 @@ class _GroupBuilder:
         else:
             # Without records nothing is referenced, and a record's dimensions are then not
             # bounded by the file's size: factoring their lengths could take minutes.
-            block_chunks = (
-                _block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes)
+            pieces = (
+                block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes)
                 if blocks
                 else block_shape
             )
-            chunks = (*lead, *block_chunks)
+            chunks = (*lead, *pieces)
             manifest = self.referenced(
                 variable.name, starts, block_shape, chunks[len(lead) :], dtype, shape
             )
@@ -507,28 +505,6 @@ class _GroupBuilder:
             lengths=np.full(grid, chunk_bytes, dtype=np.uint64),
             validate_paths=False,
         )
-
-
-def _block_chunks(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int, ...]:
-    """The largest chunk shape of at most ``limit`` bytes that tiles a C-ordered block.
-
-    Only shapes ``(1, ..., 1, k, full, ..., full)`` with ``k`` dividing its axis keep every chunk
-    a contiguous byte range of the same length.
-    """
-    for axis in range(len(shape)):
-        inner = math.prod(shape[axis + 1 :]) * itemsize
-        if inner * shape[axis] <= limit:
-            return (*(1,) * axis, *shape[axis:])
-        fitting = max(1, limit // inner) if inner else shape[axis]
-        divisor = max(d for d in _divisors(shape[axis]) if d <= fitting)
-        if divisor > 1 or inner <= limit:
-            return (*(1,) * axis, divisor, *shape[axis + 1 :])
-    return tuple(shape)
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 def _attributes(raw: dict[str, np.ndarray[Any, Any]]) -> dict[str, Any]:
