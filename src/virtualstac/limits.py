@@ -66,7 +66,8 @@ class Limits:
         coordinate variables, coordinates computed from a geotransform).
     chunk_bytes
         Bytes of one chunk once decoded (its elements times their size), as Zarr metadata
-        (``.zarray``, ``zarr.json``, Kerchunk) declares it: a read holds a whole chunk in memory.
+        (``.zarray``, ``zarr.json``, Kerchunk) or an HDF5 chunked dataset declares it: a read
+        holds a whole chunk in memory.
     """
 
     references_per_array: int = 50_000_000

@@ -75,3 +75,21 @@ def test_variable_length_strings_are_refused_before_they_are_read(tmp_path: Path
 
     with pytest.raises(LimitExceededError, match=r"variable 'names' would take 8,000,000,000"):
         parse(path)
+
+
+def test_chunks_decoding_beyond_chunk_bytes_are_refused(tmp_path: Path) -> None:
+    # HDF5 chunks reach 4 GiB: ten values in one gzip chunk of 2**28 doubles take a 2 MB file
+    # and 2 GiB to read. A chunk of 8,000 bytes stands for it under a lower limit.
+    path = tmp_path / "big_chunks.h5"
+    with h5py.File(path, "w") as f:
+        values = f.create_dataset(
+            "v", shape=(10,), maxshape=(None,), chunks=(1000,), dtype="f8", compression="gzip"
+        )
+        values[:] = np.arange(10)
+
+    with virtualstac.limits.limits(chunk_bytes=4000):
+        message = r"big_chunks\.h5: variable 'v': each chunk decodes to 8,000 bytes"
+        with pytest.raises(LimitExceededError, match=rf"{message}.*set_limits\(chunk_bytes="):
+            parse(path)
+    with virtualstac.limits.limits(chunk_bytes=8000):
+        parse(path)

@@ -33,7 +33,12 @@ from virtualstac.errors import (
     SourceNotFoundError,
     UnknownFormatError,
 )
-from virtualstac.limits import check_coordinate, check_references, counting_references
+from virtualstac.limits import (
+    check_chunk_bytes,
+    check_coordinate,
+    check_references,
+    counting_references,
+)
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
@@ -349,6 +354,10 @@ class _FileWalker:
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
         dtype = self.fixed_dtype(member)
+        if member.chunks:
+            # Reading any value decodes its whole chunk, through h5py (inlined) or Zarr alike.
+            where = f"{self.url}: variable {member.path!r}"
+            check_chunk_bytes(math.prod(member.chunks) * dtype.itemsize, where=where)
         encode_fill_attributes(attributes, dtype)
         fill_off = dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER
         netcdf = self.netcdf or self.dimensions.netcdf
