@@ -457,3 +457,17 @@ def write_hdf5_broken_scales(path: Path) -> Path:
         listed.attrs.create("DIMENSION_LIST", references, dtype=h5py.vlen_dtype(h5py.ref_dtype))
         del f["y"]
     return path
+
+
+def write_hdf5_fill_attributes(path: Path) -> Path:
+    """Datasets whose ``_FillValue`` attribute is not one value of their type (as h5py lets any
+    attribute be written), and ``whole``, whose float ``_FillValue`` 5.0 an integer holds.
+
+    netCDF4 masks both values of ``two``, and nothing in ``fraction`` or ``text``.
+    """
+    fills = {"two": np.array([5, 6], "i4"), "fraction": np.float64(5.5), "text": "abc"}
+    with h5py.File(path, "w") as f:
+        for name, fill in {**fills, "whole": np.float64(5.0)}.items():
+            dataset = f.create_dataset(name, data=np.arange(2000, dtype="i4"), chunks=(100,))
+            dataset.attrs["_FillValue"] = fill
+    return path

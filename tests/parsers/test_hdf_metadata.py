@@ -9,6 +9,7 @@ import h5py
 import hdf_files
 import numpy as np
 import pytest
+import xarray as xr
 import zarr
 
 from virtualstac.errors import NotVirtualizableError
@@ -62,3 +63,29 @@ def test_undefined_fill_value_never_written_raises(undefined_fill: Path, name: s
     message = str(info.value)
     assert str(undefined_fill) in message and f"variable {name!r}" in message
     assert f"drop_variables=[{name!r}]" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"), [("two", "[5, 6]"), ("fraction", "5.5"), ("text", "'abc'")]
+)
+def test_a_fill_value_attribute_not_one_value_of_the_type_raises(
+    tmp_path: Path, name: str, shown: str
+) -> None:
+    # Rounded or cut to one number, it would mask values netCDF does not mask (5 for 5.5).
+    path = hdf_files.write_hdf5_fill_attributes(tmp_path / "fills.h5")
+    others = [n for n in ("two", "fraction", "text") if n != name]
+    with pytest.raises(NotVirtualizableError) as info:
+        parse(path, drop_variables=others)
+    message = str(info.value)
+    assert f"variable {name!r} has a _FillValue of {shown}, which is not one value" in message
+    assert str(path) in message and f"drop_variables=[{name!r}]" in message
+
+
+def test_a_whole_float_fill_value_of_an_integer_variable_masks_as_netcdf4_masks(
+    tmp_path: Path,
+) -> None:
+    path = hdf_files.write_hdf5_fill_attributes(tmp_path / "fills.h5")
+    store = parse(path, drop_variables=["two", "fraction", "text"])
+    ours = xr.open_zarr(store, consolidated=False, chunks=None)["whole"]
+    with xr.open_dataset(path, engine="netcdf4", drop_variables=["two", "fraction", "text"]) as ref:
+        np.testing.assert_array_equal(ours.values, ref["whole"].values, strict=True)

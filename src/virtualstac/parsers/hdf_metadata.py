@@ -284,15 +284,26 @@ def fill_value(
     return np.asarray(value, dtype=dtype).reshape(())[()]
 
 
-def encode_fill_attributes(attributes: dict[str, Any], dtype: np.dtype[Any]) -> None:
+def encode_fill_attributes(
+    attributes: dict[str, Any], dtype: np.dtype[Any], path: str, fail: Fail
+) -> None:
     """Encode ``_FillValue`` as xarray's Zarr reader decodes it (per data type).
 
-    ``missing_value`` stays a plain value: xarray decodes only ``_FillValue`` from Zarr.
+    ``missing_value`` stays a plain value: xarray decodes only ``_FillValue`` from Zarr. A
+    ``_FillValue`` that is not one number of the type of variable ``path`` (several values,
+    text, a fraction for integers) is refused: Zarr's fill value is one number, and rounded
+    it would mask values netCDF does not mask.
     """
     if "_FillValue" not in attributes:
         return
     if dtype.kind in "biuf":
-        attributes["_FillValue"] = cf_fill_value_attribute(attributes["_FillValue"], dtype)
+        value = attributes["_FillValue"]
+        fraction = dtype.kind in "biu" and isinstance(value, float) and not value.is_integer()
+        if isinstance(value, list | str) or fraction:
+            raise fail(
+                path, f"has a _FillValue of {value!r}, which is not one value of its type {dtype}"
+            )
+        attributes["_FillValue"] = cf_fill_value_attribute(value, dtype)
     else:
         # xarray's Zarr reader has no _FillValue rule for bytes or complex data.
         del attributes["_FillValue"]
