@@ -407,18 +407,32 @@ def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
         TIFFParser(**options)
 
 
-def test_unrecognised_geotiff_without_transform_has_no_coordinates(tmp_path: Path) -> None:
+def test_ground_control_points_are_the_spatial_ref_as_rioxarray_writes_them(
+    tmp_path: Path,
+) -> None:
+    """Files georeferenced by GCPs only (Sentinel-1 GRD) have no transform, so no x/y; their
+    CRS and points are ``spatial_ref``'s, the points as GeoJSON under ``gcps``."""
     path = write_gdal(tmp_path / "gcps.tif", crs=None)
     gcps = [
-        rasterio.control.GroundControlPoint(row, col, 500000.0 + col, 4000000.0 - row)
-        for row, col in [(0, 0), (0, 299), (199, 0), (199, 299)]
+        rasterio.control.GroundControlPoint(row, col, 500000.0 + col, 4000000.0 - row, z)
+        for row, col, z in [(0, 0, 0.0), (0, 299.5, 12.5), (199.25, 0, 0.0), (199, 299, 3.0)]
     ]
     with rasterio.open(path, "r+") as dst:
         dst.gcps = (gcps, rasterio.crs.CRS.from_epsg(32633))
     group = open_group(path)
-    assert "spatial_ref" not in group and "x" not in group
+    assert "x" not in group and "y" not in group
+    assert group["band_data"].attrs["grid_mapping"] == "spatial_ref"
+    spatial_ref = dict(group["spatial_ref"].attrs)
     with rasterio.open(path) as src:
         np.testing.assert_array_equal(group["band_data"][...], src.read())
+        points, crs = src.gcps
+    assert pyproj.CRS(spatial_ref["crs_wkt"]) == pyproj.CRS(crs.to_wkt())
+    features = spatial_ref["gcps"]["features"]
+    assert [f["properties"]["id"] for f in features] == [p.id for p in points]
+    assert [(f["properties"]["row"], f["properties"]["col"]) for f in features] == [
+        (p.row, p.col) for p in points
+    ]
+    assert [f["geometry"]["coordinates"] for f in features] == [[p.x, p.y, p.z] for p in points]
 
 
 def test_transform_from_model_transformation_tag(tmp_path: Path) -> None:

@@ -93,7 +93,12 @@ from virtualstac.parsers.tiff_bands import (
     unwritten_value,
 )
 from virtualstac.parsers.tiff_colour import converted_by_gdal, jpeg_colour_spaces
-from virtualstac.parsers.tiff_geo import GeoReference, georeference, geotiff_tags
+from virtualstac.parsers.tiff_geo import (
+    GeoReference,
+    control_points,
+    georeference,
+    geotiff_tags,
+)
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
 from virtualstac.storage.reader import BlockCachedReader
@@ -232,11 +237,12 @@ class TIFFParser:
         main = tif.pages[self.ifd]
         if not isinstance(main, tifffile.TiffPage):
             raise UnsupportedTIFFError(f"{url}: IFD {self.ifd} could not be read as a page")
-        geo = georeference(geotiff_tags(main))
+        tags = geotiff_tags(main)
+        geo = georeference(tags)
         crs_attributes = geo.crs_attributes() if geo is not None else {}
         bands = BandMetadata.of_page(main, url)
         builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands, file_size)
-        root = builder.build(geo, crs_attributes)
+        root = builder.build(geo, crs_attributes, control_points(tags))
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
@@ -283,12 +289,22 @@ class _ImageBuilder:
 
     # -- pixel variable -------------------------------------------------------------------
 
-    def build(self, geo: GeoReference | None, crs_attributes: dict[str, Any]) -> ManifestGroup:
-        """The group of this page: pixels, band numbers, and georeferencing if any."""
+    def build(
+        self,
+        geo: GeoReference | None,
+        crs_attributes: dict[str, Any],
+        control: dict[str, Any] | None = None,
+    ) -> ManifestGroup:
+        """The group of this page: pixels, band numbers, and georeferencing if any (an affine
+        transform, or ``control``: the ``spatial_ref`` of ground control points)."""
         page = self.page
         samples = int(page.samplesperpixel)
         arrays: dict[str, ManifestArray] = {}
         attributes: dict[str, Any] = {}
+        if control is not None:
+            # No transform gives x/y; the points say where pixels lie (rioxarray does so).
+            attributes["grid_mapping"] = attributes["coordinates"] = "spatial_ref"
+            arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), control)
         if geo is not None:
             attributes["grid_mapping"] = "spatial_ref"
             attributes["coordinates"] = "spatial_ref"

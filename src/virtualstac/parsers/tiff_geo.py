@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyproj
 
-__all__ = ["GeoReference", "georeference", "geotiff_tags"]
+__all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags"]
 
 # GeoKey values meaning "user-defined": the CRS is spelt out in other keys, not as an EPSG code.
 _USER_DEFINED = 32767
@@ -143,6 +143,33 @@ def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
         c, a, b, f, d, e = geotransform
         geotransform = (c - 0.5 * a - 0.5 * b, a, b, f - 0.5 * d - 0.5 * e, d, e)
     return GeoReference(geotransform, _crs(geotiff_tags))
+
+
+def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``spatial_ref`` attributes of a raster georeferenced by ground control points only
+    (ModelTiepoints without a pixel scale or matrix, as Sentinel-1 GRD files are): its CRS and
+    the points as rioxarray writes them, a GeoJSON FeatureCollection under ``gcps``.
+
+    Rows and columns are GDAL's: a ``PixelIsPoint`` raster's points move by half a pixel, and
+    ids count from 1. Returns None when the tags give an affine transform, or no points.
+    """
+    if not geotiff_tags or _geotransform(geotiff_tags) is not None:
+        return None
+    values = np.asarray(geotiff_tags.get("ModelTiepoint", ()), dtype=np.float64).reshape(-1)
+    if values.size < 6 or values.size % 6:
+        return None
+    shift = 0.5 if int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT else 0.0
+    features = [
+        {
+            "type": "Feature",
+            "properties": {"id": str(n + 1), "info": "", "row": row + shift, "col": col + shift},
+            "geometry": {"type": "Point", "coordinates": [x, y, z]},
+        }
+        for n, (col, row, _, x, y, z) in enumerate(values.reshape(-1, 6).tolist())
+    ]
+    crs = _crs(geotiff_tags)
+    described = dict(_cf_attributes(crs)[0]) if crs is not None else {}
+    return {**described, "gcps": {"type": "FeatureCollection", "features": features}}
 
 
 def _geotransform(
