@@ -6,10 +6,18 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from virtualstac import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualstac import (
+    ChunkManifest,
+    ManifestArray,
+    ManifestGroup,
+    ManifestStore,
+    open_virtual_mfdataset,
+)
+from virtualstac.demo import write_sample_archive
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests.metadata import create_v3_array_metadata
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.unpacking import open_zarr_values
 
 
 def raw_array(path: Path, values: np.ndarray, chunk: int, dim: str = "x") -> ManifestArray:
@@ -98,3 +106,19 @@ def test_datatree_round_trip(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStor
     store = tree.virtual.to_store(registry)
     opened = xr.open_datatree(store, engine="zarr", consolidated=False)
     np.testing.assert_array_equal(opened["later/depth"].values, np.arange(12) + 100)
+
+
+@pytest.mark.parametrize("drop", ["combine_attrs", "drop_attrs"])
+def test_dropping_attributes_keeps_what_the_stored_numbers_mean(tmp_path: Path, drop: str) -> None:
+    """As the netcdf4 engine, which keeps packing, fill values and time units in .encoding."""
+    paths = write_sample_archive(tmp_path / "archive", days=2)
+    registry = ObjectStoreRegistry.for_url(str(paths[0]))
+    if drop == "combine_attrs":
+        virtual = open_virtual_mfdataset(paths, combine_attrs="drop")
+    else:
+        virtual = open_virtual_mfdataset(paths).drop_attrs()
+    values = open_zarr_values(virtual.virtual.to_store(registry))
+    with xr.open_mfdataset(paths, engine="netcdf4", combine_attrs="drop") as direct:
+        assert values["t2m"].dtype == direct["t2m"].dtype
+        xr.testing.assert_equal(values["t2m"], direct["t2m"])
+        xr.testing.assert_equal(values["time"], direct["time"])

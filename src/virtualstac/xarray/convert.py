@@ -19,6 +19,7 @@ from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.attribute_types import with_types
 from virtualstac.manifests.metadata import (
+    CF_ENCODING_ATTRS,
     cf_fill_value_attribute,
     create_v3_array_metadata,
     replace_metadata,
@@ -31,15 +32,25 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     """Return the ManifestArray behind ``variable``, or one holding its values inlined.
 
     Virtual variables keep their references; their dimension names and attributes are taken
-    from the variable (xarray may have renamed or combined them). In-memory variables are
-    CF-encoded and stored as one inlined chunk.
+    from the variable (xarray may have renamed or combined them), except the attributes that say
+    what the stored numbers mean (:data:`CF_ENCODING_ATTRS`), which the array keeps when the
+    variable lost them. In-memory variables are CF-encoded and stored as one inlined chunk.
     """
     if not isinstance(variable._data, ManifestArray):
         # Reading .data computes lazily indexed values (range-indexed raster coordinates).
         check_coordinate(variable.nbytes, source="the dataset", name=str(name))
     data = variable.data
     if isinstance(data, ManifestArray):
+        # The netcdf4 engine keeps these in .encoding, which no attribute operation touches:
+        # dropping them here (combine_attrs="drop", drop_attrs()) would read packed integers
+        # as they are stored, unmasked, and times as bare numbers.
         attrs = dict(variable.attrs)
+        encoding = data.metadata.attributes
+        attrs.update(
+            (key, encoding[key])
+            for key in CF_ENCODING_ATTRS
+            if key in encoding and key not in attrs
+        )
         coordinates = variable.encoding.get("coordinates")
         if coordinates and "coordinates" not in attrs:
             attrs["coordinates"] = coordinates
