@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
 
 from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.demo import write_sample_archive
+from virtualstac.errors import IncompatibleCodecsError, UnsupportedIndexingError
 from virtualstac.xarray.combine import EXACT_COMBINE, concat_along_existing, concat_virtual
 
 
@@ -100,3 +102,55 @@ def test_unequal_grids_still_fail_as_xarray_fails(days: list[xr.Dataset]) -> Non
     assert concat_along_existing(datasets, "time", EXACT_COMBINE) is None
     with pytest.raises(ValueError, match="exact"):
         concat_virtual(datasets, "time")
+
+
+def write_month(
+    path: Path, start: int, lat: np.ndarray | None = None, *, zlib: bool = True, extra: bool = False
+) -> str:
+    """A netCDF4 file of eight days of packed temperature on a 40 x 64 grid."""
+    lat = np.linspace(-80, 80, 40) if lat is None else lat
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", lat.size)
+        nc.createDimension("lon", 64)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units, time.calendar = "days since 2000-01-01", "noleap"
+        time[:] = np.arange(start, start + 8)
+        nc.createVariable("lat", "f4", ("lat",))[:] = lat
+        nc.createVariable("lon", "f4", ("lon",))[:] = np.arange(64)
+        tas = nc.createVariable(
+            "tas", "i2", ("time", "lat", "lon"), zlib=zlib, chunksizes=(2, 20, 32), fill_value=-1
+        )
+        tas.scale_factor, tas.add_offset = np.float32(0.01), np.float32(273.15)
+        tas[:] = np.full((8, lat.size, 64), 280.0)
+        if extra:
+            nc.createVariable("station_count", "i4", ("time",))[:] = np.arange(8)
+    return str(path)
+
+
+def test_files_compressed_differently_are_refused_naming_the_variable_and_files(
+    tmp_path: Path,
+) -> None:
+    first = write_month(tmp_path / "a.nc", 0)
+    plain = write_month(tmp_path / "b.nc", 8, zlib=False)
+    for options in ({"combine": "by_coords"}, {"combine": "nested", "concat_dim": "time"}):
+        with pytest.raises(IncompatibleCodecsError, match=r"'tas' of file://.*b\.nc .*a\.nc"):
+            open_virtual_mfdataset([first, plain], **options)
+
+
+def test_a_variable_some_files_lack_is_refused_naming_it(tmp_path: Path) -> None:
+    """xr.open_mfdataset fills it with NaN in the others; references cannot."""
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8, extra=True)]
+    with pytest.raises(UnsupportedIndexingError, match=r"'station_count' is in file://.*b\.nc"):
+        open_virtual_mfdataset(files)
+    kept = open_virtual_mfdataset(files, drop_variables=["station_count"])
+    assert kept.sizes["time"] == 16
+
+
+def test_unequal_grids_joined_outer_are_refused_naming_the_coordinate(tmp_path: Path) -> None:
+    files = [
+        write_month(tmp_path / "a.nc", 0),
+        write_month(tmp_path / "b.nc", 0, lat=np.linspace(-80, 80, 40) + 100),
+    ]
+    with pytest.raises(UnsupportedIndexingError, match=r"coordinates lat differ .*join='exact'"):
+        open_virtual_mfdataset(files, combine="nested", concat_dim="member", join="outer")

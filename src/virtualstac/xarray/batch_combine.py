@@ -25,7 +25,8 @@ from typing import Any
 import pandas as pd
 import xarray as xr
 
-from virtualstac.xarray.combine import concat_along_existing
+from virtualstac.storage.failures import redact
+from virtualstac.xarray.combine import concat_along_existing, explaining_combine_errors
 
 __all__ = [
     "MAX_BATCH_FILES",
@@ -103,7 +104,10 @@ def join_partials(
         return None
     if len(partials) == 1:
         return partials[0].dataset
-    joined = concat_along_existing([p.dataset for p in partials], dim, options)
+    datasets = [p.dataset for p in partials]
+    # The partials' arrays name their files, which is what errors name them by.
+    with explaining_combine_errors(datasets, [""] * len(datasets)):
+        joined = concat_along_existing(datasets, dim, options)
     if joined is None:
         return None
     # Only attributes this join created (the dataset's, those of variables along dim) change.
@@ -189,14 +193,15 @@ def open_batch(
     datasets = [virtualize(url) for url in urls]
     if len(datasets) == 1:
         return datasets
-    if dim is None:
+    by_coords, positions = dim is None, list(range(len(datasets)))
+    if by_coords:
         order = by_coords_order(datasets)
         if order is None:
             return datasets
         dim, positions = order
-        partial = combine_batch([datasets[i] for i in positions], dim, options)
-        if partial is None or not _strictly_increasing(partial.dataset, dim):
-            return datasets
-        return partial
-    partial = combine_batch(datasets, dim, options)
-    return datasets if partial is None else partial
+    ordered = [datasets[i] for i in positions]
+    with explaining_combine_errors(ordered, [redact(urls[i]) for i in positions]):
+        partial = combine_batch(ordered, dim, options)
+    if partial is None or (by_coords and not _strictly_increasing(partial.dataset, dim)):
+        return datasets
+    return partial

@@ -7,7 +7,8 @@ values cannot be compared without reading them, so variables are taken as they c
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import xarray as xr
 from xarray.core.indexes import PandasIndex
 from xarray.structure.merge import merge_attrs
 
-from virtualstac.errors import IncompatibleArraysError
+from virtualstac.errors import IncompatibleArraysError, UnsupportedIndexingError
 from virtualstac.manifests import ManifestArray
 from virtualstac.manifests.metadata import check_combinable
 
@@ -24,6 +25,7 @@ __all__ = [
     "check_labels_agree",
     "concat_along_existing",
     "concat_virtual",
+    "explaining_combine_errors",
     "incompatible_variable",
 ]
 
@@ -51,14 +53,64 @@ def concat_virtual(
         files their arrays reference.
     """
     check_labels_agree(datasets, {dim}, labels)
-    try:
+    with explaining_combine_errors(datasets, labels):
         fast = concat_along_existing(datasets, dim, EXACT_COMBINE)
         return fast if fast is not None else xr.concat(list(datasets), dim=dim, **EXACT_COMBINE)
+
+
+@contextmanager
+def explaining_combine_errors(
+    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None
+) -> Iterator[None]:
+    """Errors of combining ``datasets`` raised again naming the variable and the datasets (by
+    their ``labels``, by default their position), of the same type.
+
+    Arrays meet deep inside xarray's combining, where neither the variable nor the datasets
+    are known: an :class:`~virtualstac.errors.IncompatibleArraysError` (codecs, data type,
+    chunks, packing differ) and the :class:`~virtualstac.errors.UnsupportedIndexingError` of
+    reindexing (xarray fills a variable missing from some datasets, or aligns unequal
+    coordinates with ``join="outer"``/``"inner"``, by indexing) would not say which.
+    """
+    try:
+        yield
     except IncompatibleArraysError as err:
         culprit = incompatible_variable(datasets, labels)
         if culprit is None:
             raise
-        raise IncompatibleArraysError(culprit) from err
+        raise type(err)(culprit) from err
+    except UnsupportedIndexingError as err:
+        reason = reindexed(datasets, labels)
+        if reason is None:
+            raise
+        raise UnsupportedIndexingError(reason) from err
+
+
+def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> str | None:
+    """Why combining ``datasets`` reindexes references: a variable some of them lack, or
+    coordinates that differ between them (besides the one joined); or None."""
+    names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
+    for name in dict.fromkeys(n for dataset in datasets for n in dataset.variables):
+        having = [label for label, d in zip(names, datasets, strict=True) if name in d.variables]
+        if len(having) < len(datasets):
+            lacking = next(label for label, d in zip(names, datasets, strict=True) if name not in d)
+            return (
+                f"variable {str(name)!r} is in {having[0]} but not in {lacking}: xarray fills "
+                "it with missing values there, which references cannot hold; drop it "
+                f"(drop_variables=[{str(name)!r}]) or open those files apart"
+            )
+    differing = [
+        str(name)
+        for name, index in datasets[0].xindexes.items()
+        if any(not _same_index(index, d.xindexes.get(name)) for d in datasets[1:])
+    ]
+    if not differing:
+        return None
+    return (
+        f"the coordinates {', '.join(differing)} differ between {', '.join(names)}, and "
+        "xarray aligns them by reindexing the variables (join='outer' or 'inner'), which "
+        "references cannot express: they join whole files along the concatenated dimensions, "
+        "with join='exact' (or 'override', which keeps the first file's coordinates)"
+    )
 
 
 def check_labels_agree(
@@ -246,13 +298,20 @@ def incompatible_variable(
                 check_combinable([first.metadata, array.metadata], what="join")
             except IncompatibleArraysError as err:
                 return (
-                    f"variable {str(name)!r} of {label} ({_files(array)}) cannot be joined "
-                    f"with that of {first_label} ({_files(first)}), array 0 below: {err}"
+                    f"variable {str(name)!r} of {_named(label, array)} cannot be joined "
+                    f"with that of {_named(first_label, first)}, array 0 below: {err}"
                 )
     return None
+
+
+def _named(label: str, array: ManifestArray) -> str:
+    """A dataset's label, with the files its array references unless the label is the file
+    (an empty label: the files alone)."""
+    files = _files(array)
+    return label if files == label else f"{label} ({files})" if label else files
 
 
 def _files(array: ManifestArray) -> str:
     paths = array.manifest.path_table
     shown = ", ".join(paths[:2]) + (f" and {len(paths) - 2} more" if len(paths) > 2 else "")
-    return shown or "no file"
+    return shown or "values inlined in its references"

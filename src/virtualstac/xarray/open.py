@@ -41,6 +41,7 @@ from virtualstac.xarray.batch_combine import (
     join_partials,
     open_batch,
 )
+from virtualstac.xarray.combine import explaining_combine_errors
 
 __all__ = [
     "open_virtual_dataset",
@@ -320,11 +321,12 @@ def open_virtual_mfdataset(
         datasets = joined
     else:
         datasets = _open_each(executor, virtualize, urls, progress)
-    if combine == "nested":
-        arranged = datasets if layout is None else _nest(layout, iter(datasets))
-        nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
-        return nested
-    combined = xr.combine_by_coords(datasets, **combine_options)
+    with explaining_combine_errors(datasets, [redact(url) for url in urls]):
+        if combine == "nested":
+            arranged = datasets if layout is None else _nest(layout, iter(datasets))
+            nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
+            return nested
+        combined = xr.combine_by_coords(datasets, **combine_options)
     assert isinstance(combined, xr.Dataset)
     return combined
 
