@@ -11,7 +11,11 @@ import xarray as xr
 
 from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import IncompatibleCodecsError, UnsupportedIndexingError
+from virtualstac.errors import (
+    IncompatibleArraysError,
+    IncompatibleCodecsError,
+    UnsupportedIndexingError,
+)
 from virtualstac.xarray.combine import EXACT_COMBINE, concat_along_existing, concat_virtual
 
 
@@ -154,3 +158,15 @@ def test_unequal_grids_joined_outer_are_refused_naming_the_coordinate(tmp_path: 
     ]
     with pytest.raises(UnsupportedIndexingError, match=r"coordinates lat differ .*join='exact'"):
         open_virtual_mfdataset(files, combine="nested", concat_dim="member", join="outer")
+
+
+def test_undecoded_times_in_other_calendars_are_refused(tmp_path: Path) -> None:
+    """Joined as numbers, the 360-day file's days would read as noleap dates."""
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
+    with netCDF4.Dataset(files[1], "a") as nc:
+        nc["time"].calendar = "360_day"
+    for options in ({"combine": "by_coords"}, {"combine": "nested", "concat_dim": "time"}):
+        with pytest.raises(IncompatibleArraysError, match=r"'time' .*360_day.*b\.nc.*noleap"):
+            open_virtual_mfdataset(files, decode_times=False, **options)
+    with pytest.raises(TypeError, match="mixed types"):  # decoded, as xr.open_mfdataset says
+        open_virtual_mfdataset(files)

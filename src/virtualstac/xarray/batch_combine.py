@@ -25,8 +25,13 @@ from typing import Any
 import pandas as pd
 import xarray as xr
 
+from virtualstac.manifests import ManifestArray
 from virtualstac.storage.failures import redact
-from virtualstac.xarray.combine import concat_along_existing, explaining_combine_errors
+from virtualstac.xarray.combine import (
+    check_time_encodings_agree,
+    concat_along_existing,
+    explaining_combine_errors,
+)
 
 __all__ = [
     "MAX_BATCH_FILES",
@@ -105,6 +110,7 @@ def join_partials(
     if len(partials) == 1:
         return partials[0].dataset
     datasets = [p.dataset for p in partials]
+    check_time_encodings_agree(datasets, [_files_of(dataset) for dataset in datasets])
     # The partials' arrays name their files, which is what errors name them by.
     with explaining_combine_errors(datasets, [""] * len(datasets)):
         joined = concat_along_existing(datasets, dim, options)
@@ -175,6 +181,17 @@ def join_by_coords(partials: Sequence[Partial], options: Mapping[str, Any]) -> x
     return joined
 
 
+def _files_of(dataset: xr.Dataset) -> str:
+    """The files a partial's virtual variables reference, as errors name them."""
+    for variable in dataset.variables.values():
+        if isinstance(variable.data, ManifestArray) and (
+            paths := variable.data.manifest.path_table
+        ):
+            shown = paths[0] if len(paths) == 1 else f"{paths[0]} to {paths[-1]}"
+            return f"the files {shown}"
+    return "a batch of files"
+
+
 def _strictly_increasing(dataset: xr.Dataset, dim: Hashable) -> bool:
     index = dataset.xindexes[dim].to_pandas_index()
     return bool(index.is_monotonic_increasing and index.is_unique)
@@ -200,7 +217,9 @@ def open_batch(
             return datasets
         dim, positions = order
     ordered = [datasets[i] for i in positions]
-    with explaining_combine_errors(ordered, [redact(urls[i]) for i in positions]):
+    labels = [redact(urls[i]) for i in positions]
+    check_time_encodings_agree(ordered, labels)
+    with explaining_combine_errors(ordered, labels):
         partial = combine_batch(ordered, dim, options)
     if partial is None or (by_coords and not _strictly_increasing(partial.dataset, dim)):
         return datasets

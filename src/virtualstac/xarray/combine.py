@@ -23,6 +23,7 @@ from virtualstac.manifests.metadata import check_combinable
 __all__ = [
     "EXACT_COMBINE",
     "check_labels_agree",
+    "check_time_encodings_agree",
     "concat_along_existing",
     "concat_virtual",
     "explaining_combine_errors",
@@ -155,6 +156,43 @@ def check_labels_agree(
                     f"{_plain(other.values[at])!r} in {label}. One {dim} has one {name}: "
                     "correct the metadata that gives it (a catalog's band metadata), or open "
                     "them separately"
+                )
+
+
+def check_time_encodings_agree(
+    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None
+) -> None:
+    """Refuse datasets whose loaded, undecoded times (``decode_times=False``) count in other
+    units or calendars.
+
+    Combining keeps one ``units`` and ``calendar`` for the joined numbers (the first
+    dataset's, or none when ``combine_attrs="drop_conflicts"`` drops them), so the others'
+    numbers would decode as other dates without a word. Virtual variables are compared when
+    their arrays are joined (:func:`~virtualstac.manifests.metadata.check_combinable`).
+
+    Raises
+    ------
+    IncompatibleArraysError
+        Naming the variable, both encodings and the datasets by their ``labels``.
+    """
+    names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
+    first: dict[Hashable, tuple[str, tuple[str, str]]] = {}
+    for label, dataset in zip(names, datasets, strict=True):
+        for name, variable in dataset.variables.items():
+            units = variable.attrs.get("units")
+            if isinstance(variable._data, ManifestArray) or not isinstance(units, str):
+                continue
+            if " since " not in units:
+                continue
+            calendar = str(variable.attrs.get("calendar", "standard")).lower()
+            encoding = (units, "standard" if calendar == "gregorian" else calendar)
+            seen = first.setdefault(name, (label, encoding))
+            if seen[1] != encoding:
+                raise IncompatibleArraysError(
+                    f"variable {str(name)!r} counts {encoding[0]!r} in the "
+                    f"{encoding[1]} calendar in {label} but {seen[1][0]!r} in the {seen[1][1]} "
+                    f"calendar in {seen[0]}: joined undecoded, part of its numbers would mean "
+                    "other dates; open with decode_times=True (the default), or the files apart"
                 )
 
 

@@ -41,7 +41,7 @@ from virtualstac.xarray.batch_combine import (
     join_partials,
     open_batch,
 )
-from virtualstac.xarray.combine import explaining_combine_errors
+from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
 
 __all__ = [
     "open_virtual_dataset",
@@ -321,7 +321,9 @@ def open_virtual_mfdataset(
         datasets = joined
     else:
         datasets = _open_each(executor, virtualize, urls, progress)
-    with explaining_combine_errors(datasets, [redact(url) for url in urls]):
+    labels = [redact(url) for url in urls]
+    check_time_encodings_agree(datasets, labels)
+    with explaining_combine_errors(datasets, labels):
         if combine == "nested":
             arranged = datasets if layout is None else _nest(layout, iter(datasets))
             nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
