@@ -16,7 +16,9 @@ from virtualstac.errors import (
     IncompatibleCodecsError,
     UnsupportedIndexingError,
 )
+from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.combine import EXACT_COMBINE, concat_along_existing, concat_virtual
+from virtualstac.xarray.unpacking import open_zarr_values
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +172,16 @@ def test_undecoded_times_in_other_calendars_are_refused(tmp_path: Path) -> None:
             open_virtual_mfdataset(files, decode_times=False, **options)
     with pytest.raises(TypeError, match="mixed types"):  # decoded, as xr.open_mfdataset says
         open_virtual_mfdataset(files)
+
+
+def test_disjoint_grids_joined_inner_read_back_empty_as_xarray_gives_them(tmp_path: Path) -> None:
+    files = [
+        write_month(tmp_path / "a.nc", 0),
+        write_month(tmp_path / "b.nc", 8, lat=np.linspace(-80, 80, 40) + 0.5),
+    ]
+    options = {"combine": "nested", "concat_dim": "time", "join": "inner"}
+    virtual = open_virtual_mfdataset(files, combine_attrs="override", **options)
+    values = open_zarr_values(virtual.virtual.to_store(ObjectStoreRegistry.for_url(files[0])))
+    with xr.open_mfdataset(files, engine="netcdf4", **options) as direct:
+        assert values.sizes == {"time": 16, "lat": 0, "lon": 64}
+        xr.testing.assert_identical(values.load(), direct.load())

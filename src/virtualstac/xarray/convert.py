@@ -82,17 +82,19 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     metadata = create_v3_array_metadata(
         shape=values.shape,
         data_type=little.dtype,
-        chunk_shape=values.shape if values.ndim else (),
+        # Zarr chunks are at least 1 long: an empty selection (join="inner" of disjoint
+        # grids) has no chunk at all.
+        chunk_shape=tuple(max(n, 1) for n in values.shape),
         attributes=with_types(_json_attrs(attrs), types),
         dimension_names=[str(d) for d in encoded.dims],
     )
     # A scalar's one chunk is keyed like a 1-chunk vector; ManifestArray reshapes the grid.
-    grid = (1,) * max(values.ndim, 1)
+    grid = (1,) * max(values.ndim, 1) if values.size else values.shape
     manifest = ChunkManifest.from_arrays(
         paths=np.full(grid, "", dtype=np.dtypes.StringDType()),
         offsets=np.zeros(grid, dtype=np.uint64),
         lengths=np.full(grid, little.nbytes, dtype=np.uint64),
-        inlined={(0,) * len(grid): little.tobytes()},
+        inlined={(0,) * len(grid): little.tobytes()} if values.size else {},
     )
     return ManifestArray(metadata, manifest)
 
