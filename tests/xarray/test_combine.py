@@ -15,6 +15,7 @@ from virtualstac.errors import (
     IncompatibleArraysError,
     IncompatibleCodecsError,
     UnsupportedIndexingError,
+    UnsupportedOperationError,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.combine import EXACT_COMBINE, concat_along_existing, concat_virtual
@@ -185,3 +186,16 @@ def test_disjoint_grids_joined_inner_read_back_empty_as_xarray_gives_them(tmp_pa
     with xr.open_mfdataset(files, engine="netcdf4", **options) as direct:
         assert values.sizes == {"time": 16, "lat": 0, "lon": 64}
         xr.testing.assert_identical(values.load(), direct.load())
+
+
+def test_comparing_virtual_values_is_refused_naming_the_variables_and_options(
+    tmp_path: Path,
+) -> None:
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
+    for path in files:
+        with netCDF4.Dataset(path, "a") as nc:
+            nc.createVariable("crs", "i4").grid_mapping_name = "latitude_longitude"
+    with pytest.raises(UnsupportedOperationError, match=r"compares the values of 'crs'.*override"):
+        open_virtual_mfdataset(
+            files, combine="nested", concat_dim="time", compat="equals", data_vars="different"
+        )

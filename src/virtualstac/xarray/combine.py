@@ -16,7 +16,11 @@ import xarray as xr
 from xarray.core.indexes import PandasIndex
 from xarray.structure.merge import merge_attrs
 
-from virtualstac.errors import IncompatibleArraysError, UnsupportedIndexingError
+from virtualstac.errors import (
+    IncompatibleArraysError,
+    UnsupportedIndexingError,
+    UnsupportedOperationError,
+)
 from virtualstac.manifests import ManifestArray
 from virtualstac.manifests.metadata import check_combinable
 
@@ -70,7 +74,8 @@ def explaining_combine_errors(
     are known: an :class:`~virtualstac.errors.IncompatibleArraysError` (codecs, data type,
     chunks, packing differ) and the :class:`~virtualstac.errors.UnsupportedIndexingError` of
     reindexing (xarray fills a variable missing from some datasets, or aligns unequal
-    coordinates with ``join="outer"``/``"inner"``, by indexing) would not say which.
+    coordinates with ``join="outer"``/``"inner"``, by indexing) would not say which, nor
+    the :class:`~virtualstac.errors.UnsupportedOperationError` of comparing virtual values.
     """
     try:
         yield
@@ -84,6 +89,32 @@ def explaining_combine_errors(
         if reason is None:
             raise
         raise UnsupportedIndexingError(reason) from err
+    except UnsupportedOperationError as err:
+        compared = _compared(datasets)
+        if not compared:
+            raise
+        raise UnsupportedOperationError(
+            f"combining compares the values of {', '.join(compared)}, which references do not "
+            "hold (compat other than 'override', or data_vars/coords='different'): give "
+            "compat='override' (the first file's) with data_vars='all' and coords='minimal', "
+            "or load those variables (loadable_variables=[...])"
+        ) from err
+
+
+def _compared(datasets: Sequence[xr.Dataset]) -> list[str]:
+    """The virtual variables xarray would compare rather than join: those along no dimension
+    whose coordinates differ between the datasets."""
+    first = datasets[0]
+    joined = {
+        name
+        for name, index in first.xindexes.items()
+        if any(not _same_index(index, d.xindexes.get(name)) for d in datasets[1:])
+    }
+    return [
+        repr(str(name))
+        for name, variable in first.variables.items()
+        if isinstance(variable._data, ManifestArray) and not joined & set(variable.dims)
+    ]
 
 
 def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> str | None:
