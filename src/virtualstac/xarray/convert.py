@@ -45,12 +45,7 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         # dropping them here (combine_attrs="drop", drop_attrs()) would read packed integers
         # as they are stored, unmasked, and times as bare numbers.
         attrs = dict(variable.attrs)
-        encoding = data.metadata.attributes
-        attrs.update(
-            (key, encoding[key])
-            for key in CF_ENCODING_ATTRS
-            if key in encoding and key not in attrs
-        )
+        attrs.update(_lost_encoding(data.metadata.attributes, attrs))
         coordinates = variable.encoding.get("coordinates")
         if coordinates and "coordinates" not in attrs:
             attrs["coordinates"] = coordinates
@@ -97,6 +92,19 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         inlined={(0,) * len(grid): little.tobytes()} if values.size else {},
     )
     return ManifestArray(metadata, manifest)
+
+
+def _lost_encoding(encoding: Mapping[str, Any], attrs: Mapping[Any, Any]) -> dict[str, Any]:
+    """The attributes of an array saying what its numbers mean that ``attrs`` lack; ``units``
+    only when they are a time's (``days since ...``), other units being a label."""
+    units = encoding.get("units")
+    return {
+        key: value
+        for key, value in encoding.items()
+        if key in CF_ENCODING_ATTRS
+        and key not in attrs
+        and (key != "units" or (isinstance(units, str) and " since " in units))
+    }
 
 
 def dataset_to_group(dataset: xr.Dataset) -> ManifestGroup:
