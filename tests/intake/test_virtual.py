@@ -65,3 +65,21 @@ def test_read_loads_values(catalog: Path) -> None:
 def test_user_parameters_choose_the_file(catalog: Path) -> None:
     second = intake.open_catalog(str(catalog)).first_day(day="02").to_dask()
     assert str(second["time"].values[0]).startswith("2024-01-02")
+
+
+def test_decode_times_false_keeps_the_times_as_numbers(catalog: Path) -> None:
+    """As ``xr.open_dataset(decode_times=False)`` reads them: the numbers and their units."""
+    path = catalog.parent / "data" / "temperature_2024-01-01.nc"
+    catalog.write_text(
+        f"""
+sources:
+  encoded:
+    driver: virtual
+    args:
+      urlpath: "{{{{ CATALOG_DIR }}}}/data/{path.name}"
+      decode_times: false
+"""
+    )
+    dataset = intake.open_catalog(str(catalog)).encoded.read()
+    with xr.open_dataset(path, engine="netcdf4", decode_times=False) as direct:
+        xr.testing.assert_identical(dataset, direct.load())

@@ -183,7 +183,10 @@ class VirtualSource(VirtualDataSource):
         if self.references:
             return virtual
         store = virtual.virtual.to_store(self._registry)
-        dataset = open_zarr_values(store, chunks=self.chunks)
+        # The references keep times encoded: decoding them is the read's job, as it is
+        # xr.open_dataset's.
+        decoding = {} if self.decode_times is None else {"decode_times": self.decode_times}
+        dataset = open_zarr_values(store, chunks=self.chunks, **decoding)
         return dataset
 
     def _close(self) -> None:
