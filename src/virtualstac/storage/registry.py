@@ -73,7 +73,9 @@ def _ancestors(url: str) -> list[str]:
         found.append(head)
     scheme, sep, _ = url.partition("://")
     if sep and scheme + "://" not in found:  # the root of a hostless scheme: memory://
-        found.insert(found.index(scheme + ":/"), scheme + "://")
+        # Before "scheme:/", or for the root itself ("file://" splits into "file:") first.
+        root = scheme + ":/" if scheme + ":/" in found else scheme + ":"
+        found.insert(found.index(root), scheme + "://")
     return found
 
 
