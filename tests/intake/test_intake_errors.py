@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import netCDF4
+import numpy as np
 import pytest
+import rasterio
 
 import intake
 from virtualstac.demo import write_sample_archive
@@ -17,6 +20,7 @@ from virtualstac.errors import (
     InvalidCatalogArgumentError,
     InvalidCatalogError,
     SourceNotFoundError,
+    UnsupportedIndexingError,
 )
 
 
@@ -179,3 +183,27 @@ def test_well_typed_arguments_still_open(tmp_path: Path) -> None:
     )
     dataset = intake.open_catalog(str(catalog)).broken.to_dask()
     assert dataset["t2m"].chunks[0] == (12, 12)
+
+
+def test_files_of_formats_that_do_not_combine_are_named(tmp_path: Path) -> None:
+    """A netCDF file and a COG both with an ``x``, of 3 and 64 values: no dataset holds both."""
+    (tmp_path / "data").mkdir()
+    with netCDF4.Dataset(tmp_path / "data" / "profile.nc", "w") as nc:
+        nc.createDimension("x", 3)
+        nc.createVariable("x", "f8", ("x",))[:] = [0.0, 1.0, 2.0]
+        nc.createVariable("v", "f4", ("x",))[:] = [1.0, 2.0, 3.0]
+    profile = {
+        "driver": "COG",
+        "width": 64,
+        "height": 32,
+        "count": 1,
+        "dtype": "uint8",
+        "crs": "EPSG:32633",
+        "transform": rasterio.transform.from_origin(500000.0, 4000000.0, 10.0, 10.0),
+    }
+    with rasterio.open(tmp_path / "data" / "scene.tif", "w", **profile) as dst:
+        dst.write(np.zeros((1, 32, 64), "uint8"))
+    catalog = write_catalog(tmp_path, "virtual", 'urlpath: "{{ CATALOG_DIR }}/data/*"')
+    with pytest.raises(UnsupportedIndexingError, match="which references cannot hold") as err:
+        load(catalog)
+    assert "profile.nc" in str(err.value) and "scene.tif" in str(err.value)

@@ -25,7 +25,13 @@ from faulty_servers import FaultyServer
 from servers import S3Server
 from virtualstac import ManifestArray, NetworkOptions, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import NetworkError, SourceNotFoundError, UnregisteredURLError
+from virtualstac.errors import (
+    IncompatibleArraysError,
+    NetworkError,
+    SourceNotFoundError,
+    UnregisteredURLError,
+    UnsupportedIndexingError,
+)
 from virtualstac.parallel import (
     DaskDelayedExecutor,
     ForkingExecutorError,
@@ -290,6 +296,40 @@ def test_nested_lists_combine_in_two_dimensions(tmp_path: Path) -> None:
         xr.testing.assert_identical(
             read_back(combined, ObjectStoreRegistry.for_url(tiles[0][0])), expected.load()
         )
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "options", "refusal", "said"),
+    [
+        # The TIFF has no v, and its x has 96 values where the netCDF file's has 4.
+        (netcdf3_file, tiff_file, {}, UnsupportedIndexingError, "which references cannot hold"),
+        # Two files without dimension coordinates: nothing orders them.
+        (hdf5_file, hdf5_file, {}, IncompatibleArraysError, "cannot be combined by coord"),
+        # The HDF5 file has no time and none of the netCDF file's variables to fill in.
+        (
+            netcdf4_file,
+            hdf5_file,
+            {"combine": "nested", "concat_dim": "time"},
+            UnsupportedIndexingError,
+            "which references cannot hold",
+        ),
+    ],
+)
+def test_files_that_do_not_combine_are_named_with_the_reason(
+    tmp_path: Path,
+    one: Callable[[Path], tuple[Path, xr.Dataset]],
+    other: Callable[[Path], tuple[Path, xr.Dataset]],
+    options: dict[str, Any],
+    refusal: type[Exception],
+    said: str,
+) -> None:
+    first, _ = one(tmp_path)
+    second, _ = other(tmp_path)
+    with pytest.raises(refusal) as refused:
+        open_virtual_mfdataset([first, second], **options)
+    message = str(refused.value)
+    assert said in message
+    assert first.name in message and second.name in message
 
 
 def test_preprocess_runs_on_each_file_before_combining(archive: list[Path]) -> None:
