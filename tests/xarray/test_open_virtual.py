@@ -235,6 +235,16 @@ def test_group_selects_a_sub_group(tmp_path: Path) -> None:
     np.testing.assert_array_equal(values, [0.5, 1.5, 2.5])
 
 
+def test_a_group_the_file_lacks_is_named_with_the_groups_it_has(tmp_path: Path) -> None:
+    path = tmp_path / "groups.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createGroup("inner")
+    with pytest.raises(
+        SourceNotFoundError, match=r"has no group 'outer'; its groups: '/', '/inner'"
+    ):
+        open_virtual_dataset(str(path), group="outer")
+
+
 # -- open_virtual_mfdataset: combining ---------------------------------------------------------
 
 

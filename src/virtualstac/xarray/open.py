@@ -129,6 +129,7 @@ def open_virtual_dataset(
     _, store = _parse(url, registry, parser, drop)
     if overview_level is not None:
         group = overview_group(store.group, overview_level, url)
+    _check_group(store.group, (group or "").strip("/"), url)
     loadable = (
         None
         if loadable_variables is None
@@ -142,6 +143,21 @@ def open_virtual_dataset(
         raise type(err)(f"{redact(url)}: {err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
+
+
+def _check_group(root: ManifestGroup, group: str, url: str) -> None:
+    """Refuse a ``group`` the file does not have, as xarray's engines do (an ``OSError``),
+    naming the file and the groups it has.
+
+    Raises
+    ------
+    SourceNotFoundError
+        If ``group`` is not a group of the file.
+    """
+    groups = [path for path, node in root.walk() if isinstance(node, ManifestGroup)]
+    if group and group not in groups:
+        have = ", ".join(repr("/" + path) for path in groups)
+        raise SourceNotFoundError(f"{redact(url)} has no group {group!r}; its groups: {have}")
 
 
 def open_virtual_datatree(
