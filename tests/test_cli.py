@@ -214,11 +214,16 @@ def test_a_failing_republish_leaves_the_saved_collection_alone(
     assert catalog.read_bytes() == published
 
 
-def test_usage_errors_exit_with_2(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("workers", "message"), [("0", "must be at least 1"), ("x", "must be a whole number, got 'x'")]
+)
+def test_usage_errors_exit_with_2(
+    workers: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["publish", "c.json", "t", "--workers", "0"])
+        main(["publish", "c.json", "t", "--workers", workers])
     assert exited.value.code == 2
-    assert "--workers: must be at least 1" in capsys.readouterr().err
+    assert f"--workers: {message}" in capsys.readouterr().err
 
 
 def run(*arguments: str, **options: object) -> subprocess.CompletedProcess[str]:
