@@ -83,3 +83,22 @@ sources:
     dataset = intake.open_catalog(str(catalog)).encoded.read()
     with xr.open_dataset(path, engine="netcdf4", decode_times=False) as direct:
         xr.testing.assert_identical(dataset, direct.load())
+
+
+def test_a_list_parameter_names_the_files(catalog: Path) -> None:
+    """``"{{ files }}"`` renders a list parameter's default as text: it is the list, not a glob."""
+    files = sorted(str(path) for path in (catalog.parent / "data").glob("*.nc"))
+    catalog.write_text(
+        f"""
+sources:
+  chosen:
+    driver: virtual
+    parameters:
+      files: {{description: the files, type: list, default: {files[:1]!r}}}
+    args:
+      urlpath: "{{{{ files }}}}"
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).chosen
+    assert entry.read()["time"].size == 24
+    assert entry(files=files).read()["time"].size == 48

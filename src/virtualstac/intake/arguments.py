@@ -10,6 +10,7 @@ only after making it, so the message cannot name the entry.)
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import inspect
 import types
@@ -65,6 +66,20 @@ class Arguments:
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return list(value)
         raise self.error(name, value, "a string or a list of strings")
+
+    def paths(self, name: str, value: Any) -> list[str] | str | None:
+        """As :meth:`names`; and the text ``"['a.nc', 'b.nc']"`` that a template of a list
+        parameter renders to (``"{{ files }}"``, the parameter's default) is that list, not a
+        glob."""
+        names = self.names(name, value)
+        if isinstance(names, str) and names.startswith("[") and names.endswith("]"):
+            try:
+                listed = ast.literal_eval(names)
+            except (ValueError, SyntaxError):
+                return names  # a glob's character class, such as "[ab]"
+            if isinstance(listed, list) and all(isinstance(v, str) for v in listed):
+                return listed
+        return names
 
     def variables(self, name: str, value: Any) -> list[str] | None:
         """Variable names: a list of strings, one string, or None."""

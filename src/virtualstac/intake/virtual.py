@@ -92,7 +92,7 @@ class VirtualSource(VirtualDataSource):
         arguments = Arguments(self.name, metadata)
         arguments.unknown(unknown, VirtualSource.__init__)
         super().__init__(metadata=arguments.mapping("metadata", metadata))
-        named = arguments.names("urlpath", urlpath)
+        named = arguments.paths("urlpath", urlpath)
         if not named:
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
