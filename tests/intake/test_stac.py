@@ -251,6 +251,28 @@ def test_malformed_stac_json_names_the_file(
     assert isinstance(caught.value.__cause__, cause)
 
 
+def test_a_bool_parameter_sets_a_flag(static: tuple[Path, Archive]) -> None:
+    """Intake renders ``"{{ virtual }}"`` of a bool parameter as ``"True"``/``"False"``."""
+    catalog, _ = static
+    extra = catalog.parent / "flags.yaml"
+    extra.write_text(
+        """
+sources:
+  flagged:
+    driver: stac_virtual
+    parameters:
+      virtual: {description: references instead of values, type: bool, default: true}
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: B02
+      references: "{{ virtual }}"
+"""
+    )
+    entry = intake.open_catalog(str(extra)).flagged
+    assert isinstance(entry.read()["B02"].data, ManifestArray)
+    assert isinstance(entry(virtual=False).to_dask()["B02"].data, dask.array.Array)
+
+
 def test_references_true_gives_the_references_and_group_by_grid_a_tree(
     static: tuple[Path, Archive],
 ) -> None:

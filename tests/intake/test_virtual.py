@@ -102,3 +102,28 @@ sources:
     entry = intake.open_catalog(str(catalog)).chosen
     assert entry.read()["time"].size == 24
     assert entry(files=files).read()["time"].size == 48
+
+
+def test_int_and_bool_parameters_in_chunks_and_flags(catalog: Path) -> None:
+    """Intake renders a template's typed parameter as text ("12", "False"): it is the value."""
+    catalog.write_text(
+        """
+sources:
+  chosen:
+    driver: virtual
+    parameters:
+      steps: {description: time steps a chunk, type: int, default: 12, min: 1}
+      decode: {description: decode the times, type: bool, default: false}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      chunks: {time: "{{ steps }}"}
+      decode_times: "{{ decode }}"
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).chosen
+    dataset = entry.to_dask()
+    assert dataset["t2m"].chunks[0] == (12, 12, 12, 12)
+    assert dataset["time"].dtype.kind == "f"  # encoded, as decode_times=False reads it
+    decoded = entry(steps=24, decode=True).to_dask()
+    assert decoded["t2m"].chunks[0] == (24, 24)
+    assert decoded["time"].dtype.kind == "M"

@@ -87,10 +87,19 @@ class Arguments:
         return [names] if isinstance(names, str) else names
 
     def flag(self, name: str, value: Any) -> bool | None:
-        """True, False or None."""
+        """True, False or None; or the text a template of a ``bool`` parameter renders
+        (``"True"``, ``"False"``)."""
+        value = self.rendered_flag(value)
         if value is None or isinstance(value, bool):
             return value
         raise self.error(name, value, "true or false")
+
+    def rendered_flag(self, value: Any) -> Any:
+        """``value``, or True or False for the text a template of a ``bool`` parameter
+        renders (``"True"``, ``"False"``)."""
+        if isinstance(value, str) and value.strip().lower() in _FLAGS:
+            return _FLAGS[value.strip().lower()]
+        return value
 
     def mapping(self, name: str, value: Any) -> dict[str, Any] | None:
         """A mapping with string keys, or None."""
@@ -101,11 +110,15 @@ class Arguments:
         raise self.error(name, value, "a mapping of names to values")
 
     def chunks(self, value: Any) -> dict[str, Any]:
-        """Dask chunks: a mapping of dimension names to sizes (or ``"auto"``); None or ``{}``
-        keeps the files' own chunks."""
+        """Dask chunks: a mapping of dimension names to sizes (or ``"auto"``, or the text a
+        template of an ``int`` parameter renders); None or ``{}`` keeps the files' own chunks."""
         sizes = self.mapping("chunks", value)
         if sizes is None:
             return {}
+        sizes = {
+            dim: int(size) if isinstance(size, str) and size.strip().isdigit() else size
+            for dim, size in sizes.items()
+        }
         if all(_is_chunk_size(v) for v in sizes.values()):
             return sizes
         raise self.error("chunks", value, "a mapping of dimension names to sizes")
@@ -190,6 +203,10 @@ class Arguments:
         if isinstance(value, str) and value.strip().isdigit():
             return int(value)
         raise self.error(name, value, "a whole number")
+
+
+#: How a YAML catalog or a template writes true and false.
+_FLAGS = {"true": True, "false": False}
 
 
 def _is_chunk_size(value: Any) -> bool:

@@ -185,6 +185,8 @@ def _checked_options(arguments: Arguments, given: dict[str, Any]) -> dict[str, A
     hints = get_type_hints(OpenOptions)
     checked: dict[str, Any] = {}
     for name, value in given.items():
+        if name in hints and arguments.fits(True, hints[name]):
+            value = arguments.rendered_flag(value)
         if name == "sign":
             if not (value is None or callable(value) or isinstance(value, str)):
                 raise arguments.error(name, value, "a function or its import path")
