@@ -72,6 +72,19 @@ def test_virtual_argument_of_the_wrong_type(
     assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
 
 
+@pytest.mark.parametrize("urlpath", ["data/*.nc", "[/data/a.nc, data/b.nc]"])
+def test_a_relative_urlpath_is_refused_with_the_catalog_dir_spelling(
+    tmp_path: Path, urlpath: str
+) -> None:
+    """Relative to the catalog or to wherever Python runs? Neither is guessed."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = write_catalog(tmp_path, "virtual", f"urlpath: {urlpath}")
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert "argument 'urlpath' 'data/" in str(refused.value)
+    assert 'is a relative path: write it as "{{ CATALOG_DIR }}/data/' in str(refused.value)
+
+
 def test_unknown_argument_is_named_with_what_the_driver_takes(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, "virtual", "urlpath: data/a.nc\nurl_path: data/b.nc")
     with pytest.raises(

@@ -87,7 +87,7 @@ class VirtualSource(VirtualDataSource):
         Raises
         ------
         InvalidCatalogArgumentError
-            If an argument is unknown or of the wrong type.
+            If an argument is unknown or of the wrong type, or ``urlpath`` a relative path.
         """
         arguments = Arguments(self.name, metadata)
         arguments.unknown(unknown, VirtualSource.__init__)
@@ -111,6 +111,14 @@ class VirtualSource(VirtualDataSource):
         self.references = bool(arguments.flag("references", references))
         if self.references and chunks:
             raise arguments.error("chunks", chunks, "left out with references: true")
+        for path in [named] if isinstance(named, str) else named:
+            # Relative to what: the catalog, or wherever Python happens to run? Say which.
+            if "://" not in path and not path.startswith("/"):
+                raise arguments.refused(
+                    "urlpath",
+                    f"{path!r} is a relative path: write it as "
+                    f'"{{{{ CATALOG_DIR }}}}/{path}" to name it in the catalog\'s directory',
+                )
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
