@@ -108,3 +108,12 @@ def test_empty_file_is_unknown(tmp_path: Path, registry: ObjectStoreRegistry) ->
 def test_missing_file(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
     with pytest.raises(SourceNotFoundError, match="does not exist"):
         detect_format(str(tmp_path / "nope.nc"), registry)
+
+
+def test_a_directory_without_zarr_metadata_is_no_missing_file(
+    tmp_path: Path, registry: ObjectStoreRegistry
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.nc").write_bytes(b"CDF\x01")
+    with pytest.raises(UnknownFormatError, match=r"data' is a directory without Zarr"):
+        detect_format(str(tmp_path / "data"), registry)

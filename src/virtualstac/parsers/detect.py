@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from typing import Any
 
@@ -13,6 +14,7 @@ from virtualstac.storage import objects
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import read_document, read_head
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = ["detect_format", "parser_for"]
 
@@ -82,6 +84,13 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
         )
     if any(_exists(store, f"{prefix}/{key}") for key in ("zarr.json", ".zgroup", ".zarray")):
         return "zarr"
+    local = normalize_url(url)
+    if local.startswith("file://") and os.path.isdir(file_url_to_path(local)):
+        # An object store has no directories to tell apart from nothing; a disk has.
+        raise UnknownFormatError(
+            f"{redact(url)!r} is a directory without Zarr or Kerchunk parquet metadata "
+            "(zarr.json, .zgroup, .zarray, .zmetadata): name the files in it, or a glob"
+        )
     raise SourceNotFoundError(
         f"{redact(url)!r} does not exist (no object there, nor Zarr or Kerchunk parquet "
         "metadata below it)"
