@@ -154,6 +154,8 @@ def test_info_prints_the_dataset_of_a_published_collection(
             "the assets of item 'S0' lie on 2 different grids",
         ),
         (["info", "{tmp}/nothing.json"], "nothing.json"),
+        (["info", "{catalog_dir}"], "catalog is a directory, not a JSON document"),
+        (["publish", "{catalog_dir}", "out"], "catalog is a directory, not a JSON document"),
     ],
 )
 def test_errors_are_one_line(

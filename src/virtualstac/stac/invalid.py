@@ -59,6 +59,10 @@ def reading_stac(
         raise InvalidCatalogError(f"invalid {what} {place}: {_reason(original)}") from original
     except FileNotFoundError as err:
         raise SourceNotFoundError(f"{what} {place} does not exist") from err
+    except IsADirectoryError as err:
+        raise InvalidCatalogError(
+            f"{what} {place} is a directory, not a JSON document: name the JSON file in it"
+        ) from err
 
 
 def _reason(error: BaseException) -> str:
