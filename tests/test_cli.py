@@ -153,6 +153,11 @@ def test_info_prints_the_dataset_of_a_published_collection(
             ["publish", "{catalog}", "{tmp}/x.icechunk", "--no-progress"],
             "the assets of item 'S0' lie on 2 different grids",
         ),
+        (
+            ["publish", "{catalog}", "{tmp}/x.icechunk", "--no-progress"],
+            "publish the assets of one grid with --assets KEY ..., and those of another grid "
+            "under another --asset-key.",
+        ),
         (["info", "{tmp}/nothing.json"], "nothing.json"),
         (["info", "{catalog_dir}"], "catalog is a directory, not a JSON document"),
         (["publish", "{catalog_dir}", "out"], "catalog is a directory, not a JSON document"),

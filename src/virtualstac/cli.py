@@ -257,7 +257,7 @@ def _publish(arguments: argparse.Namespace) -> int:
     recorded = collection.assets.get(key)
     # Copied now: publishing may update the asset in place.
     before = None if recorded is None else (_href(recorded), _items(recorded))
-    with _executor(arguments.parallel, arguments.workers) as parallel:
+    with _executor(arguments.parallel, arguments.workers) as parallel, _grids_advice():
         publish(
             collection,
             arguments.target,
@@ -276,6 +276,21 @@ def _publish(arguments: argparse.Namespace) -> int:
     asset = collection.assets[key]
     print(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}")
     return 0
+
+
+@contextmanager
+def _grids_advice() -> Iterator[None]:
+    """Advise on mixed grids with the command's options: it has no ``group_by``."""
+    from virtualstac.stac.combining import MIXED_GRIDS_ADVICE, MixedGridsError
+
+    try:
+        yield
+    except MixedGridsError as err:
+        advice = (
+            "Virtual references cannot resample: publish the assets of one grid with "
+            "--assets KEY ..., and those of another grid under another --asset-key."
+        )
+        raise MixedGridsError(str(err).replace(MIXED_GRIDS_ADVICE, advice)) from err
 
 
 def _href(asset: pystac.Asset) -> str:

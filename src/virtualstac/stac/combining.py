@@ -31,7 +31,7 @@ from virtualstac.stac.grouping import (
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.xarray.combine import check_labels_agree, concat_virtual
 
-__all__ = ["Grid", "MixedGridsError"]
+__all__ = ["MIXED_GRIDS_ADVICE", "Grid", "MixedGridsError"]
 
 
 class MixedGridsError(IncompatibleArraysError):
@@ -162,6 +162,13 @@ def _merge(item_id: str, parts: list[tuple[str, xr.Dataset]]) -> xr.Dataset:
     return merged
 
 
+#: What a :class:`MixedGridsError` advises, which the command line words with its own options.
+MIXED_GRIDS_ADVICE = (
+    "Virtual references cannot resample: choose assets on one grid with assets=[...], "
+    "or pass group_by='grid' for one dataset per grid."
+)
+
+
 def _mixed_grids_error(what: str, groups: Mapping[Grid | None, list[str]]) -> MixedGridsError:
     grids = [grid for grid in groups if grid is not None]
     lines = [f"  {', '.join(groups[grid])}: {grid}" for grid in grids]
@@ -169,8 +176,8 @@ def _mixed_grids_error(what: str, groups: Mapping[Grid | None, list[str]]) -> Mi
     return MixedGridsError(
         f"{what} lie on {len(grids)} different grids ({'; '.join(reasons)}):\n"
         + "\n".join(lines)
-        + "\nVirtual references cannot resample: choose assets on one grid with assets=[...], "
-        "or pass group_by='grid' for one dataset per grid."
+        + "\n"
+        + MIXED_GRIDS_ADVICE
     )
 
 
