@@ -220,3 +220,16 @@ def test_files_of_formats_that_do_not_combine_are_named(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedIndexingError, match="which references cannot hold") as err:
         load(catalog)
     assert "profile.nc" in str(err.value) and "scene.tif" in str(err.value)
+
+
+def test_chunks_of_a_dimension_the_dataset_has_not(tmp_path: Path) -> None:
+    """xarray ignores them; a misspelt ``tim`` would silently keep the files' chunks."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = write_catalog(
+        tmp_path, "virtual", 'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\nchunks: {tim: 12}'
+    )
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert "argument 'chunks' names 'tim', not dimension(s) of the dataset (time, lat, lon)" in (
+        str(refused.value)
+    )

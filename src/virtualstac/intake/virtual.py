@@ -190,6 +190,14 @@ class VirtualSource(VirtualDataSource):
         virtual = self._open_virtual()
         if self.references:
             return virtual
+        unknown = [dim for dim in self.chunks if dim not in virtual.sizes]
+        if unknown:
+            # xr.open_zarr would ignore them: a misspelt dimension would keep the files' chunks.
+            raise Arguments(VirtualSource.name, self.metadata).refused(
+                "chunks",
+                f"names {', '.join(map(repr, unknown))}, not dimension(s) of the dataset "
+                f"({', '.join(map(str, virtual.sizes))})",
+            )
         store = virtual.virtual.to_store(self._registry)
         # The references keep times encoded: decoding them is the read's job, as it is
         # xr.open_dataset's.
