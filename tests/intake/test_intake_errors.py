@@ -85,6 +85,22 @@ def test_a_relative_urlpath_is_refused_with_the_catalog_dir_spelling(
     assert 'is a relative path: write it as "{{ CATALOG_DIR }}/data/' in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("combine: nested", "argument 'concat_dim' is needed with combine: nested"),
+        (
+            "overview_level: 0\ngroup: overviews",
+            "argument 'overview_level' and 'group' cannot both be given",
+        ),
+    ],
+)
+def test_virtual_arguments_that_do_not_go_together(tmp_path: Path, args: str, message: str) -> None:
+    catalog = write_catalog(tmp_path, "virtual", f'urlpath: "/data/*.nc"\n{args}')
+    with pytest.raises(InvalidCatalogArgumentError, match=message):
+        load(catalog)
+
+
 def test_unknown_argument_is_named_with_what_the_driver_takes(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, "virtual", "urlpath: data/a.nc\nurl_path: data/b.nc")
     with pytest.raises(

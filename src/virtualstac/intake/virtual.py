@@ -111,6 +111,11 @@ class VirtualSource(VirtualDataSource):
         self.references = bool(arguments.flag("references", references))
         if self.references and chunks:
             raise arguments.error("chunks", chunks, "left out with references: true")
+        if combine == "nested" and not self.concat_dim:
+            raise arguments.refused("concat_dim", "is needed with combine: nested")
+        if self.group and self.overview_level is not None:
+            # An overview is a group of its own: the two would name different groups.
+            raise arguments.refused("overview_level", "and 'group' cannot both be given")
         for path in [named] if isinstance(named, str) else named:
             # Relative to what: the catalog, or wherever Python happens to run? Say which.
             if "://" not in path and not path.startswith("/"):
