@@ -245,6 +245,11 @@ def test_a_group_the_file_lacks_is_named_with_the_groups_it_has(tmp_path: Path) 
         open_virtual_dataset(str(path), group="outer")
 
 
+def test_loadable_variables_a_file_lacks_are_named_with_the_file(archive: list[Path]) -> None:
+    with pytest.raises(KeyError, match=r"temperature_2024-01-01\.nc: loadable_variables \['t3m'\]"):
+        open_virtual_dataset(archive[0], loadable_variables=["t3m"])
+
+
 # -- open_virtual_mfdataset: combining ---------------------------------------------------------
 
 

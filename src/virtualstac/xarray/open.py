@@ -141,6 +141,8 @@ def open_virtual_dataset(
         )
     except (InvalidManifestError, NotVirtualizableError) as err:
         raise type(err)(f"{redact(url)}: {err}") from err
+    except KeyError as err:  # loadable_variables the file has not, or a group that is an array
+        raise KeyError(f"{redact(url)}: {err.args[0] if err.args else err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
 
