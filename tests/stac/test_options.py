@@ -107,3 +107,12 @@ def test_the_intake_driver_checks_a_type_alias_through_its_value(tmp_path: Path)
     with pytest.raises(ValueError, match="argument 'groupby' must be a string or a function"):
         intake.open_catalog(str(catalog))["wrong"].to_dask()
     assert StacVirtualSource("item.json", groupby="solar_day").options == {"groupby": "solar_day"}
+
+
+def test_chunks_naming_a_dimension_the_data_lacks_are_refused(scenes: Scenes) -> None:
+    """xr.open_zarr ignores them: a misspelt dimension would keep the files' chunks."""
+    with pytest.raises(ValueError, match=r"chunks names 'tim', not a dimension.*time, x, y"):
+        open_stac(scenes.items, ["B02"], chunks={"tim": 1})
+    opened = open_stac(scenes.items, ["B02"], chunks={"time": 1, "x": 150})
+    assert opened["B02"].chunks is not None
+    assert opened["B02"].chunksizes["x"][0] == 150

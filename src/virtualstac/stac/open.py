@@ -169,7 +169,24 @@ def _open_stac(
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
     registry = options.get("registry")
     with reading_with(registry.network if registry is not None else DEFAULT_NETWORK):
-        return _opened(stac, assets, group_by, options)
+        opened = _opened(stac, assets, group_by, options)
+    _check_chunks(options.get("chunks"), opened)
+    return opened
+
+
+def _check_chunks(chunks: object, opened: _Opened) -> None:
+    """Refuse ``chunks`` naming a dimension no opened dataset has: ``xr.open_zarr`` ignores
+    it, so a misspelt dimension would silently keep the files' chunks."""
+    if not isinstance(chunks, Mapping):
+        return
+    datasets = opened.values() if isinstance(opened, dict) else [opened]
+    dims = {str(dim) for dataset in datasets for dim in dataset.sizes}
+    unknown = [str(dim) for dim in chunks if str(dim) not in dims]
+    if unknown:
+        raise ValueError(
+            f"chunks names {', '.join(map(repr, unknown))}, not a dimension of the opened "
+            f"data ({', '.join(sorted(dims))})"
+        )
 
 
 def _opened(
