@@ -95,7 +95,7 @@ def test_kerchunk_parquet_directory(tmp_path: Path, registry: ObjectStoreRegistr
 
 def test_unknown_bytes_name_the_file(tmp_path: Path, registry: ObjectStoreRegistry) -> None:
     (tmp_path / "notes.txt").write_text("just some text, long enough")
-    with pytest.raises(UnknownFormatError, match=r"notes\.txt.*Pass parser="):
+    with pytest.raises(UnknownFormatError, match=r"notes\.txt.*Pass parser=.*virtual:parser"):
         detect_format(str(tmp_path / "notes.txt"), registry)
 
 

@@ -68,7 +68,8 @@ def detect_format(url: str, registry: ObjectStoreRegistry) -> str:
             return "hdf5"
         raise UnknownFormatError(
             f"cannot tell the format of {redact(url)!r} from its first bytes {bytes(head[:8])!r}; "
-            "supported: HDF5/netCDF4, TIFF/COG, netCDF3, Kerchunk JSON. Pass parser= explicitly."
+            "supported: HDF5/netCDF4, TIFF/COG, netCDF3, Kerchunk JSON. Pass parser= explicitly "
+            "(for a STAC asset, set its virtual:parser)."
         )
     store, path = registry.resolve(url)
     prefix = path.rstrip("/")
