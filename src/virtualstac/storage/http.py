@@ -343,6 +343,9 @@ class HttpStore:
                     "those are not the object's stored bytes, so its ranges cannot be read"
                 )
             data = b"" if method == "HEAD" else _body(response, deadline, limit)
+            # The connection goes back to the pool: its next request gets the whole timeout,
+            # not what this one left.
+            _read_timeout(response, self._timeout)
             complete = True
             return status, fields, data
         finally:
