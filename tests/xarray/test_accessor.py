@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
@@ -123,3 +124,32 @@ def test_dropping_attributes_keeps_what_the_stored_numbers_mean(tmp_path: Path, 
         xr.testing.assert_equal(values["t2m"], direct["t2m"])
         assert values["t2m"].attrs == direct["t2m"].attrs  # units that are a label go
         xr.testing.assert_equal(values["time"], direct["time"])
+
+
+@pytest.mark.parametrize("calendar", ["standard", "noleap"])
+def test_time_bounds_decode_after_their_link_is_dropped(tmp_path: Path, calendar: str) -> None:
+    """CF bounds take their time's units and calendar (xarray links them through the time's
+    ``bounds`` attribute when it decodes); combine_attrs="drop" drops that link."""
+    paths = []
+    for month in range(2):
+        path = tmp_path / f"m{month}.nc"
+        with netCDF4.Dataset(path, "w") as nc:
+            nc.createDimension("time", 2)
+            nc.createDimension("nv", 2)
+            time = nc.createVariable("time", "f8", ("time",))
+            time.setncatts({"units": "days since 2000-01-01", "calendar": calendar})
+            time.bounds = "time_bnds"
+            time[:] = [30 * month + 0.5, 30 * month + 1.5]
+            nc.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [
+                [30 * month, 30 * month + 1],
+                [30 * month + 1, 30 * month + 2],
+            ]
+            nc.createVariable("v", "f4", ("time",))[:] = [month, month + 0.5]
+        paths.append(path)
+    registry = ObjectStoreRegistry.for_url(str(paths[0]))
+
+    virtual = open_virtual_mfdataset(paths, combine_attrs="drop")
+    values = open_zarr_values(virtual.virtual.to_store(registry))
+    with xr.open_mfdataset(paths, engine="netcdf4", combine_attrs="drop") as direct:
+        assert values["time_bnds"].dtype == direct["time_bnds"].dtype
+        np.testing.assert_array_equal(values["time_bnds"].values, direct["time_bnds"].values)

@@ -15,6 +15,7 @@ from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import typed_attributes
 from virtualstac.manifests.geotransform import geotransform_coordinates
 from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.metadata import replace_metadata
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -57,6 +58,9 @@ def virtual_dataset_from_store(
     prefix = f"{group}/" if group else ""
     stackable = _stackable_character_dimensions(variables)
     inherited = _time_bounds_attributes(node.arrays) if decode_times is not False else {}
+    for name, taken in inherited.items():
+        if name in variables and name not in load:
+            variables[name] = _with_time_encoding(variables[name], taken)
     for name in load:
         variables[name] = _load(
             store,
@@ -123,6 +127,24 @@ def _time_bounds_attributes(arrays: Mapping[str, ManifestArray]) -> dict[str, di
                 taken["calendar"] = attrs["calendar"]
             inherited[bounds] = taken
     return inherited
+
+
+def _with_time_encoding(variable: xr.Variable, taken: Mapping[str, Any]) -> xr.Variable:
+    """A virtual bounds variable whose array carries its time's ``units`` and ``calendar``
+    where it has none: they then travel with its references and decode it wherever it is
+    read, even after the time's ``bounds`` attribute that links them is dropped."""
+    array = variable.data
+    if not isinstance(array, ManifestArray):
+        return variable
+    own = array.metadata.attributes
+    missing = {key: value for key, value in taken.items() if key not in own}
+    if not missing:
+        return variable
+    import xarray as xr
+
+    metadata = replace_metadata(array.metadata, attributes={**own, **missing})
+    data = ManifestArray(metadata, array.manifest)
+    return xr.Variable(variable.dims, data, variable.attrs, variable.encoding)
 
 
 def _load(
