@@ -20,6 +20,7 @@ from virtualstac.errors import (
     IncompatibleArraysError,
     UnsupportedIndexingError,
     UnsupportedOperationError,
+    VirtualStacError,
 )
 from virtualstac.manifests import ManifestArray
 from virtualstac.manifests.metadata import check_combinable
@@ -65,7 +66,7 @@ def concat_virtual(
 
 @contextmanager
 def explaining_combine_errors(
-    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None
+    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None, how: str | None = None
 ) -> Iterator[None]:
     """Errors of combining ``datasets`` raised again naming the variable and the datasets (by
     their ``labels``, by default their position), of the same type.
@@ -76,6 +77,9 @@ def explaining_combine_errors(
     reindexing (xarray fills a variable missing from some datasets, or aligns unequal
     coordinates with ``join="outer"``/``"inner"``, by indexing) would not say which, nor
     the :class:`~virtualstac.errors.UnsupportedOperationError` of comparing virtual values.
+    Given ``how`` the datasets were combined (``"by coordinates"``), xarray's own refusals
+    (sizes that do not align, no coordinate to order by) become an
+    :class:`~virtualstac.errors.IncompatibleArraysError` naming the datasets, how and why.
     """
     try:
         yield
@@ -98,6 +102,16 @@ def explaining_combine_errors(
             "hold (compat other than 'override', or data_vars/coords='different'): give "
             "compat='override' (the first file's) with data_vars='all' and coords='minimal', "
             "or load those variables (loadable_variables=[...])"
+        ) from err
+    except VirtualStacError:
+        raise
+    except (ValueError, IndexError, NotImplementedError) as err:
+        if how is None or labels is None:
+            raise
+        shown = list(labels[:3]) + [f"{len(labels) - 3} more"] * (len(labels) > 3)
+        reason = " ".join(str(err).split()) or type(err).__name__
+        raise IncompatibleArraysError(
+            f"the {len(labels)} files cannot be combined {how} ({', '.join(shown)}): {reason}"
         ) from err
 
 

@@ -10,18 +10,15 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
-from contextlib import contextmanager
 from typing import Any, Literal, cast
 
 import xarray as xr
 from obstore.exceptions import BaseError
 
 from virtualstac.errors import (
-    IncompatibleArraysError,
     InvalidManifestError,
     NotVirtualizableError,
     SourceNotFoundError,
-    VirtualStacError,
 )
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
@@ -356,34 +353,13 @@ def open_virtual_mfdataset(
     check_time_encodings_agree(datasets, labels)
     if combine == "nested":
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
-        with _combining(urls, f"along {', '.join(dims)}"):
-            with explaining_combine_errors(datasets, labels):
-                nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
+        with explaining_combine_errors(datasets, labels, f"along {', '.join(dims)}"):
+            nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
         return nested
-    with _combining(urls, "by coordinates"), explaining_combine_errors(datasets, labels):
+    with explaining_combine_errors(datasets, labels, "by coordinates"):
         combined = xr.combine_by_coords(datasets, **combine_options)
     assert isinstance(combined, xr.Dataset)
     return combined
-
-
-@contextmanager
-def _combining(urls: Sequence[str], how: str) -> Iterator[None]:
-    """Name the files and the reason when xarray cannot combine their datasets ``how``.
-
-    xarray's own refusals (dimension sizes that do not align, no coordinate to order by) name
-    neither the files nor the way they were combined. virtualstac's errors pass as they are:
-    :func:`~virtualstac.xarray.combine.explaining_combine_errors` names their variables.
-    """
-    try:
-        yield
-    except VirtualStacError:
-        raise  # ours, named by explaining_combine_errors where it could say more
-    except (ValueError, IndexError, NotImplementedError) as err:
-        shown = [redact(url) for url in urls[:3]] + [f"{len(urls) - 3} more"] * (len(urls) > 3)
-        reason = " ".join(str(err).split()) or type(err).__name__
-        raise IncompatibleArraysError(
-            f"the {len(urls)} files cannot be combined {how} ({', '.join(shown)}): {reason}"
-        ) from err
 
 
 def _open_each(
