@@ -1,8 +1,8 @@
 """The HDF5 parser's attribute reader gives what h5py's ``AttributeManager`` gives, in its order.
 
-It reads numbers and fixed-length strings through h5py's low-level API and every other type
-through h5py itself; these tests compare both with ``node.attrs`` on files h5py and the
-netCDF4 library wrote.
+It reads numbers and fixed-length strings through h5py's low-level API (one value as a scalar,
+whatever its stored shape, as netCDF reads it) and every other type through h5py itself;
+these tests compare both with ``node.attrs`` on files h5py and the netCDF4 library wrote.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ def _same(ours: Any, theirs: Any, h5file: h5py.File) -> bool:
             and ours.shape == theirs.shape
             and all(_same(a, b, h5file) for a, b in zip(ours.flat, theirs.flat, strict=True))
         )
+    if isinstance(theirs, np.ndarray) and theirs.size == 1 and theirs.dtype.kind in "iufS":
+        # One number or fixed-length string is one value, whether stored as () or (1,).
+        return _same(ours, theirs.reshape(())[()], h5file)
     if isinstance(theirs, np.ndarray):
         return (
             isinstance(ours, np.ndarray)
@@ -57,6 +60,8 @@ def h5py_attributes(tmp_path: Path) -> Path:
         attrs.create("fixed_utf8", "d\u00e9j\u00e0".encode(), dtype=h5py.string_dtype("utf-8", 6))
         attrs.create("padded", np.bytes_(b"ab\x00cd"), dtype="S5")
         attrs["fixed_array"] = np.array([b"a", b"bcd"], dtype="S3")
+        attrs["one_element"] = np.array([7], dtype="i2")
+        attrs["one_text"] = np.array([b"K"], dtype="S1")
         attrs["vlen_text"] = "text"
         attrs["vlen_list"] = ["a", "bc"]
         attrs["boolean"] = np.bool_(True)

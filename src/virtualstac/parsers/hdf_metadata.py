@@ -112,7 +112,8 @@ class Attributes(Mapping[str, Any]):
     The parser asks for some more than once (``_FillValue``: for the fill value and as an
     attribute). Numbers and fixed-length strings, nearly all attributes of netCDF files, are
     read through h5py's low-level API, which costs about half of ``AttributeManager``'s reads
-    for the same values; other types are read by ``AttributeManager``.
+    for the same values (one value of them as a scalar, whatever its stored shape); other
+    types are read by ``AttributeManager``.
     """
 
     __slots__ = ("_node", "_raw", "_values")
@@ -185,17 +186,21 @@ def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: byt
     """The value ``node.attrs[name]`` gives, read with fewer h5py objects where the type allows.
 
     Mirrors ``AttributeManager.__getitem__`` for numbers and fixed-length strings (the same
-    memory type, so HDF5 converts as it would there); other types go through h5py itself.
+    memory type, so HDF5 converts as it would there), except that one value of those types is
+    given as a scalar whether stored with shape ``()`` or ``(1,)``, as netCDF reads both; other
+    types go through h5py itself.
     """
     attr = h5py.h5a.open(node.id, raw)
-    shape = attr.get_space().shape
-    if shape is not None:
-        dtype = attr.get_type().dtype
-        metadata = dtype.metadata or {}
-        encoding = metadata.get("h5py_encoding")
-        simple = dtype.kind in "iuf" and not metadata
-        text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
-        if simple or text:
+    dtype = attr.get_type().dtype
+    metadata = dtype.metadata or {}
+    encoding = metadata.get("h5py_encoding")
+    simple = dtype.kind in "iuf" and not metadata
+    text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
+    if simple or text:
+        # Most attributes hold one value; their stored size says so without asking HDF5 for
+        # a dataspace object (a fifth of the read).
+        shape = () if _stored_bytes(attr) == dtype.itemsize else attr.get_space().shape
+        if shape is not None:
             key = (dtype.str, encoding)
             memory_type = _MEMORY_TYPES.get(key)
             if memory_type is None:
@@ -204,6 +209,14 @@ def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: byt
             attr.read(values, mtype=memory_type)
             return values[()] if values.ndim == 0 else values
     return node.attrs[name]
+
+
+def _stored_bytes(attr: Any) -> int:
+    """The bytes attribute ``attr`` stores; 0 for none (h5py takes HDF5's 0 for a failure)."""
+    try:
+        return int(attr.get_storage_size())
+    except RuntimeError:
+        return 0
 
 
 def attributes(
