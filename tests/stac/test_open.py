@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import dask.array
 import numpy as np
+import pyproj
 import pystac
 import pytest
 import rasterio
@@ -18,7 +19,12 @@ import xarray as xr
 from tiff_files import pixels, write_gdal
 
 from virtualstac import ManifestArray, ObjectStoreRegistry
-from virtualstac.errors import IncompatibleArraysError, InvalidPathError, UnregisteredURLError
+from virtualstac.errors import (
+    IncompatibleArraysError,
+    InvalidCatalogError,
+    InvalidPathError,
+    UnregisteredURLError,
+)
 from virtualstac.stac import (
     AssetNotFoundError,
     Grid,
@@ -360,6 +366,39 @@ def test_proj_fields_georeference_a_file_without_georeferencing(
     item.assets["B05"].extra_fields["proj:shape"] = [150, 100]
     with pytest.raises(MixedGridsError, match=r"proj:shape \[150, 100\] does not match"):
         open_stac(item, references=True)
+
+
+def test_proj_crs_fields_of_every_spelling_and_ones_proj_cannot_read(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    cog = write_band(tmp_path / "cog.tif", size=150, seed=2)
+    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B04": (str(plain), COG)})
+    fields = item.assets["B04"].extra_fields
+    fields["proj:transform"] = [10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0, 0.0, 0.0, 1.0]
+    utm = pyproj.CRS.from_epsg(32633)
+    for spelling in (
+        {"proj:code": "EPSG:32633"},
+        {"proj:epsg": 32633},
+        {"proj:wkt2": utm.to_wkt()},
+        {"proj:projjson": utm.to_json_dict()},
+    ):
+        item.properties.update(spelling)
+        opened = open_stac(item)
+        assert pyproj.CRS.from_wkt(opened["spatial_ref"].attrs["crs_wkt"]) == utm
+        np.testing.assert_array_equal(opened["B04"].values, read_band(plain))
+        for name in spelling:
+            del item.properties[name]
+
+    # A PROJJSON PROJ cannot read is refused where it is needed, naming the asset ...
+    item.properties["proj:projjson"] = {"type": "GeographicCRS", "name": "incomplete"}
+    with pytest.raises(InvalidCatalogError, match=r"asset 'B04' of item 'plain'.* not one PROJ"):
+        open_stac(item)
+    # ... and ignored by a file that carries its own CRS, as GDAL ignores it.
+    item.assets["B04"].href = str(cog)
+    np.testing.assert_array_equal(open_stac(item)["B04"].values, read_band(cog))
 
 
 def test_same_variable_in_two_assets_and_items_with_different_variables(

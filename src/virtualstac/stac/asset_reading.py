@@ -19,9 +19,7 @@ import numpy as np
 import pyproj
 import xarray as xr
 
-from virtualstac.errors import (
-    UnknownFormatError,
-)
+from virtualstac.errors import InvalidCatalogError, UnknownFormatError
 from virtualstac.parallel import executor_for, map_batched
 from virtualstac.parsers import (
     HDFParser,
@@ -182,7 +180,7 @@ def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
         raise UnsupportedAssetError(f"{where}: proj:transform needs 6 or 9 values, not {transform}")
     shape = (dataset.sizes["y"], dataset.sizes["x"])
     a, b, c, d, e, f = transform[:6]
-    crs = pyproj.CRS.from_user_input(projection.crs) if projection.crs else None
+    crs = _crs(projection.crs, where) if projection.crs else None
     geo = GeoReference((c, a, b, f, d, e), crs)
     if task.overview_level is not None:
         # proj: fields describe the full resolution; scale them to the overview as GDAL does.
@@ -210,3 +208,18 @@ def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
         for name in dataset.data_vars:
             dataset[name].attrs["grid_mapping"] = "spatial_ref"
     return dataset.assign_coords(coords)
+
+
+def _crs(text: str, where: str) -> pyproj.CRS:
+    """The CRS of an asset's ``proj:code``, ``proj:wkt2``, ``proj:epsg`` or ``proj:projjson``."""
+    try:
+        return pyproj.CRS.from_user_input(text)
+    except pyproj.exceptions.CRSError as err:
+        raise InvalidCatalogError(
+            f"{where}: its file has no georeferencing and its proj: CRS {_shortened(text)} is "
+            f"not one PROJ knows ({err})"
+        ) from err
+
+
+def _shortened(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:77] + "...")

@@ -8,11 +8,11 @@ defaults, say how (group, variables, name), and the caller's options override th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyproj
 import pystac
 from pystac_client import ItemSearch
 
@@ -275,8 +275,11 @@ def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _P
     shape = _numbers(where, "proj:shape", get("shape"))
     epsg = get("epsg")
     crs = get("code") or get("wkt2") or (f"EPSG:{epsg}" if epsg else None)
-    if crs is None and get("projjson") is not None:
-        crs = pyproj.CRS.from_json_dict(get("projjson")).to_wkt()
+    projjson = get("projjson")
+    if crs is None and projjson is not None:
+        # Parsed only for a file without georeferencing: a PROJJSON pyproj cannot read must
+        # not stop a file that carries its own CRS from opening.
+        crs = projjson if isinstance(projjson, str) else json.dumps(projjson)
     return _Projection(
         transform=None if transform is None else tuple(float(v) for v in transform),
         shape=None if shape is None else tuple(int(v) for v in shape),
