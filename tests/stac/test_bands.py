@@ -205,7 +205,9 @@ def test_published_stores_keep_labels_and_scaling(tmp_path: Path, format: str, t
 
 
 def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> None:
-    listed = asset_bands(pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]}))
+    listed = asset_bands(
+        pystac.Asset("x.tif", extra_fields={"bands": [{"nodata": "nan"}]}), "asset x"
+    )
     assert listed.listed == (StacBand(nodata="nan"),)
     path = reflectance(tmp_path / "bare.tif", nodata=None)
     fraction = {"raster:bands": [{"nodata": 0.5}] * 4}
@@ -251,7 +253,10 @@ def test_stac_11_band_fields_on_the_asset_apply_to_every_band(
 def test_a_band_overrides_the_fields_on_its_asset(tmp_path: Path) -> None:
     asset = pystac.Asset("x.tif", extra_fields={**SHARED_ON_ASSET, "bands": [{"nodata": 1}, {}]})
     shared = StacBand(nodata="0", scale=0.0001, offset=-0.1)
-    assert asset_bands(asset).listed == (StacBand(nodata="1", scale=0.0001, offset=-0.1), shared)
+    assert asset_bands(asset, "asset x").listed == (
+        StacBand(nodata="1", scale=0.0001, offset=-0.1),
+        shared,
+    )
 
     # The file's own scale still wins over the asset's, as over a band's.
     path = reflectance(tmp_path / "scaled.tif", scales=(0.5,) * 4, offsets=(1.0,) * 4)

@@ -191,6 +191,23 @@ def test_the_cli_prints_the_error_on_one_line(
             lambda d: d["properties"].update({"proj:shape": {"rows": 2}}),
             "proj:shape must be a list of numbers",
         ),
+        # Left out, a scale given as text would give raw counts as if they were reflectances.
+        (
+            lambda d: d["assets"]["B02"].update({"raster:bands": [{"scale": "0.0001"}]}),
+            "raster:bands[0].scale must be a finite number, not '0.0001'",
+        ),
+        (
+            lambda d: d["assets"]["B02"].update({"raster:bands": {"nodata": 0, "scale": 1e-4}}),
+            "raster:bands must be a list of bands",
+        ),
+        (
+            lambda d: d["assets"]["B02"].update({"bands": [{"raster:offset": "-0.1"}]}),
+            "bands[0].raster:offset must be a finite number",
+        ),
+        (
+            lambda d: d["assets"]["B02"].update({"raster:scale": 0}),
+            "raster:scale is 0",
+        ),
     ],
 )
 def test_asset_fields_of_the_wrong_type_name_the_asset_and_item(

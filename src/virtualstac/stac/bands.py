@@ -32,7 +32,7 @@ import numpy as np
 import pystac
 import xarray as xr
 
-from virtualstac.errors import VirtualStacError
+from virtualstac.errors import InvalidCatalogError, VirtualStacError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.metadata import (
     cf_fill_value_attribute,
@@ -89,35 +89,40 @@ class StacBands:
         return self.listed
 
 
-def asset_bands(asset: pystac.Asset) -> StacBands:
+def asset_bands(asset: pystac.Asset, where: str) -> StacBands:
     """The bands an asset's STAC 1.1 ``bands`` or STAC 1.0 ``eo:bands``/``raster:bands`` list,
-    with the STAC 1.1 band fields on the asset itself filling in what a band does not say."""
+    with the STAC 1.1 band fields on the asset itself filling in what a band does not say.
+
+    Raises :class:`~virtualstac.errors.InvalidCatalogError` naming ``where`` (the asset and
+    Item) when a band list is not a list, or a scale or offset is not a finite number (a
+    scale of ``"0.0001"`` left out would give raw counts as if they were reflectances).
+    """
     fields = asset.extra_fields
     every = StacBand(
         common_name=_text(fields.get("eo:common_name")),
         nodata=_nodata(fields.get("nodata")),
-        scale=_number(fields.get("raster:scale")),
-        offset=_number(fields.get("raster:offset")),
+        scale=_number(fields.get("raster:scale"), where, "raster:scale"),
+        offset=_number(fields.get("raster:offset"), where, "raster:offset"),
         unit=_text(fields.get("unit")),
     )
-    return StacBands(tuple(_inherit(band, every) for band in _listed(fields)), every)
+    return StacBands(tuple(_inherit(band, every) for band in _listed(fields, where)), every)
 
 
-def _listed(fields: Mapping[str, Any]) -> tuple[StacBand, ...]:
-    modern = _dicts(fields.get("bands"))
+def _listed(fields: Mapping[str, Any], where: str) -> tuple[StacBand, ...]:
+    modern = _dicts(fields, "bands", where)
     if modern:
         return tuple(
             StacBand(
                 name=_text(band.get("name")),
                 common_name=_text(band.get("eo:common_name")),
                 nodata=_nodata(band.get("nodata")),
-                scale=_number(band.get("raster:scale")),
-                offset=_number(band.get("raster:offset")),
+                scale=_number(band.get("raster:scale"), where, f"bands[{n}].raster:scale"),
+                offset=_number(band.get("raster:offset"), where, f"bands[{n}].raster:offset"),
                 unit=_text(band.get("unit")),
             )
-            for band in modern
+            for n, band in enumerate(modern)
         )
-    eo, raster = _dicts(fields.get("eo:bands")), _dicts(fields.get("raster:bands"))
+    eo, raster = _dicts(fields, "eo:bands", where), _dicts(fields, "raster:bands", where)
     bands = []
     for n in range(max(len(eo), len(raster))):
         names = eo[n] if n < len(eo) else {}
@@ -127,8 +132,8 @@ def _listed(fields: Mapping[str, Any]) -> tuple[StacBand, ...]:
                 name=_text(names.get("name")),
                 common_name=_text(names.get("common_name")),
                 nodata=_nodata(values.get("nodata")),
-                scale=_number(values.get("scale")),
-                offset=_number(values.get("offset")),
+                scale=_number(values.get("scale"), where, f"raster:bands[{n}].scale"),
+                offset=_number(values.get("offset"), where, f"raster:bands[{n}].offset"),
                 unit=_text(values.get("unit")),
             )
         )
@@ -275,9 +280,14 @@ def _same(a: complex, b: complex) -> bool:
     return a == b or (cmath.isnan(a) and cmath.isnan(b))
 
 
-def _dicts(value: Any) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list):
+def _dicts(fields: Mapping[str, Any], name: str, where: str) -> list[Mapping[str, Any]]:
+    """The objects of a band list; entries that are not objects (STAC 0.9's band indexes
+    into the Item's ``eo:bands``) describe nothing."""
+    value = fields.get(name)
+    if value is None:
         return []
+    if not isinstance(value, list):
+        raise InvalidCatalogError(f"{where}: {name} must be a list of bands, not {value!r}")
     return [entry if isinstance(entry, Mapping) else {} for entry in value]
 
 
@@ -285,9 +295,14 @@ def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _number(value: Any, where: str, name: str) -> float | None:
+    """A scale or offset, or None when absent."""
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise InvalidCatalogError(f"{where}: {name} must be a finite number, not {value!r}")
+    if name.endswith("scale") and value == 0:
+        raise InvalidCatalogError(f"{where}: {name} is 0, which would make every value the offset")
     return float(value)
 
 
