@@ -215,11 +215,13 @@ class _FileWalker:
         self.size = _file_size(h5file)
         self.dimensions = DimensionNamer(url)
         self.open_groups: set[Any] = set()
-        self.netcdf = "_NCProperties" in h5file.attrs
+        # The root group, opened once: a File's attributes and walk reopen it on each use.
+        self.root_group: h5py.Group = h5file["/"]
+        self.netcdf = h5py.h5a.exists(self.root_group.id, b"_NCProperties")
 
     def root(self) -> ManifestGroup:
         path = self.parser.group
-        node = self.file.get(path) if path else self.file
+        node = self.file.get(path) if path else self.root_group
         if node is None:
             raise SourceNotFoundError(f"{self.url}: there is no group {path!r} in the file")
         if not isinstance(node, h5py.Group):

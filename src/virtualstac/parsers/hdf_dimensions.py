@@ -88,7 +88,7 @@ class DimensionNamer:
         if phony is None:
             return
         used = {d.name for d in dims if d is not None}
-        maxshape = ds.maxshape or shape
+        maxshape = member.maxshape or shape
         member.dims = [
             d
             if d is not None
@@ -106,7 +106,7 @@ class DimensionNamer:
     def shape(self, member: Member) -> tuple[int, ...]:
         """The array shape: the dataset's, extended along unlimited dimensions to their length."""
         ds = member.node
-        maxshape = ds.maxshape or ds.shape
+        maxshape = member.maxshape or ds.shape
         return tuple(
             max(int(size), self.lengths.get(dim.key, 0))
             if limit is None or limit > size

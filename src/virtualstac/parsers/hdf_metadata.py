@@ -80,6 +80,7 @@ class Member:
         "dims",
         "dtype",
         "is_scale",
+        "maxshape",
         "name",
         "node",
         "path",
@@ -102,8 +103,18 @@ class Member:
         self.chunks: tuple[int, ...] | None = None
         if plist is not None and plist.get_layout() == h5py.h5d.CHUNKED:
             self.chunks = tuple(int(c) for c in plist.get_chunk())
+        #: The dataset's ``maxshape`` (None along unlimited axes), asked of HDF5 once.
+        self.maxshape: tuple[int | None, ...] | None = _maxshape(node.id) if dataset else None
         self.attrs = Attributes(node if dataset else None, self.create_plist)
         self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
+
+
+def _maxshape(dsid: Any) -> tuple[int | None, ...] | None:
+    """``Dataset.maxshape`` of the dataset ``dsid``, which h5py asks HDF5 for on every use."""
+    dims = dsid.get_space().get_simple_extent_dims(True)
+    if dims is None:
+        return None
+    return tuple(None if d == h5py.h5s.UNLIMITED else int(d) for d in dims)
 
 
 class Attributes(Mapping[str, Any]):

@@ -356,7 +356,7 @@ class ObjectStoreRegistry:
         if url.startswith(("/", "file://")):
             # The resolved path is checked and read, not the link, which could point elsewhere.
             url = _real_file_url(normalize_url(url))
-        match = self._match(url)
+        match = self._match(url, resolved=True)
         if match is None:
             registered = ", ".join(map(redact, self.allowed)) or "none"
             suggested = redact(suggested_prefix(url))
@@ -391,12 +391,15 @@ class ObjectStoreRegistry:
         store, path = self.resolve(url)
         return objects.head(store, path)
 
-    def _match(self, url: str) -> tuple[str, Store] | None:
-        if url.startswith("file://") or url.startswith("/"):
-            try:
-                url = _real_file_url(normalize_url(url))
-            except InvalidPathError:
-                return None
+    def _match(self, url: str, *, resolved: bool = False) -> tuple[str, Store] | None:
+        """The longest registered prefix of ``url`` and its store; ``resolved`` says a local
+        ``url`` is already its real path (resolving costs a system call per directory)."""
+        if url.startswith(("file://", "/")):
+            if not resolved:
+                try:
+                    url = _real_file_url(normalize_url(url))
+                except InvalidPathError:
+                    return None
         elif ".." in unquote(urlsplit(url).path).split("/"):
             # "prefix/../elsewhere" textually starts with the prefix but names another object.
             return None
