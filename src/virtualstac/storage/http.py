@@ -7,7 +7,10 @@ inside the reader's network included. :class:`HttpStore` sends its requests with
 instead, refuses every redirect (:class:`~virtualstac.errors.RedirectRefusedError`), asks for
 bytes as stored (``Accept-Encoding: identity``), and bounds each request by the
 :class:`~virtualstac.storage.client.NetworkOptions` it is built with: a connect timeout, a
-timeout for the whole request from connecting to the last byte, and retries with backoff.
+timeout for the whole request from connecting to the last byte, and retries with backoff. A
+read may be conditional (:class:`~virtualstac.storage.conditions.ReadCondition`): a server's
+refusal, or an answer showing another version, raises
+:class:`~virtualstac.errors.SourceChangedError`.
 
 :mod:`virtualstac.storage.objects` reads from it with the same calls as from obstore's stores.
 """
@@ -15,7 +18,6 @@ timeout for the whole request from connecting to the last byte, and retries with
 from __future__ import annotations
 
 import asyncio
-import bisect
 import random
 import re
 import threading
@@ -40,12 +42,12 @@ from urllib3.exceptions import (
 
 from virtualstac.errors import InvalidPathError, RedirectRefusedError
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
+from virtualstac.storage.coalescing import DEFAULT_COALESCE, merge_ranges, split_ranges
+from virtualstac.storage.conditions import ReadCondition
 from virtualstac.storage.failures import HttpRequestError, redact
 
 __all__ = ["HttpStore"]
 
-#: Ranges closer than this are fetched by one request, as obstore's ``get_ranges`` merges them.
-DEFAULT_COALESCE = 1024 * 1024
 #: Requests in flight at once in a process, and connections kept per host: reads wait on the
 #: network, so a thread each costs little, and with 100 ms of latency 64 of them still fetch
 #: 640 ranges a second.
@@ -68,6 +70,7 @@ _UNIT_SECONDS = {
     None: 1.0, "ms": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0,
     "m": 60.0, "min": 60.0, "mins": 60.0, "h": 3600.0, "hr": 3600.0, "hrs": 3600.0,
 }  # fmt: skip
+_CONDITIONS = frozenset({"If-Match", "If-Unmodified-Since"})
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -202,18 +205,33 @@ class HttpStore:
             raise HttpRequestError(f"HEAD {redact(url)} was answered without a Content-Length")
         return _meta(path, headers, int(headers["content-length"]))
 
-    def get(self, path: str, byte_range: tuple[int, int] | None = None) -> _Fetched:
+    def get(
+        self,
+        path: str,
+        byte_range: tuple[int, int] | None = None,
+        condition: ReadCondition | None = None,
+    ) -> _Fetched:
         """The object's bytes, or those of ``byte_range`` (start, end); fewer when the object
-        ends before the range does. Raises FileNotFoundError when there is no object."""
+        ends before the range does. Raises FileNotFoundError when there is no object, and
+        :class:`~virtualstac.errors.SourceChangedError` when it no longer meets ``condition``.
+        """
         url = self.url_of(path)
+        asked = {} if condition is None else condition.http_headers()
+        start, end = byte_range or (0, 0)
+        if byte_range is not None:
+            if end <= start:
+                raise ValueError(f"empty range {byte_range} of {redact(url)!r}")
+            asked["Range"] = f"bytes={start}-{end - 1}"
+        limit = None if byte_range is None else end - start
+        try:
+            _, headers, data = self._send("GET", url, asked, limit)
+        except _PreconditionFailedError:
+            assert condition is not None  # only conditional requests are refused so
+            raise condition.refused(url, "the server answered 412 Precondition Failed") from None
+        if condition is not None:
+            condition.check(url, _meta(path, headers, len(data)))
         if byte_range is None:
-            _, headers, data = self._send("GET", url, {}, None)
             return _Fetched(data, _meta(path, headers, len(data)), (0, len(data)))
-        start, end = byte_range
-        if end <= start:
-            raise ValueError(f"empty range {byte_range} of {redact(url)!r}")
-        asked = {"Range": f"bytes={start}-{end - 1}"}
-        _, headers, data = self._send("GET", url, asked, end - start)
         match = _CONTENT_RANGE.fullmatch(headers.get("content-range", "").strip())
         if match is None or int(match[1]) != start or int(match[2]) - start + 1 != len(data):
             raise HttpRequestError(
@@ -224,27 +242,39 @@ class HttpStore:
         return _Fetched(data, _meta(path, headers, size), (start, start + len(data)))
 
     def get_ranges(
-        self, path: str, starts: list[int], ends: list[int], coalesce: int = DEFAULT_COALESCE
+        self,
+        path: str,
+        starts: list[int],
+        ends: list[int],
+        coalesce: int = DEFAULT_COALESCE,
+        condition: ReadCondition | None = None,
     ) -> list[bytes | memoryview]:
         """The bytes of each range ``[starts[i], ends[i])``: ranges closer than ``coalesce``
-        bytes are fetched together, and the requests run in parallel."""
-        merged = _merge(starts, ends, coalesce)
+        bytes are fetched together, and the requests run in parallel, each with
+        ``condition`` (see :meth:`get`)."""
+        merged = merge_ranges(starts, ends, coalesce)
         if len(merged) == 1:
-            fetched = [self.get(path, merged[0]).data]
+            fetched = [self.get(path, merged[0], condition).data]
         else:
-            fetched = list(_pool().map(self._get_data, [path] * len(merged), merged))
-        return _split(starts, ends, merged, fetched)
+            count = len(merged)
+            fetched = list(_pool().map(self._get_data, [path] * count, merged, [condition] * count))
+        return split_ranges(starts, ends, merged, fetched)
 
     async def get_ranges_async(
-        self, path: str, starts: list[int], ends: list[int], coalesce: int = DEFAULT_COALESCE
+        self,
+        path: str,
+        starts: list[int],
+        ends: list[int],
+        coalesce: int = DEFAULT_COALESCE,
+        condition: ReadCondition | None = None,
     ) -> list[bytes | memoryview]:
         """:meth:`get_ranges`, its requests run on threads while the event loop goes on."""
         loop = asyncio.get_running_loop()
-        merged = _merge(starts, ends, coalesce)
+        merged = merge_ranges(starts, ends, coalesce)
         fetched = await asyncio.gather(
-            *(loop.run_in_executor(_pool(), self._get_data, path, r) for r in merged)
+            *(loop.run_in_executor(_pool(), self._get_data, path, r, condition) for r in merged)
         )
-        return _split(starts, ends, merged, list(fetched))
+        return split_ranges(starts, ends, merged, list(fetched))
 
     async def get_async(self, path: str, byte_range: tuple[int, int] | None = None) -> _Fetched:
         """:meth:`get`, run on a thread while the event loop goes on."""
@@ -254,8 +284,10 @@ class HttpStore:
         """:meth:`head`, run on a thread while the event loop goes on."""
         return await asyncio.get_running_loop().run_in_executor(_pool(), self.head, path)
 
-    def _get_data(self, path: str, byte_range: tuple[int, int]) -> bytes:
-        return self.get(path, byte_range).data
+    def _get_data(
+        self, path: str, byte_range: tuple[int, int], condition: ReadCondition | None
+    ) -> bytes:
+        return self.get(path, byte_range, condition).data
 
     def _send(
         self, method: str, url: str, headers: dict[str, str], limit: int | None
@@ -326,6 +358,8 @@ class HttpStore:
                 )
             if status in (404, 410):
                 raise FileNotFoundError(f"{method} {redact(url)}: not found ({status})")
+            if status == 412 and _CONDITIONS.intersection(headers):
+                raise _PreconditionFailedError
             answer = f"{status} {response.reason or ''}".strip()
             if status >= 500 or status == 429:
                 raise _RetryableError(f"the server answered {answer}")
@@ -362,6 +396,10 @@ class HttpStore:
     def _backoff(self, attempt: int) -> float:
         wait = min(self._init_backoff * self._base_backoff ** (attempt - 1), self._max_backoff)
         return random.uniform(wait / 2, wait)
+
+
+class _PreconditionFailedError(Exception):
+    """A conditional request the server refused: the object no longer meets the condition."""
 
 
 class _RetryableError(Exception):
@@ -428,35 +466,6 @@ def _meta(path: str, headers: Mapping[str, str], size: int) -> dict[str, Any]:
         "e_tag": headers.get("etag"),
         "version": None,
     }
-
-
-def _merge(starts: list[int], ends: list[int], coalesce: int) -> list[tuple[int, int]]:
-    """The ranges to fetch: the sorted ranges, those less than ``coalesce`` apart joined."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(zip(starts, ends, strict=True)):
-        if merged and start <= merged[-1][1] + coalesce:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _split(
-    starts: list[int], ends: list[int], merged: list[tuple[int, int]], fetched: list[bytes]
-) -> list[bytes | memoryview]:
-    """Each asked range cut out of the merged range holding it (shorter past the end): a
-    view, not a copy, unless it is the whole of what was fetched."""
-    result: list[bytes | memoryview] = []
-    firsts = [start for start, _ in merged]
-    views = [memoryview(data) for data in fetched]
-    for start, end in zip(starts, ends, strict=True):
-        index = bisect.bisect_right(firsts, start) - 1
-        offset = start - firsts[index]
-        if offset == 0 and end - start >= len(fetched[index]):
-            result.append(fetched[index])
-        else:
-            result.append(views[index][offset : offset + end - start])
-    return result
 
 
 def _pool() -> ThreadPoolExecutor:

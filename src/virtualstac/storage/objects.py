@@ -3,19 +3,24 @@
 The registry builds an :class:`~virtualstac.storage.http.HttpStore` for ``http(s)://``
 prefixes (obstore's HTTP client follows redirects) and obstore stores for the rest. These
 functions read from either with obstore's calls and results, so the layers above need not know
-which one a URL resolved to.
+which one a URL resolved to. A read of ranges may be conditional (a
+:class:`~virtualstac.storage.conditions.ReadCondition`), through either kind of store.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import obstore
+from obstore.exceptions import PreconditionError
 from obstore.store import ObjectStore
 
+from virtualstac.storage.coalescing import DEFAULT_COALESCE, merge_ranges, split_ranges
+from virtualstac.storage.conditions import ReadCondition
 from virtualstac.storage.failures import HttpRequestError, redact
-from virtualstac.storage.http import DEFAULT_COALESCE, HttpStore
+from virtualstac.storage.http import HttpStore
 
 __all__ = [
     "Fetched",
@@ -86,14 +91,38 @@ async def get_ranges_async(
     starts: Sequence[int],
     ends: Sequence[int],
     coalesce: int = DEFAULT_COALESCE,
+    condition: ReadCondition | None = None,
 ) -> list[Any]:
-    """:func:`get_ranges` without blocking the event loop."""
+    """:func:`get_ranges` without blocking the event loop; with ``condition``, only from the
+    version of the object it names (:mod:`virtualstac.storage.conditions`), else
+    :class:`~virtualstac.errors.SourceChangedError`."""
     if isinstance(store, HttpStore):
-        return await store.get_ranges_async(path, list(starts), list(ends), coalesce)
-    buffers = await obstore.get_ranges_async(
-        store, path, starts=starts, ends=ends, coalesce=coalesce
+        return await store.get_ranges_async(path, list(starts), list(ends), coalesce, condition)
+    if condition is None:
+        buffers = await obstore.get_ranges_async(
+            store, path, starts=starts, ends=ends, coalesce=coalesce
+        )
+        return list(buffers)
+    # obstore's get_ranges takes no GetOptions: the merged ranges are fetched one GET each.
+    merged = merge_ranges(starts, ends, coalesce)
+    fetched = await asyncio.gather(
+        *(_get_if_async(store, path, merged_range, condition) for merged_range in merged)
     )
-    return list(buffers)
+    return split_ranges(starts, ends, merged, fetched)
+
+
+async def _get_if_async(
+    store: ObjectStore, path: str, byte_range: tuple[int, int], condition: ReadCondition
+) -> Any:
+    """The bytes of ``byte_range`` of the object at ``path`` if it meets ``condition``."""
+    options: Any = {"range": byte_range, **condition.get_options()}
+    where = f"{path} in {store!r}"
+    try:
+        result = await obstore.get_async(store, path, options=options)
+    except PreconditionError:
+        raise condition.refused(where, "the store answered 412 Precondition Failed") from None
+    condition.check(where, result.meta)
+    return await result.bytes_async()
 
 
 def head(store: Store, path: str) -> dict[str, Any]:
