@@ -5,6 +5,7 @@ import os
 import pickle
 import shutil
 import threading
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ import pytest
 import xarray as xr
 import zarr
 
-from servers import HTTPServer
+from faulty_servers import FaultyServer
+from servers import HTTPServer, S3Server
 from virtualstac import (
     ChunkManifest,
     ManifestArray,
@@ -26,7 +28,7 @@ from virtualstac import (
     open_virtual_dataset,
 )
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import ChunkReadError, SourceChangedError
+from virtualstac.errors import ChunkReadError, RedirectRefusedError, SourceChangedError
 from virtualstac.manifests import decoding
 from virtualstac.stac import icechunk_chunks
 from virtualstac.stac.icechunk_manifests import IcechunkFormatError
@@ -287,12 +289,19 @@ def served_archive(http_server: HTTPServer) -> tuple[str, Path]:
 
 
 def publish_served(
-    path: Path, url: str, *, stamped: bool
+    path: Path,
+    url: str,
+    *,
+    stamped: bool,
+    etag: str | None = None,
+    registry: ObjectStoreRegistry | None = None,
 ) -> tuple[CheckedIcechunkStore, xr.Dataset]:
     """The served file's references published at ``path`` (with the sources' versions, or
-    without any), and the store virtualstac reads it through."""
-    registry = ObjectStoreRegistry()
-    registry.register(url.rsplit("/", 1)[0] + "/")
+    without any; ``etag``: t2m's carry that ETag checksum instead), and the store virtualstac
+    reads it through (with ``registry``, which allows reading the file, if given)."""
+    if registry is None:
+        registry = ObjectStoreRegistry()
+        registry.register(url.rsplit("/", 1)[0] + "/")
     virtual = open_virtual_dataset(url, registry=registry)
     group = virtual.virtual.to_group()
     if not stamped:
@@ -306,7 +315,7 @@ def publish_served(
         assert not plain.source_stamps
         arrays = {**group.arrays, "t2m": ManifestArray(group["t2m"].metadata, plain)}
         group = ManifestGroup(arrays, attributes=group.metadata.attributes)
-    containers = required_containers(group)
+    containers = required_containers(group, registry)
     repository = icechunk.Repository.create(
         icechunk.local_filesystem_storage(str(path)),
         config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
@@ -314,6 +323,16 @@ def publish_served(
     )
     session = repository.writable_session("main")
     write_icechunk(group, session.store)
+    if etag is not None:
+        manifest = group["t2m"].manifest
+        session.store.set_virtual_refs_arr(
+            "/t2m",
+            manifest.shape_chunk_grid,
+            manifest.paths.ravel().tolist(),
+            manifest.offsets.ravel(),
+            manifest.lengths.ravel(),
+            checksum=etag,
+        )
     session.commit("served")
     registry.register(path.as_uri())
     prefixes = [container.prefix for container in containers]
@@ -321,16 +340,85 @@ def publish_served(
     return checked_store(repository, session, path.as_uri(), registry, prefixes), virtual
 
 
-def test_remote_sources_with_checksums_are_read_through_icechunk(
-    tmp_path: Path, http_server: HTTPServer
+def served_etag(url: str) -> str:
+    """The ETag the server sends for ``url`` now (quoted, as servers send it)."""
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD")) as answer:
+        return str(answer.headers["ETag"])
+
+
+@pytest.mark.parametrize("checksum", ["last-modified", "etag"])
+def test_remote_sources_with_checksums_are_read_directly(
+    tmp_path: Path, http_server: HTTPServer, checksum: str
 ) -> None:
-    """Icechunk compares a remote source's ETag or last-modified time on every read."""
+    """One conditional request for the file's chunks, where Icechunk makes one per chunk (and
+    sends a bare ETag that servers comparing entity-tags refuse)."""
     url, path = served_archive(http_server)
-    store, _ = publish_served(tmp_path / "repo", url, stamped=True)
+    etag = served_etag(url) if checksum == "etag" else None
+    store, _ = publish_served(tmp_path / "repo", url, stamped=etag is None, etag=etag)
     with counting_reads() as stats:
         read = zarr.open_array(store, path="t2m", mode="r")[...]
     np.testing.assert_array_equal(read, raw_values([path], "t2m"))
-    assert stats.requests == 0
+    assert stats.requests == 1
+
+
+@pytest.mark.parametrize("checksum", ["last-modified", "etag"])
+def test_a_changed_remote_source_fails_as_changed(
+    tmp_path: Path, http_server: HTTPServer, checksum: str
+) -> None:
+    url, path = served_archive(http_server)
+    etag = served_etag(url) if checksum == "etag" else None
+    store, _ = publish_served(tmp_path / "repo", url, stamped=etag is None, etag=etag)
+    later = path.stat().st_mtime + 5  # the server's Last-Modified and ETag change with it
+    os.utime(path, (later, later))
+    with pytest.raises(SourceChangedError) as caught:
+        zarr.open_array(store, path="t2m", mode="r")[...]
+    message = str(caught.value)
+    assert f"published Icechunk store at {(tmp_path / 'repo').as_uri()}" in message
+    assert "chunk 't2m/c/" in message and url in message
+    assert "412 Precondition Failed" in message  # refused by the server, to our request
+
+
+def test_a_redirect_of_a_chunk_read_is_refused(tmp_path: Path) -> None:
+    """Icechunk's HTTP client follows redirects; the chunks are read by virtualstac's."""
+    data = write_sample_archive(tmp_path / "archive", days=1)[0].read_bytes()
+    with (
+        FaultyServer({"private/day.nc": data}, "serve") as inside,
+        FaultyServer({"day.nc": data}, "serve") as server,
+    ):
+        store, _ = publish_served(tmp_path / "repo", server.url_for("day.nc"), stamped=True)
+        server.redirect_to = f"{inside.url}/private"
+        server.behave("redirect")
+        with pytest.raises(RedirectRefusedError, match="302"):
+            zarr.open_array(store, path="t2m", mode="r")[...]
+        assert inside.connections == 0
+
+
+def test_a_server_that_ignores_the_condition_is_checked_by_its_answer(tmp_path: Path) -> None:
+    """A server that ignores If-Match sends the object as it is now, with its ETag."""
+    data = write_sample_archive(tmp_path / "archive", days=1)[0].read_bytes()
+    with FaultyServer({"day.nc": data}, "serve") as server:
+        url = server.url_for("day.nc")
+        store, _ = publish_served(tmp_path / "repo", url, stamped=False, etag='"recorded"')
+        with pytest.raises(SourceChangedError, match=r"its ETag is \"\d+-1\""):
+            zarr.open_array(store, path="t2m", mode="r")[...]
+
+
+def test_s3_sources_are_read_with_conditional_gets(tmp_path: Path, s3_server: S3Server) -> None:
+    path = write_sample_archive(tmp_path / "archive", days=1)[0]
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, f"daily/{path.name}", path)
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    etag = s3_server.client().head_object(Bucket=bucket, Key=f"daily/{path.name}")["ETag"]
+    store, _ = publish_served(tmp_path / "repo", url, stamped=False, etag=etag, registry=registry)
+    with counting_reads() as stats:
+        read = zarr.open_array(store, path="t2m", mode="r")[...]
+    np.testing.assert_array_equal(read, raw_values([path], "t2m"))
+    assert stats.requests == 1
+
+    s3_server.upload(bucket, f"daily/{path.name}", path.read_bytes() + b"appended")
+    with pytest.raises(SourceChangedError, match=r"412 Precondition Failed"):
+        zarr.open_array(store, path="t2m", mode="r")[...]
 
 
 def test_remote_sources_without_checksums_are_read_directly(

@@ -1,5 +1,6 @@
 """Icechunk manifest files decoded in bulk: what Icechunk wrote, and files this reader refuses."""
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import icechunk
@@ -90,6 +91,47 @@ def test_references_are_those_icechunk_reads(
         assert got is not None and got.to_bytes() == raw
     assert refs.modified[virtual].min() > 0  # the sources' last-modified checksums
     assert found[nodes["/time"]].kinds.tolist() == [INLINE]
+
+
+@pytest.mark.parametrize("compress_from", [1000, 1], ids=["plain", "compressed-locations"])
+def test_checksums_are_read_as_icechunk_stored_them(tmp_path: Path, compress_from: int) -> None:
+    """The ETag itself, as given (quotes and all), and the last-modified time in seconds."""
+    source = tmp_path / "source.bin"
+    source.write_bytes(bytes(range(256)) * 4)
+    prefix = tmp_path.as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(tmp_path)))
+    )
+    config.manifest = icechunk.ManifestConfig(
+        virtual_chunk_location_compression=icechunk.ManifestVirtualChunkLocationCompressionConfig(
+            min_num_chunks=compress_from
+        )
+    )
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+        config=config,
+        authorize_virtual_chunk_access={prefix: icechunk.credentials.LocalFileSystemAccess},
+    )
+    session = repository.writable_session("main")
+    zarr.create_array(session.store, name="v", shape=(4,), chunks=(1,), dtype="u1")
+    moment = datetime(2024, 5, 6, 10, 0, 0, tzinfo=UTC)
+    specs = [
+        icechunk.VirtualChunkSpec([0], source.as_uri(), 0, 8, etag_checksum='"5f2b-1a"'),
+        icechunk.VirtualChunkSpec([1], source.as_uri(), 8, 8, etag_checksum="bare"),
+        icechunk.VirtualChunkSpec([2], source.as_uri(), 16, 8, last_updated_at_checksum=moment),
+        icechunk.VirtualChunkSpec([3], source.as_uri(), 24, 8),
+    ]
+    assert session.store.set_virtual_refs("/v", specs) is None
+    session.commit("checksums")
+    (refs,) = (
+        found
+        for data in manifest_files(repository, tmp_path / "repo")
+        for found in read_manifest(data).values()
+    )
+    assert refs.kinds.tolist() == [VIRTUAL] * 4
+    assert refs.etags == ['"5f2b-1a"', "bare", "", ""]
+    assert refs.modified.tolist() == [0, 0, int(moment.timestamp()), 0]
 
 
 @pytest.mark.parametrize(

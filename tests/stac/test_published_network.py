@@ -1,7 +1,8 @@
 """Reading a published Icechunk store whose sources are served over HTTP: timeouts and retries.
 
-Icechunk fetches virtual chunks with clients of its own; virtualstac gives them the registry's
-:class:`~virtualstac.NetworkOptions` for the read only, never saving them in the repository.
+virtualstac reads the virtual chunks with its own HTTP client, bounded by the registry's
+:class:`~virtualstac.NetworkOptions`; what Icechunk still fetches with clients of its own gets
+them for the read only, never saved in the repository.
 """
 
 from __future__ import annotations

@@ -5,14 +5,17 @@ object store registry. virtualstac's codec pipeline asks for the chunks of a rea
 (:meth:`ManifestStore.get_chunks`): each object's ranges are fetched with one
 ``obstore.get_ranges_async`` call that merges nearby ranges. Other pipelines ask for one chunk
 per ``get`` call (at most ``async.concurrency`` at a time, 10 by default), so the store queues
-the requests that arrive within a short window and fetches them the same way.
+the requests that arrive within a short window and fetches them the same way. A source the
+store has a :class:`~virtualstac.storage.conditions.ReadCondition` for is read only in the
+version it names (conditional requests); one that changed raises
+:class:`~virtualstac.errors.SourceChangedError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,28 +25,16 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from virtualstac.errors import (
-    ChunkReadError,
-    InvalidChunkKeyError,
-    ReadOnlyStoreError,
-    UnregisteredURLError,
-)
+from virtualstac.errors import InvalidChunkKeyError, ReadOnlyStoreError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.chunk_keys import locate_entries, locate_sources, split_by_source
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
-from virtualstac.manifests.ranges import (
-    RangeRequest,
-    clamp,
-    fail_all,
-    short_read,
-    within_local_file,
-)
-from virtualstac.storage import objects
-from virtualstac.storage.failures import describe, network_failure, redact
+from virtualstac.manifests.ranges import RangeRequest, clamp, fetch_ranges
+from virtualstac.storage.conditions import ReadCondition
+from virtualstac.storage.failures import redact
 from virtualstac.storage.local_ranges import LocalRange, local_file
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.stats import record_read
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -86,6 +77,11 @@ class ManifestStore(Store):
         zarr releases the next chunk reads as earlier ones finish decoding, so a window of about
         a millisecond gathers them; 0 batches only the requests made in the same event-loop
         tick.
+    conditions
+        The version each source URL must still be to be read (its ETag, or no change after a
+        time), where the references recorded one: its ranges are read with conditional
+        requests, and a source that changed raises
+        :class:`~virtualstac.errors.SourceChangedError` instead of giving other bytes.
 
     Examples
     --------
@@ -105,6 +101,7 @@ class ManifestStore(Store):
         registry: ObjectStoreRegistry | None = None,
         coalesce: int = DEFAULT_COALESCE,
         batch_window: float | None = None,
+        conditions: Mapping[str, ReadCondition] | None = None,
     ) -> None:
         """Create a store serving ``group``, reading chunk bytes through ``registry``."""
         super().__init__(read_only=True)
@@ -116,6 +113,7 @@ class ManifestStore(Store):
         self._registry = registry if registry is not None else ObjectStoreRegistry()
         self._coalesce = int(coalesce)
         self._batch_window = batch_window
+        self._conditions = dict(conditions or {})
         self._setup()
 
     def _setup(self) -> None:
@@ -164,6 +162,7 @@ class ManifestStore(Store):
             "registry": self._registry,
             "coalesce": self._coalesce,
             "batch_window": self._batch_window,
+            "conditions": self._conditions,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -172,6 +171,7 @@ class ManifestStore(Store):
         self._registry = state["registry"]
         self._coalesce = state["coalesce"]
         self._batch_window = state["batch_window"]
+        self._conditions = state.get("conditions", {})
         self._setup()
 
     def with_read_only(self, read_only: bool = False) -> ManifestStore:
@@ -183,6 +183,7 @@ class ManifestStore(Store):
             registry=self._registry,
             coalesce=self._coalesce,
             batch_window=self._batch_window,
+            conditions=self._conditions,
         )
 
     # -- keys -----------------------------------------------------------------------------
@@ -322,54 +323,8 @@ class ManifestStore(Store):
 
     async def _fetch(self, url: str, requests: list[RangeRequest]) -> None:
         """Fetch the ranges of ``requests`` from ``url`` in one call; settle their futures."""
-        try:
-            store, path = self._registry.resolve(url)
-            if url.startswith("file://"):
-                requests = await within_local_file(store, path, url, requests)
-                if not requests:
-                    return
-            buffers = await objects.get_ranges_async(
-                store,
-                path,
-                starts=[r.start for r in requests],
-                ends=[r.end for r in requests],
-                coalesce=self._coalesce,
-            )
-        except UnregisteredURLError as err:
-            fail_all(requests, err)
-            return
-        except FileNotFoundError as err:
-            missing = ChunkReadError(
-                f"chunk {requests[0].key!r} references {redact(url)!r}, which does not exist "
-                f"({describe(err)})"
-            )
-            missing.__cause__ = err
-            fail_all(requests, missing)
-            return
-        except BaseException as err:
-            # obstore raises its own hierarchy, and a Rust panic (e.g. on a file truncated under
-            # a merged range) arrives as a BaseException; every waiting read must still fail.
-            if isinstance(err, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-                fail_all(requests, ChunkReadError(f"reading {redact(url)!r} was interrupted"))
-                raise
-            failure = network_failure(err, url, f"chunk {requests[0].key!r} from ") or (
-                ChunkReadError(
-                    f"reading chunk {requests[0].key!r} from {redact(url)!r} failed "
-                    f"({describe(err)}); if the object was truncated or replaced "
-                    "since it was referenced, re-create the references"
-                )
-            )
-            failure.__cause__ = err
-            fail_all(requests, failure)
-            return
-        record_read(1, sum(len(buffer) for buffer in buffers))
-        for request, buffer in zip(requests, buffers, strict=True):
-            if request.future.done():
-                continue
-            if len(buffer) != request.end - request.start:
-                request.future.set_exception(short_read(request, url, len(buffer)))
-            else:
-                request.future.set_result(buffer)
+        condition = self._conditions.get(url)
+        await fetch_ranges(self._registry, url, requests, self._coalesce, condition)
 
     async def get_chunks(
         self, keys: Sequence[str], prototype: BufferPrototype
@@ -447,8 +402,9 @@ class ManifestStore(Store):
         return results
 
     def _local_file(self, url: str) -> str | None:
-        """The file system path of a ``file://`` URL the registry serves from a LocalStore."""
-        if not url.startswith("file://"):
+        """The file system path of a ``file://`` URL the registry serves from a LocalStore;
+        None for a conditional source too (its reads go through the store, which checks)."""
+        if not url.startswith("file://") or url in self._conditions:
             return None
         return local_file(*self._registry.resolve(url))
 

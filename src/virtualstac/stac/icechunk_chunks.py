@@ -6,13 +6,20 @@ decodes them. :class:`SnapshotChunks` reads each array's references from the sna
 manifest files (:mod:`virtualstac.stac.icechunk_manifests`) into a
 :class:`~virtualstac.manifests.store.ManifestStore` of that array, which fetches them the way
 every virtual dataset's chunks are fetched (one request per source object and wave, decoded on
-the thread pool).
+the thread pool), through the reader's registry and so its HTTP client, which never follows a
+redirect.
+
+A remote reference's checksum (an ETag, or a last-modified time in seconds) becomes the
+:class:`~virtualstac.storage.conditions.ReadCondition` of its source: its ranges are read with
+the conditional requests Icechunk would make, and a source that changed raises
+:class:`~virtualstac.errors.SourceChangedError` naming the chunk, the source and the store.
 
 What the store asks of Icechunk, it still reads through Icechunk: native and inline chunks,
 references whose location lies outside the containers the reader authorized (Icechunk then
-refuses them with its error), remote references carrying a checksum (Icechunk compares it on
-each read), local ones whose source is newer than their checksum (Icechunk names it changed),
-and the arrays of a manifest or snapshot this reader does not understand.
+refuses them with its error), the references of a remote source recorded with a second,
+different checksum in the same array (a source is read under one condition per array), local
+ones whose source is newer than their checksum (Icechunk names it changed), and the arrays of
+a manifest or snapshot this reader does not understand.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -40,8 +48,9 @@ from virtualstac.stac.icechunk_manifests import (
     read_manifest,
 )
 from virtualstac.storage import objects
+from virtualstac.storage.conditions import ReadCondition
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.urls import file_url_to_path
+from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = ["ArrayChunks", "SnapshotChunks"]
 
@@ -213,21 +222,20 @@ class SnapshotChunks:
         offsets = np.zeros(grid, np.uint64)
         lengths = np.zeros(grid, np.uint64)
         table: dict[str, int] = {}
+        conditions: dict[str, ReadCondition] = {}
         # Many references share a source and its checksum: each is decided once.
-        decided: dict[tuple[str, bool, int], int] = {}
+        decided: dict[tuple[str, str, int], int] = {}
         others: list[np.ndarray[Any, np.dtype[np.uint32]]] = []
         for refs in found:
             if refs.indices.shape[1] != len(grid) or (refs.indices >= np.array(grid)).any():
                 raise IcechunkFormatError(f"references outside the chunk grid {grid}")
-            etags, modified = refs.etags.tolist(), refs.modified.tolist()
-            chosen = [0] * len(etags)  # the path table code of each reference; 0: Icechunk's
+            modified = refs.modified.tolist()
+            chosen = [0] * len(modified)  # the path table code of each reference; 0: Icechunk's
             for i in np.flatnonzero(refs.kinds == VIRTUAL).tolist():
-                source = (refs.locations[i], etags[i], modified[i])
+                source = (refs.locations[i], refs.etags[i], modified[i])
                 code = decided.get(source)
                 if code is None:
-                    url = self._readable(*source)
-                    code = 0 if url is None else table.setdefault(url, len(table) + 1)
-                    decided[source] = code
+                    code = decided[source] = self._code(*source, table, conditions)
                 chosen[i] = code
             picked = np.array(chosen, np.int64)
             direct = picked > 0
@@ -248,12 +256,35 @@ class SnapshotChunks:
             for rows in others
             for row in rows.tolist()
         )
-        return ArrayChunks(
-            ManifestStore(group, registry=self._registry), f"{parent}/" if parent else "", keys
-        )
+        store = ManifestStore(group, registry=self._registry, conditions=conditions)
+        return ArrayChunks(store, f"{parent}/" if parent else "", keys)
 
-    def _readable(self, location: str, etag: bool, modified: int) -> str | None:
-        """The URL a virtual reference is read from here; None to leave it to Icechunk."""
+    def _code(
+        self,
+        location: str,
+        etag: str,
+        modified: int,
+        table: dict[str, int],
+        conditions: dict[str, ReadCondition],
+    ) -> int:
+        """The path table code a reference is read by (0: Icechunk's), ``table`` and the
+        sources' ``conditions`` extended with its source."""
+        read = self._readable(location, etag, modified)
+        if read is None:
+            return 0
+        url, condition = normalize_url(read[0]), read[1]
+        if url in table and conditions.get(url) != condition:
+            # A source referenced with two checksums: one condition per source is read here.
+            return 0
+        if condition is not None:
+            conditions[url] = condition
+        return table.setdefault(url, len(table) + 1)
+
+    def _readable(
+        self, location: str, etag: str, modified: int
+    ) -> tuple[str, ReadCondition | None] | None:
+        """The URL a virtual reference is read from here, and the condition its checksum
+        sets on remote reads; None to leave it to Icechunk."""
         url = location
         if location.startswith(_NAMED):
             name, _, rest = location[len(_NAMED) :].partition("/")
@@ -264,11 +295,14 @@ class SnapshotChunks:
         if not url.startswith(self._authorized):
             return None
         if not url.startswith("file://"):
-            return None if etag or modified else url
+            # Icechunk's reads of the checksum, made with conditional requests.
+            since = datetime.fromtimestamp(modified, UTC) if modified else None
+            checked = etag or since is not None
+            return url, ReadCondition(etag or None, since) if checked else None
         if modified:
             try:
                 if int(os.stat(file_url_to_path(url)).st_mtime) > modified:
                     return None
             except OSError:
-                return url  # missing: the read names it
-        return url
+                return url, None  # missing: the read names it
+        return url, None

@@ -5,7 +5,8 @@ and has no call that lists a snapshot's references. Its manifest files are speci
 Icechunk spec, version 2): a 39-byte header (magic ``ICE🧊CHUNK``, the writer, the spec
 version, the file type, the compression), then a zstd-compressed FlatBuffer whose root
 ``Manifest`` holds one ``ArrayManifest`` per array (its node id and its ``ChunkRef`` tables:
-grid index, inline bytes, offset, length, native chunk id, location, checksums).
+grid index, inline bytes, offset, length, native chunk id, location, checksums: the source's
+ETag as a string, or its last-modified time in whole seconds).
 
 :func:`read_manifest` decodes such a file into numpy arrays per array node. Every read is
 bounds-checked (``struct`` refuses to read past the buffer), so a damaged or hostile file
@@ -54,8 +55,9 @@ class ArrayRefs:
 
     ``kinds`` is :data:`VIRTUAL`, :data:`NATIVE`, :data:`INLINE` or :data:`OTHER` (a
     compressed location, or fields this reader does not know); ``locations`` holds the
-    location of virtual references (``""`` for the others), ``etags`` whether the reference
-    carries an ETag checksum and ``modified`` its last-modified checksum (seconds, 0: none).
+    location of virtual references (``""`` for the others), ``etags`` the ETag checksum of
+    each as Icechunk stored it (``""``: none) and ``modified`` its last-modified checksum
+    (seconds since the epoch, 0: none).
     """
 
     indices: np.ndarray[Any, np.dtype[np.uint32]]
@@ -63,7 +65,7 @@ class ArrayRefs:
     offsets: np.ndarray[Any, np.dtype[np.uint64]]
     lengths: np.ndarray[Any, np.dtype[np.uint64]]
     locations: list[str]
-    etags: np.ndarray[Any, np.dtype[np.bool_]]
+    etags: list[str]
     modified: np.ndarray[Any, np.dtype[np.uint32]]
 
 
@@ -199,13 +201,33 @@ class _Reader:
             return None
         return raw if decompressor.eof else None
 
+    def _string(self, position: int, texts: dict[bytes, str]) -> str:
+        """The FlatBuffer string at ``position``; each distinct one is made once."""
+        begin = self._target(position)
+        length = self._u32(begin)
+        raw = bytes(self.buffer[begin + 4 : begin + 4 + length])
+        if len(raw) != length:
+            raise IndexError("string past the end of the buffer")
+        text = texts.get(raw)
+        if text is None:
+            text = texts[raw] = raw.decode()
+        return text
+
+    def _checksums(self, ref: _Table, texts: dict[bytes, str]) -> tuple[str, int]:
+        """A virtual reference's ETag (``""``: none) and last-modified seconds (0: none)."""
+        where = self._field(ref, 6)
+        etag = self._string(where, texts) if where else ""
+        where = self._field(ref, 7)
+        modified: int = struct.unpack_from("<I", self.buffer, where)[0] if where else 0
+        return etag, modified
+
     def _refs(self, refs: list[_Table]) -> ArrayRefs:
         count = len(refs)
         rows: list[tuple[int, ...]] = []
         kinds = [OTHER] * count
         offsets = [0] * count
         lengths = [0] * count
-        etags = [False] * count
+        etags = [""] * count
         modified = [0] * count
         locations = [""] * count
         # Few distinct sources, many references: each location string is made once.
@@ -226,19 +248,9 @@ class _Reader:
             elif field(ref, 4):
                 kinds[i] = NATIVE
             elif location := field(ref, 5):
-                begin = self._target(location)
-                length = self._u32(begin)
-                raw = bytes(buffer[begin + 4 : begin + 4 + length])
-                if len(raw) != length:
-                    raise IndexError("location past the end of the buffer")
-                text = texts.get(raw)
-                if text is None:
-                    text = texts[raw] = raw.decode()
-                locations[i] = text
+                locations[i] = self._string(location, texts)
                 kinds[i] = VIRTUAL
-                etags[i] = bool(field(ref, 6))
-                if where := field(ref, 7):
-                    modified[i] = unpack("<I", buffer, where)[0]
+                etags[i], modified[i] = self._checksums(ref, texts)
             elif compressed := field(ref, 8):
                 # Locations compressed with the manifest's dictionary: the same URL gives the
                 # same bytes, so each distinct one is decompressed once.
@@ -252,9 +264,7 @@ class _Reader:
                     text = inflated[packed] = unpacked.decode()
                 locations[i] = text
                 kinds[i] = VIRTUAL
-                etags[i] = bool(field(ref, 6))
-                if where := field(ref, 7):
-                    modified[i] = unpack("<I", buffer, where)[0]
+                etags[i], modified[i] = self._checksums(ref, texts)
         ndims = {len(row) for row in rows}
         if len(ndims) > 1:
             raise IcechunkFormatError("references of one array differ in their number of axes")
@@ -265,6 +275,6 @@ class _Reader:
             np.array(offsets, np.uint64),
             np.array(lengths, np.uint64),
             locations,
-            np.array(etags, np.bool_),
+            etags,
             np.array(modified, np.uint32),
         )

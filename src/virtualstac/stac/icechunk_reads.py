@@ -12,8 +12,10 @@ publish stamps to the nanosecond (:class:`~virtualstac.manifests.sources.LocalFi
 :func:`check_local_sources` catches a rewrite within the same second and of the same size
 when virtualstac opens the store; plain Icechunk readers keep Icechunk's own check.
 
-Icechunk fetches virtual chunks with clients of its own, built from the containers saved in
-the repository, which bound neither a request nor its retries the way
+Virtual chunks are read by virtualstac's own stores where it can
+(:mod:`virtualstac.stac.icechunk_chunks`, checksummed remote references with conditional
+requests); what Icechunk still fetches, it fetches with clients of its own, built from the
+containers saved in the repository, which bound neither a request nor its retries the way
 :class:`~virtualstac.storage.client.NetworkOptions` do. :func:`reading_config` declares the
 saved containers again for the session only, with the timeouts added, and
 :func:`reading_settings` gives the retries: nothing is written back, so appends still compare

@@ -439,9 +439,10 @@ def reading_registry(
     """A registry that allows reading exactly ``prefixes``.
 
     Each prefix gets a store of its own, built with the options (credentials, endpoint) of the
-    store ``registry`` holds for it, or else of its bucket's storage scheme.
+    store ``registry`` holds for it, or else of its bucket's storage scheme, and with its
+    timeouts and retries (:attr:`~virtualstac.storage.registry.ObjectStoreRegistry.network`).
     """
-    allowed = ObjectStoreRegistry()
+    allowed = ObjectStoreRegistry(network=DEFAULT_NETWORK if registry is None else registry.network)
     for prefix in prefixes:
         if prefix.startswith("file://"):
             allowed.register(prefix)
