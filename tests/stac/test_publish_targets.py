@@ -1,23 +1,31 @@
-"""Publishing a Collection to a target other than the one its asset records.
+"""Publishing a Collection to a target other than the one its asset records, or one taken.
 
 A second target never silently orphans the recorded store: it is refused with a typed error
 naming both ways on (another ``asset_key``, or ``replace=True``), each of which is tested here.
+A target that holds something else (someone's files, a partial copy of references) is refused
+and left as it was, byte for byte.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import icechunk
+import obstore
 import pystac
 import pytest
 
+from virtualstac import ObjectStoreRegistry
 from virtualstac.stac import PublishError, StoreRecordedElsewhereError, open_stac, publish
 
 if TYPE_CHECKING:
     from conftest import Scenes
+    from servers import S3Server
 
 
 def collection_of(scenes: Scenes) -> pystac.Collection:
@@ -71,3 +79,89 @@ def test_replace_records_the_new_store_and_leaves_the_old_one_untouched(
     reopened = icechunk.Repository.open(icechunk.local_filesystem_storage(str(first)))
     assert reopened.lookup_branch("main") == old_snapshot
     assert open_stac(collection)["B02"].sizes["time"] == 3
+
+
+def files_at(path: Path) -> dict[str, str]:
+    """Every file at or below ``path``, by relative name, with the sha256 of its bytes."""
+    found = [path] if path.is_file() else sorted(path.rglob("*"))
+    return {
+        str(file.relative_to(path)): hashlib.sha256(file.read_bytes()).hexdigest()
+        for file in found
+        if file.is_file()
+    }
+
+
+def someones_files(target: Path) -> None:
+    target.mkdir()
+    (target / "notes.txt").write_text("not references")
+
+
+def partial_parquet(target: Path) -> None:
+    """A copy of parquet references interrupted before its ``.zmetadata``."""
+    (target / "B02").mkdir(parents=True)
+    (target / "B02" / "refs.0.parq").write_bytes(b"PAR1 cut short")
+
+
+def a_file(target: Path) -> None:
+    target.write_text("a file where references would go")
+
+
+@pytest.mark.parametrize(
+    ("kerchunk_format", "taken"),
+    [
+        ("json", someones_files),
+        ("parquet", someones_files),
+        ("parquet", partial_parquet),
+        ("parquet", a_file),
+    ],
+)
+def test_a_target_holding_something_else_is_refused_and_left_as_it_was(
+    scenes: Scenes, tmp_path: Path, kerchunk_format: str, taken: Callable[[Path], None]
+) -> None:
+    collection = collection_of(scenes)
+    target = tmp_path / "taken"
+    taken(target)
+    before = files_at(target), json.dumps(collection.to_dict()), sorted(tmp_path.iterdir())
+    with pytest.raises(PublishError, match=f"{target} already exists"):
+        publish(
+            collection,
+            target,
+            format="kerchunk",
+            kerchunk_format=kerchunk_format,
+            assets=["B02"],
+        )
+    after = files_at(target), json.dumps(collection.to_dict()), sorted(tmp_path.iterdir())
+    assert after == before  # nothing left beside it either
+
+
+def test_an_empty_directory_is_a_free_target(scenes: Scenes, tmp_path: Path) -> None:
+    collection = collection_of(scenes)
+    target = tmp_path / "empty.parq"
+    target.mkdir()
+    publish(collection, target, format="kerchunk", kerchunk_format="parquet", assets=["B02"])
+    assert (target / ".zmetadata").is_file()
+
+
+def test_objects_below_an_object_store_target_are_not_replaced(
+    scenes: Scenes, tmp_path: Path, s3_server: S3Server
+) -> None:
+    bucket = s3_server.create_bucket()
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    registry.register(f"file://{tmp_path}/")
+    store, _ = registry.resolve(f"s3://{bucket}/x")
+    obstore.put(store, "scenes.parq/B02/refs.0.parq", b"PAR1 cut short")
+    collection = collection_of(scenes)
+    with pytest.raises(PublishError, match=f"s3://{bucket}/scenes.parq already exists"):
+        publish(
+            collection,
+            f"s3://{bucket}/scenes.parq",
+            format="kerchunk",
+            kerchunk_format="parquet",
+            assets=["B02"],
+            registry=registry,
+        )
+    left = [entry["path"] for batch in obstore.list(store) for entry in batch]
+    assert left == ["scenes.parq/B02/refs.0.parq"]
+    assert bytes(obstore.get(store, left[0]).bytes()) == b"PAR1 cut short"
+    assert "kerchunk" not in collection.assets

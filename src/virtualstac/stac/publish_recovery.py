@@ -300,6 +300,8 @@ def _recover_references(
 
 def _references_record(target: Target, kerchunk_format: str) -> PublishRecord | None:
     """The record in the references at ``target`` (its ``.zmetadata`` for parquet)."""
+    if kerchunk_format == "parquet" and target.is_local and not target.path.is_dir():
+        return None  # a file where a directory of references would be: obstore cannot look in
     store, path = target.store()
     name = f"{path}/.zmetadata" if kerchunk_format == "parquet" else path
     try:

@@ -184,19 +184,21 @@ class Target:
         return registry.resolve(self.url)
 
     def exists(self) -> bool:
-        """Whether an object, or a directory with a Kerchunk parquet index, is at the target."""
+        """Whether anything is at the target: a file or object, or a directory that is not empty.
+
+        A directory without Kerchunk's parquet index counts (a partial copy, someone's files):
+        writing references there would replace it. Only an empty local directory holds nothing.
+        """
+        if self.is_local:
+            local = self.path
+            return local.exists() and not (local.is_dir() and not any(local.iterdir()))
         store, path = self.store()
-        for candidate in (path, f"{path}/{_PARQUET_METADATA}"):
-            try:
-                obstore.head(store, candidate)
-            except (FileNotFoundError, IsADirectoryError):
-                continue
-            except Exception:  # a local directory answers HEAD with a generic error
-                if self.is_local and Path(file_url_to_path(self.url)).is_dir():
-                    continue
-                raise
-            return True
-        return False
+        try:
+            obstore.head(store, path)
+        except (FileNotFoundError, IsADirectoryError):
+            below = obstore.list(store, prefix=f"{path}/" if path else None, chunk_size=1)
+            return any(len(batch) > 0 for batch in below)
+        return True
 
     def write_file(self, data: bytes) -> None:
         """Write ``data`` to a temporary object next to the target, then rename it into place."""
