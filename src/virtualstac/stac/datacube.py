@@ -3,7 +3,9 @@
 The description is built from the dataset's metadata and its loaded coordinates only, so it
 reads no chunk: spatial dimensions (``x``/``y``, ``lon``/``lat``, or CF ``axis``) get their
 extent, step and reference system (an EPSG code when the CRS has one, WKT2 otherwise), time
-gets its ISO 8601 extent and step, other dimensions their extent or values.
+gets its ISO 8601 extent and step (dates of a CF calendar other than the standard one, such as
+``noleap`` or ``360_day``, as that calendar writes them, the calendar named in its description),
+other dimensions their extent or values.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def _dimension(dataset: xr.Dataset, name: Hashable, reference_system: Any) -> di
     axis = _axis(str(name), coordinate)
     if values is not None and values.size and np.issubdtype(values.dtype, np.datetime64):
         return _temporal(values)
+    if values is not None and values.size and _calendar(values) is not None:
+        return _calendar_temporal(values)
     if axis is not None and values is not None and values.size and _is_number(values):
         fields: dict[str, Any] = {
             "type": "spatial",
@@ -132,6 +136,34 @@ def _temporal(values: np.ndarray[Any, Any]) -> dict[str, Any]:
         steps = np.unique(np.diff(values).astype("timedelta64[s]").astype(np.int64))
         fields["step"] = _duration(int(steps[0])) if steps.size == 1 and steps[0] > 0 else None
     return fields
+
+
+def _calendar(values: np.ndarray[Any, Any]) -> str | None:
+    """The CF calendar of times xarray decoded as ``cftime`` dates, None for other values."""
+    if values.dtype != object:
+        return None
+    calendars = {getattr(v, "calendar", None) for v in values.flat}
+    return calendars.pop() if len(calendars) == 1 and None not in calendars else None
+
+
+def _calendar_temporal(values: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """A temporal dimension of ``cftime`` dates: each is the date its calendar names."""
+    calendar = _calendar(values)
+    fields: dict[str, Any] = {
+        "type": "temporal",
+        "extent": [_calendar_iso(values.min()), _calendar_iso(values.max())],
+    }
+    if calendar not in ("standard", "gregorian", "proleptic_gregorian"):
+        fields["description"] = f"dates in the {calendar} calendar"
+    if values.size >= 2:
+        steps = {round(step.total_seconds()) for step in np.diff(values.ravel())}
+        step = steps.pop() if len(steps) == 1 else 0
+        fields["step"] = _duration(step) if step > 0 else None
+    return fields
+
+
+def _calendar_iso(moment: Any) -> str:
+    return f"{moment.year:04d}-{moment.strftime('%m-%dT%H:%M:%S')}Z"
 
 
 def _iso(moment: np.datetime64) -> str:
