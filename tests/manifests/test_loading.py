@@ -107,3 +107,46 @@ def test_loaded_packed_variables_unpack_to_the_type_netcdf4_gives(tmp_path: Path
         # Stored again (inlined, packed as it was read), it unpacks the same way.
         stored = open_zarr_values(ours.virtual.to_store(), consolidated=False)
         np.testing.assert_array_equal(stored["tas"].values, reference["tas"].values, strict=True)
+
+
+def _built_by_xarray(dataset: xr.Dataset) -> xr.Dataset:
+    """The same variables put together by ``xr.Dataset``'s public constructor."""
+    coords = {name: dataset.variables[name].to_base_variable() for name in dataset.coords}
+    data_vars = {name: dataset.variables[name] for name in dataset.data_vars}
+    return xr.Dataset(data_vars, coords=coords, attrs=dataset.attrs)
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+def test_a_virtual_dataset_is_the_dataset_xarray_builds_of_its_variables(
+    tmp_path: Path, fmt: str
+) -> None:
+    path = tmp_path / "cf.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.title = "sample"
+        for dim, size in (("time", 2), ("y", 3), ("x", 4), ("nv", 2)):
+            ds.createDimension(dim, size)
+        ds.createVariable("time", "f8", ("time",))[:] = [0.0, 6.0]
+        ds["time"].setncatts({"units": "hours since 2000-01-01", "bounds": "time_bnds"})
+        ds.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 6], [6, 12]]
+        ds.createVariable("y", "f4", ("y",))[:] = [10, 20, 30]
+        ds.createVariable("x", "f4", ("x",))[:] = [1, 2, 3, 4]
+        ds.createVariable("lat", "f4", ("y", "x"))[:] = np.arange(12).reshape(3, 4)
+        ds.createVariable("crs", "i4", ())
+        t2m = ds.createVariable("t2m", "f4", ("time", "y", "x"), fill_value=np.float32(-1))
+        t2m[:] = np.arange(24, dtype="f4").reshape(2, 3, 4)
+        t2m.setncatts({"coordinates": "lat", "grid_mapping": "crs"})
+    dataset = open_virtual_dataset(path)
+    expected = _built_by_xarray(dataset)
+
+    xr.testing.assert_identical(dataset, expected)
+    assert list(dataset.variables) == list(expected.variables)
+    assert dataset.sizes == expected.sizes
+    for name in expected.variables:
+        ours, theirs = dataset.variables[name], expected.variables[name]
+        assert type(ours) is type(theirs), name
+        assert type(ours._data) is type(theirs._data), name
+        assert ours.encoding == theirs.encoding, name
+    assert dataset.xindexes.keys() == expected.xindexes.keys()
+    for name, index in expected.xindexes.items():
+        assert type(dataset.xindexes[name]) is type(index)
+        assert dataset.xindexes[name].equals(index)

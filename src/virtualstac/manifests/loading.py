@@ -78,10 +78,10 @@ def virtual_dataset_from_store(
     ranged = geotransform_coordinates(variables, sizes)
     virtual = [n for n in coord_names if n not in load]
     if not ranged and not any(variables[n].dims == (n,) for n in virtual):
-        # xarray indexes exactly the loaded dimension coordinates, as below: one merge, not three.
+        # xarray indexes exactly the loaded dimension coordinates, as below.
         plain = {n: variables[n] for n in coord_names if n not in load}
         loaded = {n: variables[n] for n in load if n in coord_names}
-        return xr.Dataset(data_vars, coords={**plain, **loaded}, attrs=attrs)
+        return _dataset(data_vars, {**plain, **loaded}, attrs)
     # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
     # virtual ones cannot, since an index needs the values. One Dataset is built from both.
     indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
@@ -94,6 +94,39 @@ def virtual_dataset_from_store(
         indexes={**indexed.xindexes, **ranged.xindexes},
     )
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _dataset(
+    data_vars: dict[str, xr.Variable], coords: dict[str, xr.Variable], attrs: dict[str, Any]
+) -> xr.Dataset:
+    """``xr.Dataset(data_vars, coords=coords, attrs=attrs)``, built as xarray builds it, without
+    the merge that checks variables from anywhere: these are new, of one group, their dimension
+    lengths already checked. The merge is half of a small file's dataset (165 of 300 us).
+
+    The result is the same object xarray builds (variables in the same order, dimension
+    coordinates indexed by xarray's own default index), through xarray's own constructor for
+    checked parts (``Dataset._construct_direct``).
+    """
+    import xarray as xr
+    from xarray.core.indexes import create_default_index_implicit
+    from xarray.core.variable import calculate_dimensions
+
+    variables: dict[Any, xr.Variable] = {**data_vars}
+    indexes: dict[Hashable, Any] = {}
+    for name, variable in coords.items():
+        if variable.dims == (name,):
+            index, index_variables = create_default_index_implicit(variable.to_index_variable())
+            variables.update(index_variables)
+            indexes.update(dict.fromkeys(index_variables, index))
+        else:
+            variables[name] = variable
+    return xr.Dataset._construct_direct(
+        variables,
+        set(coords),
+        calculate_dimensions(variables),
+        dict(attrs) if attrs else None,
+        indexes,
+    )
 
 
 def _stackable_character_dimensions(variables: Mapping[str, xr.Variable]) -> set[Hashable]:
