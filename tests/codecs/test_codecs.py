@@ -18,6 +18,7 @@ from zarr.registry import get_codec_class
 import virtualstac.codecs as codecs
 from virtualstac.codecs import (
     FloatPredictorCodec,
+    HDF5ShuffleCodec,
     HorizontalPredictorCodec,
     JPEGCodec,
     LERCCodec,
@@ -61,6 +62,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "virtualstac.pad",
         "imagecodecs_lzf",
         "imagecodecs_lz4h5",
+        "virtualstac.hdf5_shuffle",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -236,6 +238,29 @@ def test_pad_has_a_numcodecs_twin_for_zarr_v2_readers() -> None:
     assert bytes(codec.decode(b"abc")) == b"abc\0\0\0"
     with pytest.raises(ValueError, match="more than its size 6"):
         codec.decode(b"abcdefg")
+
+
+def test_hdf5_shuffle_keeps_the_bytes_past_the_last_whole_element() -> None:
+    """HDF5 shuffles whole elements and leaves the rest, a fletcher32 checksum, where it is."""
+    values = np.arange(6, dtype="<f8").tobytes()
+    checksum = b"\x01\x02\x03\x04"
+    shuffled = numcodecs.Shuffle(elementsize=8).encode(values).tobytes() + checksum
+    twin = numcodecs.get_codec({"id": "virtualstac.hdf5_shuffle", "elementsize": 8})
+
+    assert bytes(twin.decode(shuffled)) == values + checksum
+    assert bytes(twin.encode(values + checksum)) == shuffled
+    array = zarr.create_array(
+        store={},
+        shape=(6,),
+        chunks=(6,),
+        dtype="<f8",
+        compressors=[HDF5ShuffleCodec(elementsize=8)],
+    )
+    array[...] = np.arange(6.0)
+    assert array.store_path.store._store_dict["c/0"].to_bytes() == shuffled[:-4]  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(array[...], np.arange(6.0))
+    with pytest.raises(ValueError, match="positive integer elementsize"):
+        HDF5ShuffleCodec(elementsize=0)
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

@@ -330,19 +330,6 @@ def write_hdf5_unsupported(path: Path) -> Path:
             f.id, b"nbit", nbit_type, h5py.h5s.create_simple((20, 20)), dcpl=dcpl
         )
         nbit.write(h5py.h5s.ALL, h5py.h5s.ALL, data % 1000)
-        # A valid pipeline HDF5 reads: shuffling the deflated bytes, which are not whole values.
-        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        dcpl.set_chunk((10, 10))
-        dcpl.set_deflate(6)
-        dcpl.set_shuffle()
-        late_shuffle = h5py.h5d.create(
-            f.id,
-            b"shuffle_after_deflate",
-            h5py.h5t.STD_I32LE,
-            h5py.h5s.create_simple((20, 20)),
-            dcpl=dcpl,
-        )
-        late_shuffle.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
         f.create_dataset(
             "vlen_ints", data=[np.arange(3), np.arange(5)], dtype=h5py.vlen_dtype("i4")
         )

@@ -446,7 +446,6 @@ _UNSUPPORTED = {
     "szip": r"filter 4 \(szip\)",
     "scaleoffset": r"filter 6 \(scaleoffset\)",
     "nbit": r"filter 5 \(nbit\)",
-    "shuffle_after_deflate": r"filter 2 \(shuffle\), which runs after deflate",
     "vlen_ints": "variable-length type",
     "refs": "HDF5 references",
     "regions": "HDF5 references",
@@ -519,27 +518,41 @@ def test_two_dimensions_of_one_name_in_a_group_are_refused_by_name(tmp_path: Pat
     assert dict(kept.sizes) == {"x": 4}
 
 
-def test_checksummed_shuffled_doubles_are_refused_and_other_types_read(tmp_path: Path) -> None:
+def test_checksummed_shuffled_values_of_every_size_read_as_hdf5_reads_them(tmp_path: Path) -> None:
     # netCDF-C runs fletcher32 before shuffle: the 4-byte checksum leaves the shuffle of
-    # 8-byte values half a value, which HDF5 keeps in place and zarr's shuffle refuses.
+    # 8-byte values half a value, which HDF5 keeps in place (and zarr's shuffle refuses).
     path = tmp_path / "checksummed.nc"
     with netCDF4.Dataset(path, "w") as nc:
         nc.createDimension("n", 5000)
-        for dtype in ("f8", "f4", "i2"):
+        for dtype in ("f8", "i8", "f4", "i2"):
             variable = nc.createVariable(
                 dtype, dtype, ("n",), zlib=True, shuffle=True, fletcher32=True, chunksizes=(999,)
             )
-            variable[:] = np.arange(5000) % 100
+            variable[:] = np.arange(5000) % 100 - 50
 
-    with pytest.raises(
-        NotVirtualizableError,
-        match=r"variable 'f8' .*filter 2 \(shuffle\), which runs after fletcher32",
-    ):
-        parse(path)
-    store = parse(path, drop_variables=["f8"])
+    store = parse(path)
+
+    assert_same_as_netcdf4(path, store)
+    codecs = [c["name"] for c in store.group["f8"].metadata.to_dict()["codecs"]]
+    assert codecs == ["bytes", "numcodecs.fletcher32", "virtualstac.hdf5_shuffle", "numcodecs.zlib"]
+
+
+def test_a_shuffle_of_compressed_bytes_reads_as_hdf5_reads_it(tmp_path: Path) -> None:
+    # A valid pipeline HDF5 reads: shuffling the deflated bytes, which are not whole values.
+    path = tmp_path / "late_shuffle.h5"
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((10, 10))
+    dcpl.set_deflate(6)
+    dcpl.set_shuffle()
+    with h5py.File(path, "w") as f:
+        space = h5py.h5s.create_simple((20, 20))
+        late = h5py.h5d.create(f.id, b"late", h5py.h5t.STD_I32LE, space, dcpl=dcpl)
+        late.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(400, dtype="i4").reshape(20, 20))
+
+    store = parse(path, inline_threshold=0)
+
     with h5py.File(path) as f:
-        for name in ("f4", "i2"):
-            np.testing.assert_array_equal(open_virtual(store)[name].values, f[name][:])
+        np.testing.assert_array_equal(open_virtual(store)["late"].values, f["late"][()])
 
 
 def test_unknown_filter_raises_naming_the_filter(tmp_path: Path) -> None:

@@ -110,6 +110,22 @@ def test_float_fill_values_become_zarr_v2_fill_values(tmp_path: Path) -> None:
     np.testing.assert_array_equal(opened["v"].values, [1, 2, 3, 4, np.nan, np.nan])
 
 
+def test_checksummed_shuffled_doubles_read_through_kerchunk_references(tmp_path: Path) -> None:
+    """netCDF4's zlib + shuffle + fletcher32 of 8-byte values: HDF5's shuffle, tail and all."""
+    import netCDF4
+
+    path = tmp_path / "checksummed.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 3000)
+        var = nc.createVariable("v", "f8", ("x",), zlib=True, shuffle=True, fletcher32=True)
+        var[:] = np.linspace(-1, 1, 3000)
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    filters = json.loads(references["refs"]["v/.zarray"])["filters"]
+    assert {"id": "virtualstac.hdf5_shuffle", "elementsize": 8} in filters
+    with xr.open_dataset(path, engine="netcdf4") as expected:
+        xr.testing.assert_equal(open_references(references).load(), expected.load())
+
+
 def test_sparse_string_arrays_keep_their_empty_strings(tmp_path: Path) -> None:
     import zarr
 

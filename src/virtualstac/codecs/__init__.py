@@ -2,25 +2,26 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac. ``virtualstac.pad``, the one codec without an imagecodecs or numcodecs
-twin, also has a numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of
-Kerchunk references.
+importing virtualstac. ``virtualstac.pad`` and ``virtualstac.hdf5_shuffle``, the codecs without an
+imagecodecs or numcodecs twin, also have a numcodecs form (``numcodecs.codecs`` entry point)
+for Zarr v2 readers of Kerchunk references.
 
-=========================  ======================  ======================================
-name                       kind                    TIFF
-=========================  ======================  ======================================
-``imagecodecs_lzw``        bytes -> bytes          compression 5 (LZW)
-``imagecodecs_packbits``   bytes -> bytes          compression 32773 (PackBits)
-``imagecodecs_zstd``       bytes -> bytes          compression 50000 (Zstandard)
-``imagecodecs_jpeg``       bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
-``imagecodecs_lerc``       bytes -> bytes (image)  compression 34887 (LERC, with masks)
-``imagecodecs_webp``       bytes -> bytes (image)  compression 50001 (WebP)
-``virtualstac.pad``        bytes -> bytes          short last strip, padded to a whole chunk
-``imagecodecs_lzf``        bytes -> bytes          HDF5 LZF filter (32000)
-``imagecodecs_lz4h5``      bytes -> bytes          HDF5 LZ4 filter (32004)
-``imagecodecs_delta``      array -> array          predictor 2 (horizontal differencing)
-``imagecodecs_floatpred``  array -> array          predictor 3 (floating point)
-=========================  ======================  ======================================
+============================  ======================  ======================================
+name                          kind                    TIFF
+============================  ======================  ======================================
+``imagecodecs_lzw``           bytes -> bytes          compression 5 (LZW)
+``imagecodecs_packbits``      bytes -> bytes          compression 32773 (PackBits)
+``imagecodecs_zstd``          bytes -> bytes          compression 50000 (Zstandard)
+``imagecodecs_jpeg``          bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
+``imagecodecs_lerc``          bytes -> bytes (image)  compression 34887 (LERC, with masks)
+``imagecodecs_webp``          bytes -> bytes (image)  compression 50001 (WebP)
+``virtualstac.pad``           bytes -> bytes          short last strip, padded to a whole chunk
+``imagecodecs_lzf``           bytes -> bytes          HDF5 LZF filter (32000)
+``imagecodecs_lz4h5``         bytes -> bytes          HDF5 LZ4 filter (32004)
+``virtualstac.hdf5_shuffle``  bytes -> bytes          HDF5 shuffle (2), tail left in place
+``imagecodecs_delta``         array -> array          predictor 2 (horizontal differencing)
+``imagecodecs_floatpred``     array -> array          predictor 3 (floating point)
+============================  ======================  ======================================
 
 Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships.
 """
@@ -42,12 +43,15 @@ from virtualstac.codecs._bytes import (
     WebPCodec,
     ZstdCodec,
 )
+from virtualstac.codecs._hdf5 import HDF5ShuffleCodec, HDF5ShuffleNumcodec
 from virtualstac.codecs._lerc import LERCCodec
 from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
 
 __all__ = [
     "CODECS",
     "FloatPredictorCodec",
+    "HDF5ShuffleCodec",
+    "HDF5ShuffleNumcodec",
     "HorizontalPredictorCodec",
     "JPEGCodec",
     "LERCCodec",
@@ -74,6 +78,7 @@ CODECS = {
         PadCodec,
         LZFCodec,
         LZ4H5Codec,
+        HDF5ShuffleCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )
@@ -86,3 +91,4 @@ for _name, _codec in CODECS.items():
     if zarr.config.get(f"codecs.{_name}", None) is None:
         zarr.config.set({f"codecs.{_name}": f"{_codec.__module__}.{_codec.__qualname__}"})
 numcodecs.register_codec(PadNumcodec)
+numcodecs.register_codec(HDF5ShuffleNumcodec)

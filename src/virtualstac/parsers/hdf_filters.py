@@ -17,6 +17,11 @@ lz4 (32004)                 ``imagecodecs_lz4h5``  the HDF5 LZ4 block framing (d
 zstd (32015)                ``numcodecs.zstd``
 ==========================  =====================  =========================================
 
+A shuffle whose input need not be whole values (after a compressor, or after fletcher32's
+4-byte checksum of 8-byte values, as netCDF4 writes ``zlib``, ``shuffle`` and ``fletcher32``
+together) leaves the bytes past the last whole value in place, which ``numcodecs.shuffle``
+refuses; it becomes ``virtualstac.hdf5_shuffle``, which does as HDF5 does.
+
 szip (4), nbit (5) and scaleoffset (6) change the bits of the values in ways no zarr codec
 undoes, so datasets using them, or any other filter, cannot be referenced.
 """
@@ -26,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from virtualstac.codecs import LZ4H5Codec, LZFCodec
+from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec
 
 __all__ = ["UnsupportedFilterError", "codecs_for_filters"]
 
@@ -133,13 +138,11 @@ def _leaves_partial_values(
 
 def codecs_for_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> list[dict[str, Any]]:
     """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``."""
-    for position, (filter_id, cd_values, _) in enumerate(filters):
+    codecs = []
+    for position, (filter_id, cd_values, name) in enumerate(filters):
         if filter_id == _SHUFFLE and _leaves_partial_values(filters[:position], cd_values):
-            earlier = ", ".join(_NAMES.get(fid, name) for fid, _, name in filters[:position])
-            raise UnsupportedFilterError(
-                filter_id,
-                _NAMES[_SHUFFLE],
-                f"runs after {earlier}, on bytes that need not be whole values; HDF5 leaves the "
-                "bytes past the last whole value in place, which zarr's shuffle codec refuses",
-            )
-    return [codec_for_filter(fid, values, name) for fid, values, name in filters]
+            shuffle = HDF5ShuffleCodec(elementsize=_first(cd_values, 1))
+            codecs.append(shuffle.to_dict())
+        else:
+            codecs.append(codec_for_filter(filter_id, cd_values, name))
+    return codecs

@@ -1,0 +1,121 @@
+"""HDF5's shuffle filter, which leaves the bytes past the last whole element in place.
+
+HDF5 shuffles a chunk's bytes by element (all first bytes, then all second bytes...) and copies
+the bytes that do not make a whole element unchanged to the end. A shuffle that runs after
+fletcher32 gets the values and a 4-byte checksum: for 8-byte values the checksum is such a
+tail, which ``numcodecs.shuffle`` refuses. netCDF4 writes ``zlib``, ``shuffle`` and
+``fletcher32`` together in that order, so every 8-byte variable written with all three needs
+this codec. Its numcodecs twin reads the same chunks for Zarr v2 readers of Kerchunk
+references.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import numcodecs.abc
+import numpy as np
+from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
+from zarr.abc.codec import BytesBytesCodec
+from zarr.core.common import JSON, parse_named_configuration
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = ["HDF5ShuffleCodec", "HDF5ShuffleNumcodec"]
+
+type _Bytes = np.ndarray[Any, np.dtype[np.uint8]]
+
+
+def _check_element_size(elementsize: Any) -> int:
+    if not isinstance(elementsize, int) or isinstance(elementsize, bool) or elementsize < 1:
+        raise ValueError(
+            f"virtualstac.hdf5_shuffle needs a positive integer elementsize, got {elementsize!r}"
+        )
+    return elementsize
+
+
+def _unshuffled(data: _Bytes, elementsize: int) -> _Bytes:
+    """The bytes HDF5's shuffle filter shuffled into ``data``; the tail stays as it is."""
+    whole = len(data) - len(data) % elementsize
+    out = np.empty_like(data)
+    out[:whole] = data[:whole].reshape(elementsize, -1).T.reshape(-1)
+    out[whole:] = data[whole:]
+    return out
+
+
+def _shuffled(data: _Bytes, elementsize: int) -> _Bytes:
+    """``data`` shuffled as HDF5's shuffle filter shuffles it."""
+    whole = len(data) - len(data) % elementsize
+    out = np.empty_like(data)
+    out[:whole] = data[:whole].reshape(-1, elementsize).T.reshape(-1)
+    out[whole:] = data[whole:]
+    return out
+
+
+@dataclass(frozen=True)
+class HDF5ShuffleCodec(BytesBytesCodec):
+    """HDF5's shuffle filter: ``virtualstac.hdf5_shuffle {elementsize}``.
+
+    Unlike ``numcodecs.shuffle`` it takes byte strings that are not whole elements.
+    """
+
+    is_fixed_size = True
+    codec_name: ClassVar[str] = "virtualstac.hdf5_shuffle"
+
+    elementsize: int
+
+    def __init__(self, *, elementsize: int) -> None:
+        object.__setattr__(self, "elementsize", _check_element_size(elementsize))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        """Create the codec from its zarr v3 JSON form."""
+        _, configuration = parse_named_configuration(data, cls.codec_name)
+        return cls(**configuration)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, JSON]:
+        """The codec's zarr v3 JSON form."""
+        return {"name": self.codec_name, "configuration": {"elementsize": self.elementsize}}
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        data = _unshuffled(chunk_bytes.as_numpy_array(), self.elementsize)
+        return chunk_spec.prototype.buffer.from_array_like(data)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        data = _shuffled(chunk_bytes.as_numpy_array(), self.elementsize)
+        return chunk_spec.prototype.buffer.from_array_like(data)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        """Shuffling does not change the size."""
+        return input_byte_length
+
+
+class HDF5ShuffleNumcodec(numcodecs.abc.Codec):  # type: ignore[misc]
+    """``virtualstac.hdf5_shuffle`` for Zarr v2 readers (Kerchunk references):
+    :class:`HDF5ShuffleCodec`'s twin."""
+
+    codec_id = HDF5ShuffleCodec.codec_name
+
+    def __init__(self, elementsize: int) -> None:
+        """Shuffle by elements of ``elementsize`` bytes."""
+        self.elementsize = _check_element_size(elementsize)
+
+    def encode(self, buf: Any) -> Any:
+        """Shuffle ``buf`` as HDF5 does."""
+        data = ensure_contiguous_ndarray(buf).reshape(-1).view(np.uint8)
+        return _shuffled(data, self.elementsize)
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        """Unshuffle ``buf`` as HDF5 does."""
+        data = ensure_contiguous_ndarray(buf).reshape(-1).view(np.uint8)
+        return ndarray_copy(_unshuffled(data, self.elementsize), out)
