@@ -40,11 +40,18 @@ INLINED_CODE = 1
 _BLOCK = 65536
 
 
+#: Each code type and the number of paths it can index (``np.iinfo`` costs more than a parse's
+#: use of the manifest it sizes).
+_CODE_TYPES = tuple(
+    (np.dtype(dtype), int(np.iinfo(dtype).max) + 1) for dtype in (np.uint8, np.uint16, np.uint32)
+)
+
+
 def code_dtype(table_size: int) -> np.dtype[Any]:
     """The narrowest unsigned integer type that can index a table of ``table_size`` paths."""
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if table_size <= np.iinfo(dtype).max + 1:
-            return np.dtype(dtype)
+    for dtype, capacity in _CODE_TYPES:
+        if table_size <= capacity:
+            return dtype
     return np.dtype(np.uint64)
 
 
