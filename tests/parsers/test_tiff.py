@@ -247,8 +247,9 @@ def test_rotated_raster_keeps_transform_without_xy(tmp_path: Path) -> None:
     assert geotransform == list(transform.to_gdal())
 
 
-def test_user_defined_crs_warns_and_keeps_transform(tmp_path: Path) -> None:
-    crs = "+proj=tmerc +lat_0=0 +lon_0=13.1 +k=0.9993 +x_0=0 +y_0=0 +ellps=GRS80 +units=m"
+def test_user_defined_crs_not_built_warns_and_keeps_transform(tmp_path: Path) -> None:
+    # A projection tiff_crs does not build from GeoKeys (see test_tiff_crs.py for those it does).
+    crs = "+proj=sinu +lon_0=0 +x_0=0 +y_0=0 +R=6371007.181 +units=m +no_defs"
     path = write_gdal(tmp_path / "custom.tif", crs=crs)
     with pytest.warns(RuntimeWarning, match="not an EPSG code"):
         group = open_group(path)

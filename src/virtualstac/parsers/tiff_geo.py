@@ -6,7 +6,8 @@ rasterio reports), and scaled for overviews. As GDAL does by default
 (``GTIFF_HONOUR_NEGATIVE_SCALEY=NO``), a negative Y pixel scale is read as north-up. The
 transform tags count without a GeoKeyDirectory too (GDAL gives x/y then, without a CRS).
 Coordinates are pixel centres, computed as rioxarray does. The CRS comes from the EPSG code in
-the GeoKeys; its WKT and CF grid-mapping attributes come from pyproj."""
+the GeoKeys, or from their user-defined datum and projection (:mod:`.tiff_crs`); its WKT and CF
+grid-mapping attributes come from pyproj."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyproj
+
+from virtualstac.parsers.tiff_crs import user_defined_crs
 
 __all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags"]
 
@@ -199,6 +202,9 @@ def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
     if key is None and not any(name.endswith("GeoKey") for name in tags):
         return None  # a transform without any CRS keys: nothing to warn about
     if code is None or int(code) == _USER_DEFINED:
+        crs = user_defined_crs(tags)
+        if crs is not None:
+            return crs
         citation = tags.get("GTCitationGeoKey") or tags.get("GeogCitationGeoKey")
         warnings.warn(
             f"the GeoTIFF CRS is not an EPSG code (model type {model}, citation {citation!r}); "
