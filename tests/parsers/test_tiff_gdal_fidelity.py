@@ -18,7 +18,9 @@ import pytest
 import rasterio
 import tifffile
 import xarray as xr
+from xarray.indexes import RangeIndex
 
+import virtualstac.limits
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.parsers.tiff import TIFFParser, UnsupportedTIFFError
 
@@ -329,6 +331,35 @@ def test_pixel_scale_with_several_tiepoints_uses_the_first_as_gdal_does(tmp_path
     x, y = xy_from_transform(path)
     np.testing.assert_array_equal(ds["x"].values, x)
     np.testing.assert_array_equal(ds["y"].values, y)
+
+
+def noisy_matrix(b: float, d: float) -> tuple[Any, ...]:
+    """A north-up ModelTransformation whose rotation terms are ``b`` and ``d``."""
+    matrix = [10.0, b, 0, 500000.0, d, -10.0, 0, 4000000.0, 0, 0, 0, 0, 0, 0, 0, 1]
+    return (MATRIX, "d", 16, matrix, True)
+
+
+def test_rotation_noise_gives_xy_as_rioxarray_computes_them(tmp_path: Path) -> None:
+    # Matrices written by other software carry rounding noise in their rotation terms; rioxarray
+    # (affine's is_rectilinear) still gives 1-D x/y, the first row's and column's centres.
+    path = write_tifffile_with_geotags(tmp_path / "noisy.tif", noisy_matrix(1e-9, -2e-9))
+    x, y = xy_from_transform(path)
+    ds = open_decoded(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+    with virtualstac.limits.limits(coordinate_bytes=16):  # too big to hold: lazy from the transform
+        lazy = open_virtual_dataset(str(path), registry=ObjectStoreRegistry.for_url(str(path)))
+    assert isinstance(lazy.xindexes["x"], RangeIndex)
+    np.testing.assert_allclose(lazy["x"].values, x, rtol=1e-15)
+    np.testing.assert_allclose(lazy["y"].values, y, rtol=1e-15)
+
+
+def test_equal_rotation_terms_are_a_rotation_without_xy_as_in_rioxarray(tmp_path: Path) -> None:
+    # rioxarray takes equal non-zero terms for a rotation, however small (2-D xc/yc instead).
+    path = write_tifffile_with_geotags(tmp_path / "rotated.tif", noisy_matrix(1e-9, 1e-9))
+    ds = open_decoded(path)
+    assert "x" not in ds and "y" not in ds
+    assert ds["spatial_ref"].attrs["GeoTransform"].split()[2] == "1e-09"
 
 
 # -- short bottom tiles -------------------------------------------------------------------

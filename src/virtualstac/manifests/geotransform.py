@@ -15,9 +15,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["geotransform_coordinates"]
+__all__ = ["geotransform_coordinates", "has_1d_coordinates"]
 
 _AXES = {"x": "X", "y": "Y"}
+# affine's EPSILON: rotation terms below it are rounding noise to rioxarray (Affine.is_rectilinear).
+_ROTATION_NOISE = 1e-5
+
+
+def has_1d_coordinates(b: float, d: float) -> bool:
+    """Whether a GeoTransform of rotation terms ``b`` and ``d`` gives 1-D ``x``/``y``, as
+    rioxarray decides: none, or both below 1e-5 (noise of a north-up transform, which
+    ModelTransformation tags carry) and not equal (rioxarray's sign of a real rotation).
+
+    x then varies with the column only and y with the row only, computed at the first row's
+    and column's pixel centres (``0.5 * b``, ``0.5 * d`` included), as rioxarray computes them.
+    """
+    if b == 0 and d == 0:
+        return True
+    return abs(b) < _ROTATION_NOISE and abs(d) < _ROTATION_NOISE and b != d
 
 
 def geotransform_coordinates(
@@ -26,7 +41,7 @@ def geotransform_coordinates(
     """Range-indexed ``x``/``y`` coordinates of pixel centres, for the dimensions of ``sizes``
     that have no variable, from the first ``GeoTransform`` attribute of ``variables``.
 
-    Empty when no variable carries a north-up (unrotated) transform.
+    Empty when no variable carries a north-up transform (:func:`has_1d_coordinates`).
     """
     import xarray as xr
     from xarray.indexes import RangeIndex
@@ -36,10 +51,10 @@ def geotransform_coordinates(
     if transform is None or not missing:
         return xr.Coordinates()
     c, a, b, f, d, e = transform
-    if b or d:
+    if not has_1d_coordinates(b, d):
         return xr.Coordinates()
     # Pixel centres: half a pixel in from the transform's corner, one pixel apart.
-    ranges = {"x": (c + 0.5 * a, a), "y": (f + 0.5 * e, e)}
+    ranges = {"x": (c + 0.5 * a + 0.5 * b, a), "y": (f + 0.5 * d + 0.5 * e, e)}
     variables_of: dict[Hashable, xr.Variable] = {}
     indexes: dict[Hashable, xr.Index] = {}
     for dim in missing:

@@ -16,7 +16,7 @@ in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
     as ``(y, x, band)`` without the transpose, which zarr v2 / Kerchunk can also express.
 ``band (band)``, ``x (x)``, ``y (y)``
     Band numbers from 1 and pixel-centre coordinates (as rioxarray computes them), inlined.
-    x and y exist only for georeferenced, unrotated rasters.
+    x and y exist only for georeferenced rasters that rioxarray takes for unrotated.
 ``spatial_ref ()``
     The CF grid mapping (``crs_wkt``, ``spatial_ref``, ``GeoTransform`` and the CF projection
     parameters), inlined; ``band_data`` names it in ``grid_mapping`` and ``coordinates``.

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyproj
 
+from virtualstac.manifests.geotransform import has_1d_coordinates
 from virtualstac.parsers.tiff_crs import user_defined_crs
 
 __all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags"]
@@ -43,8 +44,9 @@ class GeoReference:
 
     @property
     def is_rectilinear(self) -> bool:
-        """True when x depends only on the column and y only on the row (no rotation)."""
-        return self.geotransform[2] == 0 and self.geotransform[4] == 0
+        """True when x and y are 1-D coordinates: no rotation, or rotation terms that rioxarray
+        takes for rounding noise (``manifests.geotransform.has_1d_coordinates``)."""
+        return has_1d_coordinates(self.geotransform[2], self.geotransform[4])
 
     def scaled(self, width: int, height: int, new_width: int, new_height: int) -> GeoReference:
         """The georeference of an overview of ``new_width`` x ``new_height`` pixels (as GDAL)."""
