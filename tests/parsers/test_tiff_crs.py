@@ -1,5 +1,6 @@
-"""User-defined GeoTIFF CRSs (GeoKeys 32767, as GDAL writes a CRS without an EPSG code) are
-the CRS rasterio reports; those not built keep the transform without a CRS, with a warning."""
+"""User-defined GeoTIFF CRSs (GeoKeys 32767, as GDAL writes a CRS without an EPSG code, and
+ArcGIS's ESRI PE strings) are the CRS rasterio reports; those not built keep the transform
+without a CRS, with a warning."""
 
 from __future__ import annotations
 
@@ -70,6 +71,25 @@ def transform_for(crs: str) -> object:
 def test_user_defined_crs_is_the_crs_rasterio_reports(tmp_path: Path, name: str) -> None:
     crs = BUILT[name]
     path = write_gdal(tmp_path / f"{name}.tif", crs=crs, transform=transform_for(crs))
+    with rasterio.open(path) as src:
+        expected = pyproj.CRS.from_wkt(src.crs.to_wkt())
+    assert pyproj.CRS.from_wkt(str(spatial_ref(path)["crs_wkt"])) == expected
+
+
+@pytest.mark.parametrize(
+    "crs",
+    [
+        "EPSG:32633",
+        "+proj=lcc +lat_1=33 +lat_2=45 +lat_0=39 +lon_0=-96 +datum=NAD83 +units=m",
+        "+proj=sinu +lon_0=0 +R=6371007.181 +units=m",
+    ],
+    ids=["epsg", "lcc", "sinusoidal"],
+)
+def test_esri_pe_string_crs_is_the_crs_rasterio_reports(tmp_path: Path, crs: str) -> None:
+    # ArcGIS's GeoKeys: a user-defined model type, and the CRS as an ESRI WKT citation.
+    path = write_gdal(
+        tmp_path / "esri.tif", crs=crs, transform=PROJECTED, geotiff_keys_flavor="ESRI_PE"
+    )
     with rasterio.open(path) as src:
         expected = pyproj.CRS.from_wkt(src.crs.to_wkt())
     assert pyproj.CRS.from_wkt(str(spatial_ref(path)["crs_wkt"])) == expected

@@ -6,9 +6,10 @@ and a projection from a coordinate-transformation code and its parameters. This 
 the same CRS with pyproj for the common cases: EPSG datums, ellipsoids and prime meridians or
 an ellipsoid's axes, degrees, metres or feet, and the EPSG projection codes or the Transverse
 Mercator, Mercator, Lambert Conformal Conic, Lambert Azimuthal Equal Area and Albers
-transformations. Anything else (other projections, a prime meridian or angular unit without an
-EPSG code, a datum shift ``TOWGS84``) gives None: the caller keeps the transform without a
-CRS, with a warning.
+transformations; and the ESRI WKT of an "ESRI PE String" citation (ArcGIS's files, and GDAL's
+``GEOTIFF_KEYS_FLAVOR=ESRI_PE``, whose model type is user-defined too). Anything else (other
+projections, a prime meridian or angular unit without an EPSG code, a datum shift ``TOWGS84``)
+gives None: the caller keeps the transform without a CRS, with a warning.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _LINEAR_UNITS = {
     9002: (0.3048, Cartesian2DCSAxis.EASTING_NORTHING_FT),
     9003: (1200 / 3937, Cartesian2DCSAxis.EASTING_NORTHING_US_FT),
 }
+_ESRI_PE = "ESRI PE String = "
 _CITATION_DATUM = re.compile(r"Datum = ([^|]+)")
 
 
@@ -61,6 +63,14 @@ def user_defined_crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
 
 
 def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
+    esri = _esri_pe_string(tags)
+    if esri is not None:
+        # ArcGIS's (and GDAL's GEOTIFF_KEYS_FLAVOR=ESRI_PE) files: the model type is
+        # user-defined and the CRS an ESRI WKT, unless an EPSG code accompanies it.
+        code = _code(tags, "ProjectedCSTypeGeoKey") or _code(tags, "GeographicTypeGeoKey")
+        if code not in (None, _USER_DEFINED):
+            return pyproj.CRS.from_epsg(code)
+        return pyproj.CRS.from_wkt(esri)
     model = _code(tags, "GTModelTypeGeoKey")
     if model not in (_PROJECTED, _GEOGRAPHIC):
         return None
@@ -82,6 +92,15 @@ def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
     return ProjectedCRS(
         conversion=conversion, geodetic_crs=geographic, cartesian_cs=Cartesian2DCS(axes)
     )
+
+
+def _esri_pe_string(tags: Mapping[str, Any]) -> str | None:
+    """The ESRI WKT an "ESRI PE String = " citation holds, if any."""
+    for name in ("PCSCitationGeoKey", "GTCitationGeoKey", "GeogCitationGeoKey"):
+        citation = str(tags.get(name, ""))
+        if citation.startswith(_ESRI_PE):
+            return citation[len(_ESRI_PE) :].strip()
+    return None
 
 
 def _geographic(tags: Mapping[str, Any]) -> pyproj.CRS | None:
