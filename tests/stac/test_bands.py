@@ -21,6 +21,7 @@ import xarray as xr
 from tiff_files import pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac.errors import InvalidCatalogError
 from virtualstac.stac import open_published, open_stac, publish
 from virtualstac.stac.bands import BandMetadataError, StacBand, asset_bands
 
@@ -283,3 +284,34 @@ def test_a_unit_every_band_shares_is_the_cf_units(
 
     assert dataset["reflectance"].attrs.get("units") == units
     assert read(dataset, path)["reflectance"].attrs.get("units") == units
+
+
+def test_band_fields_in_the_items_properties_apply_to_assets_that_say_nothing(
+    tmp_path: Path,
+) -> None:
+    # STAC 1.1 common metadata: a field in an Item's properties applies to every asset that
+    # does not override it.
+    data = pixels(1, 64, 64, "uint16", seed=3)
+    data[:, :8, :8] = 0
+    bare = write_gdal(tmp_path / "bare.tif", width=64, height=64, count=1, data=data)
+    item = item_with(bare, {})
+    item.properties.update({**SHARED_ON_ASSET, "unit": "1"})
+    own = pystac.Asset(str(bare), media_type=COG, roles=["data"], extra_fields={"nodata": 7})
+    item.add_asset("own_nodata", own)
+
+    dataset = open_stac(item, ["reflectance", "own_nodata"], references=True)
+
+    values = read(dataset, bare)
+    expected = np.where(data[0] == 0, np.nan, data[0] * 0.0001 - 0.1)
+    np.testing.assert_allclose(values["reflectance"].values, expected, rtol=1e-12)
+    assert values["reflectance"].attrs["units"] == "1"
+    # The asset's own nodata wins over the Item's; the Item's scale still applies to it.
+    assert dataset["own_nodata"].attrs["_FillValue"] == 7
+    assert dataset["own_nodata"].attrs["scale_factor"] == 0.0001
+
+
+def test_a_scale_in_the_items_properties_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    item = item_with(reflectance(tmp_path / "r.tif"), {})
+    item.properties["raster:scale"] = "0.0001"
+    with pytest.raises(InvalidCatalogError, match=r"Item's properties' raster:scale"):
+        open_stac(item, ["reflectance"], references=True)

@@ -5,7 +5,8 @@ Read from the asset (STAC 1.1 ``bands``: ``name``, ``eo:common_name``, ``nodata`
 ``raster:bands``: ``nodata``, ``scale``, ``offset``, matched by position). STAC 1.1 puts what
 all bands share on the asset itself (``eo:common_name``, ``nodata``, ``raster:scale``,
 ``raster:offset``), with or without a ``bands`` array: those fields apply to every band that
-does not say otherwise.
+does not say otherwise. ``nodata``, ``raster:scale``, ``raster:offset`` and ``unit`` in the
+Item's properties (common metadata) apply to every asset that does not give its own.
 
 - band names label the ``band`` coordinate when every band has a distinct one; common names
   become a ``common_name`` coordinate on ``band``;
@@ -89,23 +90,47 @@ class StacBands:
         return self.listed
 
 
-def asset_bands(asset: pystac.Asset, where: str) -> StacBands:
+def asset_bands(
+    asset: pystac.Asset, where: str, item_properties: Mapping[str, Any] | None = None
+) -> StacBands:
     """The bands an asset's STAC 1.1 ``bands`` or STAC 1.0 ``eo:bands``/``raster:bands`` list,
-    with the STAC 1.1 band fields on the asset itself filling in what a band does not say.
+    with the STAC 1.1 band fields on the asset itself filling in what a band does not say, and
+    those of its Item's properties (``item_properties``: common metadata, which applies to every
+    asset that does not override it) filling in what the asset does not say.
 
     Raises :class:`~virtualstac.errors.InvalidCatalogError` naming ``where`` (the asset and
     Item) when a band list is not a list, or a scale or offset is not a finite number (a
     scale of ``"0.0001"`` left out would give raw counts as if they were reflectances).
     """
     fields = asset.extra_fields
+    shared = _Shared(fields, item_properties or {}, where)
     every = StacBand(
         common_name=_text(fields.get("eo:common_name")),
-        nodata=_nodata(fields.get("nodata")),
-        scale=_number(fields.get("raster:scale"), where, "raster:scale"),
-        offset=_number(fields.get("raster:offset"), where, "raster:offset"),
-        unit=_text(fields.get("unit")),
+        nodata=_nodata(shared.get("nodata")),
+        scale=_number(shared.get("raster:scale"), *shared.naming("raster:scale")),
+        offset=_number(shared.get("raster:offset"), *shared.naming("raster:offset")),
+        unit=_text(shared.get("unit")),
     )
     return StacBands(tuple(_inherit(band, every) for band in _listed(fields, where)), every)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """A band field every band of an asset shares: the asset's, else its Item's properties'."""
+
+    asset: Mapping[str, Any]
+    item: Mapping[str, Any]
+    where: str
+
+    def get(self, name: str) -> Any:
+        value = self.asset.get(name)
+        return value if value is not None else self.item.get(name)
+
+    def naming(self, name: str) -> tuple[str, str]:
+        """Where field ``name`` was read and its name there, for errors about its value."""
+        if self.asset.get(name) is None and self.item.get(name) is not None:
+            return self.where, f"the Item's properties' {name}"
+        return self.where, name
 
 
 def _listed(fields: Mapping[str, Any], where: str) -> tuple[StacBand, ...]:

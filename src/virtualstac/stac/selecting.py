@@ -263,7 +263,9 @@ def _task(
         decode_times=overrides.decode_times,
         projection=_projection(f"asset {key!r} of item {item_id!r}", asset, item),
         overview_level=overrides.overview_level,
-        bands=asset_bands(asset, f"asset {key!r} of item {item_id!r}"),
+        bands=asset_bands(
+            asset, f"asset {key!r} of item {item_id!r}", item.properties if item else None
+        ),
     )
 
 
