@@ -390,3 +390,32 @@ def test_a_closed_pipe_ends_quietly(catalog: Path) -> None:
         status = process.wait()
     assert err == ""
     assert status == 1
+
+
+def test_info_summarizes_a_saved_search_of_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FeatureCollection of Items (what pystac-client saves of a search) opens as the Items."""
+    items = [write_item(tmp_path / "data" / f"S{day}", day) for day in range(2)]
+    saved = tmp_path / "search.json"
+    saved.write_text(json.dumps(pystac.ItemCollection(items).to_dict()))
+
+    assert main(["info", "--json", str(saved)]) == 0
+
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["type"] == "ItemCollection" and summary["id"] == str(saved)
+    assert summary["opened"] == "parsed sources"
+    assert sorted(d["dims"]["x"] for d in summary["datasets"]) == [150, 300]
+    assert all(d["dims"]["time"] == 2 for d in summary["datasets"])
+
+
+def test_info_of_a_catalog_names_what_it_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = pystac.Catalog("root", "a catalog of collections")
+    catalog.normalize_and_save(str(tmp_path / "root"), pystac.CatalogType.SELF_CONTAINED)
+
+    assert main(["info", str(tmp_path / "root" / "catalog.json")]) == 1
+
+    [line] = capsys.readouterr().err.splitlines()
+    assert "is a Catalog, not an Item, Collection or ItemCollection" in line

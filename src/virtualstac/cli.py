@@ -328,17 +328,24 @@ def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool)
 
 
 def _info(arguments: argparse.Namespace) -> int:
+    from pystac_client import ItemSearch
+
     from virtualstac.cli_summary import dataset_summary, opened_stores, sources_of
     from virtualstac.manifests import ManifestArray
-    from virtualstac.stac.invalid import reading_stac
+    from virtualstac.stac.documents import read_stac
     from virtualstac.stac.open import open_stac
-    from virtualstac.stac.stac_io import bounded_stac_io
+    from virtualstac.storage.client import DEFAULT_NETWORK
 
     # Bounded as every read is; links followed later go through the same reader.
-    with reading_stac(arguments.url, "STAC Item or Collection"):
-        stac = pystac.read_file(arguments.url, stac_io=bounded_stac_io())
-    if not isinstance(stac, pystac.Item | pystac.Collection):
-        raise ValueError(f"{arguments.url} is a {type(stac).__name__}, not an Item or Collection")
+    stac = read_stac(arguments.url, DEFAULT_NETWORK)
+    kind = type(stac).__name__
+    if not isinstance(stac, pystac.Item | pystac.Collection | pystac.ItemCollection):
+        what = "a STAC API" if isinstance(stac, ItemSearch) else f"a {kind}"
+        raise ValueError(
+            f"{arguments.url} is {what}, not an Item, Collection or ItemCollection: name one "
+            "of its Collections or Items, or save a search's items as a FeatureCollection"
+        )
+    name = getattr(stac, "id", None) or arguments.url  # an ItemCollection or a search has none
     # Sources are summarised by their references; a published store by what it holds.
     parse = arguments.sources or not opened_stores(stac)
     datasets = open_stac(
@@ -356,8 +363,8 @@ def _info(arguments: argparse.Namespace) -> int:
     stores = [asset.get_absolute_href() or asset.href for asset in assets]
     if arguments.json:
         summary = {
-            "type": type(stac).__name__,
-            "id": stac.id,
+            "type": kind,
+            "id": name,
             # The first store read (the one holding the first variables), and every one.
             "opened": stores[0] if stores else "parsed sources",
             "stores": stores,
@@ -370,7 +377,7 @@ def _info(arguments: argparse.Namespace) -> int:
         origin = "its source assets (virtual references)"
     else:
         origin = f"its published store{'s' if len(stores) > 1 else ''} {', '.join(stores)}"
-    print(f"{type(stac).__name__} {stac.id}, opened from {origin}:")
+    print(f"{kind} {name}, opened from {origin}:")
     for grid, dataset in datasets.items():
         if len(datasets) > 1:
             print(f"\non the grid {grid}:" if grid is not None else "\nwithout a raster grid:")

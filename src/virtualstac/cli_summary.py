@@ -7,6 +7,7 @@ from typing import Any
 
 import pystac
 import xarray as xr
+from pystac_client import ItemSearch
 
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac.invalid import collection_of
@@ -17,9 +18,14 @@ from virtualstac.stac.published_stores import choose_stores, published_assets
 __all__ = ["dataset_summary", "opened_stores", "sources_of"]
 
 
-def opened_stores(stac: pystac.Item | pystac.Collection) -> list[pystac.Asset]:
+def opened_stores(
+    stac: pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch,
+) -> list[pystac.Asset]:
     """The published store assets that opening ``stac`` reads (its own, or its Collection's):
-    every store that holds a variable no store before it holds."""
+    every store that holds a variable no store before it holds. Only an Item or a Collection
+    is summarised from its stores; other STAC (an ItemCollection, a search) by its sources."""
+    if not isinstance(stac, pystac.Item | pystac.Collection):
+        return []
     stores = published_assets(stac)
     if not stores and isinstance(stac, pystac.Item):
         collection = collection_of(stac)  # read with timeouts, as every read is

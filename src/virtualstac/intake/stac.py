@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import importlib
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, get_type_hints
 
@@ -39,10 +38,10 @@ from pystac_client import Client, ItemSearch
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource
 from virtualstac.stac.backend import grid_names
-from virtualstac.stac.invalid import reading_stac
+from virtualstac.stac.documents import read_stac
 from virtualstac.stac.open import _open_stac
 from virtualstac.stac.options import OPTION_NAMES, OpenOptions
-from virtualstac.stac.stac_io import bounded_api_io, bounded_stac_io, reading_api
+from virtualstac.stac.stac_io import bounded_api_io, reading_api
 from virtualstac.storage.client import DEFAULT_NETWORK
 
 __all__ = ["StacVirtualSource"]
@@ -142,21 +141,7 @@ class StacVirtualSource(VirtualDataSource):
             with reading_api(self.url):
                 client = Client.open(self.url, stac_io=bounded_api_io(network))
             return client.search(**self.search_parameters)
-        stac_io = bounded_stac_io(network)
-        # A relative path would be resolved against whatever the working directory is later.
-        url = self.url if "://" in self.url else os.path.abspath(self.url)
-        with reading_stac(url), reading_api(url):
-            document = stac_io.read_json(url)
-            if document.get("type") == "FeatureCollection":
-                return pystac.ItemCollection.from_dict(document)
-            if "conformsTo" in document and any(
-                link.get("rel") == "search" for link in document.get("links", [])
-            ):
-                return Client.open(url, stac_io=bounded_api_io(network)).search()
-            found = pystac.read_dict(document, href=url, stac_io=stac_io)
-        if not isinstance(found, pystac.Item | pystac.Catalog):
-            raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
-        return found
+        return read_stac(self.url, network)
 
     def _parsed(self) -> xr.Dataset | xr.DataTree:
         """Open the items once (headers and chunk indexes); later calls reuse them."""

@@ -1,0 +1,50 @@
+"""What a STAC URL names: an Item, a Catalog or Collection, an ItemCollection, or a STAC API.
+
+The Intake ``stac_virtual`` driver and ``virtualstac info`` accept any of them from one URL.
+Every request is bounded by the given network options (timeouts, retries, ``metadata_bytes``),
+links followed later included.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pystac
+from pystac_client import Client, ItemSearch
+
+from virtualstac.stac.invalid import reading_stac
+from virtualstac.stac.stac_io import bounded_api_io, bounded_stac_io, reading_api
+from virtualstac.storage.client import NetworkOptions
+
+__all__ = ["read_stac"]
+
+
+def read_stac(
+    url: str, network: NetworkOptions
+) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
+    """The STAC object ``url`` (a path or URL) names: an Item, a Catalog or Collection, an
+    ItemCollection (a GeoJSON ``FeatureCollection`` of Items), or, for the root of a STAC API,
+    a search of all its Items.
+
+    Raises
+    ------
+    SourceNotFoundError, InvalidCatalogError, NetworkError
+        Naming ``url``, when it cannot be read or is not STAC JSON.
+    ValueError
+        When ``url`` is STAC JSON of another kind (an Asset's, say).
+    """
+    stac_io = bounded_stac_io(network)
+    # A relative path would be resolved against whatever the working directory is later.
+    url = url if "://" in url else os.path.abspath(url)
+    with reading_stac(url), reading_api(url):
+        document = stac_io.read_json(url)
+        if document.get("type") == "FeatureCollection":
+            return pystac.ItemCollection.from_dict(document)
+        if "conformsTo" in document and any(
+            link.get("rel") == "search" for link in document.get("links", [])
+        ):
+            return Client.open(url, stac_io=bounded_api_io(network)).search()
+        found = pystac.read_dict(document, href=url, stac_io=stac_io)
+    if not isinstance(found, pystac.Item | pystac.Catalog):
+        raise ValueError(f"{url!r} is a {type(found).__name__}, not STAC Items")
+    return found
