@@ -2,8 +2,9 @@
 
 xarray unpacks a variable to the type of its ``scale_factor``/``add_offset``: an ``int16``
 variable with ``float32`` ones unpacks to ``float32`` (as netCDF4 and the netcdf4 engine do),
-with ``float64`` ones to ``float64``. Zarr attributes are JSON, whose numbers read back as
-``float64``, so a parser records the type of packing attributes narrower than that beside them,
+with ``float64`` ones to ``float64``, with only an ``int16`` ``scale_factor`` to ``int16``. Zarr
+attributes are JSON, whose numbers read back as ``float64`` or ``int64``, so a parser records
+the type of other packing attributes beside them,
 as NCZarr records attribute types (``"_nczarr_attr": {"types": {"scale_factor": "<f4"}}``);
 opening values restores the type before CF decoding
 (:func:`virtualstac.xarray.unpacking.open_zarr_values`). xarray hides the key when it reads
@@ -23,18 +24,21 @@ __all__ = ["PACKING_ATTRIBUTES", "TYPES_KEY", "packing_types", "typed_attributes
 TYPES_KEY = "_nczarr_attr"
 #: The attributes whose type decides the type xarray unpacks to.
 PACKING_ATTRIBUTES = ("scale_factor", "add_offset")
+#: The types JSON numbers are read back as.
+_JSON_TYPES = (np.dtype("float64"), np.dtype("int64"))
 
 
 def with_types(attributes: dict[str, Any], types: Mapping[str, np.dtype[Any]]) -> dict[str, Any]:
     """``attributes`` (JSON values) with the ``types`` of their packing attributes recorded
-    where JSON would widen them: floating point narrower than ``float64``."""
+    where JSON would change them: numbers other than ``float64`` and ``int64``, which JSON
+    numbers read back as (an ``int16`` ``scale_factor`` alone unpacks to ``int16``)."""
     narrow = {
         name: np.dtype(dtype).str
         for name, dtype in types.items()
         if name in PACKING_ATTRIBUTES
         and name in attributes
-        and np.dtype(dtype).kind == "f"
-        and np.dtype(dtype).itemsize < 8
+        and np.dtype(dtype).kind in "iuf"
+        and np.dtype(dtype).newbyteorder("=") not in _JSON_TYPES
     }
     if narrow:
         attributes[TYPES_KEY] = {"types": narrow}
