@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import netCDF4
 import numpy as np
 import pytest
 import rasterio
@@ -55,3 +56,26 @@ def test_the_engine_is_never_guessed(tmp_path: Path) -> None:
 
     (path,) = write_sample_archive(tmp_path, days=1)
     assert not VirtualstacBackendEntrypoint().guess_can_open(path)
+
+
+@pytest.mark.parametrize("undecoded", [{"decode_times": False}, {"decode_cf": False}])
+def test_undecoded_time_bounds_have_no_units_as_with_the_netcdf4_engine(
+    tmp_path: Path, undecoded: dict[str, bool]
+) -> None:
+    path = tmp_path / "bounds.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("time", 2)
+        nc.createDimension("nv", 2)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.setncatts({"units": "days since 2000-01-01", "bounds": "time_bnds"})
+        time[:] = [0.5, 1.5]
+        nc.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 1], [1, 2]]
+    opened = xr.open_dataset(path, engine="virtualstac", **undecoded)
+    with xr.open_dataset(path, engine="netcdf4", **undecoded) as direct:
+        assert "units" not in direct["time_bnds"].attrs
+        xr.testing.assert_identical(opened.load(), direct.load())
+    # Decoded, the bounds are times too.
+    decoded = xr.open_dataset(path, engine="virtualstac")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert direct["time_bnds"].dtype.kind == "M"
+        xr.testing.assert_identical(decoded.load(), direct.load())

@@ -89,6 +89,8 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
                 drop_variables=drop,
                 overview_level=overview_level,
             )
+        # Undecoded times leave CF bounds without their time's units, as in xr.open_dataset.
+        times = decoding.get("decode_cf") is not False and decoding.get("decode_times")
         virtual = open_virtual_dataset(
             url,
             parser=parser,
@@ -96,6 +98,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             group=group,
             loadable_variables=[],
             drop_variables=drop,
+            decode_times=None if times is None else bool(times),
             overview_level=overview_level,
         )
         return open_zarr_values(
