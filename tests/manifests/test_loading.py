@@ -150,3 +150,23 @@ def test_a_virtual_dataset_is_the_dataset_xarray_builds_of_its_variables(
     for name, index in expected.xindexes.items():
         assert type(dataset.xindexes[name]) is type(index)
         assert dataset.xindexes[name].equals(index)
+
+
+def test_variables_named_like_a_dimension_of_other_shape_are_coordinates(tmp_path: Path) -> None:
+    """xarray makes every variable named like a dimension a coordinate, indexed or not."""
+    path = tmp_path / "shadow.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 3)
+        ds.createDimension("y", 2)
+        ds.createVariable("x", "f4", ("y",))[:] = [1, 2]
+        ds.createVariable("y", "f4", ("y", "x"))[:] = np.arange(6).reshape(2, 3)
+        ds.createVariable("v", "f4", ("x",))[:] = [1, 2, 3]
+
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert set(reference.coords) == {"x", "y"} and not reference.xindexes
+        for loadable in (None, ["x", "y", "v"]):
+            ours = open_virtual_dataset(path, loadable_variables=loadable)
+            assert set(ours.coords) == set(reference.coords)
+            assert set(ours.data_vars) == set(reference.data_vars)
+            assert not ours.xindexes
+        xr.testing.assert_identical(ours, reference.load())

@@ -138,7 +138,8 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         """The variables of :meth:`to_virtual_dataset`, and the names of those that are coordinates.
 
         A variable's CF ``coordinates`` attribute moves from its attributes to its encoding, as
-        xarray's readers do; those it names, and those the group's names, are coordinates.
+        xarray's readers do; those it names, those the group's names, and those named like a
+        dimension are coordinates.
         """
         variables = {}
         for name, array in self._arrays.items():
@@ -147,9 +148,10 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
             except InvalidManifestError as err:
                 raise InvalidManifestError(f"variable {name!r}: {err}") from err
         _check_dimension_lengths(variables)
-        coord_names = {
-            name for name, var in variables.items() if var.ndim == 1 and var.dims[0] == name
-        }
+        # A variable named like a dimension is a coordinate whatever its dimensions, as in
+        # xr.Dataset (only a 1-D one along its own dimension gets an index).
+        dims = {dim for var in variables.values() for dim in var.dims}
+        coord_names = {name for name in variables if name in dims}
         for var in variables.values():
             listed = var.attrs.pop("coordinates", None)
             if isinstance(listed, str):

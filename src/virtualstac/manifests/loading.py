@@ -45,8 +45,7 @@ def virtual_dataset_from_store(
     variables, coord_set = node.virtual_variables()
     coord_names = [name for name in variables if name in coord_set]
     if loadable_variables is None:
-        dims = {dim for variable in variables.values() for dim in variable.dims}
-        load = [name for name in coord_names if name in dims]
+        load = [name for name in coord_names if variables[name].dims == (name,)]
     else:
         load = list(loadable_variables)
         unknown = [name for name in load if name not in variables]
