@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 import zarr
 from kerchunk_refs import SIMPLE_ZARRAY, open_fsspec, open_ours, parse_json, write_refs
+from zarr.core.dtype import VariableLengthBytes
 
 from virtualstac import open_virtual_datatree
 from virtualstac.errors import InvalidManifestError, LimitExceededError
@@ -134,3 +136,26 @@ def test_shapes_beyond_int64_are_refused(
     path = write_refs(tmp_path, {".zgroup": ZGROUP, "v/.zarray": json.dumps(zarray)})
     with pytest.raises(V2MetadataError, match=r"bad\.json: array 'v': shape .* than int64 holds"):
         parse_json(path)
+
+
+# -- object arrays -------------------------------------------------------------------------
+
+
+def test_vlen_bytes_read_as_zarr_python_reads_them(tmp_path: Path) -> None:
+    # zarr-python writes an array of Python bytes objects with the vlen-bytes object codec,
+    # which Zarr v3 has as its vlen-bytes serializer and variable_length_bytes data type.
+    path = tmp_path / "blobs.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    blobs = group.create_array(
+        "blob", shape=(5,), chunks=(2,), dtype=VariableLengthBytes(), fill_value=b"none"
+    )
+    blobs.attrs["_ARRAY_DIMENSIONS"] = ["record"]
+    blobs[:3] = np.array([b"\x00\xff", b"", b"abc"], dtype=object)  # the last chunk is missing
+    assert json.loads((path / "blob" / ".zarray").read_text())["filters"] == [{"id": "vlen-bytes"}]
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert store.group["blob"].metadata.to_dict()["codecs"][0]["name"] == "vlen-bytes"
+    values = zarr.open_group(store, mode="r")["blob"][...]
+    assert values.tolist() == blobs[...].tolist() == [b"\x00\xff", b"", b"abc", b"none", b"none"]
+    opened = xr.open_zarr(store, consolidated=False, chunks=None)["blob"]
+    assert opened.dims == ("record",)
+    assert opened.values.tolist() == values.tolist()

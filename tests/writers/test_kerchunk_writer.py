@@ -336,3 +336,22 @@ def test_a_sharded_array_is_refused_naming_the_codec_and_the_way_out(tmp_path: P
 
     with pytest.raises(UnsupportedOperationError, match=r"'sharding_indexed'.*Icechunk"):
         virtual.virtual.to_kerchunk()
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+def test_vlen_bytes_are_written_with_their_object_codec(tmp_path: Path) -> None:
+    from zarr.core.dtype import VariableLengthBytes
+
+    path = tmp_path / "blobs.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    blobs = group.create_array(
+        "blob", shape=(4,), chunks=(2,), dtype=VariableLengthBytes(), fill_value=b""
+    )
+    blobs.attrs["_ARRAY_DIMENSIONS"] = ["record"]
+    blobs[:] = np.array([b"\x00\xff", b"", b"abc", b"d"], dtype=object)
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    zarray = json.loads(references["refs"]["blob/.zarray"])
+    assert (zarray["dtype"], zarray["filters"]) == ("|O", [{"id": "vlen-bytes"}])
+    # As zarr-python reads the store: every chunk is referenced, so fill_value is left out and
+    # the empty value is not masked (xarray on the source masks it as its fill value).
+    assert open_references(references)["blob"].values.tolist() == blobs[...].tolist()

@@ -55,7 +55,7 @@ CF_ENCODING_ATTRS = (
 def create_v3_array_metadata(
     *,
     shape: Sequence[int],
-    data_type: np.dtype[Any] | str,
+    data_type: np.dtype[Any] | str | ZDType[Any, Any],
     chunk_shape: Sequence[int],
     fill_value: Any = None,
     codecs: Iterable[Mapping[str, Any]] | None = None,
@@ -75,14 +75,16 @@ def create_v3_array_metadata(
     InvalidManifestError
         If ``fill_value`` cannot be represented in the data type.
     """
-    dtype = np.dtype(data_type)
+    # zarr's own data type where a numpy one is ambiguous (object arrays of str or bytes).
+    given = data_type if isinstance(data_type, ZDType) else None
+    dtype = data_type.to_native_dtype() if isinstance(data_type, ZDType) else np.dtype(data_type)
     codec_list = [dict(c) for c in codecs] if codecs is not None else None
     if codec_list is None:
         endian = "big" if dtype.byteorder == ">" else "little"
         codec_list = [{"name": "bytes", "configuration": {"endian": endian}}]
     # The byte order lives in the bytes codec; zarr's JSON data type has none and reads back
     # little-endian, so the metadata holds it that way whatever order was given.
-    zarr_dtype = _zarr_dtype(dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
+    zarr_dtype = given or _zarr_dtype(dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
     try:
         fill = _cast_fill(zarr_dtype, dtype, fill_value)
     except (TypeError, ValueError, OverflowError) as err:
@@ -101,6 +103,7 @@ def create_v3_array_metadata(
         key = (
             shape,
             dtype,
+            zarr_dtype,
             chunk_shape,
             _fill_key(fill, zarr_dtype),
             "default" if codecs is None else json.dumps(codec_list, sort_keys=True),

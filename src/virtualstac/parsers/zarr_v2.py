@@ -5,8 +5,8 @@ v2 metadata into the v3 metadata manifest arrays carry:
 
 - the dtype's byte order moves into the ``bytes`` codec; ``order: "F"`` becomes a ``transpose``
   codec; ``filters`` and ``compressor`` become numcodecs codecs, array-to-array filters before
-  the serializer and byte filters after it; ``|O`` with a ``vlen-utf8`` filter becomes a string
-  array with the ``vlen-utf8`` serializer;
+  the serializer and byte filters after it; ``|O`` with a ``vlen-utf8`` (``vlen-bytes``) filter
+  becomes a string (bytes) array with the ``vlen-utf8`` (``vlen-bytes``) serializer;
 - ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
   because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
   as xarray's v3 reader decodes it, so numbers and booleans decode the same through either.
@@ -33,6 +33,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
+from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8, ZDType
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.registry import get_codec_class
 
@@ -59,9 +60,12 @@ __all__ = [
 
 _INT64_MAX = 2**63 - 1
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
-# v2 object codecs with a v3 serializer; the others (pickle, json2, msgpack2, vlen-array) store
-# Python objects no Zarr v3 data type describes.
-_VLEN_SERIALIZERS = {"vlen-utf8": "vlen-utf8"}
+# v2 object codecs with a v3 serializer and data type; the others (pickle, json2, msgpack2,
+# vlen-array) store Python objects no Zarr v3 data type describes.
+_VLEN_SERIALIZERS: dict[str, ZDType[Any, Any]] = {
+    "vlen-utf8": VariableLengthUTF8(),  # type: ignore[no-untyped-call]
+    "vlen-bytes": VariableLengthBytes(),
+}
 
 
 class V2MetadataError(VirtualStacError, ValueError):
@@ -140,13 +144,14 @@ def v3_metadata_from_v2(
     filters = list(zarray.get("filters") or [])
     compressor = zarray.get("compressor")
     codecs, data_type = _codecs(filters, compressor, dtype, order, len(shape), where)
-    fill_value = _fill_value(zarray.get("fill_value"), data_type, where)
+    native = data_type.to_native_dtype() if isinstance(data_type, ZDType) else data_type
+    fill_value = _fill_value(zarray.get("fill_value"), native, where)
     if fill_value is not None:
         # xarray masks a v2 array by its fill value (as if it were _FillValue); a v3 array
         # only by a _FillValue attribute.
         attributes["_FillValue"] = fill_value
     if "_FillValue" in attributes:
-        encoded = _cf_fill_attribute(attributes["_FillValue"], data_type, where)
+        encoded = _cf_fill_attribute(attributes["_FillValue"], native, where)
         if encoded is None:
             del attributes["_FillValue"]
         else:
@@ -195,24 +200,25 @@ def _codecs(
     order: str,
     ndim: int,
     where: str,
-) -> tuple[list[dict[str, Any]], np.dtype[Any]]:
-    """v3 codecs of a v2 filter chain + compressor, and the array's (native) data type."""
+) -> tuple[list[dict[str, Any]], np.dtype[Any] | ZDType[Any, Any]]:
+    """v3 codecs of a v2 filter chain + compressor, and the array's data type: a native one, or
+    zarr's for object arrays (whose native dtype does not say what the objects are)."""
     before: list[dict[str, Any]] = []
     after: list[dict[str, Any]] = []
     if order == "F" and ndim > 1:
         before.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
     serializer: dict[str, Any] | None = None
-    data_type = dtype
+    data_type: np.dtype[Any] | ZDType[Any, Any] = dtype
     if dtype.kind == "O":
         first = filters.pop(0) if filters else None
         name = first.get("id") if isinstance(first, dict) else None
         if name not in _VLEN_SERIALIZERS:
             raise V2MetadataError(
-                f"{where}: object dtype with object codec {name!r}; only vlen-utf8 strings have "
-                "a Zarr v3 equivalent (the others store Python objects)"
+                f"{where}: object dtype with object codec {name!r}; only vlen-utf8 strings and "
+                "vlen-bytes have a Zarr v3 equivalent (the others store Python objects)"
             )
-        serializer = {"name": _VLEN_SERIALIZERS[name]}
-        data_type = np.dtype(np.dtypes.StringDType())
+        serializer = {"name": name}
+        data_type = _VLEN_SERIALIZERS[name]
     else:
         endian = "big" if dtype.byteorder == ">" else "little"
         serializer = {"name": "bytes", "configuration": {"endian": endian}}
@@ -259,7 +265,7 @@ def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
         if dtype.kind == "c":
             real, imag = value
             return complex(_float(real), _float(imag))
-        if dtype.kind in "SV":
+        if dtype.kind in "SVO":  # fixed-length bytes, raw bytes and vlen-bytes objects
             return base64.standard_b64decode(value)
         if dtype.kind == "b":
             return bool(value)

@@ -59,11 +59,11 @@ def v2_metadata(
             if dtype.itemsize > 1 and endian is not None:
                 dtype = dtype.newbyteorder("<" if endian == "little" else ">")
             serializer_seen = True
-        elif codec_name == "vlen-utf8":
-            # Zarr v2 stores variable-length strings as objects through the same encoding,
-            # named by an object codec that must come first among the filters.
+        elif codec_name in ("vlen-utf8", "vlen-bytes"):
+            # Zarr v2 stores variable-length strings and bytes as objects through the same
+            # encoding, named by an object codec that must come first among the filters.
             dtype = np.dtype("O")
-            filters.insert(0, {"id": "vlen-utf8"})
+            filters.insert(0, {"id": codec_name})
             serializer_seen = True
         elif codec_name == "transpose":
             if list(configuration["order"]) != list(range(metadata.ndim))[::-1]:
@@ -214,7 +214,7 @@ def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
         if math.isinf(number):
             return "Infinity" if number > 0 else "-Infinity"
         return number
-    if dtype.kind in "SV" and isinstance(value, bytes):
+    if dtype.kind in "SVO" and isinstance(value, bytes):
         return base64.standard_b64encode(value).decode("ascii")
     if dtype.kind == "b":
         return bool(value)
