@@ -19,14 +19,22 @@ import pytest
 import rasterio
 import scipy.io
 import xarray as xr
+import zarr
 from obstore.store import LocalStore
 
 from faulty_servers import FaultyServer
 from servers import S3Server
-from virtualstac import ManifestArray, NetworkOptions, open_virtual_dataset, open_virtual_mfdataset
+from virtualstac import (
+    ManifestArray,
+    NetworkOptions,
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import (
     IncompatibleArraysError,
+    InvalidManifestError,
     NetworkError,
     SourceNotFoundError,
     UnregisteredURLError,
@@ -516,3 +524,13 @@ def test_progress_is_reported_on_stderr(
     assert "virtualizing: 3/3" in capsys.readouterr().err
     open_virtual_mfdataset([str(p) for p in archive])  # off by default in the API
     assert capsys.readouterr().err == ""
+
+
+def test_a_group_that_is_no_dataset_is_named_with_the_file(tmp_path: Path) -> None:
+    # zarr-python writes no _ARRAY_DIMENSIONS, so xarray cannot name the array's dimensions.
+    path = tmp_path / "unnamed.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    group.create_group("inner").create_array("v", data=np.arange(4))
+    message = rf"{path.as_uri()}: group '/inner': variable 'v': array metadata needs a name"
+    with pytest.raises(InvalidManifestError, match=message):
+        open_virtual_datatree(str(path))

@@ -191,9 +191,12 @@ def open_virtual_datatree(
     datasets = {}
     for path, node in store.group.walk():
         if isinstance(node, ManifestGroup):
-            dataset = store.to_virtual_dataset(
-                path, loadable_variables=loadable, decode_times=decode_times
-            )
+            try:
+                dataset = store.to_virtual_dataset(
+                    path, loadable_variables=loadable, decode_times=decode_times
+                )
+            except (InvalidManifestError, NotVirtualizableError) as err:
+                raise type(err)(f"{redact(url)}: group '/{path}': {err}") from err
             datasets["/" + path] = dataset.drop_vars(
                 [name for name in drop if name in dataset.variables]
             )
