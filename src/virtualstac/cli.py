@@ -345,6 +345,8 @@ def _info(arguments: argparse.Namespace) -> int:
             f"{arguments.url} is {what}, not an Item, Collection or ItemCollection: name one "
             "of its Collections or Items, or save a search's items as a FeatureCollection"
         )
+    if isinstance(stac, pystac.ItemCollection) and not stac.items:
+        raise ValueError(f"{arguments.url} is a FeatureCollection holding no Items")
     name = getattr(stac, "id", None) or arguments.url  # an ItemCollection or a search has none
     # Sources are summarised by their references; a published store by what it holds.
     parse = arguments.sources or not opened_stores(stac)
