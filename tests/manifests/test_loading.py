@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from virtualstac import open_virtual_dataset
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.xarray.unpacking import open_zarr_values
 
 pytestmark = [
@@ -47,6 +47,62 @@ def test_a_character_coordinate_stays_characters_as_xarray_reads_it(
         assert vds.indexes["fl_dmn"].equals(reference.indexes["fl_dmn"])
     # Loaded by default, being a dimension coordinate.
     assert open_virtual_dataset(str(path))["fl_dmn"].shape == (3,)
+
+
+def write_character_fills(path: Path, fmt: str) -> Path:
+    """Character variables with a ``_FillValue``, along a string length and without one, with
+    unwritten elements (which read as the fill) and a string written as the fill itself."""
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("station", 3)
+        ds.createDimension("strlen", 4)
+        names = ds.createVariable("names", "S1", ("station", "strlen"), fill_value=b"?")
+        names[:2] = netCDF4.stringtochar(np.array([b"one", b"?"], dtype="S4"))
+        flags = ds.createVariable("flags", "S1", ("station",), fill_value=b"?")
+        flags[0], flags[2] = b"a", b"c"
+    return path
+
+
+def assert_values_as_netcdf4_reads_them(
+    dataset: xr.Dataset, reference: xr.Dataset, names: tuple[str, ...] = ("names", "flags")
+) -> None:
+    for name in names:
+        # Masked characters are objects with NaN where the fill was.
+        xr.testing.assert_identical(dataset[name].variable, reference[name].variable)
+        assert dataset[name].encoding["_FillValue"] == reference[name].encoding["_FillValue"]
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+def test_character_fill_values_are_masked_as_the_netcdf4_engine_masks_them(
+    tmp_path: Path, fmt: str
+) -> None:
+    path = write_character_fills(tmp_path / f"fills_{fmt}.nc", fmt)
+    registry = ObjectStoreRegistry.for_url(str(path))
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["flags"].values[1] is np.nan
+        loaded = open_virtual_dataset(
+            path, registry=registry, loadable_variables=["names", "flags"]
+        )
+        assert_values_as_netcdf4_reads_them(loaded, reference)
+        # Read through the references, and through a store of the loaded values.
+        vds = open_virtual_dataset(path, registry=registry)
+        assert_values_as_netcdf4_reads_them(
+            open_zarr_values(vds.virtual.to_store(registry)), reference
+        )
+        # Loaded strings are stored joined, so the characters of flags would then join along
+        # station too (as they did before character fills were masked).
+        assert_values_as_netcdf4_reads_them(
+            open_zarr_values(loaded.virtual.to_store(registry)), reference, ("names",)
+        )
+
+
+def test_plain_zarr_readers_read_character_fills_unmasked(tmp_path: Path) -> None:
+    """xarray's Zarr reader refuses a _FillValue on characters; the store stays readable to it,
+    with the fill characters as they are stored (the difference docs/opening.md lists)."""
+    path = write_character_fills(tmp_path / "fills.nc", "NETCDF4")
+    registry = ObjectStoreRegistry.for_url(str(path))
+    store = open_virtual_dataset(path, registry=registry).virtual.to_store(registry)
+    plain = xr.open_zarr(store)
+    np.testing.assert_array_equal(plain["flags"].values, np.array([b"a", b"?", b"c"]), strict=True)
 
 
 def write_time_bounds(path: Path) -> Path:

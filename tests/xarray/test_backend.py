@@ -23,6 +23,24 @@ def test_netcdf4_matches_the_netcdf4_engine(tmp_path: Path) -> None:
         xr.testing.assert_identical(opened.load(), direct.load())
 
 
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF4"])
+def test_character_fill_values_are_masked_as_with_the_netcdf4_engine(
+    tmp_path: Path, fmt: str
+) -> None:
+    path = tmp_path / "chars.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("station", 3)
+        ds.createDimension("strlen", 4)
+        names = ds.createVariable("names", "S1", ("station", "strlen"), fill_value=b"?")
+        names[:2] = netCDF4.stringtochar(np.array([b"one", b"?"], dtype="S4"))
+        ds.createVariable("flags", "S1", ("station",), fill_value=b"?")[0] = b"a"
+    opened = xr.open_dataset(path, engine="virtualstac")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert direct["names"].values[1] is np.nan
+        xr.testing.assert_identical(opened.load(), direct.load())
+
+
 def test_chunks_follow_the_file(tmp_path: Path) -> None:
     (path,) = write_sample_archive(tmp_path, days=1)
     opened = xr.open_dataset(path, engine="virtualstac", chunks={})

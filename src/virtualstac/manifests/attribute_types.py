@@ -9,16 +9,30 @@ as NCZarr records attribute types (``"_nczarr_attr": {"types": {"scale_factor": 
 opening values restores the type before CF decoding
 (:func:`virtualstac.xarray.unpacking.open_zarr_values`). xarray hides the key when it reads
 Zarr v2 metadata (Kerchunk references) itself.
+
+The record also keeps the ``_FillValue`` of a character (``S1``) variable, which cannot be an
+attribute: xarray's Zarr reader refuses a ``_FillValue`` on text (its ``FillValueCoder`` has no
+rule for it), so the attribute would make the array unreadable to any plain ``xr.open_zarr``.
+Opening values through virtualstac restores it, so the characters mask as the netcdf4 engine
+masks them; a plain Zarr reader reads the fill characters themselves.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["PACKING_ATTRIBUTES", "TYPES_KEY", "packing_types", "typed_attributes", "with_types"]
+__all__ = [
+    "PACKING_ATTRIBUTES",
+    "TYPES_KEY",
+    "packing_types",
+    "typed_attributes",
+    "with_character_fill",
+    "with_types",
+]
 
 #: The attribute that records attribute types (NCZarr's name for it).
 TYPES_KEY = "_nczarr_attr"
@@ -26,6 +40,8 @@ TYPES_KEY = "_nczarr_attr"
 PACKING_ATTRIBUTES = ("scale_factor", "add_offset")
 #: The types JSON numbers are read back as.
 _JSON_TYPES = (np.dtype("float64"), np.dtype("int64"))
+#: The recorded type of a character variable's ``_FillValue``, kept in the record.
+_CHARACTER = np.dtype("S1").str
 
 
 def with_types(attributes: dict[str, Any], types: Mapping[str, np.dtype[Any]]) -> dict[str, Any]:
@@ -45,6 +61,20 @@ def with_types(attributes: dict[str, Any], types: Mapping[str, np.dtype[Any]]) -
     return attributes
 
 
+def with_character_fill(attributes: dict[str, Any], fill: bytes) -> dict[str, Any]:
+    """``attributes`` of a character (``S1``) variable whose ``_FillValue`` is ``fill``, with
+    the value kept in the record (base64, as xarray encodes a bytes fill value) instead of an
+    attribute, which xarray's Zarr reader refuses on text."""
+    attributes.pop("_FillValue", None)
+    recorded = attributes.get(TYPES_KEY)
+    record = dict(recorded) if isinstance(recorded, Mapping) else {}
+    types = record.get("types")
+    record["types"] = {**(types if isinstance(types, Mapping) else {}), "_FillValue": _CHARACTER}
+    record["_FillValue"] = base64.standard_b64encode(fill).decode("ascii")
+    attributes[TYPES_KEY] = record
+    return attributes
+
+
 def packing_types(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attributes`` with only the packing attributes' entries of their recorded types, or
     none recorded (an NCZarr store records the type of every attribute)."""
@@ -58,14 +88,19 @@ def packing_types(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def typed_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """``attributes`` with the packing attributes as numpy scalars of their recorded types,
-    and the record itself removed (as netCDF4 reads them)."""
+    """``attributes`` with the packing attributes as numpy scalars of their recorded types, a
+    character variable's ``_FillValue`` as ``numpy.bytes_``, and the record itself removed
+    (as netCDF4 reads them)."""
     typed = {name: value for name, value in attributes.items() if name != TYPES_KEY}
     recorded = attributes.get(TYPES_KEY)
-    types = recorded.get("types") if isinstance(recorded, Mapping) else None
-    if not isinstance(types, Mapping):
+    if not isinstance(recorded, Mapping) or not isinstance(recorded.get("types"), Mapping):
         return typed
+    types = recorded["types"]
     for name in PACKING_ATTRIBUTES:
         if name in typed and name in types and isinstance(typed[name], int | float):
             typed[name] = np.dtype(types[name]).type(typed[name])
+    fill = recorded.get("_FillValue")
+    if types.get("_FillValue") == _CHARACTER and isinstance(fill, str):
+        # As the netcdf4 engine gives it.
+        typed["_FillValue"] = np.bytes_(base64.standard_b64decode(fill))
     return typed

@@ -203,11 +203,13 @@ def _load(
     source = table[0] if table else "an inlined array"
     check_coordinate(array.size * array.dtype.itemsize, source=source, name=path)
     values = _read(store, path, array)
-    # Packing attributes of their recorded types, so values unpack to the type netCDF4 gives.
-    attrs = {**inherited, **typed_attributes(array.metadata.attributes)}
+    attrs = {**inherited, **array.metadata.attributes}
     attrs.pop("coordinates", None)
     if "_FillValue" in attrs:
         attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)
+    # Packing attributes of their recorded types, so values unpack to the type netCDF4 gives,
+    # and a character fill (which FillValueCoder refuses) restored from the record.
+    attrs = typed_attributes(attrs)
     encoded = xr.Variable(variable.dims, values, attrs)
     return xr.conventions.decode_cf_variable(
         path.rsplit("/", 1)[-1],

@@ -360,7 +360,9 @@ class _FileWalker:
             # Reading any value decodes its whole chunk, through h5py (inlined) or Zarr alike.
             where = f"{self.url}: variable {member.path!r}"
             check_chunk_bytes(math.prod(member.chunks) * dtype.itemsize, where=where)
-        encode_fill_attributes(attributes, dtype, member.path, self.fail)
+        encode_fill_attributes(
+            attributes, dtype, member.path, self.fail, member.attrs.get("_FillValue")
+        )
         fill_off = dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER
         netcdf = self.netcdf or self.dimensions.netcdf
         fill_defined = dcpl.fill_value_defined() != h5py.h5d.FILL_VALUE_UNDEFINED

@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError
-from virtualstac.manifests.attribute_types import with_types
+from virtualstac.manifests.attribute_types import with_character_fill, with_types
 from virtualstac.manifests.metadata import cf_fill_value_attribute
 
 __all__ = [
@@ -309,14 +309,15 @@ def fill_value(
 
 
 def encode_fill_attributes(
-    attributes: dict[str, Any], dtype: np.dtype[Any], path: str, fail: Fail
+    attributes: dict[str, Any], dtype: np.dtype[Any], path: str, fail: Fail, stored: Any = None
 ) -> None:
     """Encode ``_FillValue`` as xarray's Zarr reader decodes it (per data type).
 
     ``missing_value`` stays a plain value: xarray decodes only ``_FillValue`` from Zarr. A
     ``_FillValue`` that is not one number of the type of variable ``path`` (several values,
     text, a fraction for integers) is refused: Zarr's fill value is one number, and rounded
-    it would mask values netCDF does not mask.
+    it would mask values netCDF does not mask. ``stored`` is the attribute as h5py reads it:
+    the bytes of a character variable's fill, which its JSON text may not spell.
     """
     if "_FillValue" not in attributes:
         return
@@ -328,8 +329,11 @@ def encode_fill_attributes(
                 path, f"has a _FillValue of {value!r}, which is not one value of its type {dtype}"
             )
         attributes["_FillValue"] = cf_fill_value_attribute(value, dtype)
+    elif dtype == np.dtype("S1") and isinstance(stored, bytes) and len(stored) == 1:
+        # xarray's Zarr reader refuses a _FillValue on characters: kept in the type record.
+        with_character_fill(attributes, bytes(stored))
     else:
-        # xarray's Zarr reader has no _FillValue rule for bytes or complex data.
+        # xarray's Zarr reader has no _FillValue rule for other bytes or complex data.
         del attributes["_FillValue"]
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
 from virtualstac.limits import check_metadata, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.attribute_types import with_types
+from virtualstac.manifests.attribute_types import with_character_fill, with_types
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
@@ -415,9 +415,8 @@ class _GroupBuilder:
             if dtype.kind in "iuf":
                 attributes["_FillValue"] = cf_fill_value_attribute(fill_value, dtype)
             else:
-                # xarray's Zarr reader has no _FillValue rule for characters; the Zarr
-                # fill value still holds it.
-                del attributes["_FillValue"]
+                # xarray's Zarr reader refuses a _FillValue on characters.
+                with_character_fill(attributes, fill_value)
         nbytes = math.prod(shape) * dtype.itemsize
         span = end - int(starts[0]) if starts.size else 0
         if nbytes and nbytes <= self.options.inline_threshold and span <= _HEADER_READ:

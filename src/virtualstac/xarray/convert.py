@@ -17,7 +17,7 @@ import xarray as xr
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
-from virtualstac.manifests.attribute_types import with_types
+from virtualstac.manifests.attribute_types import with_character_fill, with_types
 from virtualstac.manifests.metadata import (
     CF_ENCODING_ATTRS,
     cf_fill_value_attribute,
@@ -62,25 +62,32 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         )
     encoded = xr.conventions.encode_cf_variable(variable, name=name)
     values = np.asarray(encoded.values, order="C")
+    if values.dtype.kind == "O" and all(isinstance(v, bytes) for v in values.flat):
+        # Masked characters decode to objects, and encode back to their bytes with the fill.
+        values = values.astype(np.bytes_)
     # Fixed-width text (band names) is zarr's fixed_length_utf32: raw UTF-32 bytes.
     if values.dtype.kind in "OM":
         raise UnsupportedOperationError(
             f"variable {name!r} has dtype {values.dtype}, which cannot be stored as raw bytes"
         )
     attrs = dict(encoded.attrs)
+    character_fill = attrs.pop("_FillValue", None) if values.dtype.kind == "S" else None
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
             attrs[key] = cf_fill_value_attribute(attrs[key], values.dtype)
     little = values.astype(values.dtype.newbyteorder("<"), copy=False)
     # A float32 scale_factor stays float32 through JSON, so values unpack as they did here.
     types = {key: np.asarray(value).dtype for key, value in attrs.items()}
+    json_attrs = with_types(_json_attrs(attrs), types)
+    if isinstance(character_fill, bytes):
+        with_character_fill(json_attrs, character_fill)
     metadata = create_v3_array_metadata(
         shape=values.shape,
         data_type=little.dtype,
         # Zarr chunks are at least 1 long: an empty selection (join="inner" of disjoint
         # grids) has no chunk at all.
         chunk_shape=tuple(max(n, 1) for n in values.shape),
-        attributes=with_types(_json_attrs(attrs), types),
+        attributes=json_attrs,
         dimension_names=[str(d) for d in encoded.dims],
     )
     # A scalar's one chunk is keyed like a 1-chunk vector; ManifestArray reshapes the grid.
