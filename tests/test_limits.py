@@ -19,6 +19,7 @@ def test_the_defaults_hold_real_archives() -> None:
         metadata_bytes=64 * 2**20,
         coordinate_bytes=2**30,
         chunk_bytes=2**30,
+        group_depth=100,
     )
 
 

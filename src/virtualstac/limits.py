@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ __all__ = [
     "Limits",
     "check_chunk_bytes",
     "check_coordinate",
+    "check_group_depth",
     "check_metadata",
     "check_open_references",
     "check_references",
@@ -68,6 +69,11 @@ class Limits:
         Bytes of one chunk once decoded (its elements times their size), as Zarr metadata
         (``.zarray``, ``zarr.json``, Kerchunk) or an HDF5 chunked dataset declares it: a read
         holds a whole chunk in memory.
+    group_depth
+        Levels of groups nested in a Zarr store or Kerchunk reference set, counted along the
+        path of its deepest array or group (``a/b/c`` is 3 deep). Groups are walked
+        recursively: a depth near Python's recursion limit would fail as a damaged file, and
+        real hierarchies are a few levels deep.
     """
 
     references_per_array: int = 50_000_000
@@ -78,6 +84,7 @@ class Limits:
     metadata_bytes: int = 64 * 2**20
     coordinate_bytes: int = 1 * 2**30
     chunk_bytes: int = 1 * 2**30
+    group_depth: int = 100
 
 
 _current = Limits()
@@ -231,6 +238,14 @@ def check_chunk_bytes(nbytes: int, *, where: str) -> None:
             nbytes,
             "chunk_bytes",
         )
+
+
+def check_group_depth(paths: Iterable[str], *, source: str) -> None:
+    """Refuse a hierarchy whose array or group ``paths`` (``"a/b/c"``, ``""`` for the root)
+    nest deeper than ``group_depth``, before its groups are walked."""
+    depth = max((path.count("/") + 1 for path in paths if path), default=0)
+    if depth > _current.group_depth:
+        raise _exceeded(f"{source}: its groups nest {depth:,} deep", depth, "group_depth")
 
 
 def fits_in_memory(nbytes: int) -> bool:

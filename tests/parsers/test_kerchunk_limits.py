@@ -345,3 +345,31 @@ def test_tifffile_references_edited_to_zero_bytes_are_refused(tmp_path: Path) ->
 
     with pytest.raises(KerchunkReferenceError, match=r"image\.json: chunk '0\.1' references 0"):
         parse_json(path)
+
+
+def test_groups_nested_beyond_the_depth_limit_are_refused_naming_the_depth(
+    tmp_path: Path,
+) -> None:
+    """Deeper than Python's recursion allows (was a 'damaged (RecursionError)' file)."""
+    deep = "/".join(["g"] * 2000)
+    path = write_json(
+        tmp_path, {".zgroup": '{"zarr_format": 2}', f"{deep}/v/.zarray": zarray([4], [2])}
+    )
+
+    message = r"refs\.json: its groups nest 2,001 deep: .* limit of 100 \(group_depth\)"
+    with pytest.raises(LimitExceededError, match=message):
+        parse_json(path)
+
+
+def test_groups_nested_to_the_depth_limit_open(tmp_path: Path) -> None:
+    path = write_json(
+        tmp_path, {".zgroup": '{"zarr_format": 2}', "a/b/c/v/.zarray": zarray([4], [2])}
+    )
+
+    with virtualstac.limits.limits(group_depth=3):
+        with pytest.raises(LimitExceededError, match=r"nest 4 deep"):
+            parse_json(path)
+    with virtualstac.limits.limits(group_depth=4):
+        store = parse_json(path)
+
+    assert store.group["a/b/c/v"].shape == (4,)

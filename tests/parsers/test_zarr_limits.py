@@ -83,3 +83,17 @@ def test_metadata_documents_beyond_the_limit_are_refused_before_they_are_read(
         ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
     store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
     assert store.group.arrays["padded"].metadata.attributes["pad"] == "x" * 100_000
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_groups_nested_beyond_group_depth_are_refused(tmp_path: Path, zarr_format: int) -> None:
+    path = tmp_path / "nested.zarr"
+    root = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    root.create_array("a/b/c/v", shape=(4,), chunks=(2,), dtype="f4")
+
+    message = r"nested\.zarr: its groups nest 4 deep: 4 is more than the limit of 3"
+    with pytest.raises(LimitExceededError, match=rf"{message}.*set_limits\(group_depth="):
+        with limits(group_depth=3):
+            ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    assert store.group["a/b/c/v"].shape == (4,)

@@ -20,6 +20,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
 from virtualstac.limits import (
     check_chunk_bytes,
+    check_group_depth,
     check_metadata,
     check_references,
     counting_references,
@@ -98,6 +99,8 @@ class ZarrParser:
                 array = _v3_array("", documents["zarr.json"], sizes, base_url)
                 group = ManifestGroup(arrays={root_name: array})
             elif "zarr.json" in documents:
+                nodes = [key.rpartition("/")[0] for key in documents if key.endswith("zarr.json")]
+                check_group_depth(nodes, source=base_url)
                 group = self._v3_group("", documents, sizes, base_url)
             elif ".zgroup" in documents or ".zarray" in documents:
                 from virtualstac.parsers.zarr_v2 import v2_group_from_documents

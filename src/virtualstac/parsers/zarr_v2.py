@@ -40,7 +40,7 @@ from zarr.registry import get_codec_class
 # Registers the imagecodecs_* codecs (TIFF compressions) that tifffile's references name.
 import virtualstac.codecs  # noqa: F401
 from virtualstac.errors import InvalidManifestError, VirtualStacError
-from virtualstac.limits import check_chunk_bytes, check_references
+from virtualstac.limits import check_chunk_bytes, check_group_depth, check_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -368,6 +368,7 @@ def _tree(documents: Mapping[str, Any], source: str) -> _Tree:
             tree.groups.add(parent)
     # Groups holding members but no .zgroup of their own (zarr v2 requires one, some writers
     # leave it out): create them, as fsspec and zarr would list their members.
+    check_group_depth([*tree.arrays, *tree.groups], source=source)
     for path in [*tree.arrays, *tree.groups]:
         while path:
             path = path.rpartition("/")[0]
