@@ -43,7 +43,7 @@ def load(catalog: Path) -> object:
         ("urlpath: []", "urlpath", "a path or URL"),
         ("urlpath: data/a.nc\nchunks: x", "chunks", "a mapping"),
         (
-            "urlpath: data/a.nc\nchunks: {time: -1}",
+            "urlpath: data/a.nc\nchunks: {time: 0}",
             "chunks",
             "a mapping of dimension names to sizes",
         ),

@@ -304,3 +304,21 @@ sources:
     np.testing.assert_array_equal(
         tree["10x10"]["B02"].isel(time=0).values, archive.band(SOUTH_IDS[0], "B02")
     )
+
+
+def test_chunks_of_minus_one_take_the_whole_dimension(static: tuple[Path, Archive]) -> None:
+    catalog, _ = static
+    extra = catalog.parent / "chunks.yaml"
+    extra.write_text(
+        """
+sources:
+  whole_rows:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      assets: B02
+      chunks: {time: 1, x: -1}
+"""
+    )
+    cube = intake.open_catalog(str(extra)).whole_rows.to_dask()
+    assert cube["B02"].chunks[0] == (1, 1, 1) and cube["B02"].chunks[2] == (WIDTH,)

@@ -127,3 +127,35 @@ sources:
     decoded = entry(steps=24, decode=True).to_dask()
     assert decoded["t2m"].chunks[0] == (24, 24)
     assert decoded["time"].dtype.kind == "M"
+
+
+def test_chunks_as_xarray_takes_them(catalog: Path) -> None:
+    """intake-xarray catalogs write ``-1`` for a whole dimension, or ``auto``."""
+    catalog.write_text(
+        """
+sources:
+  whole_maps:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      chunks: {time: 24, lat: -1}
+  single:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      chunks: -1
+  automatic:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      chunks: auto
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    assert entries.whole_maps.to_dask()["t2m"].chunks == ((24, 24), (90,), (90, 90))
+    assert entries.single.to_dask()["t2m"].chunks == ((48,), (90,), (180,))
+    files = sorted((catalog.parent / "data").glob("*.nc"))
+    automatic = entries.automatic.to_dask()
+    assert automatic["t2m"].chunks is not None  # dask's choice, lazy all the same
+    with xr.open_mfdataset(files, engine="netcdf4") as direct:
+        xr.testing.assert_identical(automatic.load(), direct.load())

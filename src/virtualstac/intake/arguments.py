@@ -109,19 +109,21 @@ class Arguments:
             return dict(value)
         raise self.error(name, value, "a mapping of names to values")
 
-    def chunks(self, value: Any) -> dict[str, Any]:
-        """Dask chunks: a mapping of dimension names to sizes (or ``"auto"``, or the text a
-        template of an ``int`` parameter renders); None or ``{}`` keeps the files' own chunks."""
-        sizes = self.mapping("chunks", value)
-        if sizes is None:
+    def chunks(self, value: Any) -> dict[str, Any] | str | int:
+        """Dask chunks as ``xr.open_dataset`` takes them: a mapping of dimension names to
+        sizes, ``-1`` (the whole dimension), ``"auto"`` or None (the files' own), or one of
+        these for every dimension; the text a template of an ``int`` parameter renders is that
+        number. None or ``{}`` keeps the files' own chunks."""
+        if value is None:
             return {}
-        sizes = {
-            dim: int(size) if isinstance(size, str) and size.strip().isdigit() else size
-            for dim, size in sizes.items()
-        }
-        if all(_is_chunk_size(v) for v in sizes.values()):
-            return sizes
-        raise self.error("chunks", value, "a mapping of dimension names to sizes")
+        whole = _chunk_size(value)
+        if whole is not None:
+            return whole
+        sizes = self.mapping("chunks", value) or {}
+        checked = {dim: _chunk_size(size) for dim, size in sizes.items()}
+        if all(checked[dim] is not None or sizes[dim] is None for dim in sizes):
+            return checked
+        raise self.error("chunks", value, "a mapping of dimension names to sizes (or -1, 'auto')")
 
     def overview_level(self, value: Any) -> int | None:
         """A whole number from 0, or the text a template rendered (``""``: none)."""
@@ -209,8 +211,14 @@ class Arguments:
 _FLAGS = {"true": True, "false": False}
 
 
-def _is_chunk_size(value: Any) -> bool:
-    return value is None or value == "auto" or (type(value) is int and value > 0)
+def _chunk_size(value: Any) -> int | str | None:
+    """A size of chunks (a positive number, ``-1`` or ``"auto"``), also as a template
+    renders it (``"12"``); None for anything else."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if type(value) is int and (value > 0 or value == -1):
+        return value
+    return "auto" if value == "auto" else None
 
 
 def _shown(value: Any) -> str:

@@ -55,7 +55,8 @@ class VirtualSource(VirtualDataSource):
         URL prefixes you trust the files to make us read besides themselves (the sources of
         Kerchunk references), or local files a remote catalog names.
     chunks
-        Dask chunks of the opened dataset; ``{}`` (the default) keeps the files' own chunks.
+        Dask chunks of the opened dataset, as ``xr.open_dataset`` takes them (``-1``: the
+        whole dimension); ``{}`` (the default) keeps the files' own chunks.
     references
         ``true`` makes ``read()`` and ``to_dask()`` return the references (ManifestArrays),
         to assemble or publish, instead of values.
@@ -76,7 +77,7 @@ class VirtualSource(VirtualDataSource):
         decode_times: bool | None = None,
         overview_level: int | str | None = None,
         storage_options: dict[str, Any] | None = None,
-        chunks: dict[str, int] | None = None,
+        chunks: dict[str, int | str | None] | int | str | None = None,
         metadata: dict[str, Any] | None = None,
         authorize: Sequence[str] | str | None = None,
         references: bool = False,
@@ -195,7 +196,8 @@ class VirtualSource(VirtualDataSource):
         virtual = self._open_virtual()
         if self.references:
             return virtual
-        unknown = [dim for dim in self.chunks if dim not in virtual.sizes]
+        named = self.chunks if isinstance(self.chunks, dict) else {}
+        unknown = [dim for dim in named if dim not in virtual.sizes]
         if unknown:
             # xr.open_zarr would ignore them: a misspelt dimension would keep the files' chunks.
             raise Arguments(VirtualSource.name, self.metadata).refused(
