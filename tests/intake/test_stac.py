@@ -26,7 +26,7 @@ from stac_archive import (
     write_archive,
 )
 from virtualstac import ManifestArray
-from virtualstac.errors import ChunkReadError, CorruptFileError
+from virtualstac.errors import ChunkReadError, CorruptFileError, InvalidCatalogArgumentError
 from virtualstac.intake import StacVirtualSource
 from virtualstac.stac import publish
 
@@ -322,3 +322,34 @@ sources:
     )
     cube = intake.open_catalog(str(extra)).whole_rows.to_dask()
     assert cube["B02"].chunks[0] == (1, 1, 1) and cube["B02"].chunks[2] == (WIDTH,)
+
+
+def test_datetime_and_list_parameters_in_a_search(stac_api: ServedArchive, tmp_path: Path) -> None:
+    """A ``datetime`` parameter renders as ``2024-05-02 00:00:00``, a ``list`` one as
+    ``[14.9, 36.0, 15.1, 36.2]``: both are what the user meant."""
+    catalog = tmp_path / "api.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  passes:
+    driver: stac_virtual
+    parameters:
+      start: {{description: first moment, type: datetime, default: "2024-05-02"}}
+      end: {{description: last moment, type: datetime, default: "2024-05-31"}}
+      box: {{description: west south east north, type: list, default: [14.9, 36.0, 15.1, 36.2]}}
+    args:
+      url: {stac_api.url}
+      collections: [{COLLECTION}]
+      bbox: "{{{{ box }}}}"
+      datetime: "{{{{ start }}}}/{{{{ end }}}}"
+      assets: [B02]
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).passes
+    cube = entry.to_dask()
+    assert [str(t)[:10] for t in cube["time"].values] == ["2024-05-02", "2024-05-03"]
+    assert entry(start="2024-05-03T00:00:00").to_dask().sizes["time"] == 1
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        StacVirtualSource(stac_api.url, collections=COLLECTION, datetime="yesterday").stac()
+    assert "search parameters (collections, datetime) make no search of" in str(refused.value)
+    assert "invalid datetime component: yesterday" in str(refused.value)

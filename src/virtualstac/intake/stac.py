@@ -35,6 +35,7 @@ import pystac
 import xarray as xr
 from pystac_client import Client, ItemSearch
 
+from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource
 from virtualstac.stac.backend import grid_names
@@ -140,7 +141,14 @@ class StacVirtualSource(VirtualDataSource):
         if self.search_parameters:
             with reading_api(self.url):
                 client = Client.open(self.url, stac_io=bounded_api_io(network))
-            return client.search(**self.search_parameters)
+            try:
+                return client.search(**self.search_parameters)
+            except Exception as err:  # pystac-client refuses parameters with bare Exceptions
+                where = Arguments(StacVirtualSource.name, self.metadata).where
+                raise InvalidCatalogArgumentError(
+                    f"{where}: the search parameters ({', '.join(self.search_parameters)}) "
+                    f"make no search of {self.url}: {str(err).splitlines()[0]}"
+                ) from err
         return read_stac(self.url, network)
 
     def _parsed(self) -> xr.Dataset | xr.DataTree:
@@ -217,7 +225,8 @@ def _search_parameters(arguments: Arguments, **given: Any) -> dict[str, Any]:
     found = {name: value for name, value in given.items() if value not in (None, "", [])}
     bbox = found.get("bbox")
     if isinstance(bbox, str):
-        bbox = bbox.split(",")
+        # "14.9,36.0,15.1,36.2", or "[14.9, 36.0, 15.1, 36.2]" a list parameter renders
+        bbox = bbox.strip().removeprefix("[").removesuffix("]").split(",")
     if bbox is not None:
         try:
             found["bbox"] = [float(v) for v in bbox]
@@ -229,9 +238,23 @@ def _search_parameters(arguments: Arguments, **given: Any) -> dict[str, Any]:
             raise arguments.refused(
                 "bbox", f"must be four numbers (west, south, east, north), not {bbox!r}"
             )
+    if isinstance(found.get("datetime"), str):
+        found["datetime"] = "/".join(map(_rendered_moment, found["datetime"].split("/")))
     if "max_items" in found:
         found["max_items"] = int(found["max_items"])
     return found
+
+
+def _rendered_moment(text: str) -> str:
+    """One end of a datetime interval, ``"2024-05-01 00:00:00"`` (as a template renders a
+    ``datetime`` parameter) written as RFC 3339 asks, ``"2024-05-01T00:00:00"``; any other
+    text as it is (a date alone still means the whole day to pystac-client)."""
+    if " " not in text.strip():
+        return text
+    try:
+        return dt.datetime.fromisoformat(text.strip()).isoformat()
+    except ValueError:
+        return text
 
 
 def _signer(
