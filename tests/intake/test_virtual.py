@@ -6,7 +6,9 @@ import pytest
 import xarray as xr
 
 import intake
+from servers import S3Server
 from virtualstac.demo import write_sample_archive
+from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake import VirtualSource
 
 
@@ -159,3 +161,54 @@ sources:
     assert automatic["t2m"].chunks is not None  # dask's choice, lazy all the same
     with xr.open_mfdataset(files, engine="netcdf4") as direct:
         xr.testing.assert_identical(automatic.load(), direct.load())
+
+
+def test_fsspec_anon_reads_a_public_bucket(s3_server: S3Server, tmp_path: Path) -> None:
+    """intake-xarray catalogs spell unsigned requests ``anon: true``, as fsspec does."""
+    (path,) = write_sample_archive(tmp_path / "data", days=1)
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, f"era5/{path.name}", path, public=True)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  public:
+    driver: virtual
+    args:
+      urlpath: {url}
+      storage_options:
+        anon: true
+        endpoint: {s3_server.endpoint}
+        region: {s3_server.region}
+        client_options: {{allow_http: true}}
+"""
+    )
+    dataset = intake.open_catalog(str(catalog)).public.read()
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(dataset, direct.load())
+
+
+@pytest.mark.parametrize(
+    ("urlpath", "options", "reason"),
+    [
+        ("s3://bucket/era5/a.nc", "{requester_pay: true}", "'requester_pay' is not valid"),
+        ('"{{ CATALOG_DIR }}/data/*.nc"', "{anon: true}", "local stores take no options"),
+    ],
+)
+def test_storage_options_no_store_takes_are_named(
+    catalog: Path, urlpath: str, options: str, reason: str
+) -> None:
+    catalog.write_text(
+        f"""
+sources:
+  misread:
+    driver: virtual
+    args:
+      urlpath: {urlpath}
+      storage_options: {options}
+"""
+    )
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        intake.open_catalog(str(catalog)).misread.to_dask()
+    assert "argument 'storage_options' cannot make a store for " in str(refused.value)
+    assert reason in str(refused.value) and "\n" not in str(refused.value)

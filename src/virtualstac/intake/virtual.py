@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import obstore.exceptions
 import xarray as xr
 
-from virtualstac.errors import UnregisteredURLError
+from virtualstac.errors import UnregisteredURLError, VirtualStacError
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
@@ -50,7 +51,8 @@ class VirtualSource(VirtualDataSource):
         0 the largest; a template may render it as text).
     storage_options
         Options of the object store the files are read from (``region``, ``endpoint``,
-        ``skip_signature``, ...), used for every URL prefix the files live under.
+        ``skip_signature``, ...), used for every URL prefix the files live under; fsspec's
+        ``anon: true`` is ``skip_signature``.
     authorize
         URL prefixes you trust the files to make us read besides themselves (the sources of
         Kerchunk references), or local files a remote catalog names.
@@ -107,6 +109,9 @@ class VirtualSource(VirtualDataSource):
         self.decode_times = arguments.flag("decode_times", decode_times)
         self.overview_level = arguments.overview_level(overview_level)
         self.storage_options = arguments.mapping("storage_options", storage_options) or {}
+        if "anon" in self.storage_options:
+            # fsspec's spelling, which intake-xarray catalogs use: unsigned requests.
+            self.storage_options.setdefault("anonymous", self.storage_options.pop("anon"))
         self.authorize = _as_list(arguments.names("authorize", authorize))
         self.chunks = arguments.chunks(chunks)
         self.references = bool(arguments.flag("references", references))
@@ -181,7 +186,15 @@ class VirtualSource(VirtualDataSource):
             if prefix in stores:
                 registry.allow(location)
             else:
-                registry.register(prefix, only=[location], **self.storage_options)
+                try:
+                    registry.register(prefix, only=[location], **self.storage_options)
+                except VirtualStacError:
+                    raise
+                except (TypeError, ValueError, obstore.exceptions.BaseError) as err:
+                    raise Arguments(VirtualSource.name, self.metadata).refused(
+                        "storage_options",
+                        f"cannot make a store for {prefix}: {str(err).splitlines()[0]}",
+                    ) from err
                 stores.add(prefix)
         for prefix in self.authorize:
             registry.allow(prefix)
