@@ -249,3 +249,39 @@ def test_chunks_of_a_dimension_the_dataset_has_not(tmp_path: Path) -> None:
     assert "argument 'chunks' names 'tim', not dimension(s) of the dataset (time, lat, lon)" in (
         str(refused.value)
     )
+
+
+def test_errors_on_opening_name_the_catalog_entry(tmp_path: Path) -> None:
+    """A catalog of many entries: which one failed is the first thing the message says."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  good:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+  no_files:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.grib"
+  no_group:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      group: forecasts
+  no_stac:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/missing.json"
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'no_files': no files match"):
+        entries.no_files.to_dask()
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'no_group': .* no group"):
+        entries.no_group.discover()
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'no_stac': .*missing\.json"):
+        entries.no_stac.read()
+    assert entries.good.read().sizes["time"] == 24

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import xarray as xr
 from intake.source.base import DataSource, Schema
 
 from virtualstac import __version__
+from virtualstac.errors import VirtualStacError
 
 __all__ = ["VirtualDataSource"]
 
@@ -29,9 +33,24 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
     def to_dask(self) -> xr.Dataset | xr.DataTree:
         """The dataset, lazy and dask-backed (references with ``references: true``)."""
 
+    @contextmanager
+    def naming_entry(self) -> Iterator[None]:
+        """Errors raised inside say which catalog entry failed (intake names the source
+        after the entry once it is made; a source made in Python keeps the driver's name)."""
+        try:
+            yield
+        except VirtualStacError as err:
+            named = None if self.name == type(self).name else _named_after(err, self.name)
+            if named is None:
+                raise
+            # The same cause as the error named: the dependency's error that led to it.
+            named.__cause__ = err.__cause__
+            raise named  # noqa: B904
+
     def _get_schema(self) -> Schema:
         """Describe the dataset from the files' metadata: no chunk data is read."""
-        opened = self._parsed()
+        with self.naming_entry():
+            opened = self._parsed()
         nodes = (
             {"": opened}
             if isinstance(opened, xr.Dataset)
@@ -64,3 +83,16 @@ def _description(dataset: xr.Dataset) -> dict[str, object]:
         "coords": [str(c) for c in dataset.coords],
         "attrs": dict(dataset.attrs),
     }
+
+
+def _named_after(err: VirtualStacError, entry: str) -> VirtualStacError | None:
+    """A copy of ``err`` (same type) whose message starts with the catalog ``entry``; None
+    for an error whose message is not its first argument or that cannot be copied."""
+    if not err.args or not isinstance(err.args[0], str):
+        return None
+    try:
+        named = copy.copy(err)
+        named.args = (f"catalog entry {entry!r}: {err.args[0]}", *err.args[1:])
+    except Exception:
+        return None
+    return named

@@ -166,7 +166,8 @@ class StacVirtualSource(VirtualDataSource):
 
     def to_dask(self) -> xr.Dataset | xr.DataTree:
         """The dataset, lazy and dask-backed (references with ``references: true``)."""
-        return self._parsed()
+        with self.naming_entry():
+            return self._parsed()
 
     def _close(self) -> None:
         self._opened = None

@@ -206,6 +206,11 @@ class VirtualSource(VirtualDataSource):
     def to_dask(self) -> xr.Dataset:
         """The dataset, lazy and dask-backed, read through the references (the references
         themselves with ``references: true``)."""
+        with self.naming_entry():
+            return self._values()
+
+    def _values(self) -> xr.Dataset:
+        """The dataset read through the references, or the references."""
         virtual = self._open_virtual()
         if self.references:
             return virtual
