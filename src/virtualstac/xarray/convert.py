@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from xarray.coding.strings import CharacterArrayCoder
 
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.limits import check_coordinate
@@ -65,6 +66,14 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     if values.dtype.kind == "O" and all(isinstance(v, bytes) for v in values.flat):
         # Masked characters decode to objects, and encode back to their bytes with the fill.
         values = values.astype(np.bytes_)
+    if values.dtype.kind == "S" and "char_dim_name" in variable.encoding:
+        # Characters joined into strings when loaded are stored as characters again, along
+        # their own dimension: stored joined, the dimension they shared with other character
+        # variables would be theirs alone, and readers would join those along it.
+        encoded = CharacterArrayCoder().encode(  # type: ignore[no-untyped-call]
+            xr.Variable(encoded.dims, values, encoded.attrs, variable.encoding), name
+        )
+        values = np.asarray(encoded.values, order="C")
     # Fixed-width text (band names) is zarr's fixed_length_utf32: raw UTF-32 bytes.
     if values.dtype.kind in "OM":
         raise UnsupportedOperationError(
