@@ -1,5 +1,7 @@
 """Icechunk manifest files decoded in bulk: what Icechunk wrote, and files this reader refuses."""
 
+import sys
+import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,6 +11,11 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 from virtualstac import open_virtual_dataset
 from virtualstac.demo import write_sample_archive
@@ -156,3 +163,20 @@ def test_files_it_does_not_understand_are_refused(
     assert callable(damage)
     with pytest.raises(IcechunkFormatError, match=reason):
         read_manifest(damage(data))
+
+
+def test_a_manifest_decompressing_to_gigabytes_is_refused_before_it_is_allocated(
+    tmp_path: Path, repository: icechunk.Repository
+) -> None:
+    # 256 MiB of zeros compress to a few kB: a hostile store could claim far more.
+    header = manifest_files(repository, tmp_path / "repo")[0][:39]
+    compressor = zstd.ZstdCompressor()
+    body = b"".join(compressor.compress(bytes(1 << 24)) for _ in range(16)) + compressor.flush()
+    tracemalloc.start()
+    try:
+        with pytest.raises(IcechunkFormatError, match="decompresses to more than"):
+            read_manifest(header + body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024
