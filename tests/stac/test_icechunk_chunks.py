@@ -12,6 +12,7 @@ from typing import Any
 
 import h5py
 import icechunk
+import imagecodecs
 import netCDF4
 import numpy as np
 import pytest
@@ -475,3 +476,59 @@ def test_a_missing_source_is_named_with_the_store(
     array = zarr.open_array(open_store(tmp_path / "repo"), path="t2m", mode="r")
     with pytest.raises(ChunkReadError, match=r"published Icechunk store at .*repo: chunk .*"):
         array[...]
+
+
+def rewrite_manifests(repository: Path, old: bytes, new: bytes) -> None:
+    """Replace ``old`` by ``new`` (as long) in the decompressed manifests of ``repository``,
+    as a hostile publisher could."""
+    for path in (repository / "manifests").iterdir():
+        data = path.read_bytes()
+        body = imagecodecs.zstd_decode(data[39:])
+        assert old in body
+        path.write_bytes(data[:39] + imagecodecs.zstd_encode(body.replace(old, new)))
+
+
+def publish_raw(repository: Path, sources: Path, locations: Sequence[str]) -> None:
+    """An int32 array of 2-value chunks at ``repository``, chunk ``i`` referencing the first 8
+    bytes of ``locations[i]`` (under the container ``sources``, written unchecked)."""
+    prefix = sources.as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(sources)))
+    )
+    created = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(repository)), config=config
+    )
+    session = created.writable_session("main")
+    zarr.group(store=session.store).create_array(
+        "a",
+        shape=(2 * len(locations),),
+        chunks=(2,),
+        dtype="int32",
+        compressors=None,
+        fill_value=0,
+        dimension_names=["x"],
+    )
+    for index, location in enumerate(locations):
+        session.store.set_virtual_ref(
+            f"a/c/{index}", location, offset=0, length=8, validate_container=False
+        )
+    session.commit("published")
+
+
+def test_a_location_leaving_its_container_through_dot_dot_is_not_read(tmp_path: Path) -> None:
+    # "sources/../repo/repo" starts with the container's prefix but names the repository's
+    # own file, which the registry allows reading (its manifests are there).
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    np.arange(2, dtype="int32").tofile(sources / "values.bin")
+    publish_raw(
+        tmp_path / "repo",
+        sources,
+        [(sources / "values.bin").as_uri(), f"{sources.as_uri()}/XX/repo/repo"],
+    )
+    rewrite_manifests(tmp_path / "repo", b"/XX/", b"/../")
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
+    np.testing.assert_array_equal(array[:2], [0, 1])
+    with pytest.raises(ChunkReadError, match="a/c/1"):
+        array[2:]

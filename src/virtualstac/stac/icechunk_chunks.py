@@ -36,6 +36,7 @@ import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 
+from virtualstac.errors import InvalidPathError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
@@ -272,7 +273,7 @@ class SnapshotChunks:
         read = self._readable(location, etag, modified)
         if read is None:
             return 0
-        url, condition = normalize_url(read[0]), read[1]
+        url, condition = read
         if url in table and conditions.get(url) != condition:
             # A source referenced with two checksums: one condition per source is read here.
             return 0
@@ -292,6 +293,12 @@ class SnapshotChunks:
             if prefix is None:
                 return None
             url = prefix.rstrip("/") + "/" + rest
+        try:
+            # Judged as read: "container/../elsewhere" starts with the container's prefix but
+            # names a file outside it (the repository's own, which the registry allows).
+            url = normalize_url(url)
+        except InvalidPathError:
+            return None  # Icechunk names it
         if not url.startswith(self._authorized):
             return None
         if not url.startswith("file://"):
