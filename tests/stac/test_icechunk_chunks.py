@@ -479,18 +479,29 @@ def test_a_missing_source_is_named_with_the_store(
 
 
 def rewrite_manifests(repository: Path, old: bytes, new: bytes) -> None:
-    """Replace ``old`` by ``new`` (as long) in the decompressed manifests of ``repository``,
-    as a hostile publisher could."""
+    """Replace the first ``old`` by ``new`` (as long) in the decompressed manifests of
+    ``repository``, as a hostile publisher could; each file keeps its size (a skippable zstd
+    frame fills the rest), which the snapshot records and Icechunk checks."""
     for path in (repository / "manifests").iterdir():
         data = path.read_bytes()
         body = imagecodecs.zstd_decode(data[39:])
         assert old in body
-        path.write_bytes(data[:39] + imagecodecs.zstd_encode(body.replace(old, new)))
+        frame = imagecodecs.zstd_encode(body.replace(old, new, 1), level=19)
+        padding = len(data) - 39 - len(frame) - 8
+        assert padding >= 0
+        skippable = (0x184D2A50).to_bytes(4, "little") + padding.to_bytes(4, "little")
+        path.write_bytes(data[:39] + frame + skippable + bytes(padding))
 
 
-def publish_raw(repository: Path, sources: Path, locations: Sequence[str]) -> None:
-    """An int32 array of 2-value chunks at ``repository``, chunk ``i`` referencing the first 8
-    bytes of ``locations[i]`` (under the container ``sources``, written unchecked)."""
+def publish_raw(
+    repository: Path,
+    sources: Path,
+    refs: Sequence[tuple[str, int, int]],
+    chunks_in_grid: int | None = None,
+) -> None:
+    """An int32 array of 2-value chunks at ``repository``, chunk ``i`` referencing ``refs[i]``
+    (location, offset, length; under the container ``sources``, written unchecked); its grid
+    has ``chunks_in_grid`` chunks (by default, one per reference)."""
     prefix = sources.as_uri() + "/"
     config = icechunk.RepositoryConfig.default()
     config.set_virtual_chunk_container(
@@ -502,33 +513,70 @@ def publish_raw(repository: Path, sources: Path, locations: Sequence[str]) -> No
     session = created.writable_session("main")
     zarr.group(store=session.store).create_array(
         "a",
-        shape=(2 * len(locations),),
+        shape=(2 * (chunks_in_grid or len(refs)),),
         chunks=(2,),
         dtype="int32",
         compressors=None,
         fill_value=0,
         dimension_names=["x"],
     )
-    for index, location in enumerate(locations):
+    for index, (location, offset, length) in enumerate(refs):
         session.store.set_virtual_ref(
-            f"a/c/{index}", location, offset=0, length=8, validate_container=False
+            f"a/c/{index}", location, offset=offset, length=length, validate_container=False
         )
     session.commit("published")
+
+
+def raw_sources(tmp_path: Path) -> tuple[Path, str]:
+    """A directory holding ``values.bin`` (int32 0 to 7), and that file's URL."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    np.arange(8, dtype="int32").tofile(sources / "values.bin")
+    return sources, (sources / "values.bin").as_uri()
 
 
 def test_a_location_leaving_its_container_through_dot_dot_is_not_read(tmp_path: Path) -> None:
     # "sources/../repo/repo" starts with the container's prefix but names the repository's
     # own file, which the registry allows reading (its manifests are there).
-    sources = tmp_path / "sources"
-    sources.mkdir()
-    np.arange(2, dtype="int32").tofile(sources / "values.bin")
-    publish_raw(
-        tmp_path / "repo",
-        sources,
-        [(sources / "values.bin").as_uri(), f"{sources.as_uri()}/XX/repo/repo"],
-    )
+    sources, values = raw_sources(tmp_path)
+    refs = [(values, 0, 8), (f"{sources.as_uri()}/XX/repo/repo", 0, 8)]
+    publish_raw(tmp_path / "repo", sources, refs)
     rewrite_manifests(tmp_path / "repo", b"/XX/", b"/../")
     array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
     np.testing.assert_array_equal(array[:2], [0, 1])
     with pytest.raises(ChunkReadError, match="a/c/1"):
         array[2:]
+
+
+def test_bytes_past_what_a_file_can_hold_fail_naming_the_chunk(tmp_path: Path) -> None:
+    sources, values = raw_sources(tmp_path)
+    publish_raw(tmp_path / "repo", sources, [(values, 0, 8), (values, 2**64 - 4, 8)])
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
+    with pytest.raises(ChunkReadError, match="a/c/1"):
+        array[:]
+
+
+def test_a_chunk_referenced_twice_reads_as_icechunk_reads_it(tmp_path: Path) -> None:
+    sources, values = raw_sources(tmp_path)
+    publish_raw(tmp_path / "repo", sources, [(values, 8 * i, 8) for i in range(4)])
+    # Chunk 3's reference made a second one of chunk 2 (a grid index is a count and a u32).
+    rewrite_manifests(tmp_path / "repo", b"\1\0\0\0\3\0\0\0", b"\1\0\0\0\2\0\0\0")
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    access = {sources.as_uri() + "/": icechunk.credentials.LocalFileSystemAccess}
+    opened = icechunk.Repository.open(
+        storage, authorize_virtual_chunk_access=icechunk.containers_credentials(access)
+    )
+    plain = opened.readonly_session("main").store
+    expected = zarr.open_array(plain, path="a", mode="r")[:]
+    read = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")[:]
+    np.testing.assert_array_equal(read, expected)
+
+
+def test_a_few_references_in_a_vast_grid_are_read_through_icechunk(tmp_path: Path) -> None:
+    # Read directly, they would be indexed on dense grids of 25 million chunks (600 MB).
+    sources, values = raw_sources(tmp_path)
+    publish_raw(tmp_path / "repo", sources, [(values, 0, 8)], chunks_in_grid=25_000_000)
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
+    with counting_reads() as stats:
+        np.testing.assert_array_equal(array[:4], [0, 1, 0, 0])
+    assert stats.requests == 0

@@ -18,14 +18,17 @@ What the store asks of Icechunk, it still reads through Icechunk: native and inl
 references whose location lies outside the containers the reader authorized (Icechunk then
 refuses them with its error), the references of a remote source recorded with a second,
 different checksum in the same array (a source is read under one condition per array), local
-ones whose source is newer than their checksum (Icechunk names it changed), and the arrays of
-a manifest or snapshot this reader does not understand.
+ones whose source is newer than their checksum (Icechunk names it changed), references past
+what a file can hold, and the arrays of a manifest or snapshot this reader does not understand
+or does not trust: references outside the chunk grid, two for one chunk, or a grid far larger
+than its references (indexed here on dense grids, it could claim gigabytes).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +65,12 @@ _NAMED = "vcc://"
 # about 10 us): a read of fewer chunks than a fiftieth of the references it would decode is
 # left to Icechunk.
 _GET_COST = 50
+# An array's references are indexed on dense grids (24 bytes a chunk): at most this many
+# chunks, or this many per reference, so that a small manifest cannot claim gigabytes.
+_DENSE_CELLS = 1 << 20
+_CELLS_PER_REF = 16
+# The last byte a reference may reach: file offsets are signed 64-bit.
+_MAX_END = np.uint64(2**63 - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +228,11 @@ class SnapshotChunks:
         grid = grid_shape(metadata.shape, chunk_shape_of(metadata))
         if not grid:
             return None  # a scalar: one small chunk, read through Icechunk
+        if math.prod(grid) > max(_DENSE_CELLS, _CELLS_PER_REF * sum(len(r.kinds) for r in found)):
+            # The grids below are dense: a few references in a vast (or vastly claimed) grid
+            # are read through Icechunk, which allocates per reference.
+            return None
+        _check_indices(found, grid)
         codes = np.zeros(grid, np.int64)
         offsets = np.zeros(grid, np.uint64)
         lengths = np.zeros(grid, np.uint64)
@@ -228,8 +242,10 @@ class SnapshotChunks:
         decided: dict[tuple[str, str, int], int] = {}
         others: list[np.ndarray[Any, np.dtype[np.uint32]]] = []
         for refs in found:
-            if refs.indices.shape[1] != len(grid) or (refs.indices >= np.array(grid)).any():
-                raise IcechunkFormatError(f"references outside the chunk grid {grid}")
+            # Bytes past what a file can hold (a hostile offset or length): Icechunk names them.
+            addressable = (refs.lengths <= _MAX_END) & (
+                refs.offsets <= _MAX_END - np.minimum(refs.lengths, _MAX_END)
+            )
             modified = refs.modified.tolist()
             chosen = [0] * len(modified)  # the path table code of each reference; 0: Icechunk's
             for i in np.flatnonzero(refs.kinds == VIRTUAL).tolist():
@@ -239,7 +255,7 @@ class SnapshotChunks:
                     code = decided[source] = self._code(*source, table, conditions)
                 chosen[i] = code
             picked = np.array(chosen, np.int64)
-            direct = picked > 0
+            direct = (picked > 0) & addressable
             at = tuple(refs.indices[direct].T)
             codes[at] = picked[direct]
             offsets[at] = refs.offsets[direct]
@@ -313,3 +329,16 @@ class SnapshotChunks:
             except OSError:
                 return url, None  # missing: the read names it
         return url, None
+
+
+def _check_indices(found: Sequence[ArrayRefs], grid: tuple[int, ...]) -> None:
+    """Refuse references outside the chunk grid ``grid``, or two for one chunk (Icechunk reads
+    one of them: which one is not this reader's to guess)."""
+    flat = []
+    for refs in found:
+        if refs.indices.shape[1] != len(grid) or (refs.indices >= np.array(grid)).any():
+            raise IcechunkFormatError(f"references outside the chunk grid {grid}")
+        flat.append(np.ravel_multi_index(tuple(refs.indices.T), grid))
+    every = np.concatenate(flat) if flat else np.zeros(0, np.intp)
+    if np.unique(every).size != every.size:
+        raise IcechunkFormatError("a chunk is referenced more than once")
