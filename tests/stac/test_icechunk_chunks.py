@@ -580,3 +580,13 @@ def test_a_few_references_in_a_vast_grid_are_read_through_icechunk(tmp_path: Pat
     with counting_reads() as stats:
         np.testing.assert_array_equal(array[:4], [0, 1, 0, 0])
     assert stats.requests == 0
+
+
+def test_a_location_holding_a_nul_character_fails_naming_the_chunk(tmp_path: Path) -> None:
+    sources, values = raw_sources(tmp_path)
+    refs = [(values, 0, 8), (f"{sources.as_uri()}/vaXues.bin", 0, 8)]
+    publish_raw(tmp_path / "repo", sources, refs)
+    rewrite_manifests(tmp_path / "repo", b"vaXues", b"va\0ues")
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
+    with pytest.raises(ChunkReadError, match="a/c/1"):
+        array[:]

@@ -37,6 +37,13 @@ def test_a_file_url_naming_another_host_is_refused() -> None:
         normalize_url("file://fileserver/share/x.nc")
 
 
+@pytest.mark.parametrize("path", ["/data/a\0b.nc", "file:///data/a%00b.nc"])
+def test_a_nul_character_in_a_local_path_is_refused(path: str) -> None:
+    # A damaged or hostile reference: the OS would refuse it with a raw ValueError.
+    with pytest.raises(InvalidPathError, match="NUL character"):
+        normalize_url(path)
+
+
 def test_object_store_and_http_urls_are_kept() -> None:
     for url in (
         "s3://bucket/key/x.nc",

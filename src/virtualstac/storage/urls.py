@@ -81,6 +81,9 @@ def _normalize_file_url(url: str) -> str:
 
 
 def _local_path_to_url(path: str) -> str:
+    if "\0" in path:
+        # No file system path holds one (the OS would refuse it with a ValueError).
+        raise InvalidPathError(f"local path {path!r} contains a NUL character")
     normalized = posixpath.normpath(path)
     if normalized.startswith("//"):
         normalized = "/" + normalized.lstrip("/")
