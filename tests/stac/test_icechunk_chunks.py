@@ -29,7 +29,12 @@ from virtualstac import (
     open_virtual_dataset,
 )
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import ChunkReadError, RedirectRefusedError, SourceChangedError
+from virtualstac.errors import (
+    ChunkDecodeError,
+    ChunkReadError,
+    RedirectRefusedError,
+    SourceChangedError,
+)
 from virtualstac.manifests import decoding
 from virtualstac.stac import icechunk_chunks
 from virtualstac.stac.icechunk_manifests import IcechunkFormatError
@@ -590,3 +595,14 @@ def test_a_location_holding_a_nul_character_fails_naming_the_chunk(tmp_path: Pat
     array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
     with pytest.raises(ChunkReadError, match="a/c/1"):
         array[:]
+
+
+@pytest.mark.parametrize("selection", [slice(None), slice(2, 4)], ids=["chunks", "one-chunk"])
+def test_a_reference_longer_than_its_chunk_fails_naming_the_chunk_and_store(
+    tmp_path: Path, selection: slice
+) -> None:
+    sources, values = raw_sources(tmp_path)
+    publish_raw(tmp_path / "repo", sources, [(values, 0, 8), (values, 8, 12)])
+    array = zarr.open_array(open_store(tmp_path / "repo"), path="a", mode="r")
+    with pytest.raises(ChunkDecodeError, match=r"Icechunk store at .*'a/c/1' does not decode"):
+        array[selection]

@@ -22,9 +22,9 @@ located at once, before the pool starts, since locating a wave while the pool de
 competed with it for the GIL. A ManifestStore's single-chunk reads (dask's, one chunk per task)
 take this path too.
 
-A chunk of a ManifestStore that fails to decode raises
-:class:`~virtualstac.errors.ChunkDecodeError` naming that chunk; the chunks of other stores
-raise the codec's own exception, as with zarr's pipeline.
+A chunk of a ManifestStore or of a :class:`ChunkBytesSource` that fails to decode raises
+:class:`~virtualstac.errors.ChunkDecodeError` naming that chunk (and the source's store); the
+chunks of other stores raise the codec's own exception, as with zarr's pipeline.
 """
 
 from __future__ import annotations
@@ -143,7 +143,11 @@ async def read_concurrently(
     per_wave = max(1, min(MAX_WAVE_CHUNKS, WAVE_BYTES // chunk_nbytes))
     loop = asyncio.get_running_loop()
     pool = decode_pool()
-    describe_chunk = store.describe_chunk if isinstance(store, ManifestStore) else None
+    describe_chunk: Callable[[str], str] | None = None
+    if isinstance(store, ManifestStore):
+        describe_chunk = store.describe_chunk
+    elif isinstance(store, ChunkBytesSource):
+        describe_chunk = _chunk_key  # the store names itself (_decoded)
     direct = (
         DirectDecoder.for_chain(transform, spec)
         if isinstance(out.as_ndarray_like(), np.ndarray)
@@ -189,6 +193,10 @@ async def read_concurrently(
         # error reaches the caller, so nothing writes into ``out`` afterwards.
         pending = [future for futures in waves for future in futures if not future.done()]
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _chunk_key(key: str) -> str:
+    return f"chunk {key!r}"
 
 
 async def _decoded(

@@ -9,8 +9,9 @@ fails there with the codec's own exception (``zlib.error``, imagecodecs' errors,
 :class:`ManifestCodecPipeline` is zarr's default pipeline plus one thing: when a read of
 chunks from a :class:`~virtualstac.manifests.store.ManifestStore` fails with a foreign
 exception, it raises :class:`~virtualstac.errors.ChunkDecodeError` naming the chunk key, the
-source URL, the offset and the length, with the codec's exception chained. Reads from every
-other store raise zarr's own errors.
+source URL, the offset and the length, with the codec's exception chained; from a published
+Icechunk store (a :class:`~virtualstac.manifests.decoding.ChunkBytesSource`), naming the chunk
+key and the store. Reads from every other store raise zarr's own errors.
 
 Reads of several chunks whose codecs all run synchronously (zarr's own, numcodecs', ours) take
 :mod:`virtualstac.manifests.decoding`: fetched in waves and decoded on a thread pool, instead of
@@ -40,7 +41,11 @@ from zarr.registry import register_pipeline
 
 from virtualstac.errors import ChunkDecodeError, VirtualStacError
 from virtualstac.manifests.decoders import decoder_twin
-from virtualstac.manifests.decoding import can_read_concurrently, read_concurrently
+from virtualstac.manifests.decoding import (
+    ChunkBytesSource,
+    can_read_concurrently,
+    read_concurrently,
+)
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.storage.failures import describe
 
@@ -96,16 +101,22 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
             raise
         except Exception as err:
             store = getattr(batch[0][0], "store", None) if batch else None
-            if not isinstance(store, ManifestStore) or any(
+            if not isinstance(store, ManifestStore | ChunkBytesSource) or any(
                 getattr(getter, "store", None) is not store for getter, *_ in batch
             ):
                 raise
             keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
-            chunks = ", ".join(store.describe_chunk(key) for key in keys)
-            raise ChunkDecodeError(
+            if isinstance(store, ManifestStore):
+                chunks = ", ".join(store.describe_chunk(key) for key in keys)
+            else:
+                chunks = ", ".join(f"chunk {key!r}" for key in keys)
+            failure = ChunkDecodeError(
                 f"{chunks} does not decode ({describe(err)}): the source is damaged, or the "
                 "reference's offset or length is wrong"
-            ) from err
+            )
+            if isinstance(store, ChunkBytesSource):
+                raise store.name_failure(failure) from err
+            raise failure from err
 
 
 register_pipeline(ManifestCodecPipeline)
