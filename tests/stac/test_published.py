@@ -18,6 +18,7 @@ from virtualstac.errors import SourceChangedError, UnregisteredURLError
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac import (
     PublishedStoreError,
+    PublishedStoreUnreadableError,
     UnsupportedAssetError,
     VirtualExtension,
     open_published,
@@ -232,6 +233,22 @@ def test_a_local_source_rewritten_within_the_same_second_is_caught(
     os.utime(source, ns=(same_second, same_second))
 
     with pytest.raises(SourceChangedError, match=r"B02\.tif.*changed after it was published"):
+        open_published(collection.assets["icechunk"])
+
+
+@pytest.mark.parametrize("files", ["manifests", "snapshots"])
+@pytest.mark.parametrize("damage", ["cut-short", "missing"])
+def test_a_damaged_store_fails_to_open_naming_it(
+    scenes: Scenes, tmp_path: Path, files: str, damage: str
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    store = tmp_path / "scenes.icechunk"
+    newest = max((store / files).iterdir(), key=lambda path: path.stat().st_mtime_ns)
+    if damage == "missing":
+        newest.unlink()
+    else:
+        newest.write_bytes(newest.read_bytes()[:100])
+    with pytest.raises(PublishedStoreUnreadableError, match=r"scenes\.icechunk: .* damaged"):
         open_published(collection.assets["icechunk"])
 
 

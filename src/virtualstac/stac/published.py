@@ -365,10 +365,11 @@ def _icechunk_store(
             if version
             else repository.readonly_session("main")
         )
-    if any(prefix.startswith("file://") for prefix in containers):
-        # Icechunk follows links below a local container: check where each chunk leads.
-        check_local_locations(session.all_virtual_chunk_locations(), containers)
-    check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
+        # Reading the snapshot's manifests and ancestry: a missing or damaged one fails here.
+        if any(prefix.startswith("file://") for prefix in containers):
+            # Icechunk follows links below a local container: check where each chunk leads.
+            check_local_locations(session.all_virtual_chunk_locations(), containers)
+        check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     reading = reading_registry([*containers, url], registry, schemes)
     return checked_store(repository, session, url, reading, containers)
 
@@ -382,8 +383,9 @@ def _unreadable(url: str) -> Iterator[None]:
         lines = str(err).strip().splitlines()
         reason = lines[0] if lines else type(err).__name__
         raise PublishedStoreUnreadableError(
-            f"cannot open the published Icechunk store at {url}: {reason}; check the storage "
-            "scheme it refers to (storage:refs), your credentials, or pass a registry"
+            f"cannot open the published Icechunk store at {url}: {reason}; the store may be "
+            "damaged or incomplete, or check the storage scheme it refers to (storage:refs), "
+            "your credentials, or pass a registry"
         ) from err
 
 
