@@ -105,6 +105,45 @@ def test_plain_zarr_readers_read_character_fills_unmasked(tmp_path: Path) -> Non
     np.testing.assert_array_equal(plain["flags"].values, np.array([b"a", b"?", b"c"]), strict=True)
 
 
+def write_string_fills(path: Path) -> Path:
+    """netCDF-4 strings with a ``_FillValue``: unwritten elements (which read as the fill), a
+    string written as the fill itself, and a string variable without one beside them."""
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("station", 4)
+        names = ds.createVariable("names", str, ("station",), fill_value="N/A")
+        names[0], names[1], names[3] = "one", "N/A", "four"
+        ds.createVariable("labels", str, ("station",))[0] = "a"
+    return path
+
+
+def test_string_fill_values_are_masked_as_the_netcdf4_engine_masks_them(tmp_path: Path) -> None:
+    path = write_string_fills(tmp_path / "strings.nc")
+    registry = ObjectStoreRegistry.for_url(str(path))
+    names = ("names", "labels")
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["names"].values[1] is np.nan
+        assert reference["names"].encoding["_FillValue"] == "N/A"
+        loaded = open_virtual_dataset(path, registry=registry, loadable_variables=names)
+        assert_values_as_netcdf4_reads_them(loaded, reference, ("names",))
+        # Read through the references, and through a store of the loaded (masked) values.
+        vds = open_virtual_dataset(path, registry=registry)
+        for store in (vds.virtual.to_store(registry), loaded.virtual.to_store(registry)):
+            values = open_zarr_values(store)
+            assert_values_as_netcdf4_reads_them(values, reference, ("names",))
+            xr.testing.assert_identical(values["labels"].variable, reference["labels"].variable)
+            assert "_FillValue" not in values["labels"].encoding
+
+
+def test_plain_zarr_readers_read_string_fills_unmasked(tmp_path: Path) -> None:
+    """As for characters: the fill text as it is stored (the difference docs/opening.md lists)."""
+    path = write_string_fills(tmp_path / "strings.nc")
+    registry = ObjectStoreRegistry.for_url(str(path))
+    loaded = open_virtual_dataset(path, registry=registry, loadable_variables=["names"])
+    for vds in (open_virtual_dataset(path, registry=registry), loaded):
+        plain = xr.open_zarr(vds.virtual.to_store(registry))
+        assert plain["names"].values.tolist() == ["one", "N/A", "N/A", "four"]
+
+
 def write_time_bounds(path: Path) -> Path:
     """A noleap time with CF bounds that carry no units of their own, as netCDF files have."""
     with netCDF4.Dataset(path, "w") as nc:

@@ -16,6 +16,7 @@ from virtualstac.errors import NotVirtualizableError
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.hdf import HDFParser
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.unpacking import open_zarr_values
 
 _NEVER_WRITTEN = [n for n, _, written, _ in hdf_files.UNDEFINED_FILL_DATASETS if not written]
 
@@ -89,3 +90,18 @@ def test_a_whole_float_fill_value_of_an_integer_variable_masks_as_netcdf4_masks(
     ours = xr.open_zarr(store, consolidated=False, chunks=None)["whole"]
     with xr.open_dataset(path, engine="netcdf4", drop_variables=["two", "fraction", "text"]) as ref:
         np.testing.assert_array_equal(ours.values, ref["whole"].values, strict=True)
+
+
+def test_a_string_fill_value_attribute_masks_as_with_the_netcdf4_engine(tmp_path: Path) -> None:
+    """h5py strings with a ``_FillValue`` attribute but HDF5's own fill (the empty string): the
+    written fill masks, unwritten elements read as HDF5 fills them."""
+    path = tmp_path / "strings.h5"
+    with h5py.File(path, "w") as f:
+        names = f.create_dataset("names", shape=(4,), dtype=h5py.string_dtype())
+        names[:2] = ["one", "N/A"]
+        names.attrs["_FillValue"] = "N/A"
+    values = open_zarr_values(parse(path))
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["names"].values.tolist()[1:] == [np.nan, "", ""]
+        xr.testing.assert_identical(values["names"].variable, reference["names"].variable)
+        assert values["names"].encoding["_FillValue"] == reference["names"].encoding["_FillValue"]

@@ -126,6 +126,34 @@ def test_dropping_attributes_keeps_what_the_stored_numbers_mean(tmp_path: Path, 
         xr.testing.assert_equal(values["time"], direct["time"])
 
 
+@pytest.mark.parametrize("loadable", [[], ["names"]])
+def test_string_fill_values_of_several_files_mask_as_with_the_netcdf4_engine(
+    tmp_path: Path, loadable: list[str]
+) -> None:
+    """netCDF-4 strings with a _FillValue, joined from several files, referenced or loaded."""
+    paths = []
+    for index in range(2):
+        path = tmp_path / f"stations{index}.nc"
+        with netCDF4.Dataset(path, "w") as nc:
+            nc.createDimension("station", 3)
+            names = nc.createVariable("names", str, ("station",), fill_value="N/A")
+            names[0], names[1] = f"one{index}", "N/A"
+        paths.append(path)
+    registry = ObjectStoreRegistry.for_url(str(paths[0]))
+
+    virtual = open_virtual_mfdataset(
+        paths, combine="nested", concat_dim="station", loadable_variables=loadable
+    )
+    values = open_zarr_values(virtual.virtual.to_store(registry))
+    with xr.open_mfdataset(
+        paths, engine="netcdf4", combine="nested", concat_dim="station"
+    ) as direct:
+        reference = direct.load()
+        assert reference["names"].values[4] is np.nan
+        xr.testing.assert_identical(values["names"].variable, reference["names"].variable)
+        assert values["names"].encoding["_FillValue"] == reference["names"].encoding["_FillValue"]
+
+
 @pytest.mark.parametrize("calendar", ["standard", "noleap"])
 def test_time_bounds_decode_after_their_link_is_dropped(tmp_path: Path, calendar: str) -> None:
     """CF bounds take their time's units and calendar (xarray links them through the time's
@@ -153,3 +181,10 @@ def test_time_bounds_decode_after_their_link_is_dropped(tmp_path: Path, calendar
     with xr.open_mfdataset(paths, engine="netcdf4", combine_attrs="drop") as direct:
         assert values["time_bnds"].dtype == direct["time_bnds"].dtype
         np.testing.assert_array_equal(values["time_bnds"].values, direct["time_bnds"].values)
+
+
+def test_strings_built_in_memory_are_stored_as_variable_length_strings(tmp_path: Path) -> None:
+    """Python strings (an object array) read back as they were, as netCDF-4 strings do."""
+    names = xr.Dataset({"names": ("station", np.array(["one", "", "three"], dtype=object))})
+    values = open_zarr_values(names.virtual.to_store(ObjectStoreRegistry.for_url(str(tmp_path))))
+    assert values["names"].values.tolist() == ["one", "", "three"]

@@ -41,6 +41,19 @@ def test_character_fill_values_are_masked_as_with_the_netcdf4_engine(
         xr.testing.assert_identical(opened.load(), direct.load())
 
 
+def test_string_fill_values_are_masked_as_with_the_netcdf4_engine(tmp_path: Path) -> None:
+    path = tmp_path / "strings.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("station", 3)
+        names = ds.createVariable("names", str, ("station",), fill_value="N/A")
+        names[0], names[1] = "one", "N/A"
+    opened = xr.open_dataset(path, engine="virtualstac")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert direct["names"].values[1] is np.nan
+        xr.testing.assert_identical(opened.load(), direct.load())
+        assert opened["names"].encoding["_FillValue"] == direct["names"].encoding["_FillValue"]
+
+
 def test_chunks_follow_the_file(tmp_path: Path) -> None:
     (path,) = write_sample_archive(tmp_path, days=1)
     opened = xr.open_dataset(path, engine="virtualstac", chunks={})

@@ -10,11 +10,11 @@ opening values restores the type before CF decoding
 (:func:`virtualstac.xarray.unpacking.open_zarr_values`). xarray hides the key when it reads
 Zarr v2 metadata (Kerchunk references) itself.
 
-The record also keeps the ``_FillValue`` of a character (``S1``) variable, which cannot be an
-attribute: xarray's Zarr reader refuses a ``_FillValue`` on text (its ``FillValueCoder`` has no
-rule for it), so the attribute would make the array unreadable to any plain ``xr.open_zarr``.
-Opening values through virtualstac restores it, so the characters mask as the netcdf4 engine
-masks them; a plain Zarr reader reads the fill characters themselves.
+The record also keeps the ``_FillValue`` of a character (``S1``) or variable-length string
+variable, which cannot be an attribute: xarray's Zarr reader refuses a ``_FillValue`` on text
+(its ``FillValueCoder`` has no rule for it), so the attribute would make the array unreadable
+to any plain ``xr.open_zarr``. Opening values through virtualstac restores it, so the text
+masks as the netcdf4 engine masks it; a plain Zarr reader reads the fill text itself.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "packing_types",
     "typed_attributes",
     "with_character_fill",
+    "with_string_fill",
     "with_types",
 ]
 
@@ -42,6 +43,8 @@ PACKING_ATTRIBUTES = ("scale_factor", "add_offset")
 _JSON_TYPES = (np.dtype("float64"), np.dtype("int64"))
 #: The recorded type of a character variable's ``_FillValue``, kept in the record.
 _CHARACTER = np.dtype("S1").str
+#: The recorded type of a variable-length string variable's ``_FillValue`` (Python's name).
+_STRING = "str"
 
 
 def with_types(attributes: dict[str, Any], types: Mapping[str, np.dtype[Any]]) -> dict[str, Any]:
@@ -65,12 +68,25 @@ def with_character_fill(attributes: dict[str, Any], fill: bytes) -> dict[str, An
     """``attributes`` of a character (``S1``) variable whose ``_FillValue`` is ``fill``, with
     the value kept in the record (base64, as xarray encodes a bytes fill value) instead of an
     attribute, which xarray's Zarr reader refuses on text."""
+    return _with_recorded_fill(
+        attributes, _CHARACTER, base64.standard_b64encode(fill).decode("ascii")
+    )
+
+
+def with_string_fill(attributes: dict[str, Any], fill: str) -> dict[str, Any]:
+    """``attributes`` of a variable-length string variable whose ``_FillValue`` is ``fill``,
+    with the value kept in the record instead of an attribute, which xarray's Zarr reader
+    refuses on text."""
+    return _with_recorded_fill(attributes, _STRING, fill)
+
+
+def _with_recorded_fill(attributes: dict[str, Any], kind: str, text: str) -> dict[str, Any]:
     attributes.pop("_FillValue", None)
     recorded = attributes.get(TYPES_KEY)
     record = dict(recorded) if isinstance(recorded, Mapping) else {}
     types = record.get("types")
-    record["types"] = {**(types if isinstance(types, Mapping) else {}), "_FillValue": _CHARACTER}
-    record["_FillValue"] = base64.standard_b64encode(fill).decode("ascii")
+    record["types"] = {**(types if isinstance(types, Mapping) else {}), "_FillValue": kind}
+    record["_FillValue"] = text
     attributes[TYPES_KEY] = record
     return attributes
 
@@ -89,8 +105,8 @@ def packing_types(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def typed_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attributes`` with the packing attributes as numpy scalars of their recorded types, a
-    character variable's ``_FillValue`` as ``numpy.bytes_``, and the record itself removed
-    (as netCDF4 reads them)."""
+    character variable's ``_FillValue`` as ``numpy.bytes_``, a string variable's as ``str``,
+    and the record itself removed (as netCDF4 reads them)."""
     typed = {name: value for name, value in attributes.items() if name != TYPES_KEY}
     recorded = attributes.get(TYPES_KEY)
     if not isinstance(recorded, Mapping) or not isinstance(recorded.get("types"), Mapping):
@@ -103,4 +119,6 @@ def typed_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     if types.get("_FillValue") == _CHARACTER and isinstance(fill, str):
         # As the netcdf4 engine gives it.
         typed["_FillValue"] = np.bytes_(base64.standard_b64decode(fill))
+    elif types.get("_FillValue") == _STRING and isinstance(fill, str):
+        typed["_FillValue"] = fill
     return typed

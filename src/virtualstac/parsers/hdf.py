@@ -489,8 +489,9 @@ class _FileWalker:
         check_coordinate(member.node.size * 8, source=self.url, name=member.path)
 
         ds = member.node
-        # xarray decodes _FillValue by the data type, and has no rule for strings.
-        attributes.pop("_FillValue", None)
+        dtype = np.dtypes.StringDType()
+        stored = member.attrs.get("_FillValue")
+        encode_fill_attributes(attributes, dtype, member.path, self.fail, stored)
         chunks = tuple(max(int(s), 1) for s in ds.shape)
         try:
             values = np.asarray(ds.asstr()[()], dtype=object)
@@ -498,7 +499,7 @@ class _FileWalker:
             raise self.fail(member.path, f"has strings that are not UTF-8: {err}") from err
         metadata = create_v3_array_metadata(
             shape=shape,
-            data_type=np.dtypes.StringDType(),
+            data_type=dtype,
             chunk_shape=chunks,
             fill_value="",
             codecs=[{"name": "vlen-utf8"}],

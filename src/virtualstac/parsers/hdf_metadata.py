@@ -17,7 +17,11 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import NotVirtualizableError
-from virtualstac.manifests.attribute_types import with_character_fill, with_types
+from virtualstac.manifests.attribute_types import (
+    with_character_fill,
+    with_string_fill,
+    with_types,
+)
 from virtualstac.manifests.metadata import cf_fill_value_attribute
 
 __all__ = [
@@ -317,7 +321,8 @@ def encode_fill_attributes(
     ``_FillValue`` that is not one number of the type of variable ``path`` (several values,
     text, a fraction for integers) is refused: Zarr's fill value is one number, and rounded
     it would mask values netCDF does not mask. ``stored`` is the attribute as h5py reads it:
-    the bytes of a character variable's fill, which its JSON text may not spell.
+    the bytes of a character variable's fill, which its JSON text may not spell, or the one
+    string of a variable-length string variable's (``dtype`` ``StringDType``).
     """
     if "_FillValue" not in attributes:
         return
@@ -332,9 +337,21 @@ def encode_fill_attributes(
     elif dtype == np.dtype("S1") and isinstance(stored, bytes) and len(stored) == 1:
         # xarray's Zarr reader refuses a _FillValue on characters: kept in the type record.
         with_character_fill(attributes, bytes(stored))
+    elif dtype.kind == "T" and (text := _one_string(stored)) is not None:
+        # Nor on strings: kept in the type record too.
+        with_string_fill(attributes, text)
     else:
         # xarray's Zarr reader has no _FillValue rule for other bytes or complex data.
         del attributes["_FillValue"]
+
+
+def _one_string(stored: Any) -> str | None:
+    """The one string of an attribute as h5py reads it (a scalar, or an array of one)."""
+    values = np.asarray(stored, dtype=object).reshape(-1)
+    if values.size != 1 or not isinstance(values[0], str | bytes):
+        return None
+    value = values[0]
+    return decode_text(value) if isinstance(value, bytes) else str(value)
 
 
 def decode_text(raw: bytes) -> str:

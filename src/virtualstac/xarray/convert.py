@@ -18,7 +18,11 @@ from xarray.coding.strings import CharacterArrayCoder
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
-from virtualstac.manifests.attribute_types import with_character_fill, with_types
+from virtualstac.manifests.attribute_types import (
+    with_character_fill,
+    with_string_fill,
+    with_types,
+)
 from virtualstac.manifests.metadata import (
     CF_ENCODING_ATTRS,
     cf_fill_value_attribute,
@@ -74,28 +78,45 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
             xr.Variable(encoded.dims, values, encoded.attrs, variable.encoding), name
         )
         values = np.asarray(encoded.values, order="C")
+    if values.dtype.kind == "O" and all(isinstance(v, str) for v in values.flat):
+        # Strings a user built (the netCDF-4 ones load as StringDType), stored alike.
+        values = values.astype(np.dtypes.StringDType())
     # Fixed-width text (band names) is zarr's fixed_length_utf32: raw UTF-32 bytes.
     if values.dtype.kind in "OM":
         raise UnsupportedOperationError(
             f"variable {name!r} has dtype {values.dtype}, which cannot be stored as raw bytes"
         )
     attrs = dict(encoded.attrs)
-    character_fill = attrs.pop("_FillValue", None) if values.dtype.kind == "S" else None
+    text_fill = attrs.pop("_FillValue", None) if values.dtype.kind in "ST" else None
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
             attrs[key] = cf_fill_value_attribute(attrs[key], values.dtype)
-    little = values.astype(values.dtype.newbyteorder("<"), copy=False)
     # A float32 scale_factor stays float32 through JSON, so values unpack as they did here.
     types = {key: np.asarray(value).dtype for key, value in attrs.items()}
     json_attrs = with_types(_json_attrs(attrs), types)
-    if isinstance(character_fill, bytes):
-        with_character_fill(json_attrs, character_fill)
+    # xarray's Zarr reader refuses a _FillValue on text: kept in the type record.
+    if isinstance(text_fill, bytes):
+        with_character_fill(json_attrs, text_fill)
+    elif isinstance(text_fill, str):
+        with_string_fill(json_attrs, str(text_fill))
+    if values.dtype.kind == "T":
+        # Variable-length strings, as the HDF parser inlines netCDF-4 strings.
+        from numcodecs.vlen import VLenUTF8
+
+        data_type: Any = values.dtype
+        codecs: list[dict[str, Any]] | None = [{"name": "vlen-utf8"}]
+        stored = bytes(VLenUTF8().encode(np.ascontiguousarray(values.reshape(-1))))
+    else:
+        little = values.astype(values.dtype.newbyteorder("<"), copy=False)
+        data_type, codecs, stored = little.dtype, None, little.tobytes()
     metadata = create_v3_array_metadata(
         shape=values.shape,
-        data_type=little.dtype,
+        data_type=data_type,
         # Zarr chunks are at least 1 long: an empty selection (join="inner" of disjoint
         # grids) has no chunk at all.
         chunk_shape=tuple(max(n, 1) for n in values.shape),
+        fill_value="" if codecs else None,
+        codecs=codecs,
         attributes=json_attrs,
         dimension_names=[str(d) for d in encoded.dims],
     )
@@ -104,8 +125,8 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     manifest = ChunkManifest.from_arrays(
         paths=np.full(grid, "", dtype=np.dtypes.StringDType()),
         offsets=np.zeros(grid, dtype=np.uint64),
-        lengths=np.full(grid, little.nbytes, dtype=np.uint64),
-        inlined={(0,) * len(grid): little.tobytes()} if values.size else {},
+        lengths=np.full(grid, len(stored), dtype=np.uint64),
+        inlined={(0,) * len(grid): stored} if values.size else {},
     )
     return ManifestArray(metadata, manifest)
 
