@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from text_fill_files import write_character_fills, write_string_fills
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.xarray.unpacking import open_zarr_values
 
@@ -47,19 +48,6 @@ def test_a_character_coordinate_stays_characters_as_xarray_reads_it(
         assert vds.indexes["fl_dmn"].equals(reference.indexes["fl_dmn"])
     # Loaded by default, being a dimension coordinate.
     assert open_virtual_dataset(str(path))["fl_dmn"].shape == (3,)
-
-
-def write_character_fills(path: Path, fmt: str) -> Path:
-    """Character variables with a ``_FillValue``, along a string length and without one, with
-    unwritten elements (which read as the fill) and a string written as the fill itself."""
-    with netCDF4.Dataset(path, "w", format=fmt) as ds:
-        ds.createDimension("station", 3)
-        ds.createDimension("strlen", 4)
-        names = ds.createVariable("names", "S1", ("station", "strlen"), fill_value=b"?")
-        names[:2] = netCDF4.stringtochar(np.array([b"one", b"?"], dtype="S4"))
-        flags = ds.createVariable("flags", "S1", ("station",), fill_value=b"?")
-        flags[0], flags[2] = b"a", b"c"
-    return path
 
 
 def assert_values_as_netcdf4_reads_them(
@@ -103,17 +91,6 @@ def test_plain_zarr_readers_read_character_fills_unmasked(tmp_path: Path) -> Non
     store = open_virtual_dataset(path, registry=registry).virtual.to_store(registry)
     plain = xr.open_zarr(store)
     np.testing.assert_array_equal(plain["flags"].values, np.array([b"a", b"?", b"c"]), strict=True)
-
-
-def write_string_fills(path: Path) -> Path:
-    """netCDF-4 strings with a ``_FillValue``: unwritten elements (which read as the fill), a
-    string written as the fill itself, and a string variable without one beside them."""
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("station", 4)
-        names = ds.createVariable("names", str, ("station",), fill_value="N/A")
-        names[0], names[1], names[3] = "one", "N/A", "four"
-        ds.createVariable("labels", str, ("station",))[0] = "a"
-    return path
 
 
 def test_string_fill_values_are_masked_as_the_netcdf4_engine_masks_them(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import rasterio
 import scipy.io
 import xarray as xr
 
+from text_fill_files import write_character_fills, write_string_fills
 from virtualstac.demo import write_sample_archive
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
@@ -28,13 +29,7 @@ def test_netcdf4_matches_the_netcdf4_engine(tmp_path: Path) -> None:
 def test_character_fill_values_are_masked_as_with_the_netcdf4_engine(
     tmp_path: Path, fmt: str
 ) -> None:
-    path = tmp_path / "chars.nc"
-    with netCDF4.Dataset(path, "w", format=fmt) as ds:
-        ds.createDimension("station", 3)
-        ds.createDimension("strlen", 4)
-        names = ds.createVariable("names", "S1", ("station", "strlen"), fill_value=b"?")
-        names[:2] = netCDF4.stringtochar(np.array([b"one", b"?"], dtype="S4"))
-        ds.createVariable("flags", "S1", ("station",), fill_value=b"?")[0] = b"a"
+    path = write_character_fills(tmp_path / "chars.nc", fmt)
     opened = xr.open_dataset(path, engine="virtualstac")
     with xr.open_dataset(path, engine="netcdf4") as direct:
         assert direct["names"].values[1] is np.nan
@@ -42,11 +37,7 @@ def test_character_fill_values_are_masked_as_with_the_netcdf4_engine(
 
 
 def test_string_fill_values_are_masked_as_with_the_netcdf4_engine(tmp_path: Path) -> None:
-    path = tmp_path / "strings.nc"
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("station", 3)
-        names = ds.createVariable("names", str, ("station",), fill_value="N/A")
-        names[0], names[1] = "one", "N/A"
+    path = write_string_fills(tmp_path / "strings.nc")
     opened = xr.open_dataset(path, engine="virtualstac")
     with xr.open_dataset(path, engine="netcdf4") as direct:
         assert direct["names"].values[1] is np.nan
