@@ -30,12 +30,12 @@ from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.authorization import (
     Authorization,
     check_containers,
-    check_local_locations,
     is_remote,
 )
 from virtualstac.stac.combining import Grid
 from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
 from virtualstac.stac.grouping import GroupBy, group_items
+from virtualstac.stac.icechunk_locations import check_local_chunk_locations
 from virtualstac.stac.icechunk_reads import (
     check_local_sources,
     checked_store,
@@ -368,7 +368,7 @@ def _icechunk_store(
         # Reading the snapshot's manifests and ancestry: a missing or damaged one fails here.
         if any(prefix.startswith("file://") for prefix in containers):
             # Icechunk follows links below a local container: check where each chunk leads.
-            check_local_locations(session.all_virtual_chunk_locations(), containers)
+            check_local_chunk_locations(repository, session, containers)
         check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     reading = reading_registry([*containers, url], registry, schemes)
     return checked_store(repository, session, url, reading, containers)
