@@ -46,8 +46,9 @@ def check_local_chunk_locations(repository: Any, session: Any, containers: Seque
 
 
 async def _check_snapshot(repository: Any, session: Any, containers: Sequence[str]) -> None:
-    # The asynchronous call: Icechunk's synchronous inspect_snapshot never returns on some
-    # object stores (seen against an S3-compatible server), where this one answers at once.
+    # The asynchronous call: Icechunk's synchronous inspect_snapshot keeps the GIL while it
+    # waits for the object store, stopping every other thread of the process meanwhile (and
+    # never returning when the store is served from this process, as moto is in the tests).
     arrays = _array_paths(await repository.inspect_snapshot_async(session.snapshot_id))
     if arrays is None:
         # A snapshot description this version does not know: the listing, unbounded but
