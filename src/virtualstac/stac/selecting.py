@@ -17,6 +17,7 @@ import pystac
 from pystac_client import ItemSearch
 
 from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError
+from virtualstac.stac.aliases import band_aliases
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.fields import (
@@ -113,22 +114,19 @@ def _tasks_for(
     described: ItemAssets,
 ) -> list[_AssetTask]:
     if wanted is not None:
-        missing = [key for key in wanted if key not in item.assets]
-        if missing:
-            raise AssetNotFoundError(
-                f"item {item.id!r} has no asset {', '.join(map(repr, missing))}; "
-                f"its assets: {', '.join(item.assets) or 'none'}"
-            )
+        # Aliases are looked up among every asset; only the chosen ones must be well formed.
+        filled = {key: described.asset(item, key) for key in item.assets}
         return [
             _task(
                 item.id,
                 key,
-                _checked(item, key, described.asset(item, key)),
+                _checked(item, key, filled[key]),
                 item,
                 overrides,
                 explicit=True,
+                name=name,
             )
-            for key in wanted
+            for key, name in _resolved(item, wanted, filled)
         ]
     assets = {key: _checked(item, key, described.asset(item, key)) for key in item.assets}
     keys = [key for key, asset in assets.items() if _is_source(asset, item)]
@@ -144,6 +142,45 @@ def _tasks_for(
             "virtual:parser on them."
         )
     return [_task(item.id, key, assets[key], item, overrides, explicit=False) for key in keys]
+
+
+def _resolved(
+    item: pystac.Item, wanted: list[str], assets: dict[str, pystac.Asset]
+) -> list[tuple[str, str | None]]:
+    """The asset key of each name in ``wanted``, and the variable name an alias gives it.
+
+    A name is an asset key, or else a band's name or common name (:mod:`aliases`)."""
+    chosen: list[tuple[str, str | None]] = []
+    missing = []
+    for name in wanted:
+        if name in assets:
+            chosen.append((name, None))
+            continue
+        bands = band_aliases(item, name, assets, lambda asset: _is_source(asset, item))
+        if not bands:
+            missing.append(name)
+            continue
+        best = bands[0]
+        ties = [band for band in bands if (band.source, band.count) == (best.source, best.count)]
+        if len(ties) > 1:
+            raise AssetNotFoundError(
+                f"item {item.id!r} has no asset {name!r}, and {name!r} names "
+                f"{' and '.join(band.describe() for band in ties)}; name the asset you mean "
+                "with its key"
+            )
+        if best.count > 1:
+            raise AssetNotFoundError(
+                f"item {item.id!r} has no asset {name!r}; {name!r} is {best.describe()}, which "
+                f"holds {best.count} bands that references cannot take apart: open "
+                f"assets=[{best.key!r}] and select the band (.isel(band={best.index}))"
+            )
+        chosen.append((best.key, name))
+    if missing:
+        raise AssetNotFoundError(
+            f"item {item.id!r} has no asset {', '.join(map(repr, missing))}; its assets: "
+            f"{', '.join(item.assets) or 'none'}, none with a band of that name or common name"
+        )
+    return chosen
 
 
 def _checked(item: pystac.Item, key: str, asset: pystac.Asset) -> pystac.Asset:
@@ -222,7 +259,9 @@ def _task(
     overrides: _Overrides,
     *,
     explicit: bool,
+    name: str | None = None,
 ) -> _AssetTask:
+    """How to open ``asset``; ``name`` (a band alias it was asked by) names its variable."""
     if explicit and FORMAT_PROP in asset.extra_fields:
         raise UnsupportedAssetError(
             f"asset {key!r} of item {item_id!r} is a published {asset.extra_fields[FORMAT_PROP]} "
@@ -244,7 +283,7 @@ def _task(
         # A signed href's query is kept by the registry (stac_registry), not in references.
         url=split_signature(normalize_url(href))[0],
         parser=_parser_name(key, asset, item),
-        variable=_field(asset, item, VARIABLE_PROP),
+        variable=name if name is not None else _field(asset, item, VARIABLE_PROP),
         group=overrides.group if overrides.group is not None else _field(asset, item, GROUP_PROP),
         loadable_variables=(
             overrides.loadable_variables

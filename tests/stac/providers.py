@@ -1,0 +1,173 @@
+"""STAC Items shaped as providers publish them, over real COGs written by GDAL (rasterio).
+
+:func:`earth_search_item`
+    Element 84 Earth Search v1 Sentinel-2 L2A: single-band assets keyed by common name
+    (``red``, ``nir``, ``rededge1``...) at 10, 20 and 60 m, each with ``eo:bands`` (``B04``,
+    ``red``), ``raster:bands`` (nodata 0, scale 1e-4, offset -0.1), ``proj:shape`` and
+    ``proj:transform``; ``proj:epsg`` (or projection v2's ``proj:code``) in the properties; a
+    three-band ``visual`` COG; a JPEG 2000 twin ``red-jp2`` (never read); thumbnail and
+    metadata assets.
+:func:`planetary_computer_collection`
+    Planetary Computer Sentinel-2 L2A: assets keyed by band name (``B04``), whose ``eo:bands``
+    and ``raster:bands`` the Collection's ``item_assets`` gives, saved as a static catalog with
+    relative asset hrefs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pystac
+import rasterio
+from rasterio.transform import from_origin
+
+COG = "image/tiff; application=geotiff; profile=cloud-optimized"
+EXTENSIONS = [
+    "https://stac-extensions.github.io/eo/v1.1.0/schema.json",
+    "https://stac-extensions.github.io/raster/v1.1.0/schema.json",
+    "https://stac-extensions.github.io/projection/v1.1.0/schema.json",
+]
+#: Upper-left corner of the tile, and its side in metres (a multiple of 60 m).
+WEST, NORTH, SIDE = 499980.0, 4000020.0, 2560 * 3
+WHEN = dt.datetime(2024, 6, 1, 10, 0, 5, tzinfo=dt.UTC)
+#: Earth Search asset key, band name, common name, pixel size.
+BANDS = [
+    ("blue", "B02", "blue", 10),
+    ("red", "B04", "red", 10),
+    ("nir", "B08", "nir", 10),
+    ("rededge1", "B05", "rededge", 20),
+    ("coastal", "B01", "coastal", 60),
+]
+SCALE, OFFSET = 1e-4, -0.1
+
+
+def write_cog(path: Path, data: np.ndarray, resolution: float, crs: str) -> Path:
+    """A tiled DEFLATE COG on the tile, nodata 0."""
+    count, height, width = data.shape
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile = {
+        "driver": "COG",
+        "width": width,
+        "height": height,
+        "count": count,
+        "dtype": data.dtype.name,
+        "crs": crs,
+        "transform": from_origin(WEST, NORTH, resolution, resolution),
+        "nodata": 0,
+        "blocksize": 128,
+        "compress": "DEFLATE",
+    }
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(data)
+    return path
+
+
+def _band_values(seed: int, side: int, count: int = 1) -> np.ndarray:
+    values = np.random.default_rng(seed).integers(1, 10000, (count, side, side), dtype="uint16")
+    values[:, :5, :7] = 0  # outside the swath
+    return values
+
+
+def _band_fields(name: str, common: str, resolution: int) -> dict[str, Any]:
+    side = SIDE // resolution
+    return {
+        "eo:bands": [{"name": name, "common_name": common}],
+        "raster:bands": [{"nodata": 0, "data_type": "uint16", "scale": SCALE, "offset": OFFSET}],
+        "proj:shape": [side, side],
+        "proj:transform": [resolution, 0, WEST, 0, -resolution, NORTH],
+    }
+
+
+def earth_search_item(
+    directory: Path, item_id: str = "S2B_33SVB_20240601_0_L2A", *, proj_code: bool = False
+) -> pystac.Item:
+    """An Earth Search v1 Sentinel-2 L2A Item (see the module docstring) over COGs in
+    ``directory``/``item_id``."""
+    epsg = 32633
+    properties: dict[str, Any] = {"proj:code": f"EPSG:{epsg}"} if proj_code else {"proj:epsg": epsg}
+    bbox = [14.99, 36.06, 15.08, 36.13]
+    w, s, e, n = bbox
+    geometry = {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}
+    item = pystac.Item(item_id, geometry, bbox, WHEN, properties, stac_extensions=EXTENSIONS)
+    for seed, (key, name, common, resolution) in enumerate(BANDS):
+        path = directory / item_id / f"{name}.tif"
+        write_cog(path, _band_values(seed, SIDE // resolution), resolution, f"EPSG:{epsg}")
+        fields = _band_fields(name, common, resolution)
+        item.add_asset(
+            key, pystac.Asset(str(path), media_type=COG, roles=["data"], extra_fields=fields)
+        )
+        jp2 = pystac.Asset(
+            str(path.with_suffix(".jp2")),
+            media_type="image/jp2",
+            roles=["data"],
+            extra_fields=fields,
+        )
+        item.add_asset(f"{key}-jp2", jp2)
+    visual = directory / item_id / "TCI.tif"
+    write_cog(visual, _band_values(9, SIDE // 10, 3).astype("uint8"), 10, f"EPSG:{epsg}")
+    colours = [("B04", "red"), ("B03", "green"), ("B02", "blue")]
+    item.add_asset(
+        "visual",
+        pystac.Asset(
+            str(visual),
+            media_type=COG,
+            roles=["visual"],
+            extra_fields={"eo:bands": [{"name": n, "common_name": c} for n, c in colours]},
+        ),
+    )
+    item.add_asset(
+        "thumbnail",
+        pystac.Asset(
+            str(directory / item_id / "preview.jpg"), media_type="image/jpeg", roles=["thumbnail"]
+        ),
+    )
+    return item
+
+
+def planetary_computer_collection(directory: Path, days: int = 2) -> pystac.Collection:
+    """``days`` Planetary Computer Sentinel-2 L2A Items, five days apart, whose assets (keyed
+    ``B02``, ``B04``...) carry only href, type, roles and ``proj:`` fields: their bands are in
+    the Collection's ``item_assets``. Saved as a self-contained catalog under ``directory``/stac
+    with relative asset hrefs, and read back from there."""
+    collection = pystac.Collection(
+        "sentinel-2-l2a",
+        "Sentinel-2 L2A, bands described once in item_assets",
+        pystac.Extent(
+            pystac.SpatialExtent([[14.99, 36.06, 15.08, 36.13]]),
+            pystac.TemporalExtent([[WHEN, None]]),
+        ),
+        stac_extensions=EXTENSIONS,
+        extra_fields={
+            "item_assets": {
+                name: {"type": COG, "roles": ["data"], **_band_fields(name, common, resolution)}
+                for _, name, common, resolution in BANDS
+            }
+        },
+    )
+    for day in range(days):
+        source = earth_search_item(directory / "data", f"S2B_MSIL2A_{day}")
+        item = pystac.Item(
+            source.id,
+            source.geometry,
+            source.bbox,
+            WHEN + dt.timedelta(days=5 * day),
+            {"proj:epsg": 32633},
+            stac_extensions=EXTENSIONS,
+        )
+        for key, name, _, _ in BANDS:
+            described = source.assets[key]
+            projection = {k: v for k, v in described.extra_fields.items() if k.startswith("proj")}
+            item.add_asset(
+                name,
+                pystac.Asset(
+                    described.href, media_type=COG, roles=["data"], extra_fields=projection
+                ),
+            )
+        collection.add_item(item)
+    collection.normalize_hrefs(str(directory / "stac"))
+    collection.make_all_asset_hrefs_relative()
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    return pystac.Collection.from_file(str(directory / "stac" / "collection.json"))

@@ -1,0 +1,97 @@
+"""Assets asked for by band name or common name, as ``odc.stac.load(bands=[...])`` takes them.
+
+Earth Search keys Sentinel-2's B04 asset ``red``; the Planetary Computer keys it ``B04``
+(describing its bands in the Collection's ``item_assets``). Code written against one provider
+asks for the other's names; odc-stac (a peer, only compared with here) resolves both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import odc.stac
+import pystac
+import pytest
+import rasterio
+import xarray as xr
+from providers import earth_search_item, planetary_computer_collection
+from sentinel2 import write_catalog
+
+from virtualstac.stac import AssetNotFoundError, open_stac
+
+# odc-geo's own deprecations (of affine and shapely), raised while odc-stac loads.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning"),
+]
+
+
+def test_band_names_open_the_assets_keyed_by_common_name(tmp_path: Path) -> None:
+    item = earth_search_item(tmp_path)
+    dataset = open_stac(item, ["B04", "B08"], mask_and_scale=False)
+    assert list(dataset.data_vars) == ["B04", "B08"]  # named as asked, as odc-stac names them
+    # The single-band COG, not the three-band uint8 "visual" nor the JPEG 2000 twin.
+    with rasterio.open(item.assets["red"].href) as src:
+        np.testing.assert_array_equal(dataset["B04"].values, src.read(1))
+
+
+def test_common_names_open_the_assets_keyed_by_band_name(tmp_path: Path) -> None:
+    collection = planetary_computer_collection(tmp_path)
+    cube = open_stac(collection, ["red", "nir"])  # eo:bands only in item_assets
+    assert dict(cube["red"].sizes) == {"time": 2, "y": 768, "x": 768}
+    first = next(iter(collection.get_items()))
+    with rasterio.open(first.assets["B04"].get_absolute_href()) as src:
+        raw = src.read(1)
+    expected = np.where(raw == 0, np.nan, raw * 1e-4 - 0.1)
+    np.testing.assert_allclose(cube["red"].isel(time=0).values, expected, rtol=1e-12)
+    engine = xr.open_dataset(collection, engine="virtualstac", assets=["red"])
+    assert engine["red"].shape == (2, 768, 768)
+
+
+def test_an_asset_key_wins_over_an_alias(tmp_path: Path) -> None:
+    item = earth_search_item(tmp_path)
+    # "blue" is both an asset key and the common name of the visual asset's third band.
+    dataset = open_stac(item, ["blue"], mask_and_scale=False)
+    with rasterio.open(item.assets["blue"].href) as src:
+        np.testing.assert_array_equal(dataset["blue"].values, src.read(1))
+
+
+def test_values_and_coordinates_agree_with_odc_stac(tmp_path: Path) -> None:
+    item = earth_search_item(tmp_path)
+    ours = open_stac([item], ["B04", "rededge"], group_by="grid", mask_and_scale=False)
+    theirs = odc.stac.load([item], bands=["B04"])
+    (ten,) = [ds for ds in ours.values() if "B04" in ds]
+    np.testing.assert_array_equal(ten["B04"].values, theirs["B04"].values)
+    np.testing.assert_array_equal(ten["x"].values, theirs["x"].values)
+    np.testing.assert_array_equal(ten["y"].values, theirs["y"].values)
+    (twenty,) = [ds for ds in ours.values() if "rededge" in ds]
+    coarse = odc.stac.load([item], bands=["rededge"], resolution=20)
+    np.testing.assert_array_equal(twenty["rededge"].values, coarse["rededge"].values)
+
+
+def test_a_band_of_a_multi_band_asset_names_the_asset_and_band(tmp_path: Path) -> None:
+    written = write_catalog(tmp_path)
+    collection = pystac.Collection.from_file(str(written.sentinel2))
+    with pytest.raises(
+        AssetNotFoundError,
+        match=r"band 3 \(B04, common name red\) of asset "
+        r"'reflectance'.*assets=\['reflectance'\].*isel\(band=2\)",
+    ):
+        open_stac(collection, ["red"], groupby="solar_day")
+
+
+def test_a_name_two_assets_share_is_refused_naming_both(tmp_path: Path) -> None:
+    item = earth_search_item(tmp_path)
+    copy = item.assets["red"].clone()
+    item.add_asset("red-reprocessed", copy)
+    with pytest.raises(AssetNotFoundError, match=r"'red'.*'red-reprocessed'.*with its key"):
+        open_stac(item, ["B04"])
+
+
+def test_a_name_no_band_has_lists_the_assets(tmp_path: Path) -> None:
+    item = earth_search_item(tmp_path)
+    with pytest.raises(
+        AssetNotFoundError, match=r"its assets: blue.*none with a band of that name"
+    ):
+        open_stac(item, ["B8A"])
