@@ -32,8 +32,10 @@ from virtualstac.stac.combining import (
     _combine_items,
     _single,
 )
+from virtualstac.stac.grouping import assign_groups
 from virtualstac.stac.item_assets import ItemAssets
 from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
+from virtualstac.stac.packing import check_joinable, join_decoded, packing_runs
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
     MEDIA_TYPE_PARSERS,
@@ -197,15 +199,40 @@ def _opened(
 ) -> _Opened:
     wanted = [assets] if isinstance(assets, str) else None if assets is None else list(assets)
     if _wants_references(options):
-        return _parse(stac, wanted, group_by, options)[0]
+        return _parse(stac, wanted, group_by, options)[0][0]
     if options.get("use_published") is not False:
         published = _published(stac, wanted, group_by, options)
         if published is not None:
             return published
-    parsed, registry = _parse(stac, wanted, group_by, options)
-    if isinstance(parsed, dict):
-        return {grid: _values(dataset, registry, options) for grid, dataset in parsed.items()}
-    return _values(parsed, registry, options)
+    parts, registry = _parse(stac, wanted, group_by, options)
+    values = [_part_values(part, registry, options) for part in parts]
+    if len(values) == 1:
+        return values[0]
+    # Items packed differently (stac/packing.py): one cube per packing, joined decoded.
+    dim = _joined_dim(parts)
+    if isinstance(values[0], dict):
+        grids = {grid: None for part in values if isinstance(part, dict) for grid in part}
+        return {
+            grid: join_decoded(
+                [part[grid] for part in values if isinstance(part, dict) and grid in part], dim
+            )
+            for grid in grids
+        }
+    return join_decoded([part for part in values if isinstance(part, xr.Dataset)], dim)
+
+
+def _part_values(part: _Opened, registry: ObjectStoreRegistry, options: OpenOptions) -> _Opened:
+    if isinstance(part, dict):
+        return {grid: _values(dataset, registry, options) for grid, dataset in part.items()}
+    return _values(part, registry, options)
+
+
+def _joined_dim(parts: list[_Opened]) -> str:
+    """The dimension the cubes of differently packed Items are joined along: their one
+    concatenation dimension (``time``, or ``virtual:concat_dim``)."""
+    first = parts[0]
+    dataset = next(iter(first.values())) if isinstance(first, dict) else first
+    return "time" if "time" in dataset.dims else str(next(iter(dataset.dims)))
 
 
 def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Dataset:
@@ -319,8 +346,10 @@ def _parse(
     wanted: list[str] | None,
     group_by: Literal["grid"] | None,
     options: OpenOptions,
-) -> tuple[_Opened, ObjectStoreRegistry]:
-    """The references of the selected assets, combined, and the registry that reads them."""
+) -> tuple[list[_Opened], ObjectStoreRegistry]:
+    """The references of the selected assets, combined, and the registry that reads them: one
+    combination, or one per packing of Items packed differently (:mod:`packing`), to be
+    joined once decoded."""
     registry = options.get("registry")
     sign = options.get("sign")
     trust = options.get("trust_catalog_endpoints", False)
@@ -350,11 +379,26 @@ def _parse(
         per_item[task.item_id].append((task.key, dataset))
     grouped = {item.id: _combine_assets(item.id, per_item[item.id]) for item in items}
     if single:
-        return _single(items[0].id, grouped[items[0].id], group_by), registry
+        return [_single(items[0].id, grouped[items[0].id], group_by)], registry
     concat_dim = options.get("concat_dim")
     dims = {task.item_id: _concat_dim_of(task, concat_dim, items) for task in tasks}
     groupby = options.get("groupby") or "time"
-    return _combine_items(items, grouped, dims, group_by, groupby), registry
+    runs = packing_runs(items, grouped)
+    if len(runs) == 1:
+        return [_combine_items(items, grouped, dims, group_by, groupby)], registry
+    steps = assign_groups(items, groupby)  # the same time steps in every run
+    given: Mapping[str, Any] = options
+    check_joinable(
+        runs,
+        grouped,
+        steps,
+        references=bool(given.get("references")),
+        decoded=given.get("mask_and_scale") is not False and given.get("decode_cf") is not False,
+    )
+    return [
+        _combine_items(run, {item.id: grouped[item.id] for item in run}, dims, group_by, steps)
+        for run in runs
+    ], registry
 
 
 def _overrides(options: OpenOptions) -> _Overrides:
