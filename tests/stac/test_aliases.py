@@ -18,7 +18,7 @@ import xarray as xr
 from providers import earth_search_item, planetary_computer_collection
 from sentinel2 import write_catalog
 
-from virtualstac.stac import AssetNotFoundError, open_stac
+from virtualstac.stac import AssetNotFoundError, open_stac, publish
 
 # odc-geo's own deprecations (of affine and shapely), raised while odc-stac loads.
 pytestmark = [
@@ -95,3 +95,12 @@ def test_a_name_no_band_has_lists_the_assets(tmp_path: Path) -> None:
         AssetNotFoundError, match=r"its assets: blue.*none with a band of that name"
     ):
         open_stac(item, ["B8A"])
+
+
+def test_a_published_store_answers_aliases_too(tmp_path: Path) -> None:
+    collection = planetary_computer_collection(tmp_path)
+    parsed = open_stac(collection, ["red"], use_published=False)
+    publish(collection, tmp_path / "s2.icechunk", assets=["B04", "B08"])
+    published = open_stac(collection, ["red", "B08"])
+    assert list(published.data_vars) == ["red", "B08"]
+    xr.testing.assert_identical(published["red"].load(), parsed["red"].load())

@@ -24,7 +24,7 @@ import pystac
 from virtualstac.errors import InvalidCatalogError
 from virtualstac.stac.bands import asset_bands
 
-__all__ = ["BandAlias", "band_aliases"]
+__all__ = ["BandAlias", "band_aliases", "unique_alias"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,13 @@ def band_aliases(
                     )
                 )
     return sorted(found, key=lambda band: (not band.source, band.count, band.key))
+
+
+def unique_alias(bands: list[BandAlias]) -> BandAlias | None:
+    """The band a name refers to when it is one single-band asset's, best first (see
+    :func:`band_aliases`), or None: no band, two equally good ones, or a multi-band asset's."""
+    if not bands:
+        return None
+    best = bands[0]
+    ties = [band for band in bands if (band.source, band.count) == (best.source, best.count)]
+    return best if len(ties) == 1 and best.count == 1 else None

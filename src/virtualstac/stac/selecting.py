@@ -17,7 +17,7 @@ import pystac
 from pystac_client import ItemSearch
 
 from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError
-from virtualstac.stac.aliases import band_aliases
+from virtualstac.stac.aliases import band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.fields import (
@@ -181,6 +181,32 @@ def _resolved(
             f"{', '.join(item.assets) or 'none'}, none with a band of that name or common name"
         )
     return chosen
+
+
+def _alias_keys(stac: StacSource, wanted: list[str]) -> dict[str, str]:
+    """The asset key each band alias among ``wanted`` refers to in ``stac``'s first Item (a
+    published store's variables bear asset keys); names that are no clear alias are left out,
+    for the store to find or refuse."""
+    if isinstance(stac, pystac.Item):
+        first: pystac.Item | None = stac
+    elif isinstance(stac, pystac.Catalog):
+        first = next(iter(catalog_items(stac)), None)
+    elif isinstance(stac, pystac.ItemCollection | list | tuple):
+        first = next(iter(stac), None)
+    else:
+        return {}  # a search would run once more
+    if not isinstance(first, pystac.Item) or all(name in first.assets for name in wanted):
+        return {}
+    described = ItemAssets()
+    assets = {key: described.asset(first, key) for key in first.assets}
+    item = first
+    keys = {}
+    for name in wanted:
+        if name not in assets:
+            band = unique_alias(band_aliases(item, name, assets, lambda a: _is_source(a, item)))
+            if band is not None:
+                keys[name] = band.key
+    return keys
 
 
 def _checked(item: pystac.Item, key: str, asset: pystac.Asset) -> pystac.Asset:
