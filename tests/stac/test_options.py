@@ -15,7 +15,7 @@ from virtualstac import ManifestArray
 from virtualstac.intake import StacVirtualSource
 from virtualstac.stac import VirtualExtension, open_stac, stac_registry
 from virtualstac.stac.backend import StacBackendEntrypoint
-from virtualstac.stac.options import OPTION_NAMES, OpenOptions
+from virtualstac.stac.options import OPTION_NAMES, OpenOptions, UnknownOptionError
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -116,3 +116,31 @@ def test_chunks_naming_a_dimension_the_data_lacks_are_refused(scenes: Scenes) ->
     opened = open_stac(scenes.items, ["B02"], chunks={"time": 1, "x": 150})
     assert opened["B02"].chunks is not None
     assert opened["B02"].chunksizes["x"][0] == 150
+
+
+@pytest.mark.parametrize(
+    ("option", "advice"),
+    [
+        ({"bands": ["B02"]}, r"assets=\[\.\.\.\]"),
+        ({"resolution": 20}, "cannot resample or reproject.*group_by='grid'"),
+        ({"crs": "EPSG:4326"}, "cannot resample or reproject"),
+        ({"bbox": [14.99, 36.1, 15.0, 36.11]}, r"ds\.sel\(x=slice"),
+        ({"dtype": "float32"}, r"\.astype"),
+        ({"mask_and_sacle": False}, "the options are: assets, group_by"),
+    ],
+)
+def test_options_it_does_not_take_are_refused_not_ignored(
+    scenes: Scenes, option: dict[str, Any], advice: str
+) -> None:
+    # odc-stac's load options above: ignored, resolution=20 gave the 10 m pixels silently.
+    (name,) = option
+    item = scenes.items[0]
+    entry_points = [
+        lambda: open_stac(scenes.items, ["B02"], **option),
+        lambda: VirtualExtension.ext(item, add_if_missing=True).to_xarray(["B02"], **option),
+        lambda: xr.open_dataset(item, engine="virtualstac", assets=["B02"], **option),
+        lambda: VirtualExtension.ext(item.assets["B02"]).to_xarray(**option),
+    ]
+    for opening in entry_points:
+        with pytest.raises(UnknownOptionError, match=f"unknown option '{name}'.*{advice}"):
+            opening()

@@ -34,7 +34,12 @@ from virtualstac.stac.combining import (
 )
 from virtualstac.stac.grouping import assign_groups
 from virtualstac.stac.item_assets import ItemAssets
-from virtualstac.stac.options import DECODING_OPTIONS, READING_OPTIONS, OpenOptions
+from virtualstac.stac.options import (
+    DECODING_OPTIONS,
+    READING_OPTIONS,
+    OpenOptions,
+    check_option_names,
+)
 from virtualstac.stac.packing import check_joinable, join_decoded, packing_runs
 from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
@@ -168,6 +173,7 @@ def _open_stac(
     **options: Unpack[OpenOptions],
 ) -> _Opened:
     """:func:`open_stac` without overloads, for callers holding a ``group_by`` variable."""
+    check_option_names(options)
     if group_by not in (None, "grid"):
         raise ValueError(f"group_by must be None or 'grid', got {group_by!r}")
     registry = options.get("registry")
@@ -244,6 +250,7 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
     those of :func:`open_stac` (``references=True`` for references), except those combining
     Items (``groupby``, ``concat_dim``).
     """
+    check_option_names(options)
     named: Mapping[str, Any] = options
     given = [name for name in _ITEMS_ONLY if named.get(name) is not None]
     if given:
@@ -409,7 +416,7 @@ def _parse(
         grouped,
         steps,
         references=bool(given.get("references")),
-        decoded=given.get("mask_and_scale") is not False and given.get("decode_cf") is not False,
+        decoded=given.get("mask_and_scale") is not False,
     )
     return [
         _combine_items(run, {item.id: grouped[item.id] for item in run}, dims, group_by, steps)

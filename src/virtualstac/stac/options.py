@@ -15,11 +15,23 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from typing import Any, Literal, TypedDict
 
+from virtualstac.errors import VirtualStacError
 from virtualstac.stac.grouping import GroupBy
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.unpacking import CF_DECODING
 
-__all__ = ["DECODING_OPTIONS", "OPTION_NAMES", "READING_OPTIONS", "OpenOptions"]
+__all__ = [
+    "DECODING_OPTIONS",
+    "OPTION_NAMES",
+    "READING_OPTIONS",
+    "OpenOptions",
+    "UnknownOptionError",
+    "check_option_names",
+]
+
+
+class UnknownOptionError(VirtualStacError, TypeError):
+    """An option opening STAC objects does not take (often one of odc-stac's ``load``)."""
 
 
 class OpenOptions(TypedDict, total=False):
@@ -84,3 +96,49 @@ OPTION_NAMES: tuple[str, ...] = ("group_by", *OpenOptions.__annotations__)
 DECODING_OPTIONS: tuple[str, ...] = CF_DECODING
 #: Options that only apply to reading values, never to references.
 READING_OPTIONS: tuple[str, ...] = ("chunks", *DECODING_OPTIONS[:1], *DECODING_OPTIONS[2:])
+
+_RESAMPLING = (
+    "references cannot resample or reproject: every asset opens on its own grid "
+    "(group_by='grid' gives one dataset per grid, each at its native resolution and CRS); "
+    "reproject the values afterwards (odc.geo's xr_reproject, rioxarray's .rio.reproject), or "
+    "load with odc-stac"
+)
+_SELECTING = (
+    "open, then select lazily in the data's CRS: ds.sel(x=slice(west, east), y=slice(north, "
+    "south)); only the chunks you read are fetched"
+)
+#: odc-stac's ``load`` options, and what to do instead.
+_ODC_OPTIONS: Mapping[str, str] = {
+    "bands": "name the assets (asset keys, or band names and common names such as 'red') "
+    "with assets=[...], the second argument",
+    **dict.fromkeys(
+        ("resolution", "crs", "geobox", "like", "anchor", "align", "resampling"), _RESAMPLING
+    ),
+    **dict.fromkeys(("bbox", "geopolygon", "lon", "lat", "x", "y"), _SELECTING),
+    "dtype": "values are decoded as CF says (nodata masked, scale and offset applied): cast "
+    "them with .astype(...), or pass mask_and_scale=False for the stored type",
+    "nodata": "nodata comes from the files and the catalog (raster:bands, bands); pass "
+    "mask_and_scale=False and mask the values yourself",
+    "patch_url": "pass sign= (a function from URL to URL, applied at every read)",
+    "pool": "pass parallel= (an Executor, True or a dask Client)",
+}
+
+
+def check_option_names(options: Mapping[str, Any]) -> None:
+    """Refuse options that opening STAC objects does not take, instead of ignoring them (a
+    ``resolution=20`` ignored would silently give 10 m data).
+
+    Raises
+    ------
+    UnknownOptionError
+        Naming each unknown option, and what to do instead for odc-stac's.
+    """
+    unknown = [name for name in options if name not in OPTION_NAMES]
+    if not unknown:
+        return
+    advice = "; ".join(f"{name}=: {_ODC_OPTIONS[name]}" for name in unknown if name in _ODC_OPTIONS)
+    raise UnknownOptionError(
+        f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+        f"for opening STAC objects{f' ({advice})' if advice else ''}; the options are: "
+        f"assets, {', '.join(OPTION_NAMES)}"
+    )

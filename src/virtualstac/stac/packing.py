@@ -9,8 +9,8 @@ own, and the decoded values joined along ``time`` (lazily, by dask). The joined 
 no packing in their ``encoding``, since no single one is right for all of their values.
 
 What cannot be joined this way is refused with :class:`PackingError`: references
-(``references=True``, publishing), undecoded values (``mask_and_scale=False``,
-``decode_cf=False``: raw counts of different meanings in one array), and Items of one time
+(``references=True``, publishing), undecoded values (``mask_and_scale=False``: raw counts
+of different meanings in one array), and Items of one time
 step packed differently (tiles of one mosaic).
 """
 
@@ -98,7 +98,7 @@ def check_joinable(
     if not decoded:
         raise PackingError(
             f"{said}, so their raw counts mean different things and cannot share one array's "
-            "scale_factor/add_offset/_FillValue: keep mask_and_scale (and decode_cf) on, which "
+            "scale_factor/add_offset/_FillValue: keep mask_and_scale on, which "
             "decodes each item with its own, or open the items of each packing separately"
         )
     run_of = {item.id: n for n, run in enumerate(runs) for item in run}
