@@ -17,8 +17,7 @@ import rasterio
 from providers import earth_search_item
 
 from virtualstac.errors import IncompatibleArraysError
-from virtualstac.stac import open_stac
-from virtualstac.stac.packing import PackingError
+from virtualstac.stac import PackingError, open_stac
 
 
 def baselines(directory: Path) -> list[pystac.Item]:

@@ -29,7 +29,8 @@ from virtualstac.stac.open import (
     open_asset,
     open_stac,
 )
-from virtualstac.stac.options import OpenOptions
+from virtualstac.stac.options import OpenOptions, UnknownOptionError
+from virtualstac.stac.packing import PackingError
 from virtualstac.stac.publish import PublishError, StoreRecordedElsewhereError, publish
 from virtualstac.stac.published import (
     PublishedStoreError,
@@ -56,6 +57,7 @@ __all__ = [
     "ItemVirtualExtension",
     "MixedGridsError",
     "OpenOptions",
+    "PackingError",
     "PublishError",
     "PublishedStoreError",
     "PublishedStoreUnreadableError",
@@ -64,6 +66,7 @@ __all__ = [
     "StorageSchemeError",
     "StoreRecordedElsewhereError",
     "SummariesVirtualExtension",
+    "UnknownOptionError",
     "UnsupportedAssetError",
     "VirtualExtension",
     "VirtualExtensionHooks",
