@@ -11,6 +11,8 @@
     Planetary Computer Sentinel-2 L2A: assets keyed by band name (``B04``), whose ``eo:bands``
     and ``raster:bands`` the Collection's ``item_assets`` gives, saved as a static catalog with
     relative asset hrefs.
+:func:`landsat_item`
+    USGS Landsat Collection 2 Level-2: scaled reflectances and the ``qa_pixel`` bit field.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ BANDS = [
 SCALE, OFFSET = 1e-4, -0.1
 
 
-def write_cog(path: Path, data: np.ndarray, resolution: float, crs: str) -> Path:
-    """A tiled DEFLATE COG on the tile, nodata 0."""
+def write_cog(path: Path, data: np.ndarray, resolution: float, crs: str, nodata: float = 0) -> Path:
+    """A tiled DEFLATE COG on the tile."""
     count, height, width = data.shape
     path.parent.mkdir(parents=True, exist_ok=True)
     profile = {
@@ -56,7 +58,7 @@ def write_cog(path: Path, data: np.ndarray, resolution: float, crs: str) -> Path
         "dtype": data.dtype.name,
         "crs": crs,
         "transform": from_origin(WEST, NORTH, resolution, resolution),
-        "nodata": 0,
+        "nodata": nodata,
         "blocksize": 128,
         "compress": "DEFLATE",
     }
@@ -171,3 +173,48 @@ def planetary_computer_collection(directory: Path, days: int = 2) -> pystac.Coll
     collection.make_all_asset_hrefs_relative()
     collection.save(pystac.CatalogType.SELF_CONTAINED)
     return pystac.Collection.from_file(str(directory / "stac" / "collection.json"))
+
+
+def landsat_item(directory: Path, item_id: str = "LC09_L2SP_190035_20240601_02_T1") -> pystac.Item:
+    """A USGS Landsat Collection 2 Level-2 Item: ``red`` and ``nir08`` surface reflectance
+    (``raster:bands`` scale 2.75e-05, offset -0.2, nodata 0) and the ``qa_pixel`` bit-field
+    band (nodata 1, roles cloud..., no ``data``), COGs typed as STAC 0.x's GeoTIFF, as USGS
+    serves them."""
+    media_type = "image/vnd.stac.geotiff; cloud-optimized=true"
+    item = pystac.Item(
+        item_id,
+        None,
+        None,
+        dt.datetime(2024, 6, 1, 9, 30, tzinfo=dt.UTC),
+        {"proj:epsg": 32633},
+        stac_extensions=EXTENSIONS,
+    )
+    rng = np.random.default_rng(7)
+    for key, name in [("red", "SR_B4"), ("nir08", "SR_B5")]:
+        values = rng.integers(7273, 43636, (1, 256, 256), dtype="uint16")
+        values[:, :4, :4] = 0
+        path = write_cog(directory / item_id / f"{item_id}_{name}.TIF", values, 30, "EPSG:32633")
+        fields = {
+            "eo:bands": [{"name": name, "common_name": key}],
+            "raster:bands": [
+                {"data_type": "uint16", "nodata": 0, "scale": 2.75e-05, "offset": -0.2}
+            ],
+        }
+        item.add_asset(
+            key, pystac.Asset(str(path), media_type=media_type, roles=["data"], extra_fields=fields)
+        )
+    qa = rng.choice(np.array([21824, 21952, 22080], "uint16"), (1, 256, 256))
+    qa[:, :4, :4] = 1
+    path = write_cog(directory / item_id / f"{item_id}_QA_PIXEL.TIF", qa, 30, "EPSG:32633", 1)
+    item.add_asset(
+        "qa_pixel",
+        pystac.Asset(
+            str(path),
+            media_type=media_type,
+            roles=["cloud", "cloud-shadow", "snow-ice", "water-mask"],
+            extra_fields={
+                "raster:bands": [{"data_type": "uint16", "nodata": 1, "unit": "bit index"}]
+            },
+        ),
+    )
+    return item

@@ -18,6 +18,7 @@ import pystac
 import pytest
 import rasterio
 import xarray as xr
+from providers import landsat_item
 from tiff_files import pixels, write_gdal
 
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
@@ -315,3 +316,17 @@ def test_a_scale_in_the_items_properties_that_is_not_a_number_is_refused(tmp_pat
     item.properties["raster:scale"] = "0.0001"
     with pytest.raises(InvalidCatalogError, match=r"Item's properties' raster:scale"):
         open_stac(item, ["reflectance"], references=True)
+
+
+def test_a_bit_field_band_keeps_its_integers_beside_decoded_reflectances(tmp_path: Path) -> None:
+    # Landsat's qa_pixel, masked like a reflectance, would become float32 with NaN and lose
+    # its bit operations; odc-stac keeps the integers (and scales nothing).
+    item = landsat_item(tmp_path)
+    dataset = open_stac(item, ["red", "qa_pixel"], mask_and_scale={"qa_pixel": False})
+    assert dataset["qa_pixel"].dtype == np.uint16 and dataset["qa_pixel"].attrs["_FillValue"] == 1
+    with rasterio.open(item.assets["qa_pixel"].href) as src:
+        np.testing.assert_array_equal(dataset["qa_pixel"].values, src.read(1))
+    with rasterio.open(item.assets["red"].href) as src:
+        raw = src.read(1)
+    expected = np.where(raw == 0, np.nan, raw * 2.75e-05 - 0.2)
+    np.testing.assert_allclose(dataset["red"].values, expected, rtol=1e-12)

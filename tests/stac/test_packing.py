@@ -83,3 +83,9 @@ def test_items_of_other_units_are_not_joined_as_other_packings(tmp_path: Path) -
     ) as refused:
         open_stac(items, ["red"])
     assert not isinstance(refused.value, PackingError)
+
+
+def test_raw_counts_of_one_variable_need_one_packing_too(tmp_path: Path) -> None:
+    items = baselines(tmp_path)
+    with pytest.raises(PackingError, match="keep mask_and_scale"):
+        open_stac(items, ["red", "nir"], mask_and_scale={"red": False, "nir": True})

@@ -416,12 +416,19 @@ def _parse(
         grouped,
         steps,
         references=bool(given.get("references")),
-        decoded=given.get("mask_and_scale") is not False,
+        decoded=_decodes_every_variable(given.get("mask_and_scale")),
     )
     return [
         _combine_items(run, {item.id: grouped[item.id] for item in run}, dims, group_by, steps)
         for run in runs
     ], registry
+
+
+def _decodes_every_variable(mask_and_scale: object) -> bool:
+    """Whether ``mask_and_scale`` (a bool, or one per variable name) unpacks every variable."""
+    if isinstance(mask_and_scale, Mapping):
+        return all(value is not False for value in mask_and_scale.values())
+    return mask_and_scale is not False
 
 
 def _overrides(options: OpenOptions) -> _Overrides:

@@ -78,8 +78,10 @@ class OpenOptions(TypedDict, total=False):
     chunks: Mapping[str, Any] | str | int | None
     """Dask chunks, as in ``xr.open_zarr``; by default ``{}``: the files' own chunks.
     ``None`` gives lazily indexed arrays without dask."""
-    mask_and_scale: bool | None
-    """CF decoding of ``_FillValue``/``scale_factor``/``add_offset``, as in ``xr.open_zarr``."""
+    mask_and_scale: bool | Mapping[str, bool] | None
+    """CF decoding of ``_FillValue``/``scale_factor``/``add_offset``, as in ``xr.open_zarr``:
+    for every variable, or per variable name (``{"qa_pixel": False}`` keeps a bit-field band's
+    integers while the reflectances are decoded)."""
     decode_timedelta: bool | None
     """CF decoding of durations, as in ``xr.open_zarr``."""
     use_cftime: bool | None
