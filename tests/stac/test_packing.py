@@ -15,6 +15,7 @@ import pystac
 import pytest
 import rasterio
 from providers import earth_search_item
+from sentinel2 import rasterio_mosaic, write_catalog
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.stac import PackingError, open_stac
@@ -89,3 +90,19 @@ def test_raw_counts_of_one_variable_need_one_packing_too(tmp_path: Path) -> None
     items = baselines(tmp_path)
     with pytest.raises(PackingError, match="keep mask_and_scale"):
         open_stac(items, ["red", "nir"], mask_and_scale={"red": False, "nir": True})
+
+
+def test_mosaics_of_each_packing_are_joined(tmp_path: Path) -> None:
+    # Two tiles of one pass per date (stamped seconds apart); the first pass before 04.00.
+    written = write_catalog(tmp_path)
+    items = list(pystac.Collection.from_file(str(written.sentinel2)).get_items())
+    for item in items:
+        if item.datetime is not None and item.datetime.day == 1:
+            for band in item.assets["reflectance"].extra_fields["raster:bands"]:
+                band["offset"] = 0.0
+    cube = open_stac(items, ["reflectance"], groupby="solar_day")
+    assert dict(cube["reflectance"].sizes) == {"time": 3, "band": 4, "y": 256, "x": 512}
+    for date, offset in [(0, 0.0), (1, -0.1)]:
+        raw = rasterio_mosaic(written, "reflectance", date)
+        expected = np.where(raw == 0, np.nan, raw * 1e-4 + offset)
+        np.testing.assert_allclose(cube["reflectance"].isel(time=date).values, expected, rtol=1e-6)

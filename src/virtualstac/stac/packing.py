@@ -52,14 +52,17 @@ def packing_runs(
     grids), which combining refuses, or groups by grid, as ever. ``grouped`` holds each
     Item's datasets of references by grid."""
     runs: dict[str, list[pystac.Item]] = {}
-    layouts = set()
+    meanings = set()
     for item in items:
         packed = _attributes(grouped[item.id], _PACKING)
         # Units or calendars that differ are other quantities, not other packings.
-        meaning = _attributes(grouped[item.id], _MEANING)
-        layouts.add(json.dumps([sorted(map(str, grouped[item.id])), meaning], sort_keys=True))
+        meanings.add(json.dumps(_attributes(grouped[item.id], _MEANING), sort_keys=True))
         runs.setdefault(json.dumps(packed, sort_keys=True, default=str), []).append(item)
-    return list(runs.values()) if len(layouts) == 1 else [list(items)]
+    # Each run must cover the same grids (the same tiles, or the same resolutions).
+    grids = [{grid for item in run for grid in grouped[item.id]} for run in runs.values()]
+    if len(meanings) > 1 or any(found != grids[0] for found in grids[1:]):
+        return [list(items)]
+    return list(runs.values())
 
 
 def _attributes(datasets: Mapping[Any, xr.Dataset], names: tuple[str, ...]) -> dict[str, Any]:
