@@ -324,11 +324,7 @@ def _published(
     """The values of the stores published for ``stac``, or None if there are none."""
     registry = options.get("registry")
     reading = _reading(options)
-    aliases = {} if wanted is None else _alias_keys(stac, wanted)
-    # A store's variable is renamed once: an alias of a key asked for too is left to the store.
-    claimed = [*(name for name in wanted or () if name not in aliases), *aliases.values()]
-    aliases = {name: key for name, key in aliases.items() if claimed.count(key) == 1}
-    published = open_published_for(
+    return open_published_for(
         stac,
         group_by=group_by,
         parse_options={
@@ -337,7 +333,7 @@ def _published(
             "loadable_variables": options.get("loadable_variables"),
             "concat_dim": options.get("concat_dim"),
         },
-        assets=None if wanted is None else [aliases.get(name, name) for name in wanted],
+        assets=wanted,
         registry=registry,
         drop_variables=_names(options.get("drop_variables")),
         decode_times=reading.pop("decode_times", None),
@@ -350,18 +346,8 @@ def _published(
         zarr_options=reading,
         # One Item's assets form no time steps: groupby has nothing to group there.
         groupby=None if isinstance(stac, pystac.Item) else options.get("groupby"),
+        alias_keys=_alias_keys,
     )
-    if not aliases or published is None:
-        return published
-    # The variables asked for by a band alias are named as asked, as when parsing.
-    renames = {key: name for name, key in aliases.items()}
-    if isinstance(published, dict):
-        return {grid: _renamed(dataset, renames) for grid, dataset in published.items()}
-    return _renamed(published, renames)
-
-
-def _renamed(dataset: xr.Dataset, renames: Mapping[str, str]) -> xr.Dataset:
-    return dataset.rename({key: name for key, name in renames.items() if key in dataset})
 
 
 def _parse(

@@ -16,7 +16,7 @@ The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -99,6 +99,7 @@ def open_published_for(
     authorization: Authorization | None = None,
     zarr_options: Mapping[str, Any] | None = None,
     groupby: GroupBy | None = None,
+    alias_keys: Callable[[pystac.Item, list[str]], Mapping[str, str]] | None = None,
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset] | None:
     """Open the published stores behind ``stac`` as one dataset, or return None.
 
@@ -115,6 +116,8 @@ def open_published_for(
     :func:`open_published`); ``zarr_options`` are further arguments of ``xr.open_zarr``
     (chunks, CF decoding). A store's time steps were formed when it was published: ``groupby``
     is taken when it forms those very steps of the items, and refused otherwise.
+    ``alias_keys(item, names)`` gives the asset key of each band alias among ``names`` in the
+    first item: the store's variables bear asset keys, and come back named as asked.
 
     Raises
     ------
@@ -128,6 +131,14 @@ def open_published_for(
     if found is None:
         return None
     what, stores, items, parts = found
+    renames = {}
+    if wanted is not None and alias_keys is not None and items:
+        aliases = alias_keys(items[0], wanted)
+        # A variable is renamed once: an alias of a key asked for too is left to the store.
+        claimed = [*(name for name in wanted if name not in aliases), *aliases.values()]
+        renames = {key: name for name, key in aliases.items() if claimed.count(key) == 1}
+        named = {name: key for key, name in renames.items()}
+        wanted = [named.get(name, name) for name in wanted]
     choices = choose_stores(stores, wanted)
     for choice in choices:
         _refuse(parse_options, choice.asset)
@@ -153,7 +164,9 @@ def open_published_for(
             dataset = part
         if groupby is not None:
             _check_steps(dataset, items, groupby, choice.asset)
-        opened.append((choice.key, dataset))
+        opened.append(
+            (choice.key, dataset.rename({k: v for k, v in renames.items() if k in dataset}))
+        )
     return stores_by_grid(opened) if group_by == "grid" else merge_stores(what, opened)
 
 

@@ -183,23 +183,14 @@ def _resolved(
     return chosen
 
 
-def _alias_keys(stac: StacSource, wanted: list[str]) -> dict[str, str]:
-    """The asset key each band alias among ``wanted`` refers to in ``stac``'s first Item (a
-    published store's variables bear asset keys); names that are no clear alias are left out,
-    for the store to find or refuse."""
-    if isinstance(stac, pystac.Item):
-        first: pystac.Item | None = stac
-    elif isinstance(stac, pystac.Catalog):
-        first = next(iter(catalog_items(stac)), None)
-    elif isinstance(stac, pystac.ItemCollection | list | tuple):
-        first = next(iter(stac), None)
-    else:
-        return {}  # a search would run once more
-    if not isinstance(first, pystac.Item) or all(name in first.assets for name in wanted):
+def _alias_keys(item: pystac.Item, wanted: list[str]) -> dict[str, str]:
+    """The asset key each band alias among ``wanted`` refers to in ``item`` (a published
+    store's variables bear asset keys); names that are no clear alias are left out, for the
+    store to find or refuse."""
+    if all(name in item.assets for name in wanted):
         return {}
     described = ItemAssets()
-    assets = {key: described.asset(first, key) for key in first.assets}
-    item = first
+    assets = {key: described.asset(item, key) for key in item.assets}
     keys = {}
     for name in wanted:
         if name not in assets:
