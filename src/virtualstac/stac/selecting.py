@@ -115,7 +115,8 @@ def _tasks_for(
 ) -> list[_AssetTask]:
     if wanted is not None:
         # Aliases are looked up among every asset; only the chosen ones must be well formed.
-        filled = {key: described.asset(item, key) for key in item.assets}
+        looked_up = item.assets if any(key not in item.assets for key in wanted) else wanted
+        filled = {key: described.asset(item, key) for key in looked_up}
         return [
             _task(
                 item.id,
