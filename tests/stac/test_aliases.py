@@ -104,3 +104,12 @@ def test_a_published_store_answers_aliases_too(tmp_path: Path) -> None:
     published = open_stac(collection, ["red", "B08"])
     assert list(published.data_vars) == ["red", "B08"]
     xr.testing.assert_identical(published["red"].load(), parsed["red"].load())
+
+
+def test_an_item_lacking_the_asset_does_not_fall_back_to_its_jpeg2000_twin(
+    tmp_path: Path,
+) -> None:
+    item = earth_search_item(tmp_path)
+    del item.assets["nir"]  # "nir-jp2" lists the band with common name "nir"
+    with pytest.raises(AssetNotFoundError, match=r"no asset 'nir'.*asset 'nir-jp2'.*image/jp2"):
+        open_stac(item, ["red", "nir"])

@@ -7,11 +7,12 @@ therefore opens the asset whose band is named or commonly named ``red`` when no 
 key, and names the variable ``red``, as ``odc.stac.load(items, bands=["red"])`` does. An asset
 key always wins over an alias.
 
-Among several assets listing the band, those virtualstac opens by default come first (the
-Cloud-Optimized GeoTIFF, not its JPEG 2000 twin), then single-band assets (``red``, not the
-three-band ``visual``). A band that only a multi-band asset holds cannot become a variable of
-its own by references (GDAL interleaves a COG's bands pixel by pixel, so every chunk holds all
-of them); asking for it is refused with the asset to open and the band to select.
+Only assets virtualstac opens by default are taken (the Cloud-Optimized GeoTIFF, not its JPEG
+2000 twin: a name only such an asset lists is refused, naming it), single-band ones first
+(``red``, not the three-band ``visual``). A band that only a multi-band asset holds cannot
+become a variable of its own by references (GDAL interleaves a COG's bands pixel by pixel, so
+every chunk holds all of them); asking for it is refused with the asset to open and the band
+to select.
 """
 
 from __future__ import annotations

@@ -162,6 +162,15 @@ def _resolved(
             missing.append(name)
             continue
         best = bands[0]
+        if not best.source:
+            # Another item's asset key, say, also a band of a JPEG 2000 twin this item has.
+            raise AssetNotFoundError(
+                f"item {item.id!r} has no asset {name!r}, and {name!r} only names "
+                f"{' and '.join(band.describe() for band in bands)}, which virtualstac does "
+                f"not open by default (type {assets[best.key].media_type or 'none'}, roles "
+                f"{assets[best.key].roles or []}); name it with its key to open it anyway, or "
+                "leave out the items without the asset"
+            )
         ties = [band for band in bands if (band.source, band.count) == (best.source, best.count)]
         if len(ties) > 1:
             raise AssetNotFoundError(
