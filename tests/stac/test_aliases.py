@@ -16,7 +16,7 @@ import pytest
 import rasterio
 import xarray as xr
 from providers import earth_search_item, planetary_computer_collection
-from sentinel2 import write_catalog
+from sentinel2 import rasterio_mosaic, scaled, write_catalog
 
 from virtualstac.stac import AssetNotFoundError, open_stac, publish
 
@@ -70,15 +70,25 @@ def test_values_and_coordinates_agree_with_odc_stac(tmp_path: Path) -> None:
     np.testing.assert_array_equal(twenty["rededge"].values, coarse["rededge"].values)
 
 
-def test_a_band_of_a_multi_band_asset_names_the_asset_and_band(tmp_path: Path) -> None:
+def test_bands_of_a_multi_band_asset_are_taken_out_of_its_values(tmp_path: Path) -> None:
+    # Four bands in one pixel-interleaved COG per tile, two tiles a pass, as NAIP's "image".
     written = write_catalog(tmp_path)
     collection = pystac.Collection.from_file(str(written.sentinel2))
+    cube = open_stac(collection, ["red", "nir"], groupby="solar_day")
+    assert list(cube.data_vars) == ["red", "nir"] and "band" not in cube.dims
+    raw = rasterio_mosaic(written, "reflectance", 1)
+    np.testing.assert_allclose(cube["red"].isel(time=1).values, scaled(raw[2]), rtol=1e-6)
+    np.testing.assert_allclose(cube["nir"].isel(time=1).values, scaled(raw[3]), rtol=1e-6)
+    # The asset asked for by key too stays whole beside its band.
+    both = open_stac(collection, ["reflectance", "red"], groupby="solar_day")
+    assert both["reflectance"].sizes["band"] == 4 and both["red"].dims == ("time", "y", "x")
+    # References cannot take the band apart: the message says what to do.
     with pytest.raises(
         AssetNotFoundError,
-        match=r"band 3 \(B04, common name red\) of asset "
-        r"'reflectance'.*assets=\['reflectance'\].*isel\(band=2\)",
+        match=r"band 3 \(B04, common name red\) of asset 'reflectance'.*drop references=True.*"
+        r"isel\(band=2\)",
     ):
-        open_stac(collection, ["red"], groupby="solar_day")
+        open_stac(collection, ["red"], groupby="solar_day", references=True)
 
 
 def test_a_name_two_assets_share_is_refused_naming_both(tmp_path: Path) -> None:

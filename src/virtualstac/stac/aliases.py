@@ -9,10 +9,11 @@ key always wins over an alias.
 
 Only assets virtualstac opens by default are taken (the Cloud-Optimized GeoTIFF, not its JPEG
 2000 twin: a name only such an asset lists is refused, naming it), single-band ones first
-(``red``, not the three-band ``visual``). A band that only a multi-band asset holds cannot
-become a variable of its own by references (GDAL interleaves a COG's bands pixel by pixel, so
-every chunk holds all of them); asking for it is refused with the asset to open and the band
-to select.
+(``red``, not the three-band ``visual``). A band that only a multi-band asset holds (NAIP's
+four-band ``image``: ``red``, ``nir``) cannot become an array of references of its own (GDAL
+interleaves a COG's bands pixel by pixel, so every chunk holds all of them): its asset is
+opened whole and the band taken out of the values (:class:`BandSelections`), lazily; asking for
+it with ``references=True`` is refused with the asset to open and the band to select.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pystac
+import xarray as xr
 
-from virtualstac.errors import InvalidCatalogError
+from virtualstac.errors import IncompatibleArraysError, InvalidCatalogError
 from virtualstac.stac.bands import asset_bands
 
-__all__ = ["BandAlias", "band_aliases", "unique_alias"]
+__all__ = ["BandAlias", "BandSelections", "band_aliases", "unique_alias"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,52 @@ def unique_alias(bands: list[BandAlias]) -> BandAlias | None:
     best = bands[0]
     ties = [band for band in bands if (band.source, band.count) == (best.source, best.count)]
     return best if len(ties) == 1 and best.count == 1 else None
+
+
+class BandSelections:
+    """Bands of multi-band assets asked for by alias: ``alias -> (variable, band index)``,
+    taken out of the opened values by :meth:`apply`."""
+
+    def __init__(self) -> None:
+        self.bands: dict[str, tuple[str, int]] = {}
+        #: The variables of the assets asked for by key, which stay whole.
+        self.kept: set[str] = set()
+        self._where: dict[str, str] = {}
+
+    def add(self, alias: str, variable: str, index: int, where: str) -> None:
+        """Record that ``alias`` is band ``index`` of ``variable`` (as ``where`` says).
+
+        Raises :class:`~virtualstac.errors.IncompatibleArraysError` when another item made it
+        another band: one variable cannot hold both."""
+        found = self.bands.setdefault(alias, (variable, index))
+        self._where.setdefault(alias, where)
+        if found != (variable, index):
+            raise IncompatibleArraysError(
+                f"{alias!r} is band {index + 1} of {variable!r} in {where} but band "
+                f"{found[1] + 1} of {found[0]!r} in {self._where[alias]}; open those items "
+                "separately, or name the assets by key"
+            )
+
+    def apply(self, dataset: xr.Dataset) -> xr.Dataset:
+        """``dataset`` with each selected band as a variable named by its alias; the
+        multi-band variables leave unless :attr:`kept`, and with them the ``band`` labels no
+        variable uses any more."""
+        selected = {}
+        for alias, (variable, index) in self.bands.items():
+            if variable not in dataset:
+                continue  # another grid's dataset (group_by="grid")
+            if "band" not in dataset[variable].dims:
+                raise IncompatibleArraysError(
+                    f"{alias!r} is band {index + 1} of {variable!r}, which has no band "
+                    f"dimension (its dimensions: {', '.join(map(str, dataset[variable].dims))})"
+                )
+            band = dataset[variable].isel(band=index)
+            selected[alias] = band.drop_vars(
+                [name for name in band.coords if "band" in dataset[name].dims]
+            )
+        dropped = {variable for variable, _ in self.bands.values()} - self.kept
+        dataset = dataset.drop_vars([name for name in dropped if name in dataset])
+        dataset = dataset.assign(selected)
+        if not any("band" in variable.dims for variable in dataset.data_vars.values()):
+            dataset = dataset.drop_dims("band", errors="ignore")
+        return dataset

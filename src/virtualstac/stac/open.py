@@ -23,6 +23,7 @@ from typing import Any, Literal, Unpack, overload
 import pystac
 import xarray as xr
 
+from virtualstac.stac.aliases import BandSelections
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _open_tasks
 from virtualstac.stac.authorization import Authorization, asset_registry
 from virtualstac.stac.combining import (
@@ -211,21 +212,30 @@ def _opened(
         published = _published(stac, wanted, group_by, options)
         if published is not None:
             return published
-    parts, registry = _parse(stac, wanted, group_by, options)
+    selections = BandSelections()
+    parts, registry = _parse(stac, wanted, group_by, options, selections)
     values = [_part_values(part, registry, options) for part in parts]
     if len(values) == 1:
-        return values[0]
-    # Items packed differently (stac/packing.py): one cube per packing, joined decoded.
-    dim = _joined_dim(parts)
-    if isinstance(values[0], dict):
+        joined = values[0]
+    elif isinstance(values[0], dict):
+        # Items packed differently (stac/packing.py): one cube per packing, joined decoded.
+        dim = _joined_dim(parts)
         grids = {grid: None for part in values if isinstance(part, dict) for grid in part}
-        return {
+        joined = {
             grid: join_decoded(
                 [part[grid] for part in values if isinstance(part, dict) and grid in part], dim
             )
             for grid in grids
         }
-    return join_decoded([part for part in values if isinstance(part, xr.Dataset)], dim)
+    else:
+        dim = _joined_dim(parts)
+        joined = join_decoded([part for part in values if isinstance(part, xr.Dataset)], dim)
+    if not selections.bands:
+        return joined
+    # Bands of multi-band assets asked for by alias, taken out of the values (stac/aliases.py).
+    if isinstance(joined, dict):
+        return {grid: selections.apply(dataset) for grid, dataset in joined.items()}
+    return selections.apply(joined)
 
 
 def _part_values(part: _Opened, registry: ObjectStoreRegistry, options: OpenOptions) -> _Opened:
@@ -355,10 +365,12 @@ def _parse(
     wanted: list[str] | None,
     group_by: Literal["grid"] | None,
     options: OpenOptions,
+    selections: BandSelections | None = None,
 ) -> tuple[list[_Opened], ObjectStoreRegistry]:
     """The references of the selected assets, combined, and the registry that reads them: one
     combination, or one per packing of Items packed differently (:mod:`packing`), to be
-    joined once decoded."""
+    joined once decoded. ``selections`` (values only) collects the bands of multi-band assets
+    asked for by alias."""
     registry = options.get("registry")
     sign = options.get("sign")
     trust = options.get("trust_catalog_endpoints", False)
@@ -369,7 +381,15 @@ def _parse(
     items = _items_of(stac)
     overrides = _overrides(options)
     described = ItemAssets()
-    tasks = [task for item in items for task in _tasks_for(item, wanted, overrides, described)]
+    tasks = [
+        task
+        for item in items
+        for task in _tasks_for(item, wanted, overrides, described, selections)
+    ]
+    if selections is not None:
+        selections.kept = {
+            task.variable or task.key for task in tasks if task.key in (wanted or ())
+        }
     if registry is None:
         registry = stac_registry(
             items,

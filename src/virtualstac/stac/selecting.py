@@ -17,7 +17,7 @@ import pystac
 from pystac_client import ItemSearch
 
 from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError
-from virtualstac.stac.aliases import band_aliases, unique_alias
+from virtualstac.stac.aliases import BandSelections, band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
 from virtualstac.stac.fields import (
@@ -112,7 +112,12 @@ def _tasks_for(
     wanted: list[str] | None,
     overrides: _Overrides,
     described: ItemAssets,
+    selections: BandSelections | None = None,
 ) -> list[_AssetTask]:
+    """The assets of ``item`` to open: ``wanted`` (keys or band aliases), or its sources.
+
+    ``selections`` (values only) collects the bands of multi-band assets asked for by alias,
+    to be taken out of the values; without it such an alias is refused."""
     if wanted is not None:
         # Aliases are looked up among every asset; only the chosen ones must be well formed.
         looked_up = item.assets if any(key not in item.assets for key in wanted) else wanted
@@ -127,7 +132,7 @@ def _tasks_for(
                 explicit=True,
                 name=name,
             )
-            for key, name in _resolved(item, wanted, filled)
+            for key, name in _resolved(item, wanted, filled, selections)
         ]
     assets = {key: _checked(item, key, described.asset(item, key)) for key in item.assets}
     keys = [key for key, asset in assets.items() if _is_source(asset, item)]
@@ -146,16 +151,21 @@ def _tasks_for(
 
 
 def _resolved(
-    item: pystac.Item, wanted: list[str], assets: dict[str, pystac.Asset]
+    item: pystac.Item,
+    wanted: list[str],
+    assets: dict[str, pystac.Asset],
+    selections: BandSelections | None = None,
 ) -> list[tuple[str, str | None]]:
     """The asset key of each name in ``wanted``, and the variable name an alias gives it.
 
-    A name is an asset key, or else a band's name or common name (:mod:`aliases`)."""
+    A name is an asset key, or else a band's name or common name (:mod:`aliases`); the band of
+    a multi-band asset goes to ``selections`` (its asset opened whole), or is refused."""
     chosen: list[tuple[str, str | None]] = []
     missing = []
     for name in wanted:
         if name in assets:
-            chosen.append((name, None))
+            if (name, None) not in chosen:
+                chosen.append((name, None))
             continue
         bands = band_aliases(item, name, assets, lambda asset: _is_source(asset, item))
         if not bands:
@@ -179,11 +189,18 @@ def _resolved(
                 "with its key"
             )
         if best.count > 1:
-            raise AssetNotFoundError(
-                f"item {item.id!r} has no asset {name!r}; {name!r} is {best.describe()}, which "
-                f"holds {best.count} bands that references cannot take apart: open "
-                f"assets=[{best.key!r}] and select the band (.isel(band={best.index}))"
-            )
+            if selections is None:
+                raise AssetNotFoundError(
+                    f"item {item.id!r} has no asset {name!r}; {name!r} is {best.describe()}, "
+                    f"which holds {best.count} bands that references cannot take apart: open "
+                    f"values (drop references=True), or assets=[{best.key!r}] and select the "
+                    f"band (.isel(band={best.index}))"
+                )
+            variable = _field(assets[best.key], item, VARIABLE_PROP) or best.key
+            selections.add(name, str(variable), best.index, f"item {item.id!r}")
+            if (best.key, None) not in chosen:
+                chosen.append((best.key, None))
+            continue
         chosen.append((best.key, name))
     if missing:
         raise AssetNotFoundError(
