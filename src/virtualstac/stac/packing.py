@@ -90,7 +90,7 @@ def check_joinable(
     differences = _differences(grouped[first.id], grouped[other.id])
     said = (
         f"items {first.id!r} and {other.id!r} pack their values differently ({differences}; "
-        "Sentinel-2 changed its offset with processing baseline 04.00)"
+        "as Sentinel-2 scenes do before and after processing baseline 04.00)"
     )
     if references:
         raise PackingError(
