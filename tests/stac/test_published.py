@@ -13,6 +13,7 @@ import numpy as np
 import pystac
 import pytest
 import xarray as xr
+from providers import planetary_computer_collection
 
 from virtualstac.errors import SourceChangedError, UnregisteredURLError
 from virtualstac.manifests import ManifestArray
@@ -27,6 +28,7 @@ from virtualstac.stac import (
     published_asset,
 )
 from virtualstac.stac import open as stac_open
+from virtualstac.stac.published_stores import in_declared_order, store_variables
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -278,3 +280,28 @@ def test_the_same_call_returns_values_before_and_after_publishing(
     xr.testing.assert_identical(after[BANDS].load(), before[BANDS].load())
     # References still come from the sources, published store or not.
     assert is_virtual(parses_sources(lambda: extension.to_xarray(BANDS, references=True)))
+
+
+def test_a_store_shows_its_variables_in_the_order_it_declares(tmp_path: Path) -> None:
+    """Icechunk lists arrays in an order that changes from one process to the next; the
+    dataset follows the store asset's cube:variables, then the dimensions of its variables."""
+    collection = planetary_computer_collection(tmp_path)
+    publish(collection, tmp_path / "s2.icechunk", assets=["B08", "B02", "B04"])
+    store = collection.assets["icechunk"]
+    declared = store_variables(store)
+    assert declared is not None and sorted(declared) == ["B02", "B04", "B08"]
+    dataset = open_published(store)
+    assert list(dataset.data_vars) == list(declared)
+    assert list(dataset.dims) == ["time", "y", "x"]
+
+
+def test_variables_a_store_does_not_declare_follow_by_name() -> None:
+    scrambled = xr.Dataset(
+        {"b": ("x", [1]), "a": (("t", "x"), [[2]]), "c": ("x", [3])},
+        coords={"label": ("x", ["one"]), "x": [0], "t": [5]},
+    )
+    asset = pystac.Asset("s.icechunk", extra_fields={"cube:variables": {"c": {"type": "data"}}})
+    ordered = in_declared_order(scrambled, asset)
+    assert list(ordered.data_vars) == ["c", "a", "b"]
+    assert list(ordered.coords) == ["x", "t", "label"]
+    xr.testing.assert_identical(ordered, scrambled)

@@ -51,6 +51,7 @@ from virtualstac.stac.published_stores import (
     PublishedStoreUnreadableError,
     choose_stores,
     covering_stores,
+    in_declared_order,
     merge_stores,
     published_assets,
     stores_by_grid,
@@ -339,7 +340,7 @@ def open_published(
         kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
         parser = kind(relocate=mapping)
         store = parser(url, reading)
-    return open_zarr_values(
+    dataset = open_zarr_values(
         store,
         group=level_group(store, overview_level, href),
         consolidated=False,
@@ -347,6 +348,7 @@ def open_published(
         decode_times=decode_times,
         **(zarr_options or {}),
     )
+    return in_declared_order(dataset, asset)
 
 
 def _icechunk_store(

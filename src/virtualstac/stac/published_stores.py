@@ -29,6 +29,7 @@ __all__ = [
     "StoreChoice",
     "choose_stores",
     "covering_stores",
+    "in_declared_order",
     "merge_stores",
     "published_assets",
     "store_variables",
@@ -87,6 +88,27 @@ def store_variables(asset: pystac.Asset) -> tuple[str, ...] | None:
     return None
 
 
+def in_declared_order(dataset: xr.Dataset, asset: pystac.Asset) -> xr.Dataset:
+    """``dataset`` with its variables in a fixed order: the data variables as the store asset
+    declares them (the rest by name), the coordinates of their dimensions in the order of
+    those dimensions, then the other coordinates by name.
+
+    Icechunk lists a group's arrays in an order that changes from one process to the next, and
+    xarray keeps the order it is given: without this, the same store opened twice shows its
+    variables (and dimensions) in different orders.
+    """
+    declared = [name for name in store_variables(asset) or () if name in dataset.data_vars]
+    data = [*declared, *sorted(str(name) for name in dataset.data_vars if name not in declared)]
+    dims = [dim for name in data for dim in dataset[name].dims]
+    coords = [str(name) for name in dict.fromkeys(dims) if name in dataset.coords]
+    coords += sorted(str(name) for name in dataset.coords if name not in coords)
+    ordered = xr.Dataset(
+        {name: dataset.variables[name] for name in [*coords, *data]}, attrs=dataset.attrs
+    ).set_coords(coords)
+    ordered.encoding = dataset.encoding
+    return ordered
+
+
 def covering_stores(
     stores: Mapping[str, pystac.Asset], ids: Sequence[str], wanted: list[str] | None
 ) -> dict[str, pystac.Asset]:
@@ -129,7 +151,9 @@ def choose_stores(
             continue
         names = [n for n in (held if wanted is None else wanted) if n in held and n not in taken]
         if names:
-            chosen[key] = None if list(held) == names else names
+            # Variables asked for come in the order asked: a store lists its own in no set
+            # order (Icechunk's listing).
+            chosen[key] = None if wanted is None and list(held) == names else names
             taken.update(dict.fromkeys(names, key))
     missing = [] if wanted is None else [name for name in wanted if name not in taken]
     silent = [key for key, asset in stores.items() if store_variables(asset) is None]
