@@ -11,6 +11,7 @@ import scipy.io
 import xarray as xr
 
 from text_fill_files import write_character_fills, write_string_fills
+from virtualstac import open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "parsers"))
@@ -101,3 +102,23 @@ def test_undecoded_time_bounds_have_no_units_as_with_the_netcdf4_engine(
     with xr.open_dataset(path, engine="netcdf4") as direct:
         assert direct["time_bnds"].dtype.kind == "M"
         xr.testing.assert_identical(decoded.load(), direct.load())
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF3_64BIT_DATA", "NETCDF4"])
+def test_unsigned_bytes_read_as_signed_mask_their_fill_as_with_the_netcdf4_engine(
+    tmp_path: Path, fmt: str
+) -> None:
+    """``_Unsigned = "false"`` on a ``ubyte`` variable reads it as signed, its ``_FillValue`` of
+    200 becoming -56; a fill out of the signed range once failed to decode (OverflowError)."""
+    path = tmp_path / "ubyte.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as nc:
+        nc.createDimension("x", 4)
+        flags = nc.createVariable("flags", "u1", ("x",), fill_value=np.uint8(200))
+        flags._Unsigned = "false"
+        flags[:] = np.array([0, 200, 255, 5], dtype="u1")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        np.testing.assert_array_equal(direct["flags"].values, [0, np.nan, -1, 5])
+        expected = direct.load()
+    xr.testing.assert_identical(xr.open_dataset(path, engine="virtualstac").load(), expected)
+    loaded = open_virtual_dataset(path, loadable_variables=["flags"])
+    xr.testing.assert_identical(loaded, expected)

@@ -30,6 +30,7 @@ __all__ = [
     "TYPES_KEY",
     "packing_types",
     "typed_attributes",
+    "typed_fill_value",
     "with_character_fill",
     "with_string_fill",
     "with_types",
@@ -122,3 +123,20 @@ def typed_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     elif types.get("_FillValue") == _STRING and isinstance(fill, str):
         typed["_FillValue"] = fill
     return typed
+
+
+def typed_fill_value(attributes: dict[str, Any], dtype: np.dtype[Any]) -> dict[str, Any]:
+    """``attributes`` whose integer ``_FillValue`` is a numpy scalar of the variable's type
+    ``dtype``, as netCDF4 reads it (netCDF requires the fill to be of the variable's type).
+
+    JSON gives a Python ``int``, which xarray's decoding of ``_Unsigned = "false"`` converts
+    to the signed type without wrapping: a ``ubyte`` fill of 200 overflows ``int8``, where the
+    ``numpy.uint8`` netCDF4 gives becomes -56.
+    """
+    fill = attributes.get("_FillValue")
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu" and isinstance(fill, int) and not isinstance(fill, bool):
+        bounds = np.iinfo(dtype)
+        if bounds.min <= fill <= bounds.max:
+            attributes["_FillValue"] = dtype.type(fill)
+    return attributes

@@ -12,7 +12,7 @@ from zarr.core.sync import sync
 
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.attribute_types import typed_attributes
+from virtualstac.manifests.attribute_types import typed_attributes, typed_fill_value
 from virtualstac.manifests.geotransform import geotransform_coordinates
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
@@ -209,7 +209,7 @@ def _load(
         attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)
     # Packing attributes of their recorded types, so values unpack to the type netCDF4 gives,
     # and a character fill (which FillValueCoder refuses) restored from the record.
-    attrs = typed_attributes(attrs)
+    attrs = typed_fill_value(typed_attributes(attrs), values.dtype)
     encoded = xr.Variable(variable.dims, values, attrs)
     return xr.conventions.decode_cf_variable(
         path.rsplit("/", 1)[-1],

@@ -13,7 +13,7 @@ from typing import Any
 
 import xarray as xr
 
-from virtualstac.manifests.attribute_types import TYPES_KEY, typed_attributes
+from virtualstac.manifests.attribute_types import TYPES_KEY, typed_attributes, typed_fill_value
 
 __all__ = ["CF_DECODING", "open_zarr_values"]
 
@@ -30,13 +30,16 @@ CF_DECODING = (
 
 def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
     """``xr.open_zarr(store, **options)``, packed variables unpacked to the recorded types of
-    their ``scale_factor``/``add_offset`` (``decode_cf=False``: those attributes typed)."""
+    their ``scale_factor``/``add_offset`` (``decode_cf=False``: those attributes typed), and
+    integer fill values of their variable's type, as netCDF4 gives them."""
     decoding = {name: options.pop(name) for name in CF_DECODING if name in options}
     decode = options.pop("decode_cf", None) is not False
     raw: xr.Dataset = xr.open_zarr(store, decode_cf=False, **options)
     for variable in raw.variables.values():
         if TYPES_KEY in variable.attrs:
             variable.attrs = typed_attributes(variable.attrs)
+        if "_FillValue" in variable.attrs:
+            variable.attrs = typed_fill_value(dict(variable.attrs), variable.dtype)
     if TYPES_KEY in raw.attrs:
         raw.attrs = typed_attributes(raw.attrs)
     if not decode:
