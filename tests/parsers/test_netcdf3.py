@@ -243,6 +243,24 @@ def test_record_dimension_without_records(tmp_path: Path) -> None:
     assert_same_as_netcdf4(path, store)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_scipy_files_without_records(tmp_path: Path, version: int) -> None:
+    """scipy begins every record variable of a file without records at the same byte, since
+    none holds any: netCDF-C refuses such a file as overlapping data, scipy reads it."""
+    path = tmp_path / "empty.nc"
+    with scipy.io.netcdf_file(path, "w", version=version) as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        f.createVariable("flag", "b", ("time", "x"))
+        f.createVariable("time", "d", ("time",))
+        f.createVariable("x", "i", ("x",))[:] = [1, 2, 3]
+    store = parse(path)
+    assert store.group["flag"].shape == (0, 3)
+    with xr.open_dataset(path, engine="scipy") as direct:
+        opened = xr.open_zarr(store, consolidated=False, chunks=None)
+        xr.testing.assert_identical(opened.load(), direct.load())
+
+
 def test_records_not_yet_written_of_any_size_cost_nothing(tmp_path: Path) -> None:
     # An empty CDF-5 file declaring 12 PiB records (netCDF-C allows them) of a prime length:
     # with no records there is no chunk to reference, no offsets to allocate, and no reason to
