@@ -122,3 +122,24 @@ def test_unsigned_bytes_read_as_signed_mask_their_fill_as_with_the_netcdf4_engin
     xr.testing.assert_identical(xr.open_dataset(path, engine="virtualstac").load(), expected)
     loaded = open_virtual_dataset(path, loadable_variables=["flags"])
     xr.testing.assert_identical(loaded, expected)
+
+
+@pytest.mark.parametrize("undecoded", [{}, {"decode_coords": False}, {"decode_cf": False}])
+def test_coordinates_attributes_are_the_files_as_with_the_netcdf4_engine(
+    tmp_path: Path, undecoded: dict[str, bool]
+) -> None:
+    """Undecoded, each variable's CF ``coordinates`` attribute (and the file's) is what the
+    file holds; they were once rewritten as xarray writes them, naming ``lat lon height`` on
+    every variable along ``(y, x)`` and leaving the file without its own."""
+    path = tmp_path / "coordinates.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("y", 2)
+        nc.createDimension("x", 3)
+        nc.coordinates = "height"  # as xarray writes a coordinate no variable names
+        nc.createVariable("height", "f4", ())[...] = 2.0
+        for name in ("lat", "lon", "tas", "tas_error"):
+            nc.createVariable(name, "f4", ("y", "x"))[:] = np.arange(6.0).reshape(2, 3)
+        nc["tas"].coordinates = "lat lon"
+    opened = xr.open_dataset(path, engine="virtualstac", **undecoded)
+    with xr.open_dataset(path, engine="netcdf4", **undecoded) as direct:
+        xr.testing.assert_identical(opened.load(), direct.load())

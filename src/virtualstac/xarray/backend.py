@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import xarray as xr
 from xarray.backends import BackendEntrypoint
 
+from virtualstac.manifests.group import ManifestGroup
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
@@ -68,7 +69,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
         (``mask_and_scale``, ``decode_times``, ...). ``references=True`` returns the file's
         references instead of values.
         """
-        from virtualstac.xarray.open import open_virtual_dataset, source_url
+        from virtualstac.xarray.open import open_parsed, open_virtual_dataset, source_url
 
         url = source_url(filename_or_obj)
         registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
@@ -91,7 +92,7 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             )
         # Undecoded times leave CF bounds without their time's units, as in xr.open_dataset.
         times = decoding.get("decode_cf") is not False and decoding.get("decode_times")
-        virtual = open_virtual_dataset(
+        virtual, parsed, path = open_parsed(
             url,
             parser=parser,
             registry=registry,
@@ -101,6 +102,21 @@ class VirtualstacBackendEntrypoint(BackendEntrypoint):
             decode_times=None if times is None else bool(times),
             overview_level=overview_level,
         )
+        node = parsed.group[path] if path else parsed.group
+        if isinstance(node, ManifestGroup) and set(virtual.variables) <= set(node.arrays):
+            # The file's own group, its attributes as the file has them: a store written from
+            # the virtual dataset would hold CF "coordinates" attributes as xarray writes them
+            # (on every variable sharing a coordinate's dimensions), which undecoded values
+            # (decode_cf=False, decode_coords=False) show.
+            return open_zarr_values(
+                parsed,
+                group=path or None,
+                drop_variables=drop or None,
+                chunks=None,
+                consolidated=False,
+                **decoding,
+            )
+        # Variables the parser does not hold (raster coordinates computed from a GeoTransform).
         return open_zarr_values(
             virtual.virtual.to_store(registry), chunks=None, consolidated=False, **decoding
         )

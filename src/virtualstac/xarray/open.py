@@ -115,6 +115,32 @@ def open_virtual_dataset(
         overview transform. A level the file does not have raises
         :class:`~virtualstac.errors.OverviewNotFoundError`.
     """
+    dataset, _, _ = open_parsed(
+        url,
+        parser=parser,
+        registry=registry,
+        group=group,
+        loadable_variables=loadable_variables,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+        overview_level=overview_level,
+    )
+    return dataset
+
+
+def open_parsed(
+    url: PathOrURL,
+    *,
+    parser: Parser | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    group: str | None = None,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+    overview_level: int | None = None,
+) -> tuple[xr.Dataset, ManifestStore, str]:
+    """:func:`open_virtual_dataset`, with the parsed file's store and the path of the group
+    opened in it (``""``: the root)."""
     url = source_url(url)
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
     drop = list(drop_variables or [])
@@ -141,7 +167,11 @@ def open_virtual_dataset(
     except KeyError as err:  # loadable_variables the file has not, or a group that is an array
         raise KeyError(f"{redact(url)}: {err.args[0] if err.args else err}") from err
     dropped = [name for name in drop if name in dataset.variables]
-    return dataset.drop_vars(dropped) if dropped else dataset
+    return (
+        dataset.drop_vars(dropped) if dropped else dataset,
+        store,
+        (group or "").strip("/"),
+    )
 
 
 def _check_group(root: ManifestGroup, group: str, url: str) -> None:
