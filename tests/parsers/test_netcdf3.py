@@ -204,6 +204,45 @@ def test_scipy_files(tmp_path: Path, version: int, record_variables: int) -> Non
         assert short_manifest.shape_chunk_grid == (7, 1)
 
 
+def test_fill_values_of_another_type_mask_as_with_the_netcdf4_engine(tmp_path: Path) -> None:
+    """scipy writes a ``_FillValue`` of any type. netCDF compares it with the values as it is:
+    a float64 0.1 equals no float32 value (it once masked the float32 nearest to it), and an
+    integer variable's fill equal to an integer masks as that integer."""
+    path = tmp_path / "fills.nc"
+    with scipy.io.netcdf_file(path, "w") as f:
+        f.createDimension("x", 4)
+        single = f.createVariable("single", "f", ("x",))
+        single[:] = np.array([0.1, 1, 2, 3], dtype="f4")
+        single._FillValue = np.float64(0.1)
+        short = f.createVariable("short", "h", ("x",))
+        short[:] = [1, -99, 3, 4]
+        short._FillValue = np.float64(-99.0)
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert not direct["single"].isnull().any() and direct["short"].isnull().sum() == 1
+        xr.testing.assert_identical(xr.open_zarr(parse(path), chunks=None).load(), direct.load())
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill"), [("h", np.float64(-99.5)), ("b", np.int16(300)), ("b", np.int16(-129))]
+)
+def test_integer_fill_values_no_value_equals_are_refused(
+    tmp_path: Path, dtype: str, fill: Any
+) -> None:
+    """Zarr's fill value is one value of the variable's type: rounded or wrapped (300 to 44 for
+    bytes) it would mask values netCDF does not mask, as the HDF5 parser refuses them too."""
+    path = tmp_path / "fraction.nc"
+    with scipy.io.netcdf_file(path, "w") as f:
+        f.createDimension("x", 4)
+        variable = f.createVariable("counts", dtype, ("x",))
+        variable[:] = [1, 44, -99, 4]
+        variable._FillValue = fill
+    with pytest.raises(
+        NotVirtualizableError,
+        match=rf"fraction\.nc: variable 'counts' has a _FillValue of {fill}, which is not a value",
+    ):
+        parse(path)
+
+
 def test_large_blocks_are_split_into_contiguous_chunks(tmp_path: Path) -> None:
     path = tmp_path / "split.nc"
     with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:

@@ -417,7 +417,12 @@ class _GroupBuilder:
         fill_value = variable.nc_type.default_fill
         if "_FillValue" in variable.attributes:
             fill_value = self.fill_value(variable)
-            if dtype.kind in "iuf":
+            if dtype.kind == "f":
+                # The attribute as written (a float64 0.1 masks no float32 value, as in
+                # netCDF); the Zarr fill value, never read, is the nearest of the type.
+                given = variable.attributes["_FillValue"].astype("f8")[0]
+                attributes["_FillValue"] = cf_fill_value_attribute(given, dtype)
+            elif dtype.kind in "iu":
                 attributes["_FillValue"] = cf_fill_value_attribute(fill_value, dtype)
             else:
                 # xarray's Zarr reader refuses a _FillValue on characters.
@@ -466,7 +471,16 @@ class _GroupBuilder:
             )
         if dtype.kind == "S":
             return values.tobytes()
-        return values.astype(dtype)[0].item()
+        given = values[0]
+        cast = values.astype(dtype)[0]
+        if dtype.kind in "iu" and cast != given:
+            # Rounded or wrapped (300 to 44 for bytes), it would mask values netCDF does not.
+            raise self.fail(
+                variable,
+                f"has a _FillValue of {given.item()!r}, which is not a value of its type "
+                f"{dtype.name}",
+            )
+        return cast.item()
 
     def inlined(
         self, starts: np.ndarray[Any, Any], block_bytes: int, chunks: tuple[int, ...]
