@@ -12,6 +12,7 @@ from virtualstac import (
     ManifestArray,
     ManifestGroup,
     ManifestStore,
+    open_virtual_dataset,
     open_virtual_mfdataset,
 )
 from virtualstac.demo import write_sample_archive
@@ -188,3 +189,18 @@ def test_strings_built_in_memory_are_stored_as_variable_length_strings(tmp_path:
     names = xr.Dataset({"names": ("station", np.array(["one", "", "three"], dtype=object))})
     values = open_zarr_values(names.virtual.to_store(ObjectStoreRegistry.for_url(str(tmp_path))))
     assert values["names"].values.tolist() == ["one", "", "three"]
+
+
+def test_loaded_variables_without_records_are_stored(tmp_path: Path) -> None:
+    """A loaded ``(time: 0, x: 3)`` variable is stored with a chunk grid of ``(0, 1)``; it once
+    got ``(0, 3)``, which no array of that shape has (InvalidManifestError)."""
+    path = tmp_path / "empty.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("x", 3)
+        nc.createVariable("flag", "i1", ("time", "x"))
+    registry = ObjectStoreRegistry.for_url(str(path))
+    loaded = open_virtual_dataset(path, loadable_variables=["flag"])
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        reread = xr.open_zarr(loaded.virtual.to_store(registry), chunks=None)
+        xr.testing.assert_identical(reread.load(), direct.load())

@@ -121,7 +121,8 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         dimension_names=[str(d) for d in encoded.dims],
     )
     # A scalar's one chunk is keyed like a 1-chunk vector; ManifestArray reshapes the grid.
-    grid = (1,) * max(values.ndim, 1) if values.size else values.shape
+    # An empty array has no chunk along its empty axes and one along the others.
+    grid = (1,) * max(values.ndim, 1) if values.size else tuple(min(n, 1) for n in values.shape)
     manifest = ChunkManifest.from_arrays(
         paths=np.full(grid, "", dtype=np.dtypes.StringDType()),
         offsets=np.zeros(grid, dtype=np.uint64),
