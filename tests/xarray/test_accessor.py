@@ -204,3 +204,22 @@ def test_loaded_variables_without_records_are_stored(tmp_path: Path) -> None:
     with xr.open_dataset(path, engine="netcdf4") as direct:
         reread = xr.open_zarr(loaded.virtual.to_store(registry), chunks=None)
         xr.testing.assert_identical(reread.load(), direct.load())
+
+
+def test_loaded_unsigned_bytes_without_fill_value_stay_unsigned(tmp_path: Path) -> None:
+    """xarray's CF encoding keeps ``_Unsigned`` only beside a fill value: a loaded ``byte``
+    variable with ``_Unsigned = "true"`` and no ``_FillValue`` was stored as signed bytes
+    without it, so 200 read back as -56."""
+    path = tmp_path / "ubyte.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("x", 3)
+        quality = nc.createVariable("quality", "i1", ("x",))
+        quality._Unsigned = "true"
+        quality.set_auto_maskandscale(False)
+        quality[:] = np.array([0, -56, 127], dtype="i1")
+    registry = ObjectStoreRegistry.for_url(str(path))
+    loaded = open_virtual_dataset(path, loadable_variables=["quality"])
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        np.testing.assert_array_equal(direct["quality"].values, [0, 200, 127])
+        reread = xr.open_zarr(loaded.virtual.to_store(registry), chunks=None)
+        xr.testing.assert_identical(reread.load(), direct.load())

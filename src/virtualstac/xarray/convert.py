@@ -87,6 +87,10 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
             f"variable {name!r} has dtype {values.dtype}, which cannot be stored as raw bytes"
         )
     attrs = dict(encoded.attrs)
+    if "_Unsigned" in encoded.encoding and "_Unsigned" not in attrs:
+        # xarray moves it back to the attributes only beside a fill value; the values are
+        # stored signed all the same.
+        attrs["_Unsigned"] = encoded.encoding["_Unsigned"]
     text_fill = attrs.pop("_FillValue", None) if values.dtype.kind in "ST" else None
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
