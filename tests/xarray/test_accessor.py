@@ -223,3 +223,23 @@ def test_loaded_unsigned_bytes_without_fill_value_stay_unsigned(tmp_path: Path) 
         np.testing.assert_array_equal(direct["quality"].values, [0, 200, 127])
         reread = xr.open_zarr(loaded.virtual.to_store(registry), chunks=None)
         xr.testing.assert_identical(reread.load(), direct.load())
+
+
+def test_loaded_coordinates_keep_their_missing_value(tmp_path: Path) -> None:
+    """A loaded coordinate's ``missing_value`` is stored as a number: xarray's Zarr reader
+    decodes only ``_FillValue`` from base64, so the encoded text masked nothing, and the
+    missing time read as the date its number means."""
+    path = tmp_path / "missing.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("time", 3)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 2000-01-01"
+        time.missing_value = -1.0
+        time[:] = [0.0, -1.0, 2.0]
+        nc.createVariable("tas", "f4", ("time",))[:] = [280.0, 281.0, 282.0]
+    registry = ObjectStoreRegistry.for_url(str(path))
+    virtual = open_virtual_dataset(path)  # the time coordinate loaded
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert direct["time"].isnull().values.tolist() == [False, True, False]
+        reread = xr.open_zarr(virtual.virtual.to_store(registry), chunks=None)
+        xr.testing.assert_identical(reread.load(), direct.load())

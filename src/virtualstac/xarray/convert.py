@@ -92,9 +92,10 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         # stored signed all the same.
         attrs["_Unsigned"] = encoded.encoding["_Unsigned"]
     text_fill = attrs.pop("_FillValue", None) if values.dtype.kind in "ST" else None
-    for key in ("_FillValue", "missing_value"):
-        if key in attrs:
-            attrs[key] = cf_fill_value_attribute(attrs[key], values.dtype)
+    # Only _FillValue: xarray's Zarr reader decodes no other attribute from base64, so a
+    # missing_value stays a number (encoded, it would mask nothing).
+    if "_FillValue" in attrs:
+        attrs["_FillValue"] = cf_fill_value_attribute(attrs["_FillValue"], values.dtype)
     # A float32 scale_factor stays float32 through JSON, so values unpack as they did here.
     types = {key: np.asarray(value).dtype for key, value in attrs.items()}
     json_attrs = with_types(_json_attrs(attrs), types)
