@@ -213,6 +213,20 @@ def test_group_option_selects_a_sub_group(everything: Path) -> None:
         np.testing.assert_array_equal(ours["field"].values, reference["field"].values)
 
 
+def test_a_variable_named_like_zarr_metadata_is_refused(tmp_path: Path) -> None:
+    """netCDF-4 allows a variable named ``zarr.json``; Zarr v3 keeps that name for a group's
+    metadata, so readers of the store never saw the variable."""
+    path = tmp_path / "names.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("x", 2)
+        ds.createGroup("sub").createVariable("zarr.json", "f4", ("x",))[:] = [1, 2]
+    with pytest.raises(
+        NotVirtualizableError, match=r"names\.nc: variable 'sub/zarr.json' is named"
+    ):
+        parse(path)
+    assert list(parse(path, drop_variables=["sub/zarr.json"]).group["sub"]) == []
+
+
 def test_drop_variables_by_name_and_path(everything: Path) -> None:
     group = parse(everything, drop_variables=["precip", "forecast/members/spread"]).group
     assert "precip" not in group

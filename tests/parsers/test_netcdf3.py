@@ -394,6 +394,19 @@ def test_drop_variables(everything: Path) -> None:
     assert "lat" not in parse(everything, drop_variables="lat").group
 
 
+def test_a_variable_named_like_zarr_metadata_is_refused(tmp_path: Path) -> None:
+    """netCDF allows a variable named ``zarr.json``; Zarr v3 keeps that name for a group's
+    metadata, so readers of the store never saw the variable."""
+    path = tmp_path / "names.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2)
+        ds.createVariable("zarr.json", "f4", ("x",))[:] = [1, 2]
+        ds.createVariable("kept", "f4", ("x",))[:] = [3, 4]
+    with pytest.raises(NotVirtualizableError, match=r"names\.nc: variable 'zarr.json' is named"):
+        parse(path)
+    assert list(parse(path, drop_variables=["zarr.json"]).group) == ["kept"]
+
+
 def test_over_http_the_header_is_one_request(http_server: HTTPServer, tmp_path: Path) -> None:
     path = write_everything(http_server.directory() / "remote.nc", "NETCDF3_CLASSIC")
     url = http_server.url_for(path)

@@ -24,6 +24,8 @@ from virtualstac.manifests.attribute_types import TYPES_KEY
 
 __all__ = [
     "CF_ENCODING_ATTRS",
+    "METADATA_NAME",
+    "METADATA_NAME_REASON",
     "cf_fill_value_attribute",
     "check_combinable",
     "chunk_shape_of",
@@ -49,6 +51,15 @@ CF_ENCODING_ATTRS = (
     "calendar",
     # The recorded type of scale_factor/add_offset: what type the values unpack to.
     TYPES_KEY,
+)
+
+#: The name of a Zarr v3 node's metadata document, which no member of a group can take: Zarr
+#: readers listing a group's members pass over it.
+METADATA_NAME = "zarr.json"
+#: Why a variable of that name is refused, for the parsers' errors.
+METADATA_NAME_REASON = (
+    f"is named {METADATA_NAME!r}, the name of a Zarr group's metadata, so Zarr readers would "
+    "never see it"
 )
 
 

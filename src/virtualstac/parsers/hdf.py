@@ -41,7 +41,12 @@ from virtualstac.limits import (
 )
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
-from virtualstac.manifests.metadata import create_v3_array_metadata, grid_shape
+from virtualstac.manifests.metadata import (
+    METADATA_NAME,
+    METADATA_NAME_REASON,
+    create_v3_array_metadata,
+    grid_shape,
+)
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers import hdf_metadata
@@ -322,6 +327,8 @@ class _FileWalker:
         arrays: dict[str, ManifestArray] = {}
         for member in variables:
             name = netcdf_name(member.name)
+            if name == METADATA_NAME:
+                raise self.fail(member.path, METADATA_NAME_REASON)
             if name != member.name and name in taken:
                 raise self.fail(
                     member.path, f"is netCDF-4's name for a variable {name!r}, which also exists"

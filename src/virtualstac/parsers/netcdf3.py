@@ -39,6 +39,8 @@ from virtualstac.manifests.attribute_types import with_character_fill, with_type
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
+    METADATA_NAME,
+    METADATA_NAME_REASON,
     cf_fill_value_attribute,
     create_v3_array_metadata,
     grid_shape,
@@ -386,6 +388,8 @@ class _GroupBuilder:
         )
 
     def array(self, variable: _Variable) -> ManifestArray:
+        if variable.name == METADATA_NAME:
+            raise self.fail(variable, METADATA_NAME_REASON)
         dtype = variable.nc_type.dtype
         lengths = [self.header.dimensions[d][1] for d in variable.dimids]
         is_record = self.is_record(variable)
