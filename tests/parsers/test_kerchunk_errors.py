@@ -72,6 +72,28 @@ pytestmark = [
             {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, 2**64 - 1]},
             r"chunk 'v/0' has length 18446744073709551615, which is out of range",
         ),
+        # Reading a range that ends past 2**63 - 1 fails with the OS's bare EINVAL.
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/1": ["x.bin", 2**63 - 8, 16]},
+            r"chunk 'v/1' references 16 bytes at offset 9223372036854775800, which end beyond "
+            r"byte 2\*\*63 - 1",
+        ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [
+                    {
+                        "key": "v/{{i}}",
+                        "url": "x.bin",
+                        "offset": "{{ 2**63 - 1 - i }}",
+                        "length": "8",
+                        "dimensions": {"i": [0]},
+                    }
+                ],
+            },
+            r"chunk 'v/0' references 8 bytes at offset 9223372036854775807, which end beyond",
+        ),
         # -1 is no whole object ([url] is): it is as negative as -2.
         (
             {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, -1]},
@@ -90,6 +112,18 @@ pytestmark = [
             r"bad\.json: 'v/.zarray' is not valid base64-encoded UTF-8",
         ),
         ({"v/.zarray": "{not json"}, r"'v/.zarray' is not valid JSON"),
+        (
+            {"v/.zarray": SIMPLE_ZARRAY, "v/.zattrs": "[" * 100_000 + "]" * 100_000},
+            r"bad\.json: 'v/.zattrs' nests JSON too deeply to read",
+        ),
+        (
+            {
+                "version": 1,
+                "refs": {"v/.zarray": SIMPLE_ZARRAY},
+                "gen": [{"key": "v/{{i}}", "url": "/x", "dimensions": [0, 1]}],
+            },
+            r"gen entry 'v/\{\{i\}\}' has dimensions \[0, 1\]; they are a JSON object",
+        ),
         (
             {
                 "version": 1,
@@ -250,6 +284,10 @@ def test_parquet_rows_beyond_record_size_are_not_chunks(tmp_path: Path) -> None:
             r"refs\.0\.parq': column 'offset' has a value out of range",
         ),
         ({"offset": [0.0, 1.5], "size": [2, 2]}, r"refs\.0\.parq': column 'offset' holds double"),
+        (
+            {"offset": [0, 2**63 - 1], "size": [2, 2]},
+            r"chunk 'v/1' references 2 bytes at offset 9223372036854775807, which end beyond",
+        ),
     ],
 )
 def test_parquet_offsets_and_sizes_are_non_negative_int64(
@@ -278,6 +316,14 @@ def test_parquet_offsets_and_sizes_are_non_negative_int64(
             {"filters": [{"id": "zlib"}, {"id": "delta", "dtype": "<i4"}]},
             r"array filter 'delta' follows a byte filter",
         ),
+        # zarr builds the codec when the first chunk is read, whose failure would then pass
+        # for a damaged chunk.
+        (
+            {"filters": [{"id": "delta", "dtype": "<i4", "typo": 1}]},
+            r"codec 'delta' has configuration .*, which numcodecs refuses \(TypeError: .*'typo'",
+        ),
+        ({"compressor": {"id": "blosc", "clevel": 5, "cname": "lz4", "x": 0}}, r"codec 'blosc'"),
+        ({"zarr_format": 3}, r"v/\.zarray has zarr_format 3; a Zarr v2 document has 2"),
     ],
 )
 def test_unrepresentable_metadata(tmp_path: Path, zarray: dict[str, Any], match: str) -> None:
@@ -290,6 +336,23 @@ def test_unrepresentable_metadata(tmp_path: Path, zarray: dict[str, Any], match:
 def test_paths_may_not_climb_out_of_the_reference_directory(tmp_path: Path) -> None:
     path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["../secret.bin", 0, 8]})
     with pytest.raises(InvalidPathError, match=r"chunk 'v/0' references '../secret.bin'"):
+        parse_json(path)
+
+
+def test_a_group_document_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    # zarr refuses to open it; read as a group, its arrays would open regardless.
+    path = write_refs(tmp_path, {".zgroup": "[1]", "v/.zarray": SIMPLE_ZARRAY})
+    with pytest.raises(V2MetadataError, match=r"bad\.json: \.zgroup is not a JSON object"):
+        parse_json(path)
+
+
+def test_a_relative_url_with_a_nul_names_the_reference_file_and_chunk(tmp_path: Path) -> None:
+    path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin\u0000y", 0, 8]})
+    with pytest.raises(
+        InvalidPathError,
+        match=r"bad\.json: chunk 'v/0' references 'x\.bin\\x00y', which cannot be resolved: "
+        r"relative path .* contains a NUL character",
+    ):
         parse_json(path)
 
 

@@ -140,6 +140,11 @@ def _expand_generator(generator: Any, resolver: URLResolver, rendering: _Renderi
         raise KerchunkReferenceError(
             f"{source}: a 'gen' entry needs both 'offset' and 'length', or neither"
         )
+    if not isinstance(generator["dimensions"], Mapping):
+        raise KerchunkReferenceError(
+            f"{source}: gen entry {generator['key']!r} has dimensions "
+            f"{generator['dimensions']!r:.200}; they are a JSON object of name: values"
+        )
     dimensions = dict(generator["dimensions"])
     lengths_of = {name: _dimension_length(name, spec, source) for name, spec in dimensions.items()}
     count = math.prod(lengths_of.values())

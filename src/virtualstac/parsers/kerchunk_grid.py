@@ -32,6 +32,7 @@ __all__ = ["ChunkGrid"]
 
 # Codes of the per-array chunk grid while it is assembled; URL i of the array has code i + 2.
 _MISSING, _INLINED = 0, 1
+_INT64_MAX = 2**63 - 1
 
 
 class ChunkGrid:
@@ -90,6 +91,16 @@ class ChunkGrid:
             raise KerchunkReferenceError(
                 f"{self.resolver.source}: chunk {self.key(int(positions[at]))!r} has a negative "
                 f"offset or length ({int(offsets[at])}, {int(lengths[at])})"
+            )
+        # A range ending past 2**63 - 1 is no file's (every file system and object store counts
+        # bytes with int64); reading it fails with the OS's bare EINVAL, naming no reference.
+        beyond = offsets > _INT64_MAX - np.maximum(lengths, 0)
+        if beyond.any():
+            at = int(np.flatnonzero(beyond)[0])
+            raise KerchunkReferenceError(
+                f"{self.resolver.source}: chunk {self.key(int(positions[at]))!r} references "
+                f"{int(lengths[at])} bytes at offset {int(offsets[at])}, which end beyond "
+                "byte 2**63 - 1, the largest position a file has"
             )
         if self.inlined and positions.size:
             for position in set(self.inlined).intersection(positions.tolist()):

@@ -169,6 +169,10 @@ def parse_document(key: str, value: Any, source: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as err:
             raise KerchunkReferenceError(f"{source}: {key!r} is not valid JSON: {err}") from err
+        except RecursionError as err:
+            raise KerchunkReferenceError(
+                f"{source}: {key!r} nests JSON too deeply to read"
+            ) from err
     raise KerchunkReferenceError(
         f"{source}: metadata {key!r} must be a JSON document, got {type(value).__name__}"
     )

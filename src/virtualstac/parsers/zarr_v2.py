@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numcodecs
 import numpy as np
 import numpy.typing as npt
 from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
@@ -249,10 +250,25 @@ def _v3_codec(config: Any, where: str) -> tuple[dict[str, Any], type]:
             continue
         for kind in (ArrayArrayCodec, BytesBytesCodec):
             if issubclass(codec_class, kind):
+                if name.startswith("numcodecs."):
+                    _check_numcodecs_config(config, where)
                 return {"name": name, "configuration": configuration}, kind
     raise V2MetadataError(
         f"{where}: codec {codec_id!r} has no registered Zarr v3 equivalent (numcodecs.<id> or <id>)"
     )
+
+
+def _check_numcodecs_config(config: dict[str, Any], where: str) -> None:
+    """Refuse a configuration numcodecs cannot build its codec from (an unknown or missing
+    parameter): zarr builds it only when the first chunk is decoded, where the failure would
+    pass for a damaged chunk."""
+    try:
+        numcodecs.get_codec(dict(config))
+    except (TypeError, ValueError) as err:
+        raise V2MetadataError(
+            f"{where}: codec {config['id']!r} has configuration {config!r:.200}, which "
+            f"numcodecs refuses ({type(err).__name__}: {err})"
+        ) from err
 
 
 def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
@@ -360,9 +376,16 @@ def _tree(documents: Mapping[str, Any], source: str) -> _Tree:
     for key, document in documents.items():
         _check_key(key, source)
         parent, _, name = key.rpartition("/")
-        if name == ".zarray":
+        if name in (".zarray", ".zgroup"):
+            # zarr refuses either, which would otherwise be read as an array or group of v2.
             if not isinstance(document, dict):
                 raise V2MetadataError(f"{source}: {key} is not a JSON object")
+            if document.get("zarr_format", 2) != 2:
+                raise V2MetadataError(
+                    f"{source}: {key} has zarr_format {document['zarr_format']!r}; a Zarr v2 "
+                    "document has 2"
+                )
+        if name == ".zarray":
             tree.arrays[parent] = document
         elif name == ".zgroup":
             tree.groups.add(parent)

@@ -65,6 +65,9 @@ def join_url(base: str, relative: str) -> str:
     if ".." in parts:
         raise InvalidPathError(f"relative path {relative!r} may not contain '..'")
     if base.startswith("file://"):
+        if "\0" in relative:
+            # Quoted it would pass as %00 here and fail later, where the path is unquoted.
+            raise InvalidPathError(f"relative path {relative!r} contains a NUL character")
         suffix = quote("/".join(parts))
     else:
         suffix = "/".join(parts)
