@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import xarray as xr
 from kerchunk_refs import (
@@ -243,10 +245,9 @@ def test_damaged_recorded_source_versions_are_refused(
         parse_json(write_refs(tmp_path, references))
 
 
-def parquet_refs(tmp_path: Path, rows: dict[str, list[Any]], record_size: int = 2) -> Path:
+def parquet_refs(tmp_path: Path, rows: dict[str, list[Any]], record_size: Any = 2) -> Path:
     """A parquet reference set of one 8-element uint8 array ``v`` in 4 chunks of 2, whose
     first record file holds ``rows`` (referencing ``data.bin``, bytes 0..255)."""
-    pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     (tmp_path / "data.bin").write_bytes(bytes(range(256)))
     root = tmp_path / "refs.parq"
@@ -295,6 +296,44 @@ def test_parquet_offsets_and_sizes_are_non_negative_int64(
 ) -> None:
     with pytest.raises(KerchunkReferenceError, match=match):
         parse_parquet(parquet_refs(tmp_path, rows))
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        # Nulls read as 0 would read another byte range; fsspec writes 0s, never nulls.
+        (
+            {"offset": pa.array([None, 2], type=pa.int64()), "size": [2, 2]},
+            r"refs\.0\.parq': chunk 'v/0' has a path but a null offset or size",
+        ),
+        (
+            {"path": [b"x.bin", b"x.bin"], "offset": [0, 2], "size": [2, 2]},
+            r"refs\.0\.parq': column 'path' holds binary, not string",
+        ),
+        (
+            {"path": [None, None], "offset": [0, 0], "size": [0, 0], "raw": ["ab", "cd"]},
+            r"refs\.0\.parq': column 'raw' holds string, not binary",
+        ),
+    ],
+)
+def test_malformed_parquet_rows_name_the_record_file(
+    tmp_path: Path, rows: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(KerchunkReferenceError, match=match):
+        parse_parquet(parquet_refs(tmp_path, rows))
+
+
+@pytest.mark.parametrize("record_size", [True, 2.5, "2", 0])
+def test_a_record_size_that_is_not_a_positive_integer_is_refused(
+    tmp_path: Path, record_size: Any
+) -> None:
+    # int() would read True as 1: each record's second row dropped, its chunks the fill value.
+    root = parquet_refs(tmp_path, {"offset": [0, 2], "size": [2, 2]}, record_size=record_size)
+    with pytest.raises(
+        KerchunkReferenceError,
+        match=rf"\.zmetadata has record_size {re.escape(repr(record_size))}, not a positive",
+    ):
+        parse_parquet(root)
 
 
 @pytest.mark.parametrize(

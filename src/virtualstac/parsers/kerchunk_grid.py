@@ -241,11 +241,13 @@ class ChunkGrid:
         names = table.column_names
         if "raw" in names:
             raw = table.column("raw").combine_chunks()
+            _check_column_type(raw, url, "raw", "binary")
             has_raw = np.asarray(pc.is_valid(raw).to_numpy(zero_copy_only=False), dtype=bool)
         else:
             raw, has_raw = None, np.zeros(rows, dtype=bool)
         # Distinct paths are few: work on dictionary indices, resolve each path once.
         path = table.unify_dictionaries().column("path").combine_chunks()
+        _check_column_type(path, url, "path", "string")
         if pa.types.is_null(path.type):
             indices, dictionary = np.full(rows, -1, dtype=np.int64), []
         else:
@@ -257,6 +259,13 @@ class ChunkGrid:
         offsets = _parquet_integers(table.column("offset"), url, "offset")
         sizes = _parquet_integers(table.column("size"), url, "size")
         is_ref = (indices >= 0) & ~has_raw
+        # Null filled as 0 would read another byte range (or the whole object): fsspec writes 0s.
+        unknown = is_ref & _nulls(table.column("offset")) | is_ref & _nulls(table.column("size"))
+        if unknown.any():
+            raise KerchunkReferenceError(
+                f"{url!r}: chunk {self.key(first + int(np.flatnonzero(unknown)[0]))!r} has a "
+                "path but a null offset or size"
+            )
         # fsspec writes a whole-object reference [url] as offset 0 and size 0.
         whole = (offsets == 0) & (sizes == 0)
         lookup = self.url_codes(dictionary)
@@ -353,6 +362,29 @@ def _parquet_integers(column: Any, url: str, name: str) -> npt.NDArray[np.int64]
             f"{url!r}: column {name!r} has a value out of range (a byte position is below 2**63)"
         ) from err
     return np.asarray(values.to_numpy(), dtype=np.int64)
+
+
+def _check_column_type(column: Any, url: str, name: str, kind: str) -> None:
+    """Refuse a record file column (plain or dictionary-encoded) holding other than ``kind``
+    (``"binary"`` or ``"string"``) or nulls only, which would fail deep in pyarrow or Python
+    without naming the file."""
+    import pyarrow as pa
+
+    value_type = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    accepted = (
+        pa.types.is_null,
+        getattr(pa.types, f"is_{kind}"),
+        getattr(pa.types, f"is_large_{kind}"),
+    )
+    if not any(accepts(value_type) for accepts in accepted):
+        raise KerchunkReferenceError(f"{url!r}: column {name!r} holds {column.type}, not {kind}")
+
+
+def _nulls(column: Any) -> npt.NDArray[np.bool_]:
+    """Which rows of a record file column are null."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _shorten(text: str, limit: int = 40) -> str:

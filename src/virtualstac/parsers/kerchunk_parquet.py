@@ -69,15 +69,21 @@ class KerchunkParquetParser(KerchunkParser):
         zmetadata = read_document(f"{root}/.zmetadata", registry, what="Kerchunk parquet metadata")
         try:
             content = json.loads(zmetadata)
-            record_size = int(content["record_size"])
+            record_size = content["record_size"]
             metadata = content["metadata"]
         except (ValueError, KeyError, TypeError, RecursionError) as err:
             raise KerchunkReferenceError(
                 f"{root}/.zmetadata is not Kerchunk parquet metadata "
                 "(a JSON object with 'metadata' and 'record_size')"
             ) from err
-        if record_size <= 0 or not isinstance(metadata, Mapping):
-            raise KerchunkReferenceError(f"{root}/.zmetadata has an invalid record_size")
+        # Exactly an integer: fsspec names record files by i // record_size, so 2.5 or "2"
+        # are no layout, and int() would read True as 1 and miss every record's second row.
+        if type(record_size) is not int or record_size <= 0:
+            raise KerchunkReferenceError(
+                f"{root}/.zmetadata has record_size {record_size!r:.40}, not a positive integer"
+            )
+        if not isinstance(metadata, Mapping):
+            raise KerchunkReferenceError(f"{root}/.zmetadata has no 'metadata' object")
         documents = {key: parse_document(key, value, root) for key, value in metadata.items()}
         merge_consolidated(documents, root)
         with counting_references():
