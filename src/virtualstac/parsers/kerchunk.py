@@ -40,7 +40,7 @@ from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.kerchunk_gen import expand_generators, select_generated
-from virtualstac.parsers.kerchunk_grid import ChunkGrid
+from virtualstac.parsers.kerchunk_grid import ChunkGrid, KeysBelow
 from virtualstac.parsers.kerchunk_parquet import KerchunkParquetParser
 from virtualstac.parsers.kerchunk_resolve import (
     KerchunkParser,
@@ -143,14 +143,15 @@ class KerchunkJSONParser(KerchunkParser):
         }
         merge_consolidated(documents, url)
         generated = expand_generators(generators, resolver)
+        generated_below = KeysBelow(generated[0]) if generated is not None else None
 
         def manifest_for(node: V2Node) -> ChunkManifest:
             grid = ChunkGrid(node, resolver)
             keys, values = entries.of_array(node)
             valid, positions = parse_chunk_keys(keys, node.separator, node.grid)
             grid.set_json_values(positions, values[valid])
-            if generated is not None:
-                grid.set_generated(*select_generated(generated, node))
+            if generated is not None and generated_below is not None:
+                grid.set_generated(*select_generated(generated, node, generated_below))
             return grid.manifest()
 
         group = build_v2_group(
@@ -172,14 +173,17 @@ class _Entries:
         self.array = np.asarray(self.keys, dtype=_STRINGS)
         self.parents, _, names = np.strings.rpartition(self.array, _SLASH)
         self.is_metadata = np.isin(names, np.asarray(sorted(_METADATA_NAMES), dtype=_STRINGS))
+        self.below = KeysBelow(self.array)
 
     def of_array(self, node: V2Node) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The chunk keys (relative to the array) and values of one array."""
+        at = self.below.of(node.path)
+        keys, values = self.array[at], self.values[at]
         if node.separator == "." or not node.metadata.ndim:
-            mine = self.parents == node.path
+            mine = self.parents[at] == node.path
         else:
             # "/"-separated keys of an n-d array sit n - 1 levels below the array.
-            mine = np.strings.startswith(self.array, f"{node.path}/") if node.path else True
-        mine &= ~self.is_metadata
+            mine = np.strings.startswith(keys, f"{node.path}/") if node.path else True
+        mine &= ~self.is_metadata[at]
         start = len(node.path) + 1 if node.path else 0
-        return np.strings.slice(self.array[mine], start, None), self.values[mine]
+        return np.strings.slice(keys[mine], start, None), values[mine]

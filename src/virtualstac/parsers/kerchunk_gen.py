@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from virtualstac.limits import check_metadata, check_references
+from virtualstac.parsers.kerchunk_grid import KeysBelow
 from virtualstac.parsers.kerchunk_resolve import (
     TEMPLATE,
     WHOLE,
@@ -384,13 +385,16 @@ def _digits(text: str) -> int:
 
 
 def select_generated(
-    generated: Generated, node: V2Node
+    generated: Generated, node: V2Node, below: KeysBelow
 ) -> tuple[
     npt.NDArray[np.int64], np.ndarray[Any, Any], npt.NDArray[np.int64], npt.NDArray[np.int64]
 ]:
-    """The generated references that belong to one array, with their flat positions."""
+    """The generated references that belong to one array, with their flat positions;
+    ``below`` indexes the generated keys (shared by every array of the reference set)."""
     keys, urls, offsets, lengths = generated
     if node.path:
+        at = below.of(node.path)
+        keys, urls, offsets, lengths = keys[at], urls[at], offsets[at], lengths[at]
         mine = np.strings.startswith(keys, node.path + "/")
         keys = np.strings.slice(keys[mine], len(node.path) + 1, None)
         urls, offsets, lengths = urls[mine], offsets[mine], lengths[mine]

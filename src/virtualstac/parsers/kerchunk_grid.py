@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import functools
 import math
 from collections.abc import Sequence
@@ -28,11 +29,44 @@ from virtualstac.parsers.kerchunk_resolve import (
 )
 from virtualstac.parsers.zarr_v2 import V2Node
 
-__all__ = ["ChunkGrid"]
+__all__ = ["ChunkGrid", "KeysBelow"]
 
 # Codes of the per-array chunk grid while it is assembled; URL i of the array has code i + 2.
 _MISSING, _INLINED = 0, 1
 _INT64_MAX = 2**63 - 1
+
+
+class KeysBelow:
+    """Which of a reference set's keys lie below an array's path (``path/...``).
+
+    Scanning every key for every array costs keys times arrays: a reference set of 16,000
+    one-chunk arrays (3 MB of JSON) took 30 s to open. After some scans the keys are sorted
+    once (under a second per million keys), and each array finds its keys by binary search;
+    reference sets of a few arrays never pay for the sort.
+    """
+
+    _SCANS_BEFORE_SORTING = 32
+
+    def __init__(self, keys: np.ndarray[Any, Any]) -> None:
+        self.keys = keys
+        self.scans = 0
+        self.order: npt.NDArray[np.intp] | None = None
+        self.sorted: list[str] = []
+
+    def of(self, path: str) -> slice | npt.NDArray[np.intp]:
+        """An index of the keys that may lie below ``path``: all of them (a slice, while
+        scanning is cheaper), or the positions of exactly those starting with ``path/``."""
+        if not path or self.scans < self._SCANS_BEFORE_SORTING:
+            self.scans += 1
+            return slice(None)
+        if self.order is None:
+            self.order = np.argsort(self.keys, kind="stable")
+            # bisect on a list: numpy's searchsorted of a StringDType array costs a pass over it.
+            self.sorted = self.keys[self.order].tolist()
+        # Keys starting with "path/" sort from "path/" up to "path0" ("0" follows "/").
+        low = bisect.bisect_left(self.sorted, f"{path}/")
+        high = bisect.bisect_left(self.sorted, f"{path}0", low)
+        return np.sort(self.order[low:high])
 
 
 class ChunkGrid:

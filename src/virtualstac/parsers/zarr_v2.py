@@ -453,22 +453,26 @@ def build_v2_group(
             raise V2MetadataError(f"root_array_name {root_array_name!r} must be a plain name")
         return ManifestGroup(arrays={root_array_name: array("")})
 
+    # Each node's children, listed once: looking for them among all nodes for every group
+    # took groups x nodes (thousands of groups, minutes).
+    children: dict[str, tuple[list[str], list[str]]] = {}
+    for kind, paths in ((0, tree.arrays), (1, tree.groups)):
+        for child in sorted(paths):
+            if child:
+                children.setdefault(child.rpartition("/")[0], ([], []))[kind].append(child)
+
     def group(path: str) -> ManifestGroup:
         here = f"{path}/" if path else ""
         arrays: dict[str, ManifestArray] = {}
         groups: dict[str, ManifestGroup] = {}
-        for child in sorted(tree.arrays):
+        array_paths, group_paths = children.get(path, ([], []))
+        for child in array_paths:
             name = child[len(here) :]
-            if child.startswith(here) and "/" not in name and not _dropped(child, name, drop):
+            if not _dropped(child, name, drop):
                 arrays[name] = array(child)
-        for child in sorted(tree.groups):
+        for child in group_paths:
             name = child[len(here) :]
-            if (
-                child
-                and child.startswith(here)
-                and "/" not in name
-                and not _dropped(child, name, drop)
-            ):
+            if not _dropped(child, name, drop):
                 groups[name] = group(child)
         try:
             return ManifestGroup(
