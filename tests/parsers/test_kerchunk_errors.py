@@ -245,6 +245,36 @@ def test_damaged_recorded_source_versions_are_refused(
         parse_json(write_refs(tmp_path, references))
 
 
+@pytest.mark.parametrize(
+    ("source", "error", "match"),
+    [
+        (
+            "s3://elsewhere/x.bin",
+            UnregisteredURLError,
+            r"bad\.json' records the version of source 's3://elsewhere/x\.bin', which cannot be "
+            r"checked: reading 's3://elsewhere/x\.bin' is not allowed",
+        ),
+        (
+            "../x.bin",
+            InvalidPathError,
+            r"bad\.json: the list of recorded source versions references '\.\./x\.bin', which",
+        ),
+    ],
+)
+def test_recorded_sources_that_cannot_be_checked_name_the_reference_file(
+    tmp_path: Path, source: str, error: type[Exception], match: str
+) -> None:
+    # Named only the URL (or "chunk 'sources'"), not the references that listed it.
+    references = {
+        "version": 1,
+        "refs": {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["x.bin", 0, 8]},
+        "virtualstac": {"sources": {source: {"size": 16}}},
+    }
+    (tmp_path / "x.bin").write_bytes(bytes(16))
+    with pytest.raises(error, match=match):
+        parse_json(write_refs(tmp_path, references))
+
+
 def parquet_refs(tmp_path: Path, rows: dict[str, list[Any]], record_size: Any = 2) -> Path:
     """A parquet reference set of one 8-element uint8 array ``v`` in 4 chunks of 2, whose
     first record file holds ``rows`` (referencing ``data.bin``, bytes 0..255)."""

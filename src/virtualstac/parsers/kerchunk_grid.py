@@ -315,7 +315,7 @@ class ChunkGrid:
     def manifest(self) -> ChunkManifest:
         """The manifest of the collected references (unreferenced chunks are missing)."""
         resolved = [
-            self.resolver.resolve(url, functools.partial(self.first_key_of, index + 2))
+            self.resolver.resolve(url, functools.partial(self.first_user_of, index + 2))
             for url, index in self.urls.items()
         ]
         whole = self.lengths == WHOLE
@@ -372,10 +372,10 @@ class ChunkGrid:
                 f"{_shorten(value)!r}, which is not valid base64: {err}"
             ) from err
 
-    def first_key_of(self, code: int) -> str:
-        """A chunk key that uses URL ``code``, for messages."""
+    def first_user_of(self, code: int) -> str:
+        """A chunk that uses URL ``code`` (``"chunk 'v/0'"``), for messages."""
         found = np.flatnonzero(self.codes == code)
-        return self.key(int(found[0])) if found.size else self.node.path
+        return f"chunk {self.key(int(found[0])) if found.size else self.node.path!r}"
 
 
 def _parquet_integers(column: Any, url: str, name: str) -> npt.NDArray[np.int64]:

@@ -116,7 +116,10 @@ def with_recorded_sources(
 ) -> ManifestGroup:
     """Verify (unless told not to) and attach the source versions the references record."""
     _check_recorded_sources(document, source)
-    stamps = recorded_sources(document, lambda path: resolver.resolve(path, lambda: "sources"))
+    stamps = recorded_sources(
+        document,
+        lambda path: resolver.resolve(path, lambda: "the list of recorded source versions"),
+    )
     if options.verify_sources:
         verify_sources(stamps, registry, source)
     return group.with_source_stamps(stamps) if stamps else group
@@ -228,15 +231,14 @@ class URLResolver:
 
         return TEMPLATE.sub(replace, text)
 
-    def resolve(self, url: Any, key: Callable[[], str]) -> str:
-        """The absolute URL a reference points to; ``key()`` names a chunk using it."""
+    def resolve(self, url: Any, user: Callable[[], str]) -> str:
+        """The absolute URL a reference points to; ``user()`` says what uses it, for messages
+        (``"chunk 'v/0'"``)."""
         cached = self._resolved.get(url)
         if cached is not None:
             return cached
         if not isinstance(url, str) or not url:
-            raise KerchunkReferenceError(
-                f"{self.source}: chunk {key()!r} references {url!r}; {NEEDS_URL}"
-            )
+            raise KerchunkReferenceError(f"{self.source}: {user()} references {url!r}; {NEEDS_URL}")
         text = self.substitute(url) if "{{" in url else url
         if self.options.remote_protocol and "://" not in text and not text.startswith("/"):
             text = f"{self.options.remote_protocol}://{text}"
@@ -244,8 +246,7 @@ class URLResolver:
             resolved = normalize_url(text, root=self.root)
         except InvalidPathError as err:
             raise InvalidPathError(
-                f"{self.source}: chunk {key()!r} references {url!r}, which cannot be resolved: "
-                f"{err}"
+                f"{self.source}: {user()} references {url!r}, which cannot be resolved: {err}"
             ) from err
         for old, new in self.options.relocate.items():
             if resolved.startswith(old):

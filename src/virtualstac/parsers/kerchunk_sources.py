@@ -14,7 +14,7 @@ from typing import Any
 
 from obstore.exceptions import BaseError
 
-from virtualstac.errors import SourceChangedError
+from virtualstac.errors import SourceChangedError, UnregisteredURLError
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.storage import objects
 from virtualstac.storage.failures import quiet, read_failure, redact
@@ -52,7 +52,13 @@ async def _verify(
     limit = asyncio.Semaphore(_CONCURRENT_HEADS)
 
     async def check(url: str, recorded: SourceStamp) -> None:
-        store, path = registry.resolve(url)
+        try:
+            store, path = registry.resolve(url)
+        except UnregisteredURLError as err:
+            raise UnregisteredURLError(
+                f"{redact(references)!r} records the version of source {redact(url)!r}, which "
+                f"cannot be checked: {err}"
+            ) from err
         async with limit:
             try:
                 meta = await objects.head_async(store, path)
