@@ -3,6 +3,7 @@ metadata that must be refused before it reaches zarr or xarray."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -159,3 +160,27 @@ def test_vlen_bytes_read_as_zarr_python_reads_them(tmp_path: Path) -> None:
     opened = xr.open_zarr(store, consolidated=False, chunks=None)["blob"]
     assert opened.dims == ("record",)
     assert opened.values.tolist() == values.tolist()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill_value"),
+    [("<f4", 0.1), ("<f4", -9999.9), ("<f2", 0.1), ("<f4", 1e40), ("<c8", [0.1, 0.2])],
+)
+def test_fill_values_a_float_type_rounds_mask_as_zarr_rounds_them(
+    tmp_path: Path, dtype: str, fill_value: object
+) -> None:
+    """zarr reads a float32 array's fill value 0.1 as float32 (1e40 as inf), so xarray masks
+    the values equal to it; as a float64 0.1 it matched none of them (nor the missing chunk)."""
+    fill = complex(*fill_value) if isinstance(fill_value, list) else fill_value
+    with np.errstate(over="ignore"):
+        written = np.array([fill, 2], dtype=dtype)
+    zarray = {**json.loads(SIMPLE_ZARRAY), "dtype": dtype, "fill_value": fill_value}
+    references = {
+        ".zgroup": ZGROUP,
+        "v/.zarray": json.dumps(zarray),
+        "v/.zattrs": DIMS,
+        "v/0": "base64:" + base64.b64encode(written.tobytes()).decode(),
+    }
+    ours = open_ours(parse_json(write_refs(tmp_path, references)))["v"].values
+    np.testing.assert_array_equal(ours, open_fsspec(references)["v"].values)
+    assert np.isnan(ours[[0, 2, 3]]).all() and ours[1] == 2

@@ -277,10 +277,10 @@ def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
         return None
     try:
         if dtype.kind == "f":
-            return _float(value)
+            return _rounded(_float(value), dtype)
         if dtype.kind == "c":
             real, imag = value
-            return complex(_float(real), _float(imag))
+            return _rounded(complex(_float(real), _float(imag)), dtype)
         if dtype.kind in "SVO":  # fixed-length bytes, raw bytes and vlen-bytes objects
             return base64.standard_b64decode(value)
         if dtype.kind == "b":
@@ -306,13 +306,22 @@ def _float(value: Any) -> float:
     return float(value)
 
 
+def _rounded(number: Any, dtype: np.dtype[Any]) -> Any:
+    """``number`` as ``dtype`` holds it (float32's 0.1 is 0.10000000149...; 1e40 is inf), as
+    zarr reads a v2 fill value: xarray masks the values equal to the fill value, and a float32
+    value never equals a float64 0.1."""
+    with np.errstate(over="ignore"):
+        return dtype.type(number).item()
+
+
 def _cf_fill_attribute(value: Any, dtype: np.dtype[Any], where: str) -> Any:
     """``_FillValue`` as xarray's Zarr v3 reader decodes it for ``dtype`` (None: no rule)."""
     try:
         if dtype.kind == "f":
-            return base64.standard_b64encode(struct.pack("<d", _float(value))).decode("ascii")
+            number = _rounded(_float(value), dtype)
+            return base64.standard_b64encode(struct.pack("<d", number)).decode("ascii")
         if dtype.kind == "c":
-            number = complex(value)
+            number = _rounded(complex(value), dtype)
             return [
                 base64.standard_b64encode(struct.pack("<d", part)).decode("ascii")
                 for part in (number.real, number.imag)
