@@ -37,6 +37,7 @@ __all__ = [
     "check_metadata",
     "check_open_references",
     "check_references",
+    "check_stored_chunk_bytes",
     "counting_references",
     "fits_in_memory",
     "get_limits",
@@ -238,6 +239,14 @@ def check_chunk_bytes(nbytes: int, *, where: str) -> None:
             nbytes,
             "chunk_bytes",
         )
+
+
+def check_stored_chunk_bytes(nbytes: int, *, where: str) -> None:
+    """Refuse a chunk reference of ``nbytes`` stored bytes beyond ``chunk_bytes``, before it is
+    read: a read holds a chunk's stored bytes whole, so a length claiming a huge object (or a
+    reference to one whole) would be fetched into memory; ``where`` names the file and chunk."""
+    if nbytes > _current.chunk_bytes:
+        raise _exceeded(f"{where} references {nbytes:,} stored bytes", nbytes, "chunk_bytes")
 
 
 def check_group_depth(paths: Iterable[str], *, source: str) -> None:

@@ -432,3 +432,23 @@ def test_arrays_beyond_the_first_few_find_their_own_references(tmp_path: Path) -
         expected = values[4 * i : 4 * i + 4]
         np.testing.assert_array_equal(group[f"v{i}"][:], expected, err_msg=f"v{i}")
         np.testing.assert_array_equal(group[f"s{i}"][:], expected.reshape(2, 2), err_msg=f"s{i}")
+
+
+@pytest.mark.parametrize("reference", [["data.bin", 0, 4096], ["data.bin"]])
+def test_a_reference_longer_than_chunk_bytes_is_refused_before_it_is_read(
+    tmp_path: Path, reference: list[Any]
+) -> None:
+    """A read holds a chunk's stored bytes whole: a 16-byte chunk referencing a range of a huge
+    object (or the whole of one) was fetched into memory before its decoding failed, 1.5 GB
+    of it for a 1.5 GB local file."""
+    (tmp_path / "data.bin").write_bytes(bytes(4096))
+    path = write_json(tmp_path, {"v/.zarray": zarray([4], [4]), "v/0": reference})
+    with (
+        virtualstac.limits.limits(chunk_bytes=1024),
+        pytest.raises(
+            LimitExceededError,
+            match=r"refs\.json: chunk 'v/0' references 4,096 stored bytes: 4,096 is more than "
+            r"the limit of 1,024 \(chunk_bytes\)",
+        ),
+    ):
+        parse_json(path)

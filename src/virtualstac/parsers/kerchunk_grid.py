@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-from virtualstac.limits import check_references
+from virtualstac.limits import check_references, check_stored_chunk_bytes
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.parsers.kerchunk_resolve import (
     NEEDS_URL,
@@ -324,6 +324,12 @@ class ChunkGrid:
                 at = whole & (self.codes == code)
                 url = resolved[code - 2]
                 self.lengths[at] = self.resolver.size(url, self.key(int(np.flatnonzero(at)[0])))
+        if self.lengths.size:
+            longest = int(np.argmax(self.lengths))
+            check_stored_chunk_bytes(
+                int(self.lengths[longest]),
+                where=f"{self.resolver.source}: chunk {self.key(longest)!r}",
+            )
         empty = (self.lengths == 0) & (self.codes != _MISSING)
         if empty.any():
             at = int(np.flatnonzero(empty)[0])
