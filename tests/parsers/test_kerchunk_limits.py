@@ -286,6 +286,59 @@ def test_a_parquet_record_beyond_the_limit_is_refused_before_it_is_read(tmp_path
             KerchunkParquetParser()(str(root), registry_for(root))
 
 
+def write_inline_record(tmp_path: Path, rows: int, raw: Any) -> Path:
+    """A parquet reference set of one array of ``rows`` one-byte chunks, all inlined by ``raw``
+    in one zstd record file."""
+    root = tmp_path / "refs.parq"
+    (root / "v").mkdir(parents=True)
+    metadata = {".zgroup": '{"zarr_format": 2}', "v/.zarray": zarray([rows], [1])}
+    (root / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": rows}))
+    zeros = pa.array(np.zeros(rows, dtype=np.int64))
+    table = pa.table({"path": pa.nulls(rows, pa.string()), "offset": zeros, "size": zeros})
+    pq.write_table(table.append_column("raw", raw), root / "v" / "refs.0.parq", compression="zstd")
+    return root
+
+
+def test_a_parquet_record_that_decompresses_beyond_the_limit_is_refused(tmp_path: Path) -> None:
+    """A few kilobytes of zstd held megabytes of zeros (gigabytes, a few more kilobytes on): the
+    record file was decompressed whole before anything was checked."""
+    raw = pa.array([bytes([i]) * 1_000_000 for i in range(4)], pa.binary())
+    root = write_inline_record(tmp_path, 4, raw)
+    assert (root / "v" / "refs.0.parq").stat().st_size < 20_000
+    with (
+        virtualstac.limits.limits(metadata_bytes=1_000_000),
+        pytest.raises(
+            LimitExceededError, match=r"v/refs\.0\.parq: the record file decompresses to 4,000,"
+        ),
+    ):
+        KerchunkParquetParser()(str(root), registry_for(root))
+
+
+def test_an_inline_value_repeated_on_every_row_is_refused_before_it_is_copied(
+    tmp_path: Path,
+) -> None:
+    """A dictionary-encoded raw value of 1 MB on each of 20,000 rows is a 1.3 KB record file
+    that took 20 GB to read (MemoryError, or the process killed)."""
+    indices = pa.array(np.zeros(20_000, dtype=np.int32))
+    raw = pa.DictionaryArray.from_arrays(indices, pa.array([bytes(10**6)], pa.binary()))
+    root = write_inline_record(tmp_path, 20_000, raw)
+    assert (root / "v" / "refs.0.parq").stat().st_size < 10_000
+    output = bounded.run_capped(
+        f"""
+        from virtualstac.errors import LimitExceededError
+        from virtualstac.parsers.kerchunk import KerchunkParquetParser
+        from virtualstac.storage.registry import ObjectStoreRegistry
+        url = {root.as_uri()!r}
+        try:
+            KerchunkParquetParser()(url, ObjectStoreRegistry.for_url(url))
+        except LimitExceededError as err:
+            print(err)
+        """
+    )
+    assert "v/refs.0.parq: its rows inline 20,000,000,000 bytes" in output
+    assert "(metadata_bytes)" in output
+
+
 def test_the_default_limit_bounds_parsing_a_gzip_of_empty_lists(tmp_path: Path) -> None:
     """JSON of tiny values parses to ~25 times its bytes: 100 MiB of "[]," from a 100 kB file
     would take 2.5 GB. The default metadata_bytes refuses it before json.loads."""

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-from virtualstac.limits import check_references, check_stored_chunk_bytes
+from virtualstac.limits import check_metadata, check_references, check_stored_chunk_bytes
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.parsers.kerchunk_resolve import (
     NEEDS_URL,
@@ -273,14 +273,17 @@ class ChunkGrid:
         table = table.slice(0, rows)
         span = np.arange(first, first + rows, dtype=np.int64)
         names = table.column_names
+        table = table.unify_dictionaries()
         if "raw" in names:
             raw = table.column("raw").combine_chunks()
             _check_column_type(raw, url, "raw", "binary")
             has_raw = np.asarray(pc.is_valid(raw).to_numpy(zero_copy_only=False), dtype=bool)
+            inlined = _inlined_bytes(raw, has_raw)
+            check_metadata(inlined, source=url, what=f"its rows inline {inlined:,} bytes")
         else:
             raw, has_raw = None, np.zeros(rows, dtype=bool)
         # Distinct paths are few: work on dictionary indices, resolve each path once.
-        path = table.unify_dictionaries().column("path").combine_chunks()
+        path = table.column("path").combine_chunks()
         _check_column_type(path, url, "path", "string")
         if pa.types.is_null(path.type):
             indices, dictionary = np.full(rows, -1, dtype=np.int64), []
@@ -417,7 +420,26 @@ def _check_column_type(column: Any, url: str, name: str, kind: str) -> None:
         getattr(pa.types, f"is_large_{kind}"),
     )
     if not any(accepts(value_type) for accepts in accepted):
-        raise KerchunkReferenceError(f"{url!r}: column {name!r} holds {column.type}, not {kind}")
+        raise KerchunkReferenceError(f"{url!r}: column {name!r} holds {value_type}, not {kind}")
+
+
+def _inlined_bytes(raw: Any, has_raw: npt.NDArray[np.bool_]) -> int:
+    """The bytes the ``raw`` values of the rows ``has_raw`` marks take once each row holds its
+    own copy, counted without making them (a dictionary value may repeat on every row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not has_raw.any():
+        return 0
+    if pa.types.is_dictionary(raw.type):
+        sizes = pc.binary_length(raw.dictionary).to_numpy(zero_copy_only=False)
+        indices = raw.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        per_row = np.asarray(sizes, dtype=np.int64)[np.asarray(indices, dtype=np.intp)]
+    else:
+        per_row = np.asarray(
+            pc.binary_length(raw).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
+    return int(per_row[has_raw].sum())
 
 
 def _nulls(column: Any) -> npt.NDArray[np.bool_]:

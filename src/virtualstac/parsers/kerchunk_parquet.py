@@ -13,7 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from virtualstac.errors import SourceNotFoundError
-from virtualstac.limits import check_open_references, check_references, counting_references
+from virtualstac.limits import (
+    check_metadata,
+    check_open_references,
+    check_references,
+    counting_references,
+)
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.corrupt import reading
@@ -129,7 +134,6 @@ def _fetch_record_files(
     """Fetch and decode every record file of every array (missing files: no references):
     by array path and record number, the file's URL and its table."""
     import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     counts: dict[str, int] = {}
     for key, zarray in documents.items():
@@ -160,7 +164,7 @@ def _fetch_record_files(
         except SourceNotFoundError:
             return None  # fsspec writes no file for records without references
         try:
-            return pq.read_table(pa.py_buffer(memoryview(data)))
+            return _read_record(url, pa.py_buffer(memoryview(data)))
         except (pa.ArrowException, OSError) as err:
             raise KerchunkReferenceError(
                 f"{url!r} is not a readable parquet file: {describe(err)}"
@@ -177,3 +181,34 @@ def _fetch_record_files(
             raise KerchunkReferenceError(f"{url!r} lacks the columns {sorted(missing)}")
         result.setdefault(path, {})[number] = (url, table)
     return result
+
+
+def _read_record(url: str, data: Any) -> Any:
+    """The table of a record file, refused beyond ``metadata_bytes`` once decompressed (a few
+    kilobytes of zstd can hold gigabytes of ``raw`` zeros); its text and binary columns are read
+    dictionary-encoded, so a value repeated on every row is held once (its size on every row is
+    checked when the rows are taken)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    schema = pq.read_schema(pa.BufferReader(data))
+    text = [
+        field.name
+        for field in schema
+        if field.name in ("path", "raw")
+        and any(
+            accepts(field.type)
+            for accepts in (pa.types.is_string, pa.types.is_binary, pa.types.is_large_string)
+        )
+    ]
+    reader = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text)
+    metadata = reader.metadata
+    decompressed = sum(
+        metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
+    )
+    check_metadata(
+        decompressed,
+        source=url,
+        what=f"the record file decompresses to {decompressed:,} bytes",
+    )
+    return reader.read()
