@@ -374,6 +374,56 @@ def write_netcdf_fill_off(path: Path, *, edge_chunk: bool) -> Path:
     return path
 
 
+def write_netcdf_fill_off_fill_attribute(path: Path) -> Path:
+    """A netCDF4 file written with fill off whose record variable ``short`` has a ``_FillValue``
+    of -5 and 2 of the 4 records of ``long``: netCDF reads its records past the extent as the
+    default fill (-32767), since fill off leaves HDF5 no fill value to take."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.set_fill_off()
+        nc.createDimension("t", None)
+        nc.createDimension("x", 3)
+        long = nc.createVariable("long", "f8", ("t", "x"), chunksizes=(2, 3))
+        long[:4] = 1.0
+        short = nc.createVariable("short", "i2", ("t", "x"), chunksizes=(2, 3), fill_value=-5)
+        short[:2] = 3
+    return path
+
+
+def write_netcdf_fill_off_unwritten(path: Path) -> Path:
+    """A netCDF4 file written with fill off and variables with chunks never written: ``chunked``
+    (the first of its 4 chunks written), ``contiguous`` (never written) and ``scalar`` (never
+    written). netCDF reads them as whatever its buffer held."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.set_fill_off()
+        nc.createDimension("x", 10)
+        chunked = nc.createVariable("chunked", "f4", ("x",), chunksizes=(3,))
+        chunked[:3] = 1.0
+        nc.createVariable("contiguous", "i4", ("x",), contiguous=True)
+        nc.createVariable("scalar", "i2", ())
+        written = nc.createVariable("written", "i4", ("x",), chunksizes=(4,))
+        written[:] = np.arange(10)
+    return path
+
+
+def write_hdf5_fill_never(path: Path) -> Path:
+    """``sparse``: ten int32 in chunks of four with fill value 9 and fill time never, of which
+    the first chunk was written; h5py reads the other chunks as zeros (HDF5 leaves its
+    zero-filled buffer as it was)."""
+    with h5py.File(path, "w") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4,))
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        dcpl.set_fill_value(np.array(9, "i4"))
+        space = h5py.h5s.create_simple((10,))
+        sparse = h5py.h5d.create(f.id, b"sparse", h5py.h5t.STD_I32LE, space, dcpl=dcpl)
+        h5py.Dataset(sparse)[:4] = 1
+    return path
+
+
 def write_hdf5_undefined_fill(path: Path) -> Path:
     """Datasets whose fill value is undefined (``H5D_FILL_VALUE_UNDEFINED``), as old writers left.
 

@@ -193,6 +193,30 @@ def test_netcdf4_fill_off_edge_chunk_past_the_extent_raises(tmp_path: Path) -> N
     assert_same_as_netcdf4(path, parse(path, inline_threshold=1000))
 
 
+def test_netcdf4_fill_off_records_past_the_extent_read_as_the_default_fill(tmp_path: Path) -> None:
+    # Not as the _FillValue attribute: fill off leaves HDF5 no fill value for netCDF to take.
+    path = hdf_files.write_netcdf_fill_off_fill_attribute(tmp_path / "nofill.nc")
+    store = parse(path, inline_threshold=0)
+    assert store.group["short"].metadata.fill_value == -32767
+    assert_same_as_netcdf4(path, store)
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+@pytest.mark.parametrize("name", ["chunked", "contiguous", "scalar"])
+def test_netcdf4_fill_off_chunks_never_written_raise(
+    tmp_path: Path, name: str, inline_threshold: int
+) -> None:
+    # netCDF reads them as whatever its buffer held: neither a fill value nor h5py's zeros.
+    path = hdf_files.write_netcdf_fill_off_unwritten(tmp_path / "nofill.nc")
+    others = [n for n in ("chunked", "contiguous", "scalar") if n != name]
+    with pytest.raises(NotVirtualizableError, match="with fill off and has chunks never") as info:
+        parse(path, drop_variables=others, inline_threshold=inline_threshold)
+    assert str(path) in str(info.value) and f"drop_variables=[{name!r}]" in str(info.value)
+    store = parse(path, drop_variables=[*others, name], inline_threshold=inline_threshold)
+    values = open_virtual(store)["written"].values
+    np.testing.assert_array_equal(values, np.arange(10, dtype="i4"), strict=True)
+
+
 def test_virtual_dataset_with_loaded_variables(everything: Path) -> None:
     store = parse(everything, inline_threshold=0)
     vds = store.to_virtual_dataset(loadable_variables=["time", "lat", "temp"])

@@ -66,6 +66,19 @@ def test_undefined_fill_value_never_written_raises(undefined_fill: Path, name: s
     assert f"drop_variables=[{name!r}]" in message
 
 
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_chunks_never_written_with_fill_time_never_read_as_h5py_reads_them(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    # Zeros, not the fill value HDF5 never writes, whether the values are read or referenced.
+    path = hdf_files.write_hdf5_fill_never(tmp_path / "fill_never.h5")
+    root = zarr.open_group(parse(path, inline_threshold=inline_threshold), mode="r")
+    with h5py.File(path) as f:
+        assert f["sparse"].fillvalue == 9
+        np.testing.assert_array_equal(root["sparse"][...], f["sparse"][()], strict=True)
+    np.testing.assert_array_equal(root["sparse"][...], [1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+
+
 @pytest.mark.parametrize(
     ("name", "shown"), [("two", "[5, 6]"), ("fraction", "5.5"), ("text", "'abc'")]
 )

@@ -58,6 +58,7 @@ from virtualstac.parsers.hdf_chunks import (
     chunked_manifest,
     contiguous_manifest,
     inlined_manifest,
+    unwritten_chunks,
 )
 from virtualstac.parsers.hdf_dimensions import (
     DimensionNamer,
@@ -373,8 +374,19 @@ class _FileWalker:
         fill_off = dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER
         netcdf = self.netcdf or self.dimensions.netcdf
         fill_defined = dcpl.fill_value_defined() != h5py.h5d.FILL_VALUE_UNDEFINED
+        unwritten = fill_off and layout != h5py.h5d.COMPACT and unwritten_chunks(member) > 0
+        if unwritten and netcdf:
+            raise self.fail(
+                member.path,
+                "was written with fill off and has chunks never written, whose values netCDF "
+                "leaves undefined (it reads whatever its buffer held)",
+            )
         fill_value = hdf_metadata.fill_value(
-            member, dtype, fill_off=fill_off, netcdf=netcdf, defined=fill_defined
+            member,
+            dtype,
+            fill_off=fill_off,
+            netcdf=netcdf,
+            defined=fill_defined and not unwritten,
         )
         # Compact data lives inside the object header, where no byte range reaches it; small
         # datasets are inlined by choice, unless h5py cannot decode them (a filter plugin

@@ -27,6 +27,7 @@ __all__ = [
     "contiguous_manifest",
     "inlined_manifest",
     "missing_manifest",
+    "unwritten_chunks",
 ]
 
 #: Contiguous storage is cut into slices no smaller than this (unless it is smaller itself).
@@ -168,6 +169,23 @@ def check_undefined_fill(member: Member, manifest: ChunkManifest, fail: Fail) ->
             "has no fill value (HDF5's fill value is undefined) and was never written, so HDF5 "
             "refuses to read it",
         )
+
+
+def unwritten_chunks(member: Member) -> int:
+    """How many chunks within the dataset's extent HDF5 never allocated (a contiguous dataset
+    never written counts as one).
+
+    Only asked of datasets with fill time never, whose unallocated chunks HDF5 reads by leaving
+    the reader's buffer as it was: h5py's zeros, netCDF's uninitialised memory.
+    """
+    dsid = member.node.id
+    shape = tuple(int(s) for s in member.node.shape)
+    if not math.prod(shape):
+        return 0
+    if member.chunks is None:
+        return 1 if dsid.get_offset() is None else 0
+    total = math.prod(grid_shape(shape, member.chunks))
+    return total - int(dsid.get_num_chunks(dsid.get_space()))
 
 
 def check_edge_chunks(

@@ -290,12 +290,16 @@ def fill_value(
 ) -> Any:
     """What unwritten chunks read as: the HDF5 fill value, as a scalar of ``dtype``.
 
-    A netCDF-4 variable written with fill off has no HDF5 fill value, but netCDF reads the
-    records past its stored extent as its ``_FillValue`` or the type's default fill.
+    A netCDF-4 variable written with fill off has no HDF5 fill value of its own, and netCDF
+    reads the records past its stored extent as the type's default fill, whatever its
+    ``_FillValue`` attribute says (netCDF-C takes the fill value from HDF5's property list,
+    where fill off leaves none).
 
     A dataset whose fill value is undefined (``defined=False``) has none to ask h5py for:
     HDF5 reads its unwritten chunks as zeros, where it reads them at all
-    (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`).
+    (:func:`~virtualstac.parsers.hdf_chunks.check_undefined_fill`). So does h5py the
+    unwritten chunks of a dataset whose fill time is never, which the parser passes as
+    undefined too.
     """
     if defined:
         # As h5py's Dataset.fillvalue reads it, from the creation property list at hand.
@@ -304,11 +308,9 @@ def fill_value(
         value = stored[0]
     else:
         value = np.zeros((), dtype=dtype)[()]
-    if fill_off and netcdf:
-        if "_FillValue" in member.attrs:
-            value = np.asarray(member.attrs["_FillValue"]).reshape(-1)[0]
-        else:
-            value = _NETCDF_DEFAULT_FILL.get(dtype.str[1:], value)
+    user_defined = member.create_plist.fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+    if fill_off and netcdf and not user_defined:
+        value = _NETCDF_DEFAULT_FILL.get(dtype.str[1:], value)
     return np.asarray(value, dtype=dtype).reshape(())[()]
 
 
