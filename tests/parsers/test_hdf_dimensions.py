@@ -116,6 +116,29 @@ def test_phony_dimensions_are_shared_only_by_axes_both_unlimited_or_both_not(
     assert_reads_like_netcdf4(path, parse(path))
 
 
+def write_phony_empty(path: Path) -> Path:
+    """Datasets without dimension scales with axes of length 0, fixed or unlimited (named in the
+    order netCDF-4 and the parser visit them)."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a_fixed", shape=(0,), dtype="i2")
+        f.create_dataset("b_fixed", shape=(3, 0), dtype="f4")
+        f.create_dataset("c_growable", shape=(0,), dtype="i2", maxshape=(None,))
+    return path
+
+
+def test_a_phony_dimension_of_length_zero_is_unlimited_as_netcdf4_makes_it(
+    tmp_path: Path,
+) -> None:
+    # A length of 0 is netCDF's NC_UNLIMITED: a fixed axis of 0 makes an unlimited dimension,
+    # which the next unlimited axis of 0 shares and the next fixed one does not.
+    path = write_phony_empty(tmp_path / "phony.h5")
+    group = parse(path).group
+    assert group["a_fixed"].metadata.dimension_names == ("phony_dim_0",)
+    assert group["b_fixed"].metadata.dimension_names == ("phony_dim_1", "phony_dim_2")
+    assert group["c_growable"].metadata.dimension_names == ("phony_dim_0",)
+    assert_reads_like_netcdf4(path, parse(path))
+
+
 def write_two_scales_on_an_axis(path: Path) -> Path:
     """Variables whose first axis has two dimension scales attached, ``y`` then ``y2``."""
     with h5py.File(path, "w") as f:

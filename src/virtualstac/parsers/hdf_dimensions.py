@@ -152,7 +152,9 @@ class DimensionNamer:
         """A ``phony_dim_N`` of this length in this group not yet used by the dataset.
 
         netCDF-4 shares a phony dimension only between axes that are both unlimited (HDF5's
-        maximum size unlimited) or both not: it is an unlimited dimension or a fixed one.
+        maximum size unlimited) or both not: it is an unlimited dimension or a fixed one. A
+        dimension of length 0 is unlimited whatever the axis that made it (0 is netCDF's
+        ``NC_UNLIMITED``), so a fixed axis of length 0 never shares one.
         """
         for name, size, growable in phony:
             if size == length and growable == unlimited and name not in used:
@@ -160,7 +162,7 @@ class DimensionNamer:
                 return Dimension(("phony", name), name)
         name = f"phony_dim_{self.phony_count}"
         self.phony_count += 1
-        phony.append((name, length, unlimited))
+        phony.append((name, length, unlimited or length == 0))
         used.add(name)
         return Dimension(("phony", name), name)
 
