@@ -303,6 +303,20 @@ def write_hdf5_unknown_filter(path: Path) -> Path:
     return path
 
 
+def write_hdf5_blosc_snappy(path: Path) -> Path:
+    """``snappy``: a dataset through blosc's snappy compressor, next to ``lz4``, through its lz4.
+
+    Call it as :func:`write_hdf5_filters` is called, in a fresh interpreter.
+    """
+    import hdf5plugin
+
+    with h5py.File(path, "w") as f:
+        for cname in ("snappy", "lz4"):
+            blosc = hdf5plugin.Blosc(cname=cname)
+            f.create_dataset(cname, data=FILTER_DATA, chunks=(25, 50), **blosc)
+    return path
+
+
 def write_hdf5_filter_mask(path: Path) -> Path:
     """A gzip dataset with one chunk written raw (filter mask 1) and a clean one."""
     with h5py.File(path, "w") as f:

@@ -605,6 +605,18 @@ def test_unknown_filter_raises_naming_the_filter(tmp_path: Path) -> None:
     np.testing.assert_array_equal(open_virtual(store)["gzipped"].values, hdf_files.FILTER_DATA)
 
 
+def test_a_blosc_compressor_numcodecs_lacks_raises_naming_it(tmp_path: Path) -> None:
+    # Referenced, its chunks would fail to decode when read, as if the file were damaged.
+    from numcodecs import blosc
+
+    assert "snappy" not in blosc.list_compressors()
+    path = write_with_plugins("write_hdf5_blosc_snappy", tmp_path / "snappy.h5")
+    with pytest.raises(NotVirtualizableError, match=r"uses blosc's snappy, which numcodecs"):
+        parse(path, inline_threshold=0)
+    store = parse(path, inline_threshold=0, drop_variables=["snappy"])
+    np.testing.assert_array_equal(open_virtual(store)["lz4"].values, hdf_files.FILTER_DATA)
+
+
 def test_chunk_with_skipped_filter_raises(tmp_path: Path) -> None:
     path = hdf_files.write_hdf5_filter_mask(tmp_path / "mask.h5")
     with pytest.raises(NotVirtualizableError, match=r"'masked' has chunks .* filter mask 1"):

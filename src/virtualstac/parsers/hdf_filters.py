@@ -28,6 +28,7 @@ undoes, so datasets using them, or any other filter, cannot be referenced.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,9 +112,15 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
         # cd_values: revision, blosc version, type size, chunk bytes, clevel, shuffle, compressor.
         # Decoding reads all of these from the blosc frame header; they only describe the data.
         values = list(cd_values) + [0] * (7 - len(cd_values))
+        cname = _BLOSC_CNAMES.get(int(values[6]), f"compressor {int(values[6])}")
+        if cname not in _blosc_compressors():
+            # Else every chunk fails to decode when read, as if the file were damaged.
+            raise UnsupportedFilterError(
+                filter_id, name, f"uses blosc's {cname}, which numcodecs' blosc is built without"
+            )
         return _numcodecs(
             "blosc",
-            cname=_BLOSC_CNAMES.get(int(values[6]), "blosclz"),
+            cname=cname,
             clevel=int(values[4]) or 5,
             shuffle=int(values[5]),
             blocksize=0,
@@ -123,6 +130,14 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
             filter_id, name, "rewrites the bits of the values and no zarr codec decodes it"
         )
     raise UnsupportedFilterError(filter_id, name, "has no zarr codec")
+
+
+@functools.cache
+def _blosc_compressors() -> frozenset[str]:
+    """The compressors numcodecs' blosc decodes (its builds leave out snappy)."""
+    from numcodecs import blosc
+
+    return frozenset(blosc.list_compressors())
 
 
 def _leaves_partial_values(
