@@ -156,6 +156,24 @@ def write_netcdf_unlimited_empty(path: Path) -> Path:
     return path
 
 
+def write_netcdf_strings_partly_written(path: Path) -> Path:
+    """netCDF-4 string variables along an unlimited dimension whose second record was never
+    written (HDF5 refuses to read such strings from a file open read-only): ``names``
+    without a fill value, ``labels`` with the ``_FillValue`` "N/A"."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("t", None)
+        nc.createDimension("station", 3)
+        names = nc.createVariable("names", str, ("t", "station"))
+        names[0, :] = np.array(["a", "", "ccc"], dtype=object)
+        names[2, 1] = "late"
+        labels = nc.createVariable("labels", str, ("t",), fill_value="N/A")
+        labels[0] = "first"
+        labels[2] = "third"
+    return path
+
+
 def write_netcdf_benchmark(path: Path, *, times: int = 48) -> Path:
     """Five variables and a few hundred zlib chunks: the request and timing figure file."""
     import netCDF4

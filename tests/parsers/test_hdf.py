@@ -32,6 +32,7 @@ from virtualstac.parsers.hdf import HDFParser
 from virtualstac.parsers.protocol import Parser
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray.unpacking import open_zarr_values
 
 pytestmark = [
     # Fixed-length byte strings are zarr's unstable null_terminated_bytes data type.
@@ -215,6 +216,21 @@ def test_netcdf4_fill_off_chunks_never_written_raise(
     store = parse(path, drop_variables=[*others, name], inline_threshold=inline_threshold)
     values = open_virtual(store)["written"].values
     np.testing.assert_array_equal(values, np.arange(10, dtype="i4"), strict=True)
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_netcdf4_strings_of_records_never_written_read_as_netcdf4_reads_them(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    path = hdf_files.write_netcdf_strings_partly_written(tmp_path / "strings.nc")
+    with h5py.File(path) as f, pytest.raises(OSError, match="no write intent"):
+        f["names"].asstr()[()]  # HDF5 refuses to read them whole
+    values = open_zarr_values(parse(path, inline_threshold=inline_threshold))
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["names"].values[1].tolist() == ["", "", ""]
+        assert reference["labels"].values.tolist() == ["first", np.nan, "third"]
+        for name in ("names", "labels"):
+            xr.testing.assert_identical(values[name].variable, reference[name].variable)
 
 
 def test_virtual_dataset_with_loaded_variables(everything: Path) -> None:

@@ -58,6 +58,7 @@ from virtualstac.parsers.hdf_chunks import (
     chunked_manifest,
     contiguous_manifest,
     inlined_manifest,
+    strings_by_chunk,
     unwritten_chunks,
 )
 from virtualstac.parsers.hdf_dimensions import (
@@ -513,8 +514,15 @@ class _FileWalker:
         encode_fill_attributes(attributes, dtype, member.path, self.fail, stored)
         chunks = tuple(max(int(s), 1) for s in ds.shape)
         try:
-            values = np.asarray(ds.asstr()[()], dtype=object)
-        except (OSError, ValueError, UnicodeDecodeError) as err:
+            try:
+                values = np.asarray(ds.asstr()[()], dtype=object)
+            except OSError:
+                # HDF5 refuses to read strings of chunks never written from a file open
+                # read-only ("no write intent"); the chunks written read one by one.
+                values = strings_by_chunk(member)
+        except OSError as err:
+            raise self.fail(member.path, f"has strings HDF5 could not read: {err}") from err
+        except (ValueError, UnicodeDecodeError) as err:
             raise self.fail(member.path, f"has strings that are not UTF-8: {err}") from err
         metadata = create_v3_array_metadata(
             shape=shape,

@@ -27,6 +27,7 @@ __all__ = [
     "contiguous_manifest",
     "inlined_manifest",
     "missing_manifest",
+    "strings_by_chunk",
     "unwritten_chunks",
 ]
 
@@ -186,6 +187,26 @@ def unwritten_chunks(member: Member) -> int:
         return 1 if dsid.get_offset() is None else 0
     total = math.prod(grid_shape(shape, member.chunks))
     return total - int(dsid.get_num_chunks(dsid.get_space()))
+
+
+def strings_by_chunk(member: Member) -> npt.NDArray[np.object_]:
+    """The variable-length strings of a dataset read chunk by chunk, the chunks never written
+    reading as its fill value (the empty string unless it has one), as netCDF reads them."""
+    ds = member.node
+    fill = ds.fillvalue
+    fill = fill.decode("utf-8") if isinstance(fill, bytes) else str(fill or "")
+    values = np.full(ds.shape, fill, dtype=object)
+    if member.chunks is None:
+        return values  # contiguous storage reads whole or never was written
+    offsets: list[tuple[int, ...]] = []
+    ds.id.chunk_iter(lambda info: offsets.append(info.chunk_offset))
+    for offset in offsets:
+        region = tuple(
+            slice(start, min(start + size, extent))
+            for start, size, extent in zip(offset, member.chunks, ds.shape, strict=True)
+        )
+        values[region] = ds.asstr()[region]
+    return values
 
 
 def check_edge_chunks(
