@@ -139,6 +139,34 @@ def test_a_phony_dimension_of_length_zero_is_unlimited_as_netcdf4_makes_it(
     assert_reads_like_netcdf4(path, parse(path))
 
 
+def write_dropped_along_dimensions(path: Path) -> Path:
+    """A netCDF4 file whose variable ``long`` has 3 records of ``t`` and ``short`` 2, and an
+    h5py file beside it (``.h5``) of datasets without scales of lengths 3, 4 and 5."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("t", None)
+        nc.createVariable("long", "i4", ("t",))[:3] = [1, 2, 3]
+        nc.createVariable("short", "f4", ("t",), fill_value=np.float32(-1))[:2] = [4, 5]
+    with h5py.File(path.with_suffix(".h5"), "w") as f:
+        for name, length in (("a", 3), ("b", 4), ("c", 5)):
+            f[name] = np.arange(length)
+    return path
+
+
+def test_a_dropped_variable_still_counts_along_its_dimensions(tmp_path: Path) -> None:
+    # Dimensions belong to the file, as netCDF4 sees them: dropping a variable changes neither
+    # the length of an unlimited dimension nor the numbers of phony ones.
+    path = write_dropped_along_dimensions(tmp_path / "dropped.nc")
+    ours = xr.open_zarr(parse(path, drop_variables=["long"]), consolidated=False, chunks=None)
+    with xr.open_dataset(path, engine="netcdf4", drop_variables=["long"]) as reference:
+        assert ours.sizes["t"] == reference.sizes["t"] == 3
+        xr.testing.assert_identical(ours["short"].variable, reference["short"].variable)
+    group = parse(path.with_suffix(".h5"), drop_variables=["b"]).group
+    assert set(group.arrays) == {"a", "c"}
+    assert group["c"].metadata.dimension_names == ("phony_dim_2",)
+
+
 def write_two_scales_on_an_axis(path: Path) -> Path:
     """Variables whose first axis has two dimension scales attached, ``y`` then ``y2``."""
     with h5py.File(path, "w") as f:

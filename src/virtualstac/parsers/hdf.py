@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import posixpath
 import threading
+import warnings
 from collections.abc import Iterable
 from typing import IO, Any, NamedTuple
 
@@ -72,6 +73,7 @@ from virtualstac.parsers.hdf_metadata import (
     Member,
     decode_text,
     encode_fill_attributes,
+    hard_linked,
 )
 from virtualstac.parsers.hdf_types import stored_bits_problem
 from virtualstac.parsers.protocol import registry_or_default
@@ -105,7 +107,8 @@ class HDFParser:
         by default.
     drop_variables
         Datasets to leave out, by name or by path relative to ``group`` (``"sub/var"``); a way
-        past datasets that cannot be virtualized.
+        past datasets that cannot be virtualized. Their axes still count towards the lengths
+        of their dimensions and the numbering of phony ones, as netCDF-4 counts them.
     inline_threshold
         Datasets with fewer bytes than this are read and stored inlined (0 to inline only what
         cannot be referenced).
@@ -262,8 +265,11 @@ class _FileWalker:
         for name in group:
             relative = f"{path}/{name}" if path else name
             if drop and self.dropped(name, relative):
+                # Its axes still count towards the lengths of its dimensions and the numbering
+                # of phony ones, as netCDF-4 counts them, whatever else was read of the file.
+                members.extend(self.dropped_dataset(group, name, relative))
                 continue
-            node = _hard_linked(group, name)
+            node = hard_linked(group, name)
             if isinstance(node, h5py.Dataset) and node.shape is None:
                 # HDF5's null dataspace (h5py.Empty): a dataset with no values, not even a shape.
                 if drop:
@@ -294,6 +300,18 @@ class _FileWalker:
                 members.append(Member(name, relative, node))
         return members
 
+    def dropped_dataset(self, group: h5py.Group, name: str, relative: str) -> list[Member]:
+        """The dropped member ``name`` if it is a dataset with a shape, marked dropped."""
+        try:
+            node = hard_linked(group, name)
+            if not isinstance(node, h5py.Dataset) or node.shape is None:
+                return []
+            member = Member(name, relative, node)
+        except (OSError, TypeError, ValueError, KeyError):
+            return []  # nothing of it is needed that cannot be read
+        member.dropped = True
+        return [member]
+
     def dropped(self, name: str, relative: str) -> bool:
         """Whether the user dropped this member, by its HDF5 or its netCDF name or path."""
         dropped = self.parser.drop_variables
@@ -317,14 +335,17 @@ class _FileWalker:
             }
             phony: list[tuple[str, int, bool]] = []
             for member in datasets:
-                self.dimensions.name_dimensions(member, phony)
+                with warnings.catch_warnings():
+                    if member.dropped:  # its broken scales concern no array
+                        warnings.simplefilter("ignore", RuntimeWarning)
+                    self.dimensions.name_dimensions(member, phony)
             return _GroupPlan(group, path, datasets, groups)
         finally:
             self.open_groups.discard(group.id)
 
     def build(self, plan: _GroupPlan) -> ManifestGroup:
         """Second pass: the arrays of a planned group and its sub-groups."""
-        variables = [m for m in plan.datasets if not is_netcdf_dimension_only(m)]
+        variables = [m for m in plan.datasets if not m.dropped and not is_netcdf_dimension_only(m)]
         taken = {m.name for m in variables}
         arrays: dict[str, ManifestArray] = {}
         for member in variables:
@@ -554,26 +575,6 @@ class _GroupPlan(NamedTuple):
     path: str
     datasets: list[Member]
     groups: dict[str, _GroupPlan]
-
-
-def _hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Group | None:
-    """The dataset or group a hard link of ``group`` leads to; None for any other link or object.
-
-    The same objects as ``group.get(name)``, opened with fewer h5py calls (no link object, no
-    ``File`` to look up the mode): most of what a small file's parse costs is such calls.
-    """
-    raw = name.encode("utf-8") if isinstance(name, str) else name
-    if group.id.links.get_info(raw).type != h5py.h5l.TYPE_HARD:
-        return None
-    try:
-        oid = h5py.h5o.open(group.id, raw)
-    except KeyError:
-        return None
-    if isinstance(oid, h5py.h5d.DatasetID):
-        return h5py.Dataset(oid, readonly=True)
-    if isinstance(oid, h5py.h5g.GroupID):
-        return h5py.Group(oid)
-    return None
 
 
 def _local_file(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:
