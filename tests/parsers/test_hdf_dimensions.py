@@ -86,10 +86,11 @@ def test_broken_dimension_scales_fall_back_to_phony_names(tmp_path: Path) -> Non
     assert "axis 1 (HDF5 cannot follow its DIMENSION_LIST" in messages[0]
     assert messages[1].startswith(f"{path}: variable 'not_a_scale'")
     assert "references a dataset that is not a dimension scale" in messages[1]
-    assert "named 'phony_dim_0' instead" in messages[1]
+    assert "named 'phony_dim_1' instead" in messages[1]
+    # Numbered after the file's one dimension scale, x, as netCDF-4 numbers phony dimensions.
     group = store.group
-    assert group["deleted"].metadata.dimension_names == ("x", "phony_dim_0")
-    assert group["not_a_scale"].metadata.dimension_names == ("x", "phony_dim_0")
+    assert group["deleted"].metadata.dimension_names == ("x", "phony_dim_1")
+    assert group["not_a_scale"].metadata.dimension_names == ("x", "phony_dim_1")
     root = zarr.open_group(store, mode="r")
     with h5py.File(path) as f:
         for name in ("deleted", "not_a_scale", "plain", "x"):
@@ -165,6 +166,35 @@ def test_a_dropped_variable_still_counts_along_its_dimensions(tmp_path: Path) ->
     group = parse(path.with_suffix(".h5"), drop_variables=["b"]).group
     assert set(group.arrays) == {"a", "c"}
     assert group["c"].metadata.dimension_names == ("phony_dim_2",)
+
+
+def write_phony_after_scales(path: Path) -> Path:
+    """Dimension scales ``y`` (root) and ``g/x``, and datasets without scales beside them."""
+    with h5py.File(path, "w") as f:
+        g = f.create_group("g")
+        x = g.create_dataset("x", data=np.arange(4.0))
+        x.make_scale()
+        g.create_dataset("along_x", data=np.ones(4)).dims[0].attach_scale(x)
+        g.create_group("sub")["w"] = np.ones(5)
+        f["a"] = np.ones(3)
+        f.create_dataset("y", data=np.arange(2.0)).make_scale()
+        f["b"] = np.ones(6)
+    return path
+
+
+def test_phony_dimensions_are_numbered_after_the_files_named_ones_as_netcdf4_numbers_them(
+    tmp_path: Path,
+) -> None:
+    # netCDF-4 makes the dimensions of all the scales first (ids 0 and 1 here), then the
+    # phony ones: a file with some dimension scales names the others from phony_dim_2.
+    path = write_phony_after_scales(tmp_path / "mixed.h5")
+    group = parse(path).group
+    assert group["g/sub/w"].metadata.dimension_names == ("phony_dim_2",)
+    assert group["a"].metadata.dimension_names == ("phony_dim_3",)
+    assert group["b"].metadata.dimension_names == ("phony_dim_4",)
+    assert_reads_like_netcdf4(path, parse(path))
+    with xr.open_dataset(path, engine="netcdf4", group="g/sub") as reference:
+        assert reference["w"].dims == ("phony_dim_2",)
 
 
 def write_two_scales_on_an_axis(path: Path) -> Path:

@@ -64,6 +64,7 @@ from virtualstac.parsers.hdf_chunks import (
 )
 from virtualstac.parsers.hdf_dimensions import (
     DimensionNamer,
+    count_dimension_scales,
     is_netcdf_dimension_only,
     netcdf_name,
 )
@@ -122,8 +123,8 @@ class HDFParser:
     Dimension names come from netCDF-4 dimension ids or HDF5 dimension scales (the last scale
     attached to an axis, as netCDF-4 names it). Axes without one get ``phony_dim_N`` names,
     shared by axes of equal length (both unlimited, or both not) within a group and numbered
-    sub-groups first, as netCDF-4 does for files without dimension scales (netCDF-4 also lends
-    a named dimension of the same length; this does not).
+    sub-groups first, after the dimensions of all the file's dimension scales, as netCDF-4
+    does (netCDF-4 also lends a named dimension of the same length; this does not).
     An axis whose dimension scale is broken (deleted, or not a scale) gets one too, with a
     ``RuntimeWarning`` naming the file and the variable. Variables netCDF-4 stores as
     ``_nc4_non_coord_NAME`` are named ``NAME``, as netCDF4 names them.
@@ -223,7 +224,7 @@ class _FileWalker:
         self.file = h5file
         self.parser = parser
         self.size = _file_size(h5file)
-        self.dimensions = DimensionNamer(url)
+        self.dimensions = DimensionNamer(url, lambda: count_dimension_scales(h5file))
         self.open_groups: set[Any] = set()
         # The root group, opened once: a File's attributes and walk reopen it on each use.
         self.root_group: h5py.Group = h5file["/"]

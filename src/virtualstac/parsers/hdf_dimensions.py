@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import warnings
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import h5py
@@ -18,7 +18,7 @@ import numpy as np
 
 from virtualstac.parsers.hdf_metadata import Dimension, Member
 
-__all__ = ["DimensionNamer", "is_netcdf_dimension_only", "netcdf_name"]
+__all__ = ["DimensionNamer", "count_dimension_scales", "is_netcdf_dimension_only", "netcdf_name"]
 
 _NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable"
 # netCDF-4 names the scale of dimension "x" like this when a variable "x" is not its coordinate.
@@ -32,9 +32,16 @@ class DimensionNamer:
     datasets along an unlimited dimension be shorter than it.
     """
 
-    def __init__(self, url: str) -> None:
-        """Start with no dimension known, for the file at ``url`` (named in warnings)."""
+    def __init__(self, url: str, named: Callable[[], int] | None = None) -> None:
+        """Start with no dimension known, for the file at ``url`` (named in warnings).
+
+        ``named`` counts the dimensions netCDF-4 makes of the whole file's dimension scales,
+        asked when the first phony dimension is named: netCDF-4 numbers phony dimensions
+        after them.
+        """
         self.url = url
+        self.named = named
+        self.phony_base: int | None = None
         self.dimids: dict[int, Dimension] = {}
         self.scales: dict[Any, Dimension] = {}
         self.lengths: dict[Hashable, int] = {}
@@ -160,11 +167,37 @@ class DimensionNamer:
             if size == length and growable == unlimited and name not in used:
                 used.add(name)
                 return Dimension(("phony", name), name)
-        name = f"phony_dim_{self.phony_count}"
+        if self.phony_base is None:
+            self.phony_base = self.named() if self.named is not None else 0
+        name = f"phony_dim_{self.phony_base + self.phony_count}"
         self.phony_count += 1
         phony.append((name, length, unlimited or length == 0))
         used.add(name)
         return Dimension(("phony", name), name)
+
+
+def count_dimension_scales(h5file: h5py.File) -> int:
+    """How many dimensions netCDF-4 makes of the dimension scales of the whole file (each
+    scale one, numbered by its netCDF-4 dimension id where it has one), which it numbers
+    before any phony dimension."""
+    count = 0
+    top = 0
+
+    def visit(_: str, node: Any) -> None:
+        nonlocal count, top
+        if not isinstance(node, h5py.Dataset):
+            return
+        try:
+            if not h5py.h5ds.is_scale(node.id):
+                return
+            count += 1
+            if "_Netcdf4Dimid" in node.attrs:
+                top = max(top, int(np.asarray(node.attrs["_Netcdf4Dimid"]).item()) + 1)
+        except (OSError, TypeError, ValueError, KeyError):
+            return  # a scale HDF5 cannot describe names no dimension of ours either
+
+    h5file.visititems(visit)
+    return max(count, top)
 
 
 def is_netcdf_dimension_only(member: Member) -> bool:
