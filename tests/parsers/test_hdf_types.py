@@ -10,6 +10,7 @@ import h5py
 import netCDF4
 import numpy as np
 import pytest
+import xarray as xr
 import zarr
 
 from virtualstac.errors import NotVirtualizableError
@@ -139,3 +140,25 @@ def test_a_netcdf_char_variable_is_referenced(tmp_path: Path) -> None:
 
     with h5py.File(path) as f:
         np.testing.assert_array_equal(read_virtual(path, "station"), f["station"][:])
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_fixed_length_strings_decode_to_text_as_netcdf4_reads_them(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    # netCDF-4 reads HDF5 strings longer than a byte as text, and one byte as characters.
+    path = tmp_path / "fixed.h5"
+    text = np.array(["alpha", "é", ""] * (N // 3), dtype=object)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("words", data=np.char.encode(text.astype(str), "utf-8").astype("S5"))
+        f.create_dataset("chars", data=np.array([b"a", b"", b"c"], "S1"))
+    store = HDFParser(inline_threshold=inline_threshold)(
+        str(path), ObjectStoreRegistry.for_url(str(path))
+    )
+    ours = xr.open_zarr(store, consolidated=False, chunks=None)
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["words"].dtype.kind == "U"
+        assert ours["words"].values.tolist() == reference["words"].values.tolist()
+        np.testing.assert_array_equal(ours["chars"].values, reference["chars"].values, strict=True)
+    with h5py.File(path) as f:  # the stored bytes are still h5py's
+        np.testing.assert_array_equal(read_virtual(path, "words"), f["words"][()])

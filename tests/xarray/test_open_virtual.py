@@ -214,6 +214,24 @@ def test_loaded_variables_are_cf_decoded_like_netcdf4(archive: list[Path]) -> No
         xr.testing.assert_identical(vds["time"], reference["time"].load())
 
 
+def test_a_loaded_fixed_length_string_coordinate_reads_as_text_once_stored(
+    tmp_path: Path,
+) -> None:
+    # HDF5 strings of more than a byte are text (as netCDF4 reads them), loaded or stored again.
+    path = tmp_path / "stations.h5"
+    with h5py.File(path, "w") as f:
+        station = f.create_dataset("station", data=np.array([b"abc", b"de", b"f"], "S3"))
+        station.make_scale("station")
+        values = f.create_dataset("v", data=np.arange(3.0))
+        values.dims[0].attach_scale(station)
+    vds = open_virtual_dataset(str(path))
+    stored = xr.open_zarr(vds.virtual.to_store(ObjectStoreRegistry.for_url(str(path))))
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        expected = reference["station"].values.tolist()
+    assert expected == ["abc", "de", "f"]
+    assert vds["station"].values.tolist() == stored["station"].values.tolist() == expected
+
+
 def test_decode_times_false_keeps_numbers(archive: list[Path]) -> None:
     decoded = open_virtual_dataset(str(archive[0]))
     raw = open_virtual_dataset(str(archive[0]), decode_times=False)

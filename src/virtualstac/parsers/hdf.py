@@ -75,6 +75,7 @@ from virtualstac.parsers.hdf_metadata import (
     decode_text,
     encode_fill_attributes,
     hard_linked,
+    mark_text,
 )
 from virtualstac.parsers.hdf_types import stored_bits_problem
 from virtualstac.parsers.protocol import registry_or_default
@@ -394,6 +395,7 @@ class _FileWalker:
         encode_fill_attributes(
             attributes, dtype, member.path, self.fail, member.attrs.get("_FillValue")
         )
+        mark_text(attributes, dtype)
         fill_off = dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER
         netcdf = self.netcdf or self.dimensions.netcdf
         fill_defined = dcpl.fill_value_defined() != h5py.h5d.FILL_VALUE_UNDEFINED

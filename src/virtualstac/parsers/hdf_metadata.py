@@ -34,6 +34,7 @@ __all__ = [
     "encode_fill_attributes",
     "fill_value",
     "hard_linked",
+    "mark_text",
 ]
 
 #: Builds the error refusing variable ``path`` (first argument) for ``reason`` (second).
@@ -369,6 +370,14 @@ def encode_fill_attributes(
     else:
         # xarray's Zarr reader has no _FillValue rule for other bytes or complex data.
         del attributes["_FillValue"]
+
+
+def mark_text(attributes: dict[str, Any], dtype: np.dtype[Any]) -> None:
+    """Mark fixed-length strings of more than one byte as UTF-8 text (``_Encoding``), which
+    xarray decodes to ``str`` as netCDF4 reads them (netCDF-4 has no type for them but its
+    strings); one byte is netCDF's character type, which netCDF4 reads as bytes."""
+    if dtype.kind == "S" and dtype.itemsize > 1:
+        attributes.setdefault("_Encoding", "utf-8")
 
 
 def _one_string(stored: Any) -> str | None:

@@ -91,6 +91,10 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         # xarray moves it back to the attributes only beside a fill value; the values are
         # stored signed all the same.
         attrs["_Unsigned"] = encoded.encoding["_Unsigned"]
+    if values.dtype.kind == "S" and "_Encoding" in variable.encoding:
+        # Bytes decoded to text when loaded (fixed-length HDF5 strings) are text once stored
+        # again: xarray encodes their str back to bytes without saying so.
+        attrs.setdefault("_Encoding", variable.encoding["_Encoding"])
     text_fill = attrs.pop("_FillValue", None) if values.dtype.kind in "ST" else None
     # Only _FillValue: xarray's Zarr reader decodes no other attribute from base64, so a
     # missing_value stays a number (encoded, it would mask nothing).
