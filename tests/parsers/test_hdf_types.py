@@ -162,3 +162,28 @@ def test_fixed_length_strings_decode_to_text_as_netcdf4_reads_them(
         np.testing.assert_array_equal(ours["chars"].values, reference["chars"].values, strict=True)
     with h5py.File(path) as f:  # the stored bytes are still h5py's
         np.testing.assert_array_equal(read_virtual(path, "words"), f["words"][()])
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_long_doubles_are_refused_by_name_however_small(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    # Read through h5py when small, they have no Zarr type either: not a damaged file.
+    path = tmp_path / "long.h5"
+    with h5py.File(path, "w") as f:
+        f["small"] = np.arange(4, dtype=np.longdouble)
+        f["ok"] = np.arange(4.0)
+    with pytest.raises(NotVirtualizableError, match="'small' has the type float128, which Zarr"):
+        HDFParser(inline_threshold=inline_threshold)(
+            str(path), ObjectStoreRegistry.for_url(str(path))
+        )
+
+
+def test_bitfields_are_read_as_h5py_reads_them(tmp_path: Path) -> None:
+    # h5py describes bitfields without a precision: taken as whole bytes, as h5py reads them.
+    path = tmp_path / "bits.h5"
+    values = (np.arange(N) % 256).astype("u1")
+    with h5py.File(path, "w") as f:
+        bits = h5py.h5d.create(f.id, b"bits", h5py.h5t.STD_B8LE, h5py.h5s.create_simple((N,)))
+        bits.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
+    np.testing.assert_array_equal(read_virtual(path, "bits"), values, strict=True)

@@ -92,6 +92,9 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "HDFParser"]
 #: few values then costs no request when read, and the bytes usually come with the header.
 DEFAULT_INLINE_THRESHOLD = 512
 
+#: The sizes of the floating-point and complex types Zarr has (no long double, read or not).
+_SIZES = {"f": (2, 4, 8), "c": (8, 16)}
+
 #: h5py lets one thread at a time into HDF5, taking its lock around every call, so threads that
 #: parse files at once hand that lock (and the GIL) back and forth thousands of times per file,
 #: which makes a thread pool slower than one thread. Taking a lock once per file makes them queue
@@ -508,7 +511,9 @@ class _FileWalker:
             raise self.fail(member.path, f"has the HDF5 array type {dtype}")
         if dtype.names is not None:
             raise self.fail(member.path, f"has the compound type {dtype}")
-        if dtype.kind not in "biufcS":
+        if dtype.kind not in "biufcS" or dtype.itemsize not in _SIZES.get(
+            dtype.kind, (dtype.itemsize,)
+        ):
             raise self.fail(member.path, f"has the type {dtype}, which Zarr has no type for")
         # Enums read as their integer type; the metadata h5py attaches is not part of a dtype.
         return np.dtype(dtype.str)

@@ -60,6 +60,10 @@ def stored_bits_problem(type_id: Any) -> str | None:
 
 def _integer_problem(type_id: Any) -> str | None:
     size = type_id.get_size()
+    if not hasattr(type_id, "get_precision"):
+        # h5py describes bitfields by size and order only: taken as whole bytes, as h5py
+        # reads them.
+        return None
     precision, offset = type_id.get_precision(), type_id.get_offset()
     if precision != 8 * size or offset:
         return (
