@@ -544,6 +544,28 @@ def test_attributes_of_several_dimensions_are_nested_lists(tmp_path: Path) -> No
     assert store.group["v"].metadata.attributes["cube"] == [[[1.0, 1.0]], [[1.0, 1.0]]]
 
 
+def test_compound_and_complex_attributes_are_json_objects_and_pairs(tmp_path: Path) -> None:
+    # A file (or group) attribute cannot be dropped: refused, it made the whole file unreadable.
+    path = tmp_path / "records.h5"
+    pair = np.dtype([("a", "i4"), ("b", "f8")])
+    with h5py.File(path, "w") as f:
+        f["v"] = np.arange(3)
+        f.attrs["record"] = np.array((1, 2.5), dtype=pair)
+        f.attrs["records"] = np.array([(1, 2.5), (3, 4.5)], dtype=pair)
+        f.attrs["nested"] = np.array(
+            ((1, b"ab"), 3), dtype=[("p", [("x", "f4"), ("s", "S2")]), ("n", "i2")]
+        )
+        f.attrs["complex"] = np.complex64(1 + 2j)
+        f["v"].attrs["complexes"] = np.array([1 + 2j, 3j])
+    store = parse(path)
+    attributes = store.group.metadata.attributes
+    assert attributes["record"] == {"a": 1, "b": 2.5}
+    assert attributes["records"] == [{"a": 1, "b": 2.5}, {"a": 3, "b": 4.5}]
+    assert attributes["nested"] == {"p": {"x": 1.0, "s": "ab"}, "n": 3}
+    assert attributes["complex"] == [1.0, 2.0]
+    assert store.group["v"].metadata.attributes["complexes"] == [[1.0, 2.0], [0.0, 3.0]]
+
+
 def test_a_group_attribute_json_cannot_hold_names_the_group(tmp_path: Path) -> None:
     path = tmp_path / "region.h5"
     with h5py.File(path, "w") as f:

@@ -285,11 +285,14 @@ def attributes(
 
 
 def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail: Fail) -> Any:
-    """An attribute value as JSON: scalars for one-element arrays, lists, str for bytes."""
+    """An attribute value as JSON: scalars for one-element arrays, lists, str for bytes,
+    objects for compound values, ``[real, imaginary]`` for complex numbers."""
     if isinstance(value, h5py.Empty):
         return "" if value.dtype.kind in "SOU" else []
     if isinstance(value, np.ndarray) and value.size == 1:
         value = value.reshape(-1)[0]
+    if isinstance(value, np.ndarray) and value.dtype.names is not None:
+        return [_attribute_value(v, where, name, h5file, fail) for v in value]
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, list):
@@ -301,6 +304,14 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
         raise fail(where, f"has attribute {name!r}, an HDF5 region reference")
     if isinstance(value, h5py.Reference):
         return h5file[value].name if value else ""
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        # A compound value (netCDF4 reads a record) as an object of its members.
+        return {
+            field: _attribute_value(value[field], where, name, h5file, fail)
+            for field in value.dtype.names
+        }
+    if isinstance(value, np.complexfloating | complex):
+        return [float(value.real), float(value.imag)]  # as Zarr's JSON writes complex numbers
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bool | int | float | str) or value is None:
