@@ -62,6 +62,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "virtualstac.pad",
         "imagecodecs_lzf",
         "imagecodecs_lz4h5",
+        "imagecodecs_szip",
         "virtualstac.hdf5_shuffle",
         "imagecodecs_delta",
         "imagecodecs_floatpred",

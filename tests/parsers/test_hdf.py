@@ -494,10 +494,37 @@ def test_filters_decode_through_zarr(tmp_path: Path) -> None:
         np.testing.assert_array_equal(inlined[name][...], expected, err_msg=name)
 
 
+@pytest.mark.parametrize("coding", ["nn", "ec"])
+def test_szip_decodes_through_zarr(tmp_path: Path, coding: str) -> None:
+    # NASA's HDF-EOS5 products compress with szip; HDF5 prefixes libaec's stream with its size.
+    path = tmp_path / "szip.nc"
+    values = (np.arange(60 * 48, dtype="f4").reshape(60, 48) % 37) * 0.5
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("y", 60)
+        nc.createDimension("x", 48)
+        for dtype in ("f4", "i2", "f8"):
+            variable = nc.createVariable(
+                f"v_{dtype}",
+                dtype,
+                ("y", "x"),
+                compression="szip",
+                szip_coding=coding,
+                chunksizes=(20, 16),
+            )
+            variable[:] = values.astype(dtype)
+    store = parse(path, inline_threshold=0)
+    codecs = store.group["v_f4"].metadata.to_dict()["codecs"]
+    assert codecs[-1]["name"] == "imagecodecs_szip"
+    assert_same_as_netcdf4(path, store)
+    with h5py.File(hdf_files.write_hdf5_unsupported(tmp_path / "h5py.h5")) as f:
+        expected = f["szip"][()]
+    h5py_store = parse(tmp_path / "h5py.h5", inline_threshold=0, drop_variables=list(_UNSUPPORTED))
+    np.testing.assert_array_equal(open_virtual(h5py_store)["szip"].values, expected, strict=True)
+
+
 # -- what cannot be virtualized -----------------------------------------------------------
 
 _UNSUPPORTED = {
-    "szip": r"filter 4 \(szip\)",
     "scaleoffset": r"filter 6 \(scaleoffset\)",
     "nbit": r"filter 5 \(nbit\)",
     "vlen_ints": "variable-length type",
@@ -527,7 +554,7 @@ def test_unrepresentable_dataset_raises(unsupported: Path, name: str) -> None:
 
 def test_dropping_every_unrepresentable_dataset_parses(unsupported: Path) -> None:
     store = parse(unsupported, drop_variables=list(_UNSUPPORTED))
-    assert set(store.group.arrays) == {"fine"}
+    assert set(store.group.arrays) == {"fine", "szip"}
     np.testing.assert_array_equal(open_virtual(store)["fine"].values, np.arange(10))
 
 

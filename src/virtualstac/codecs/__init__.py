@@ -18,6 +18,7 @@ name                          kind                    TIFF
 ``virtualstac.pad``           bytes -> bytes          short last strip, padded to a whole chunk
 ``imagecodecs_lzf``           bytes -> bytes          HDF5 LZF filter (32000)
 ``imagecodecs_lz4h5``         bytes -> bytes          HDF5 LZ4 filter (32004)
+``imagecodecs_szip``          bytes -> bytes          HDF5 szip filter (4), its size header
 ``virtualstac.hdf5_shuffle``  bytes -> bytes          HDF5 shuffle (2), tail left in place
 ``imagecodecs_delta``         array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``     array -> array          predictor 3 (floating point)
@@ -40,6 +41,7 @@ from virtualstac.codecs._bytes import (
     PackBitsCodec,
     PadCodec,
     PadNumcodec,
+    SzipH5Codec,
     WebPCodec,
     ZstdCodec,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "PackBitsCodec",
     "PadCodec",
     "PadNumcodec",
+    "SzipH5Codec",
     "WebPCodec",
     "ZstdCodec",
 ]
@@ -78,6 +81,7 @@ CODECS = {
         PadCodec,
         LZFCodec,
         LZ4H5Codec,
+        SzipH5Codec,
         HDF5ShuffleCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,

@@ -40,6 +40,7 @@ __all__ = [
     "PackBitsCodec",
     "PadCodec",
     "PadNumcodec",
+    "SzipH5Codec",
     "WebPCodec",
     "ZstdCodec",
 ]
@@ -209,6 +210,28 @@ class LZ4H5Codec(_ImagecodecsBytesCodec):
 
     codec_name = "imagecodecs_lz4h5"
     numcodecs_class = icn.Lz4h5
+
+
+class SzipH5Codec(_ImagecodecsBytesCodec):
+    """The HDF5 szip filter (id 4): libaec's stream after HDF5's 4-byte size header,
+    ``imagecodecs_szip {options_mask, pixels_per_block, bits_per_pixel, pixels_per_scanline,
+    header}`` as the filter's parameters record them.
+
+    The header's size is checked against the chunk's bound
+    (:func:`~virtualstac.manifests.decoders.decoded_bound`) before anything is decoded.
+    """
+
+    codec_name = "imagecodecs_szip"
+    numcodecs_class = icn.Szip
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        data = chunk_bytes.as_numpy_array()
+        size = int.from_bytes(bytes(data[:4]), "little")
+        bound = decoded_bound(chunk_spec)
+        if len(data) < 4 or (bound is not None and size > bound):
+            raise ValueError(f"the szip chunk claims {size} bytes, more than its {bound}")
+        decoded = self._codec.decode(data)
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(decoded))
 
 
 @dataclass(frozen=True)

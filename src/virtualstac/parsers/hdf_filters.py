@@ -14,6 +14,7 @@ bzip2 (307)                 ``numcodecs.bz2``
 lzf (32000)                 ``imagecodecs_lzf``    raw LZF, no header (defined here)
 blosc (32001)               ``numcodecs.blosc``    the blosc frame describes itself
 lz4 (32004)                 ``imagecodecs_lz4h5``  the HDF5 LZ4 block framing (defined here)
+szip (4)                    ``imagecodecs_szip``   libaec after HDF5's size header (defined here)
 zstd (32015)                ``numcodecs.zstd``
 ==========================  =====================  =========================================
 
@@ -22,8 +23,8 @@ A shuffle whose input need not be whole values (after a compressor, or after fle
 together) leaves the bytes past the last whole value in place, which ``numcodecs.shuffle``
 refuses; it becomes ``virtualstac.hdf5_shuffle``, which does as HDF5 does.
 
-szip (4), nbit (5) and scaleoffset (6) change the bits of the values in ways no zarr codec
-undoes, so datasets using them, or any other filter, cannot be referenced.
+nbit (5) and scaleoffset (6) change the bits of the values in ways no zarr codec undoes, so
+datasets using them, or any other filter, cannot be referenced.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec
+from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec, SzipH5Codec
 
 __all__ = ["UnsupportedFilterError", "codecs_for_filters"]
 
@@ -106,6 +107,12 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
         return {"name": LZFCodec.codec_name, "configuration": {"header": False}}
     if filter_id == _LZ4:
         return {"name": LZ4H5Codec.codec_name, "configuration": {}}
+    if filter_id == _SZIP and len(cd_values) >= 4:
+        # cd_values as the filter's set_local leaves them: options mask, pixels per block,
+        # bits per pixel, pixels per scanline.
+        keys = ("options_mask", "pixels_per_block", "bits_per_pixel", "pixels_per_scanline")
+        configuration = {key: int(value) for key, value in zip(keys, cd_values, strict=False)}
+        return {"name": SzipH5Codec.codec_name, "configuration": {**configuration, "header": True}}
     if filter_id == _ZSTD:
         return _numcodecs("zstd", level=_first(cd_values, 3))
     if filter_id == _BLOSC:
