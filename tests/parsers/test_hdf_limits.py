@@ -93,3 +93,24 @@ def test_chunks_decoding_beyond_chunk_bytes_are_refused(tmp_path: Path) -> None:
             parse(path)
     with virtualstac.limits.limits(chunk_bytes=8000):
         parse(path)
+
+
+def test_an_szip_chunk_claiming_more_than_its_chunk_is_refused_before_decoding(
+    tmp_path: Path,
+) -> None:
+    # HDF5's szip header says how many bytes the chunk decodes to: a damaged or hostile one
+    # claiming a gigabyte is refused, naming the chunk, before libaec allocates it.
+    import xarray as xr
+
+    from virtualstac.errors import ChunkDecodeError
+
+    path = tmp_path / "szip.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=np.arange(400, dtype="f4"), chunks=(400,), compression="szip")
+        offset = f["v"].id.get_chunk_info(0).byte_offset
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        file.write((2**30).to_bytes(4, "little"))
+    store = HDFParser(inline_threshold=0)(str(path), ObjectStoreRegistry.for_url(str(path)))
+    with pytest.raises(ChunkDecodeError, match=r"chunk 'v/c/0'.*claims 1073741824 bytes"):
+        xr.open_zarr(store, consolidated=False, chunks=None)["v"].load()
