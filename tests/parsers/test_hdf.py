@@ -498,10 +498,10 @@ def test_filters_decode_through_zarr(tmp_path: Path) -> None:
 def test_szip_decodes_through_zarr(tmp_path: Path, coding: str) -> None:
     # NASA's HDF-EOS5 products compress with szip; HDF5 prefixes libaec's stream with its size.
     path = tmp_path / "szip.nc"
-    values = (np.arange(60 * 48, dtype="f4").reshape(60, 48) % 37) * 0.5
+    values = (np.arange(137 * 129, dtype="f4").reshape(137, 129) % 31) * 0.5
     with netCDF4.Dataset(path, "w") as nc:
-        nc.createDimension("y", 60)
-        nc.createDimension("x", 48)
+        nc.createDimension("y", 137)
+        nc.createDimension("x", 129)
         for dtype in ("f4", "i2", "f8"):
             variable = nc.createVariable(
                 f"v_{dtype}",
@@ -509,7 +509,7 @@ def test_szip_decodes_through_zarr(tmp_path: Path, coding: str) -> None:
                 ("y", "x"),
                 compression="szip",
                 szip_coding=coding,
-                chunksizes=(20, 16),
+                chunksizes=(50, 40),
             )
             variable[:] = values.astype(dtype)
     store = parse(path, inline_threshold=0)
@@ -520,6 +520,31 @@ def test_szip_decodes_through_zarr(tmp_path: Path, coding: str) -> None:
         expected = f["szip"][()]
     h5py_store = parse(tmp_path / "h5py.h5", inline_threshold=0, drop_variables=list(_UNSUPPORTED))
     np.testing.assert_array_equal(open_virtual(h5py_store)["szip"].values, expected, strict=True)
+
+
+def test_chunks_szip_could_not_compress_read_as_stored(tmp_path: Path) -> None:
+    # szip is optional: HDF5 stores a chunk it cannot compress (here the edge chunks of 9
+    # columns of 40, entropy-coded) unfiltered, with the filter's bit set in its mask.
+    path = tmp_path / "skipped.nc"
+    values = ((np.arange(137 * 129).reshape(137, 129) % 31) * 0.5).astype("i2")
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("y", 137)
+        nc.createDimension("x", 129)
+        variable = nc.createVariable(
+            "v",
+            "i2",
+            ("y", "x"),
+            compression="szip",
+            szip_coding="ec",
+            szip_pixels_per_block=16,
+            chunksizes=(50, 40),
+        )
+        variable[:] = values
+    with h5py.File(path) as f:
+        dsid = f["v"].id
+        masks = {dsid.get_chunk_info(i).filter_mask for i in range(dsid.get_num_chunks())}
+    assert masks == {0, 1}
+    assert_same_as_netcdf4(path, parse(path, inline_threshold=0))
 
 
 # -- what cannot be virtualized -----------------------------------------------------------

@@ -218,7 +218,9 @@ class SzipH5Codec(_ImagecodecsBytesCodec):
     header}`` as the filter's parameters record them.
 
     The header's size is checked against the chunk's bound
-    (:func:`~virtualstac.manifests.decoders.decoded_bound`) before anything is decoded.
+    (:func:`~virtualstac.manifests.decoders.decoded_bound`) before anything is decoded. szip
+    is an optional filter: a chunk it could not compress is stored as it was given, the
+    chunk's bytes (and a fletcher32 checksum of them when one ran before), and passes through.
     """
 
     codec_name = "imagecodecs_szip"
@@ -227,6 +229,10 @@ class SzipH5Codec(_ImagecodecsBytesCodec):
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         data = chunk_bytes.as_numpy_array()
         size = int.from_bytes(bytes(data[:4]), "little")
+        raw = math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
+        if len(data) in (raw, raw + 4) and size != len(data):
+            # Compressed, it would be shorter, its header giving the size it decodes to.
+            return chunk_bytes
         bound = decoded_bound(chunk_spec)
         if len(data) < 4 or (bound is not None and size > bound):
             raise ValueError(f"the szip chunk claims {size} bytes, more than its {bound}")

@@ -68,11 +68,15 @@ from virtualstac.parsers.hdf_dimensions import (
     is_netcdf_dimension_only,
     netcdf_name,
 )
-from virtualstac.parsers.hdf_filters import UnsupportedFilterError, codecs_for_filters
+from virtualstac.parsers.hdf_filters import (
+    UnsupportedFilterError,
+    codecs_for_filters,
+    pipeline,
+    skippable_filters,
+)
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
     Member,
-    decode_text,
     encode_fill_attributes,
     hard_linked,
     mark_text,
@@ -423,7 +427,7 @@ class _FileWalker:
         if layout == h5py.h5d.COMPACT:
             values = self.read(member)
         elif ds.size * dtype.itemsize < self.parser.inline_threshold:
-            if member.chunks and not _filters(dcpl):
+            if member.chunks and not pipeline(dcpl):
                 # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
                 # check the chunk sizes, as for referenced chunks, before trusting the values.
                 chunks = member.chunks
@@ -451,7 +455,7 @@ class _FileWalker:
         if problem is not None:
             raise self.fail(member.path, problem)
         try:
-            filters = codecs_for_filters(_filters(dcpl))
+            filters = codecs_for_filters(pipeline(dcpl))
         except UnsupportedFilterError as err:
             raise self.fail(
                 member.path,
@@ -473,6 +477,7 @@ class _FileWalker:
                 self.size,
                 self.fail,
                 unfiltered=not filters,
+                skippable=skippable_filters(pipeline(dcpl)),
             )
         else:
             chunks, manifest = contiguous_manifest(
@@ -591,14 +596,6 @@ def _local_file(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:
         return local_object(store, path)
     except FileNotFoundError:
         return None  # the block-cached reader reports it, as for any store
-
-
-def _filters(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:
-    filters = []
-    for i in range(dcpl.get_nfilters()):
-        filter_id, _flags, values, name = dcpl.get_filter(i)
-        filters.append((int(filter_id), tuple(int(v) for v in values), decode_text(name)))
-    return filters
 
 
 def _file_size(h5file: h5py.File) -> int | None:

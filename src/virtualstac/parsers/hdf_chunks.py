@@ -44,8 +44,13 @@ def chunked_manifest(
     fail: Fail,
     *,
     unfiltered: bool,
+    skippable: int = 0,
 ) -> ChunkManifest:
-    """The manifest of a chunked dataset whose array has ``shape`` (at least the dataset's)."""
+    """The manifest of a chunked dataset whose array has ``shape`` (at least the dataset's).
+
+    ``skippable`` is the filter mask of the filters whose codec reads a chunk they skipped
+    too (:func:`~virtualstac.parsers.hdf_filters.skippable_filters`).
+    """
     ds = member.node
     grid = grid_shape(shape, chunks)
     # A dataset shrunk after writing keeps chunks beyond its shape; nothing reads them.
@@ -71,8 +76,8 @@ def chunked_manifest(
         offsets[inside],
         lengths[inside],
     )
-    if masks.any():
-        at = int(np.flatnonzero(masks)[0])
+    if (masks & ~skippable).any():
+        at = int(np.flatnonzero(masks & ~skippable)[0])
         raise fail(
             member.path,
             f"has chunks stored with some filters skipped (chunk {_index(indices[at])} has "

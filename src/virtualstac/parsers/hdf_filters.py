@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec, SzipH5Codec
+from virtualstac.parsers.hdf_metadata import decode_text
 
-__all__ = ["UnsupportedFilterError", "codecs_for_filters"]
+__all__ = ["UnsupportedFilterError", "codecs_for_filters", "pipeline", "skippable_filters"]
 
 _DEFLATE = 1
 _SHUFFLE = 2
@@ -156,6 +157,27 @@ def _leaves_partial_values(
     if any(filter_id != _FLETCHER32 for filter_id, _, _ in earlier):
         return True
     return (4 * len(earlier)) % element_size != 0
+
+
+def pipeline(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:
+    """The filters of a dataset creation property list, as ``(id, cd_values, name)``."""
+    filters = []
+    for i in range(dcpl.get_nfilters()):
+        filter_id, _flags, values, name = dcpl.get_filter(i)
+        filters.append((int(filter_id), tuple(int(v) for v in values), decode_text(name)))
+    return filters
+
+
+def skippable_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> int:
+    """The filter mask of the filters of a pipeline whose codec also reads the chunks HDF5
+    stored with that filter skipped: szip, last in the pipeline (the first to decode).
+
+    szip is an optional filter: HDF5 stores a chunk it cannot compress as it got it, and
+    ``imagecodecs_szip`` passes through a chunk of exactly that size.
+    """
+    if filters and filters[-1][0] == _SZIP:
+        return 1 << (len(filters) - 1)
+    return 0
 
 
 def codecs_for_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> list[dict[str, Any]]:
