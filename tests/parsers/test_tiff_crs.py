@@ -103,3 +103,21 @@ def test_user_defined_crs_not_built_warns_without_a_crs(tmp_path: Path, name: st
         attributes = spatial_ref(path)
     assert "crs_wkt" not in attributes
     assert "GeoTransform" in attributes
+
+
+@pytest.mark.parametrize(
+    ("crs", "transform"),
+    [("EPSG:32633+5773", PROJECTED), ("EPSG:4269+5703", GEOGRAPHIC)],
+    ids=["utm_egm96", "nad83_navd88"],
+)
+def test_vertical_crs_makes_the_compound_crs_rasterio_reports(
+    tmp_path: Path, crs: str, transform: object
+) -> None:
+    # DEMs (USGS 3DEP, for one) carry their height system in VerticalCSTypeGeoKey.
+    path = write_gdal(tmp_path / "dem.tif", dtype="float32", crs=crs, transform=transform)
+    with rasterio.open(path) as src:
+        expected = pyproj.CRS.from_wkt(src.crs.to_wkt())
+    found = pyproj.CRS.from_wkt(str(spatial_ref(path)["crs_wkt"]))
+    assert found.is_compound
+    assert found == expected
+    assert found.name == expected.name

@@ -6,8 +6,9 @@ rasterio reports), and scaled for overviews. As GDAL does by default
 (``GTIFF_HONOUR_NEGATIVE_SCALEY=NO``), a negative Y pixel scale is read as north-up. The
 transform tags count without a GeoKeyDirectory too (GDAL gives x/y then, without a CRS).
 Coordinates are pixel centres, computed as rioxarray does. The CRS comes from the EPSG code in
-the GeoKeys, or from their user-defined datum and projection (:mod:`.tiff_crs`); its WKT and CF
-grid-mapping attributes come from pyproj."""
+the GeoKeys, or from their user-defined datum and projection (:mod:`.tiff_crs`), compounded with
+the vertical CRS of ``VerticalCSTypeGeoKey`` as GDAL reports it; its WKT and CF grid-mapping
+attributes come from pyproj."""
 
 from __future__ import annotations
 
@@ -198,6 +199,22 @@ def _geotransform(
 
 
 def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
+    horizontal = _horizontal_crs(tags)
+    vertical = tags.get("VerticalCSTypeGeoKey")
+    if horizontal is None or vertical is None or not 0 < int(vertical) < _USER_DEFINED:
+        return horizontal
+    # GDAL reports the height system beside the horizontal CRS (a DEM's "NAD83 / UTM zone 13N
+    # + NAVD88 height"), as rasterio and rioxarray then do; an unknown code leaves it out.
+    try:
+        height = pyproj.CRS.from_epsg(int(vertical))
+    except pyproj.exceptions.CRSError:
+        return horizontal
+    if not height.is_vertical:
+        return horizontal
+    return pyproj.crs.CompoundCRS(f"{horizontal.name} + {height.name}", [horizontal, height])
+
+
+def _horizontal_crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
     model = int(tags.get("GTModelTypeGeoKey", 0))
     key = {_PROJECTED: "ProjectedCSTypeGeoKey", _GEOGRAPHIC: "GeographicTypeGeoKey"}.get(model)
     code = tags.get(key) if key is not None else None
@@ -212,7 +229,7 @@ def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
             f"the GeoTIFF CRS is not an EPSG code (model type {model}, citation {citation!r}); "
             "spatial_ref gets the transform but no crs_wkt",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return None
     return pyproj.CRS.from_epsg(int(code))
