@@ -249,7 +249,7 @@ def test_rotated_raster_keeps_transform_without_xy(tmp_path: Path) -> None:
 
 def test_user_defined_crs_not_built_warns_and_keeps_transform(tmp_path: Path) -> None:
     # A projection tiff_crs does not build from GeoKeys (see test_tiff_crs.py for those it does).
-    crs = "+proj=sinu +lon_0=0 +x_0=0 +y_0=0 +R=6371007.181 +units=m +no_defs"
+    crs = "+proj=omerc +lat_0=4 +lonc=102.25 +alpha=323.03 +k=0.99984 +x_0=804671 +ellps=GRS80"
     path = write_gdal(tmp_path / "custom.tif", crs=crs)
     with pytest.warns(RuntimeWarning, match="not an EPSG code"):
         group = open_group(path)

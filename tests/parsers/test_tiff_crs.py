@@ -46,12 +46,31 @@ BUILT = {
         'PARAMETER["False_Northing",0.0],PARAMETER["Central_Meridian",15.0],'
         'PARAMETER["Scale_Factor",0.9996],PARAMETER["Latitude_Of_Origin",0.0],UNIT["Meter",1.0]]'
     ),
+    # MODIS's sinusoidal grid on its sphere.
+    "sinusoidal_modis": "+proj=sinu +lon_0=0 +x_0=0 +y_0=0 +R=6371007.181 +units=m",
+    "sinusoidal_us_feet": "+proj=sinu +lon_0=10 +x_0=1000 +datum=WGS84 +units=us-ft",
+    # NSIDC's polar grids (variant B: a standard parallel), and a pole with a scale (variant A).
+    "polar_stereographic_north": "+proj=stere +lat_0=90 +lat_ts=70 +lon_0=-45 +datum=WGS84",
+    "polar_stereographic_south": "+proj=stere +lat_0=-90 +lat_ts=-71 +lon_0=0 +datum=WGS84",
+    "polar_stereographic_scale": "+proj=stere +lat_0=90 +lon_0=-45 +k=0.994 +datum=WGS84",
+    "oblique_stereographic": (
+        "+proj=sterea +lat_0=52.15616055555555 +lon_0=5.38763888888889 +k=0.9999079 "
+        "+x_0=155000 +y_0=463000 +ellps=bessel"
+    ),
+    "equirectangular": "+proj=eqc +lat_ts=30 +lon_0=5 +x_0=100 +datum=WGS84",
+    "azimuthal_equidistant": "+proj=aeqd +lat_0=52 +lon_0=10 +datum=WGS84",
+    "cylindrical_equal_area": "+proj=cea +lon_0=0 +lat_ts=30 +datum=WGS84",
+    "orthographic": "+proj=ortho +lat_0=40 +lon_0=-100 +datum=WGS84",
     "longlat_sphere": "+proj=longlat +R=6371000",
     "longlat_wgs84_ellipsoid": "+proj=longlat +ellps=WGS84",
 }
 
 NOT_BUILT = {
-    "polar_stereographic": "+proj=stere +lat_0=90 +lat_ts=70 +lon_0=-45 +datum=WGS84",
+    "hotine_oblique_mercator": (
+        "+proj=omerc +lat_0=4 +lonc=102.25 +alpha=323.025796466667 +k=0.99984 +x_0=804671 "
+        "+ellps=GRS80"
+    ),
+    "equirectangular_latitude_of_origin": "+proj=eqc +lat_ts=30 +lat_0=10 +lon_0=5 +datum=WGS84",
     "paris_meridian": "+proj=longlat +ellps=bessel +pm=paris",
     "datum_shift": "+proj=longlat +ellps=clrk66 +towgs84=-8,160,176",
 }

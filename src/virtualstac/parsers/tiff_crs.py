@@ -5,11 +5,13 @@ GeoKeys (32767): a geographic CRS from its datum or ellipsoid code (or the ellip
 and a projection from a coordinate-transformation code and its parameters. This module builds
 the same CRS with pyproj for the common cases: EPSG datums, ellipsoids and prime meridians or
 an ellipsoid's axes, degrees, metres or feet, and the EPSG projection codes or the Transverse
-Mercator, Mercator, Lambert Conformal Conic, Lambert Azimuthal Equal Area and Albers
-transformations; and the ESRI WKT of an "ESRI PE String" citation (ArcGIS's files, and GDAL's
-``GEOTIFF_KEYS_FLAVOR=ESRI_PE``, whose model type is user-defined too). Anything else (other
-projections, a prime meridian or angular unit without an EPSG code, a datum shift ``TOWGS84``)
-gives None: the caller keeps the transform without a CRS, with a warning.
+Mercator, Mercator, Lambert Conformal Conic, Lambert Azimuthal Equal Area, Albers, Sinusoidal
+(MODIS), Polar Stereographic, Oblique Stereographic, Equirectangular, Azimuthal Equidistant,
+Cylindrical Equal Area and Orthographic transformations; and the ESRI WKT of an "ESRI PE
+String" citation (ArcGIS's files, and GDAL's ``GEOTIFF_KEYS_FLAVOR=ESRI_PE``, whose model
+type is user-defined too). Anything else (other projections, a prime meridian or angular unit
+without an EPSG code, a datum shift ``TOWGS84``) gives None: the caller keeps the transform
+without a CRS, with a warning.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ from pyproj._crs import CoordinateOperation, Datum, Ellipsoid, PrimeMeridian
 from pyproj.crs import GeographicCRS, ProjectedCRS
 from pyproj.crs.coordinate_operation import (
     AlbersEqualAreaConversion,
+    EquidistantCylindricalConversion,
     LambertAzimuthalEqualAreaConversion,
     LambertConformalConic1SPConversion,
     LambertConformalConic2SPConversion,
+    LambertCylindricalEqualAreaConversion,
     MercatorAConversion,
     MercatorBConversion,
+    OrthographicConversion,
+    PolarStereographicAConversion,
+    PolarStereographicBConversion,
+    SinusoidalConversion,
     TransverseMercatorConversion,
 )
 from pyproj.crs.coordinate_system import Cartesian2DCS, Ellipsoidal2DCS
@@ -48,6 +56,11 @@ _LINEAR_UNITS = {
     9001: (1.0, Cartesian2DCSAxis.EASTING_NORTHING),
     9002: (0.3048, Cartesian2DCSAxis.EASTING_NORTHING_FT),
     9003: (1200 / 3937, Cartesian2DCSAxis.EASTING_NORTHING_US_FT),
+}
+_POLAR_STEREOGRAPHIC = 15
+_POLAR_AXES = {
+    True: Cartesian2DCSAxis.NORTH_POLE_EASTING_SOUTH_NORTHING_SOUTH,
+    False: Cartesian2DCSAxis.SOUTH_POLE_EASTING_NORTH_NORTHING_NORTH,
 }
 _ESRI_PE = "ESRI PE String = "
 _CITATION_DATUM = re.compile(r"Datum = ([^|]+)")
@@ -89,6 +102,10 @@ def _crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
         if build is None:
             return None
         conversion = build(_Parameters(tags, metres))
+    if _code(tags, "ProjCoordTransGeoKey") == _POLAR_STEREOGRAPHIC and metres == 1.0:
+        # GDAL's axes of a polar CRS: both towards the equator from the pole on its side.
+        north = float(tags.get("ProjNatOriginLatGeoKey", 90.0)) > 0
+        axes = _POLAR_AXES[north]
     return ProjectedCRS(
         conversion=conversion, geodetic_crs=geographic, cartesian_cs=Cartesian2DCS(axes)
     )
@@ -254,6 +271,124 @@ def _albers(p: _Parameters) -> Any:
     )
 
 
+def _epsg_conversion(method: str, code: int, parameters: dict[int, float]) -> Any:
+    """A conversion by EPSG method, where pyproj's classes name another method (pyproj's
+    azimuthal equidistant is the "Modified" one, its stereographic PROJ's, not EPSG's oblique
+    stereographic, which GDAL reads). ``parameters``: EPSG parameter code -> value (angles in
+    degrees, distances in metres)."""
+    units = {8805: "unity", 8806: "metre", 8807: "metre"}
+    return CoordinateOperation.from_json_dict(
+        {
+            "type": "Conversion",
+            "name": "unknown",
+            "method": {"name": method, "id": {"authority": "EPSG", "code": code}},
+            "parameters": [
+                {
+                    "name": _PARAMETER_NAMES[number],
+                    "value": value,
+                    "unit": units.get(number, "degree"),
+                    "id": {"authority": "EPSG", "code": number},
+                }
+                for number, value in parameters.items()
+            ],
+        }
+    )
+
+
+_PARAMETER_NAMES = {
+    8801: "Latitude of natural origin",
+    8802: "Longitude of natural origin",
+    8805: "Scale factor at natural origin",
+    8806: "False easting",
+    8807: "False northing",
+}
+
+
+def _azimuthal_equidistant(p: _Parameters) -> Any:
+    return _epsg_conversion(
+        "Azimuthal Equidistant",
+        1125,
+        {
+            8801: p.angle("CenterLat", "NatOriginLat"),
+            8802: p.angle("CenterLong", "NatOriginLong"),
+            8806: p.distance("FalseEasting"),
+            8807: p.distance("FalseNorthing"),
+        },
+    )
+
+
+def _polar_stereographic(p: _Parameters) -> Any:
+    # GDAL writes a standard parallel (variant B, NSIDC's grids) where the origin's latitude
+    # goes, and reads it back so: only a latitude of +-90 is a pole with a scale (variant A).
+    latitude = p.angle("NatOriginLat")
+    longitude = p.angle("StraightVertPoleLong", "NatOriginLong", "CenterLong")
+    if abs(latitude) == 90.0:
+        return PolarStereographicAConversion(
+            latitude_natural_origin=latitude,
+            longitude_natural_origin=longitude,
+            false_easting=p.distance("FalseEasting"),
+            false_northing=p.distance("FalseNorthing"),
+            scale_factor_natural_origin=p.scale(),
+        )
+    return PolarStereographicBConversion(
+        latitude_standard_parallel=latitude,
+        longitude_origin=longitude,
+        false_easting=p.distance("FalseEasting"),
+        false_northing=p.distance("FalseNorthing"),
+    )
+
+
+def _oblique_stereographic(p: _Parameters) -> Any:
+    return _epsg_conversion(
+        "Oblique Stereographic",
+        9809,
+        {
+            8801: p.angle("NatOriginLat", "CenterLat"),
+            8802: p.angle("NatOriginLong", "CenterLong"),
+            8805: p.scale(),
+            8806: p.distance("FalseEasting"),
+            8807: p.distance("FalseNorthing"),
+        },
+    )
+
+
+def _equirectangular(p: _Parameters) -> Any:
+    if float(p.tags.get("ProjCenterLatGeoKey", 0.0)) != 0.0:
+        raise KeyError("ProjCenterLatGeoKey")  # a latitude of origin: not built here
+    return EquidistantCylindricalConversion(
+        latitude_first_parallel=float(p.tags.get("ProjStdParallel1GeoKey", 0.0)),
+        longitude_natural_origin=p.angle("CenterLong", "NatOriginLong"),
+        false_easting=p.distance("FalseEasting"),
+        false_northing=p.distance("FalseNorthing"),
+    )
+
+
+def _orthographic(p: _Parameters) -> Any:
+    return OrthographicConversion(
+        latitude_natural_origin=p.angle("CenterLat", "NatOriginLat"),
+        longitude_natural_origin=p.angle("CenterLong", "NatOriginLong"),
+        false_easting=p.distance("FalseEasting"),
+        false_northing=p.distance("FalseNorthing"),
+    )
+
+
+def _sinusoidal(p: _Parameters) -> Any:
+    return SinusoidalConversion(
+        longitude_natural_origin=p.angle("CenterLong", "NatOriginLong"),
+        false_easting=p.distance("FalseEasting"),
+        false_northing=p.distance("FalseNorthing"),
+    )
+
+
+def _cylindrical_equal_area(p: _Parameters) -> Any:
+    return LambertCylindricalEqualAreaConversion(
+        latitude_first_parallel=p.angle("StdParallel1"),
+        longitude_natural_origin=p.angle("NatOriginLong", "CenterLong"),
+        false_easting=p.distance("FalseEasting"),
+        false_northing=p.distance("FalseNorthing"),
+    )
+
+
 # GeoTIFF coordinate-transformation codes (ProjCoordTransGeoKey) -> their conversion.
 _CONVERSIONS: dict[int, Callable[[_Parameters], Any]] = {
     1: _transverse_mercator,
@@ -262,6 +397,13 @@ _CONVERSIONS: dict[int, Callable[[_Parameters], Any]] = {
     9: _lambert_conic_1sp,
     10: _lambert_azimuthal,
     11: _albers,
+    12: _azimuthal_equidistant,
+    15: _polar_stereographic,
+    16: _oblique_stereographic,
+    17: _equirectangular,
+    21: _orthographic,
+    24: _sinusoidal,
+    28: _cylindrical_equal_area,
 }
 
 
