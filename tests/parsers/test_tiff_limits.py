@@ -116,3 +116,40 @@ def test_a_loaded_coordinate_beyond_the_limit_is_refused_before_reading(tmp_path
             open_virtual_dataset(str(path))
         ds = open_virtual_dataset(str(path), loadable_variables=[])
     assert ds.sizes == {"band": 1, "y": 5, "x": 7}
+
+
+def claim_tiles(path: Path, side: int) -> None:
+    """Rewrite the TileWidth and TileLength entries of the first IFD as SHORTs of ``side``."""
+    with tifffile.TiffFile(path) as tif:
+        entries = [tif.pages.first.tags[name].offset for name in ("TileWidth", "TileLength")]
+    data = bytearray(path.read_bytes())
+    for entry, code in zip(entries, (322, 323), strict=True):
+        struct.pack_into("<HHIH", data, entry, code, 3, 1, side)
+    path.write_bytes(bytes(data))
+
+
+def test_a_tile_beyond_the_chunk_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    # 300 bytes that claim one 65,520-pixel-square tile: 4 GiB to decode on the first read.
+    path = tmp_path / "huge_tile.tif"
+    tifffile.imwrite(path, np.zeros((16, 16), np.uint8), tile=(16, 16), compression="zlib")
+    claim_tiles(path, 65520)
+
+    out = bounded.run_capped(
+        f"""
+        import xarray as xr
+        from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+        from virtualstac.errors import LimitExceededError
+        registry = ObjectStoreRegistry.for_url({str(path)!r})
+        try:
+            ds = open_virtual_dataset({str(path)!r}, registry=registry)
+            store = ds.virtual.to_store(registry)
+            xr.open_zarr(store, consolidated=False)["band_data"][0, 0, 0].values
+        except LimitExceededError as err:
+            print(err)
+        """
+    )
+
+    assert str(path) in out and "each chunk decodes to 4,292,870,400 bytes" in out
+    assert "set_limits(chunk_bytes=...)" in out
+    with virtualstac.limits.limits(chunk_bytes=2**32):
+        assert open_virtual_dataset(str(path))["band_data"].data.chunks == (1, 65520, 65520)

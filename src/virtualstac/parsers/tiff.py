@@ -49,7 +49,8 @@ without a Zarr data type, bit-reversed fill order, YCbCr without JPEG (subsample
 which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads converted to RGBA), old-style
 JPEG, 12-bit JPEG, unknown compressions and predictors, horizontal differencing of big-endian or
 128-bit complex samples, volumes, band scales that differ within a chunk, uncompressed segments
-shorter than their rows.
+shorter than their rows. Tiles or strips that decode to more than ``chunk_bytes``
+(:mod:`virtualstac.limits`) raise :class:`~virtualstac.errors.LimitExceededError`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ import numpy as np
 import numpy.typing as npt
 import tifffile
 
+from virtualstac import limits
 from virtualstac.codecs import (
     FloatPredictorCodec,
     HorizontalPredictorCodec,
@@ -371,6 +373,8 @@ class _ImageBuilder:
         endian = "little" if self.byteorder == "<" else "big"
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
         size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
+        where = f"{self.url} (IFD {page.index}, {self.parser.variable})"
+        limits.check_chunk_bytes(size, where=where)  # a read decodes whole tiles or strips
         try:
             pad = pads_bottom_segments(
                 page, (planes, grid_y, grid_x), chunk_h, size, short_tiles=self.parser.short_tiles
