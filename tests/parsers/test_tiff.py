@@ -16,7 +16,7 @@ import xarray as xr
 import zarr
 from rasterio.transform import from_origin
 
-from virtualstac import ObjectStoreRegistry
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.errors import IncompatibleArraysError, UnknownFormatError, UnregisteredURLError
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.protocol import Parser
@@ -288,6 +288,54 @@ def test_band_descriptions_are_the_long_name_rioxarray_gives(
     assert list(group["band"][:]) == [1, 2, 3]
     # Overviews describe the same bands.
     assert open_group(path)["overview_1/band_data"].attrs["long_name"] == long_name
+
+
+@pytest.mark.parametrize(
+    ("units", "attribute"),
+    [(("K", "K", "K"), "K"), (("m", "", "mm"), ["m", "", "mm"])],
+    ids=["shared", "per_band"],
+)
+def test_band_units_are_the_units_rioxarray_gives(
+    tmp_path: Path, units: tuple[str, ...], attribute: str | list[str]
+) -> None:
+    path = write_gdal(tmp_path / "units.tif", count=3, overviews=(2,))
+    with rasterio.open(path, "r+") as dst:
+        dst.units = units
+
+    group = open_group(path)
+
+    assert group["band_data"].attrs["units"] == attribute
+    assert group["overview_1/band_data"].attrs["units"] == attribute
+
+
+def test_band_units_follow_bands_split_by_their_scales(tmp_path: Path) -> None:
+    path = write_gdal(
+        tmp_path / "split.tif", count=2, interleave="band", scales=(0.1, 0.5), offsets=(0, 0)
+    )
+    with rasterio.open(path, "r+") as dst:
+        dst.units = ("degC", "mm")
+
+    group = open_group(path)
+
+    assert group["band_data_1"].attrs["units"] == "degC"
+    assert group["band_data_2"].attrs["units"] == "mm"
+
+
+def test_time_units_are_left_out_as_rioxarray_does_not_decode_pixels_to_dates(
+    tmp_path: Path,
+) -> None:
+    path = write_gdal(tmp_path / "doy.tif", dtype="int16")
+    with rasterio.open(path, "r+") as dst:
+        dst.units = ("days since 2000-01-01",)
+    url = str(path)
+    registry = ObjectStoreRegistry.for_url(url)
+
+    virtual = open_virtual_dataset(url, registry=registry)
+    values = xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)["band_data"]
+
+    assert "units" not in virtual["band_data"].attrs
+    with rasterio.open(path) as src:
+        np.testing.assert_array_equal(values.values, src.read())
 
 
 def test_options_select_ifd_and_skip_overviews(corpus: dict[str, Path]) -> None:

@@ -323,9 +323,7 @@ class _ImageBuilder:
                 if fits_in_memory(8 * page.imagelength):
                     arrays["y"] = _inlined(geo.y_coords(page.imagelength), ("y",), y_attrs)
         variable, packings = self.parser.variable, self.bands.packing_of_bands(samples)
-        long_name = self.bands.long_name()
-        if long_name is not None:
-            attributes["long_name"] = long_name
+        attributes.update(self.bands.text_attributes())
         if len(set(packings)) == 1:
             attributes.update(packings[0].attributes())
             arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})

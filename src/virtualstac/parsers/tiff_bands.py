@@ -6,7 +6,9 @@ to it). ``GDAL_METADATA`` (42112) is XML whose ``<Item sample="n" role="scale">`
 ``role="offset"`` give band ``n``'s unpacking, ``value * scale + offset``. They become the CF
 attributes xarray decodes by default: ``_FillValue``, ``scale_factor`` and ``add_offset``.
 ``<Item name="DESCRIPTION" sample="n" role="description">`` is band ``n``'s description
-(rasterio's ``descriptions``), which becomes the ``long_name`` attribute as rioxarray sets it.
+(rasterio's ``descriptions``), which becomes the ``long_name`` attribute as rioxarray sets it,
+and ``<Item name="UNITTYPE" sample="n" role="unittype">`` its unit (rasterio's ``units``), the
+``units`` attribute.
 """
 
 from __future__ import annotations
@@ -59,19 +61,25 @@ class Packing:
 
 @dataclass(frozen=True)
 class BandMetadata:
-    """The GDAL nodata text, per-band packing and descriptions one TIFF page declares (None:
-    not declared)."""
+    """The GDAL nodata text, per-band packing, descriptions and units one TIFF page declares
+    (None: not declared)."""
 
     nodata: str | None
     packings: tuple[Packing, ...] | None
     descriptions: tuple[str, ...] | None = None
+    units: tuple[str, ...] | None = None
 
     @classmethod
     def of_page(cls, page: Any, where: str) -> BandMetadata:
         """Read a tifffile page's GDAL tags; ``where`` names the file in warnings."""
         bands = int(page.samplesperpixel)
         items = _metadata_items(page, where)
-        return cls(_nodata_text(page), _packings(items, bands, where), _descriptions(items, bands))
+        return cls(
+            _nodata_text(page),
+            _packings(items, bands, where),
+            _texts(items, bands, "DESCRIPTION", "description"),
+            _texts(items, bands, "UNITTYPE", "unittype"),
+        )
 
     def or_else(self, other: BandMetadata | None) -> BandMetadata:
         """This page's values, and ``other``'s where this page declares none (overviews)."""
@@ -81,15 +89,21 @@ class BandMetadata:
             self.nodata if self.nodata is not None else other.nodata,
             self.packings if self.packings is not None else other.packings,
             self.descriptions if self.descriptions is not None else other.descriptions,
+            self.units if self.units is not None else other.units,
         )
 
-    def long_name(self) -> str | list[str] | None:
-        """The ``long_name`` rioxarray gives the descriptions: one text, or one per band."""
-        if self.descriptions is None:
-            return None
-        if len(set(self.descriptions)) == 1:
-            return self.descriptions[0]
-        return list(self.descriptions)
+    def text_attributes(self) -> dict[str, str | list[str]]:
+        """``long_name`` (the descriptions) and ``units``, as rioxarray gives them: one text,
+        or one per band."""
+        found: dict[str, str | list[str]] = {}
+        units = self.units
+        if units is not None and any(" since " in unit for unit in units):
+            # xarray would decode the pixels to dates, which rioxarray does not: not kept.
+            units = None
+        for name, texts in (("long_name", self.descriptions), ("units", units)):
+            if texts is not None:
+                found[name] = texts[0] if len(set(texts)) == 1 else list(texts)
+        return found
 
     def packing_of_bands(self, bands: int) -> tuple[Packing, ...]:
         """One packing per band (GDAL's identity for bands without one)."""
@@ -178,9 +192,10 @@ def band_variables(
     for n, packing in enumerate(packings):
         band = pixels[n, ...]
         attributes = {**band.metadata.attributes, **packing.attributes()}
-        long_name = attributes.get("long_name")
-        if isinstance(long_name, list) and len(long_name) == len(packings):
-            attributes["long_name"] = long_name[n]
+        for text in ("long_name", "units"):
+            value = attributes.get(text)
+            if isinstance(value, list) and len(value) == len(packings):
+                attributes[text] = value[n]
         metadata = replace_metadata(band.metadata, attributes=attributes)
         variables[f"{name}_{n + 1}"] = ManifestArray(metadata, band.manifest)
     return variables
@@ -228,11 +243,14 @@ def _packings(
     return tuple(Packing(scales.get(n, 1.0), offsets.get(n, 0.0)) for n in range(bands))
 
 
-def _descriptions(items: list[ElementTree.Element], bands: int) -> tuple[str, ...] | None:
-    """Each band's description ("" where it has none), as rasterio's ``descriptions``."""
+def _texts(
+    items: list[ElementTree.Element], bands: int, name: str, role: str
+) -> tuple[str, ...] | None:
+    """Each band's text item of ``name`` and ``role`` ("" where it has none), as rasterio's
+    ``descriptions`` and ``units``."""
     found: dict[int, str] = {}
     for item in items:
-        if item.get("role") != "description" or item.get("name", "").upper() != "DESCRIPTION":
+        if item.get("role") != role or item.get("name", "").upper() != name:
             continue
         sample = item.get("sample")
         if sample is not None and sample.isdigit() and int(sample) < bands:
