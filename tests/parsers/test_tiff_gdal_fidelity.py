@@ -110,6 +110,37 @@ def test_float32_nodata_is_rounded_to_the_band_type_as_gdal_does(tmp_path: Path,
 
 
 @pytest.mark.parametrize(
+    ("text", "nodata"),
+    [
+        ("None", 0.0),  # no number: GDAL reads 0
+        ("-nan", 0.0),
+        ("5abc", 5.0),  # the number at the start
+        ("1_000", 1.0),
+        ("2,5", 2.5),  # a decimal comma
+        ("+-5", -5.0),
+        ("1.#QNAN", np.nan),  # MSVC's spelling
+        ("-1.#INF", -np.inf),
+        ("  7  ", 7.0),
+    ],
+)
+def test_nodata_text_is_read_as_gdal_reads_it(tmp_path: Path, text: str, nodata: float) -> None:
+    data = np.array([[[0.0, 5.0, 1.0, 2.5], [-5.0, 7.0, np.nan, -np.inf]]], dtype="float32")
+    path = write_gdal(
+        tmp_path / "f32.tif", width=4, height=2, dtype="float32", nodata=9.0, data=data
+    )
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    with rasterio.open(path) as src:
+        np.testing.assert_equal(src.nodata, nodata)
+        expected = src.read(masked=True)
+
+    ds = open_decoded(path)
+
+    np.testing.assert_equal(ds["band_data"].encoding["_FillValue"], nodata)
+    np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
+
+
+@pytest.mark.parametrize(
     ("dtype", "text", "unwritten"),
     [("uint8", "300", 255), ("uint8", "7.5", 8), ("int16", "-2.5", -3), ("uint16", "nan", 0)],
 )

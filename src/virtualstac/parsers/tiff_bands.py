@@ -32,6 +32,7 @@ __all__ = [
     "SharedChunksError",
     "band_variables",
     "fill_value",
+    "gdal_number",
     "nodata_value",
     "unwritten_value",
 ]
@@ -39,6 +40,7 @@ __all__ = [
 _GDAL_METADATA = 42112
 _GDAL_NODATA = 42113
 _LEADING_INTEGER = re.compile(r"\s*([+-]?[0-9]+)")
+_GDAL_NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 class SharedChunksError(ValueError):
@@ -117,10 +119,7 @@ def fill_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     Floating-point bands get the number rounded to their type, as GDAL reports it (and as
     their pixels hold it); integer bands only an integral value within their range.
     """
-    try:
-        value = float(text)
-    except ValueError:
-        return None
+    value = gdal_number(text)
     dtype = np.dtype(dtype)
     if dtype.kind in "fc":
         component = np.finfo(dtype).dtype
@@ -131,6 +130,25 @@ def fill_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
         if info.min <= value <= info.max:
             return int(value)
     return None
+
+
+def gdal_number(text: str) -> float:
+    """The number GDAL's ``CPLAtofM`` reads from ``text``, as it reads ``GDAL_NODATA``.
+
+    Unlike Python's ``float``: the longest number at the start counts (``"5abc"`` is 5,
+    ``"1_000"`` 1), a comma is a decimal point, text without one is 0 (``"None"``, ``"-nan"``),
+    and MSVC's ``1.#QNAN``/``-1.#IND``/``1.#INF`` spellings are NaN and infinities.
+    """
+    text = text.lstrip(" \t\n\r\v\f")
+    text = text[1:] if text.startswith("+") else text
+    special = text.lower()
+    if special.startswith(("1.#qnan", "1.#snan", "-1.#qnan", "-1.#ind", "nan")):
+        return math.nan
+    for sign, spelling in ((1.0, ""), (-1.0, "-")):
+        if special.startswith((f"{spelling}inf", f"{spelling}1.#inf")):
+            return sign * math.inf
+    number = _GDAL_NUMBER.match(text)
+    return float(number.group(0).replace(",", ".")) if number else 0.0
 
 
 def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
@@ -158,15 +176,11 @@ def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     GDAL fills them with the nodata value converted as ``GDALCopyWords`` converts: for 8- to
     32-bit integers rounded half away from zero and clamped to the type's range (NaN to 0),
     so a nodata that :func:`fill_value` cannot use to mask still decides what they hold.
-    None: the text is no number, and GDAL's zeros are the data type's default.
     """
     dtype = np.dtype(dtype)
     if dtype.kind in "fc" or dtype.itemsize == 8:
         return nodata_value(text, dtype)
-    try:
-        value = float(text)
-    except ValueError:
-        return None
+    value = gdal_number(text)
     if math.isnan(value):
         return 0
     info = np.iinfo(dtype)
@@ -206,7 +220,7 @@ def _nodata_text(page: Any) -> str | None:
     tag = page.tags.get(_GDAL_NODATA)
     if tag is None:
         return None
-    return str(tag.value).strip().rstrip("\x00").strip() or None
+    return str(tag.value).rstrip("\x00") or None  # GDAL ignores only an empty text
 
 
 def _metadata_items(page: Any, where: str) -> list[ElementTree.Element]:
