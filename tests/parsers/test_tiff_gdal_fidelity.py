@@ -315,6 +315,27 @@ def test_negative_y_pixel_scale_is_north_up_as_in_gdal(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ds["y"].values, y)
 
 
+def test_an_epsg_code_proj_does_not_know_keeps_the_transform_as_gdal_does(
+    tmp_path: Path,
+) -> None:
+    # ProjectedCSTypeGeoKey 12345: no CRS in PROJ's database (a newer or withdrawn code).
+    unknown = (GEOKEYS, "H", 12, [1, 1, 0, 2, 1024, 0, 1, 1, 3072, 0, 1, 12345])
+    path = write_tifffile_with_geotags(
+        tmp_path / "unknown_code.tif",
+        (SCALE, "d", 3, (10.0, 10.0, 0.0), True),
+        (TIEPOINT, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+        unknown,
+    )
+    with pytest.warns(RuntimeWarning, match="ProjectedCSTypeGeoKey 12345 is no EPSG CRS"):
+        ds = open_decoded(path)
+    assert "crs_wkt" not in ds["spatial_ref"].attrs
+    x, y = xy_from_transform(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+    with rasterio.open(path) as src:
+        np.testing.assert_array_equal(ds["band_data"].values, src.read())
+
+
 @pytest.mark.parametrize(
     "geotags",
     [

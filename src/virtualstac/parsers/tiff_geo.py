@@ -232,4 +232,15 @@ def _horizontal_crs(tags: Mapping[str, Any]) -> pyproj.CRS | None:
             stacklevel=4,
         )
         return None
-    return pyproj.CRS.from_epsg(int(code))
+    try:
+        return pyproj.CRS.from_epsg(int(code))
+    except pyproj.exceptions.CRSError:
+        # A code PROJ's database lacks (newer, withdrawn, or a writer's mistake): GDAL opens
+        # the file with the transform alone, so the file is not refused for it.
+        warnings.warn(
+            f"the GeoTIFF's {key} {int(code)} is no EPSG CRS PROJ knows; spatial_ref gets the "
+            "transform but no crs_wkt",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return None
