@@ -497,3 +497,19 @@ def test_transform_from_model_transformation_tag(tmp_path: Path) -> None:
     np.testing.assert_array_equal(group["y"][...], 200.0 - 3.0 * (np.arange(4) + 0.5))
     with rasterio.open(path) as src:
         assert src.transform == from_origin(100.0, 200.0, 2.0, 3.0)
+
+
+def test_webp_of_band_interleaved_samples_is_refused(tmp_path: Path) -> None:
+    # GDAL's GTiff driver writes it, but libtiff reads WebP only as contiguous RGB(A).
+    path = write_gdal(
+        tmp_path / "webp_band.tif",
+        count=4,
+        dtype="uint8",
+        width=1,
+        height=32,
+        blockysize=16,
+        compress="WEBP",
+        interleave="band",
+    )
+    with pytest.raises(UnsupportedTIFFError, match="WebP needs pixel-interleaved RGB"):
+        parse(path)

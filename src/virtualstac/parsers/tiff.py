@@ -47,10 +47,10 @@ Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` 
 and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
 without a Zarr data type, bit-reversed fill order, YCbCr without JPEG (subsampled, or 8-bit,
 which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads converted to RGBA), old-style
-JPEG, 12-bit JPEG, unknown compressions and predictors, horizontal differencing of big-endian or
-128-bit complex samples, volumes, band scales that differ within a chunk, uncompressed segments
-shorter than their rows. Tiles or strips that decode to more than ``chunk_bytes``
-(:mod:`virtualstac.limits`) raise :class:`~virtualstac.errors.LimitExceededError`.
+JPEG, 12-bit JPEG, WebP of band-interleaved samples, unknown compressions and predictors,
+horizontal differencing of big-endian or 128-bit complex samples, volumes, band scales that
+differ within a chunk, uncompressed segments shorter than their rows. Tiles or strips that
+decode to more than ``chunk_bytes`` (limits) raise :class:`~virtualstac.errors.LimitExceededError`.
 """
 
 from __future__ import annotations
@@ -451,6 +451,8 @@ class _ImageBuilder:
             return [self._jpeg()]
         if compression == 34887:
             return self._lerc()
+        if compression == 50001 and page.planarconfig == _PLANAR_SEPARATE:
+            raise self.fail("WebP needs pixel-interleaved RGB(A) samples, as libtiff reads it")
         if compression == 50001:
             return [WebPCodec().to_dict()]
         name = _COMPRESSION_NAMES.get(compression) or _compression_name(compression)
