@@ -238,6 +238,16 @@ def test_pixel_is_point_is_shifted_like_gdal(corpus: dict[str, Path]) -> None:
     assert group["x"][0] == pytest.approx(500005.0)
 
 
+def test_overviews_of_a_pixel_is_point_raster_are_point_as_in_rioxarray(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "point.tif", tags={"AREA_OR_POINT": "Point"}, overviews=(2,))
+    group = open_group(path)
+    with rasterio.open(path, overview_level=0) as src:
+        assert src.tags()["AREA_OR_POINT"] == "Point"
+        x, _ = src.transform * (np.arange(src.width) + 0.5, np.zeros(src.width) + 0.5)
+    assert group["overview_1/band_data"].attrs["AREA_OR_POINT"] == "Point"
+    np.testing.assert_array_equal(group["overview_1/x"][...], x)
+
+
 def test_rotated_raster_keeps_transform_without_xy(tmp_path: Path) -> None:
     transform = rasterio.Affine(10.0, 2.0, 500000.0, 1.0, -10.0, 4000000.0)
     path = write_gdal(tmp_path / "rotated.tif", transform=transform)

@@ -336,6 +336,24 @@ def test_an_epsg_code_proj_does_not_know_keeps_the_transform_as_gdal_does(
         np.testing.assert_array_equal(ds["band_data"].values, src.read())
 
 
+def test_geokeys_beyond_their_parameters_keep_the_transform_as_gdal_does(tmp_path: Path) -> None:
+    # ProjLinearUnitSizeGeoKey's value is the 5th double of GeoDoubleParams, which has one.
+    damaged = (GEOKEYS, "H", 8, [1, 1, 0, 1, 3088, 34736, 1, 5])
+    path = write_tifffile_with_geotags(
+        tmp_path / "damaged_keys.tif",
+        (SCALE, "d", 3, (10.0, 10.0, 0.0), True),
+        (TIEPOINT, "d", 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0, 0.0), True),
+        damaged,
+        (34736, "d", 1, (1.0,), True),
+    )
+    with pytest.warns(RuntimeWarning, match="GeoTIFF keys cannot be read"):
+        ds = open_decoded(path)
+    assert "crs_wkt" not in ds["spatial_ref"].attrs
+    x, y = xy_from_transform(path)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["y"].values, y)
+
+
 @pytest.mark.parametrize(
     "geotags",
     [

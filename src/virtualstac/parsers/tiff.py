@@ -310,8 +310,7 @@ class _ImageBuilder:
         if geo is not None:
             attributes["grid_mapping"] = "spatial_ref"
             attributes["coordinates"] = "spatial_ref"
-            raster_type = (page.geotiff_tags or {}).get("GTRasterTypeGeoKey", 1)
-            attributes["AREA_OR_POINT"] = "Point" if int(raster_type) == 2 else "Area"
+            attributes["AREA_OR_POINT"] = "Point" if geo.pixel_is_point else "Area"
             spatial_ref = {**crs_attributes, "GeoTransform": geo.geotransform_text}
             arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), spatial_ref)
             if geo.is_rectilinear:

@@ -42,6 +42,7 @@ class GeoReference:
 
     geotransform: tuple[float, float, float, float, float, float]
     crs: pyproj.CRS | None
+    pixel_is_point: bool = False  # GTRasterTypeGeoKey: the overviews' AREA_OR_POINT too
 
     @property
     def is_rectilinear(self) -> bool:
@@ -53,7 +54,7 @@ class GeoReference:
         """The georeference of an overview of ``new_width`` x ``new_height`` pixels (as GDAL)."""
         c, a, b, f, d, e = self.geotransform
         sx, sy = width / new_width, height / new_height
-        return GeoReference((c, a * sx, b * sy, f, d * sx, e * sy), self.crs)
+        return GeoReference((c, a * sx, b * sy, f, d * sx, e * sy), self.crs, self.pixel_is_point)
 
     def x_coords(self, width: int) -> npt.NDArray[np.float64]:
         """x of the pixel centres of the first row, as rioxarray computes them."""
@@ -127,7 +128,18 @@ def geotiff_tags(page: Any) -> dict[str, Any] | None:
     tifffile's ``page.geotiff_tags`` needs the GeoKeyDirectory, but GDAL reads the transform
     tags without it.
     """
-    tags: dict[str, Any] | None = page.geotiff_tags
+    try:
+        tags: dict[str, Any] | None = page.geotiff_tags
+    except (IndexError, KeyError, TypeError, ValueError) as err:
+        # GeoKeys pointing outside their parameter tags: GDAL opens the file with the
+        # transform alone, and so does this parser.
+        warnings.warn(
+            f"the GeoTIFF keys cannot be read ({type(err).__name__}: {err}); spatial_ref gets "
+            "the transform but no crs_wkt",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        tags = None
     if tags:
         return tags
     found = {name: page.tags.valueof(code) for code, name in _TRANSFORM_TAGS.items()}
@@ -145,10 +157,11 @@ def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
     geotransform = _geotransform(geotiff_tags)
     if geotransform is None:
         return None
-    if int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT:
+    point = int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT
+    if point:
         c, a, b, f, d, e = geotransform
         geotransform = (c - 0.5 * a - 0.5 * b, a, b, f - 0.5 * d - 0.5 * e, d, e)
-    return GeoReference(geotransform, _crs(geotiff_tags))
+    return GeoReference(geotransform, _crs(geotiff_tags), point)
 
 
 def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
