@@ -16,6 +16,7 @@ from pathlib import Path
 import imagecodecs
 import numpy as np
 import pytest
+import rasterio
 import tifffile
 import zarr
 
@@ -77,6 +78,38 @@ def test_a_tile_inflating_far_beyond_its_size_is_refused_in_bounded_memory(
     tracemalloc.start()
     try:
         with pytest.raises(ChunkDecodeError, match=rf"band_data/c/0/0/0.*{compression}_bomb\.tif"):
+            array["band_data"][0, :64, :64]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+
+
+def test_a_jpeg_tile_claiming_a_huge_frame_is_refused_before_decoding(tmp_path: Path) -> None:
+    # A GDAL JPEG tile whose frame header is rewritten to claim 16,384 x 16,384 pixels: libjpeg
+    # would allocate those 256 MiB, where the 64 x 64 tile holds 4 KiB.
+    path = tmp_path / "jpeg_bomb.tif"
+    pixels = np.random.default_rng(0).integers(0, 255, (1, 128, 128), dtype=np.uint8)
+    profile = dict(driver="GTiff", width=128, height=128, count=1, dtype="uint8")
+    with rasterio.open(
+        path, "w", **profile, compress="JPEG", tiled=True, blockxsize=64, blockysize=64
+    ) as dst:
+        dst.write(pixels)
+    with tifffile.TiffFile(path) as tif:
+        start = tif.pages.first.dataoffsets[0]
+    data = bytearray(path.read_bytes())
+    frame = data.index(b"\xff\xc0", start)
+    data[frame + 5 : frame + 9] = (16384).to_bytes(2, "big") * 2
+    path.write_bytes(bytes(data))
+    url = str(path)
+    array = zarr.open_group(TIFFParser()(url, ObjectStoreRegistry.for_url(url)), mode="r")
+    with rasterio.open(url) as src:  # GDAL refuses the tile too, and reads the others
+        honest = src.read(1, window=rasterio.windows.Window(64, 64, 64, 64))
+    np.testing.assert_array_equal(array["band_data"][0, 64:, 64:], honest)
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChunkDecodeError, match=r"jpeg_bomb\.tif.*claims 268,435,456 samples"):
             array["band_data"][0, :64, :64]
         peak = tracemalloc.get_traced_memory()[1]
     finally:

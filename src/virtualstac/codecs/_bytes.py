@@ -169,10 +169,50 @@ class JPEGCodec(_ImageCodec):
     Configuration as imagecodecs: ``tables`` (base64 of the TIFF JPEGTables tag, for the
     abbreviated streams TIFF tiles hold), ``colorspace_jpeg`` and ``colorspace_data`` (the
     colour space of the stream and of the output, e.g. ``"YCbCr"`` streams decoded to ``"RGB"``).
+    A stream whose frame header claims more samples than the chunk's bound is refused before
+    it is decoded: libjpeg allocates the image the header claims, up to 65,535 pixels square.
     """
 
     codec_name = "imagecodecs_jpeg"
     numcodecs_class = icn.Jpeg
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        data = chunk_bytes.as_numpy_array()
+        bound, claimed = decoded_bound(chunk_spec), _jpeg_frame_samples(data.tobytes())
+        if bound is not None and claimed is not None and claimed > bound:
+            raise ValueError(
+                f"the JPEG frame header claims {claimed:,} samples, more than the chunk's "
+                f"{bound:,} bytes"
+            )
+        return super()._decode_sync(chunk_bytes, chunk_spec)
+
+
+# JPEG markers without a length (start of image, restarts, TEM) and the frame headers (SOFn,
+# all C0-CF but DHT C4, JPG C8 and DAC CC).
+_JPEG_STANDALONE = frozenset({0x01, 0xD8, *range(0xD0, 0xD8)})
+_JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_frame_samples(stream: bytes) -> int | None:
+    """Rows x columns x components of a JPEG stream's frame header; None without one (a
+    stream that is not JPEG is left to the decoder to refuse)."""
+    at = 0
+    while at + 4 <= len(stream) and stream[at] == 0xFF:
+        marker = stream[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+        elif marker in _JPEG_STANDALONE:
+            at += 2
+        elif marker in _JPEG_FRAMES:
+            if at + 10 > len(stream):
+                return None
+            rows, columns = (int.from_bytes(stream[i : i + 2]) for i in (at + 5, at + 7))
+            return rows * columns * stream[at + 9]
+        elif marker == 0xDA:  # scan data before any frame header
+            return None
+        else:
+            at += 2 + int.from_bytes(stream[at + 2 : at + 4])
+    return None
 
 
 class WebPCodec(_ImageCodec):
