@@ -115,3 +115,51 @@ def test_a_jpeg_tile_claiming_a_huge_frame_is_refused_before_decoding(tmp_path: 
     finally:
         tracemalloc.stop()
     assert peak < 16 * 2**20
+
+
+def fletcher32(data: bytes) -> int:
+    """The checksum of a Lerc2 blob (over the bytes after the checksum field), as LERC's."""
+    low = high = 0xFFFF
+    words = [data[i] << 8 | data[i + 1] for i in range(0, len(data) - 1, 2)]
+    if len(data) % 2:
+        words.append(data[-1] << 8)
+    for start in range(0, len(words), 359):
+        for word in words[start : start + 359]:
+            low += word
+            high += low
+        low, high = (low & 0xFFFF) + (low >> 16), (high & 0xFFFF) + (high >> 16)
+    low, high = (low & 0xFFFF) + (low >> 16), (high & 0xFFFF) + (high >> 16)
+    return high << 16 | low
+
+
+def test_a_lerc_tile_claiming_a_huge_image_is_refused_before_decoding(tmp_path: Path) -> None:
+    # A GDAL LERC tile whose header is rewritten (checksum too) to claim 8,192 x 8,192 float32
+    # pixels: LERC would allocate those 256 MiB, where the 64 x 64 tile holds 16 KiB.
+    path = tmp_path / "lerc_bomb.tif"
+    values = np.random.default_rng(0).standard_normal((1, 128, 128)).astype("float32")
+    profile = dict(driver="GTiff", width=128, height=128, count=1, dtype="float32")
+    with rasterio.open(
+        path, "w", **profile, compress="LERC", tiled=True, blockxsize=64, blockysize=64
+    ) as dst:
+        dst.write(values)
+    with tifffile.TiffFile(path) as tif:
+        start, length = tif.pages.first.dataoffsets[0], tif.pages.first.databytecounts[0]
+    data = bytearray(path.read_bytes())
+    blob = data[start : start + length]
+    assert blob.startswith(b"Lerc2 ") and int.from_bytes(blob[6:10], "little") >= 3
+    blob[14:22] = (8192).to_bytes(4, "little") * 2
+    blob[10:14] = fletcher32(bytes(blob[14:])).to_bytes(4, "little")
+    data[start : start + length] = blob
+    path.write_bytes(bytes(data))
+    url = str(path)
+    array = zarr.open_group(TIFFParser()(url, ObjectStoreRegistry.for_url(url)), mode="r")
+    np.testing.assert_array_equal(array["band_data"][0, 64:, 64:], values[0, 64:, 64:])
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChunkDecodeError, match=r"lerc_bomb\.tif.*claim 268,435,456 bytes"):
+            array["band_data"][0, :64, :64]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20

@@ -19,6 +19,7 @@ import imagecodecs.numcodecs as icn
 import numpy as np
 
 from virtualstac.codecs._bytes import _as_bytes, _ImageCodec
+from virtualstac.manifests.decoders import decoded_bound
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -37,9 +38,46 @@ class LERCCodec(_ImageCodec):
     numcodecs_class = icn.Lerc
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        image, masks = imagecodecs.lerc_decode(chunk_bytes.as_numpy_array(), masks=True)
+        data = chunk_bytes.as_numpy_array()
+        # LERC allocates what its headers claim: a 2 KiB blob can claim 2**31 rows.
+        bound, claimed = decoded_bound(chunk_spec), _lerc_claimed_bytes(data.tobytes())
+        if bound is not None and claimed > bound:
+            raise ValueError(
+                f"the LERC headers claim {claimed:,} bytes, more than the chunk's {bound:,}"
+            )
+        image, masks = imagecodecs.lerc_decode(data, masks=True)
         image = libtiff_image(image, masks, chunk_spec.shape)
         return chunk_spec.prototype.buffer.from_array_like(_as_bytes(image))
+
+
+# Lerc2 data types (char, byte, short, ushort, int, uint, float, double) -> bytes per value.
+_LERC_VALUE_BYTES = (1, 1, 2, 2, 4, 4, 4, 8)
+
+
+def _lerc_claimed_bytes(blob: bytes) -> int:
+    """The bytes the Lerc2 headers of ``blob`` (one per band) claim their values take; 0 for
+    what is not Lerc2, left to the decoder to refuse."""
+    claimed, at = 0, 0
+    while blob.startswith(b"Lerc2 ", at) and at + 14 <= len(blob):
+        version = int.from_bytes(blob[at + 6 : at + 10], "little", signed=True)
+        fields = at + (14 if version >= 3 else 10)  # a checksum from version 3
+        count = 7 if version >= 4 else 6  # the number of dimensions from version 4
+        if fields + 4 * count > len(blob):
+            break
+        values = [
+            int.from_bytes(blob[fields + 4 * n : fields + 4 * n + 4], "little", signed=True)
+            for n in range(count)
+        ]
+        rows, columns, *rest = values
+        dimensions = rest[0] if version >= 4 else 1
+        blob_size, data_type = rest[-2], rest[-1]
+        if not 0 <= data_type < len(_LERC_VALUE_BYTES) or blob_size <= 0:
+            break
+        claimed += (
+            max(rows, 0) * max(columns, 0) * max(dimensions, 1) * (_LERC_VALUE_BYTES[data_type])
+        )
+        at += blob_size
+    return claimed
 
 
 def libtiff_image(
