@@ -30,6 +30,7 @@ chunks of other stores raise the codec's own exception, as with zarr's pipeline.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import threading
@@ -155,7 +156,7 @@ async def read_concurrently(
     )
     # Several chunks per task: a hop to the pool costs about as much as copying a small chunk.
     per_task = max(1, per_wave // (4 * _workers))
-    waves: list[list[asyncio.Future[list[GetResult]]]] = []
+    waves: list[_Wave] = []
     try:
         located = await _locate_local(store, batch, direct) if len(batch) > per_wave else None
         if located is not None:
@@ -164,47 +165,83 @@ async def read_concurrently(
             wave = batch[start : start + per_wave]
             # At most two waves decode while the next is fetched: memory stays bounded.
             if len(waves) >= 2:
-                await _decoded(store, waves[-2])
+                await _decoded(store, waves[-2].futures)
             fetched = located if located is not None else await _fetch(store, wave, direct)
             chunks = list(zip(fetched, wave, strict=True))
+            tasks = [chunks[first : first + per_task] for first in range(0, len(chunks), per_task)]
             waves.append(
-                [
-                    asyncio.wrap_future(
-                        pool.submit(
-                            _decode_some,
-                            chunks[first : first + per_task],
-                            out,
-                            drop_axes,
-                            direct or transform,
-                            describe_chunk,
-                        ),
-                        loop=loop,
-                    )
-                    for first in range(0, len(chunks), per_task)
-                ]
+                _Wave.submit(
+                    pool, loop, tasks, (out, drop_axes, direct or transform, describe_chunk)
+                )
             )
         results: list[GetResult] = []
-        for futures in waves:
-            for done in await _decoded(store, futures):
-                results.extend(done)
+        for decoding in waves:
+            await _decoded(store, decoding.futures)
+            for done in decoding.results:
+                results.extend(done or ())
         return tuple(results)
     finally:
         # On a failure, the chunks already submitted (two waves at most) finish before the
         # error reaches the caller, so nothing writes into ``out`` afterwards.
-        pending = [future for futures in waves for future in futures if not future.done()]
+        pending = [future for wave in waves for future in wave.futures if not future.done()]
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+class _Wave:
+    """The decoding tasks of one wave, drained by one job per pool thread.
+
+    One job per thread rather than one per task: every job that ends wakes the event loop
+    from its thread, and each wake-up is a hand-over of the GIL, which costs as much as
+    copying a small task's chunks while the other threads wait for it.
+    """
+
+    def __init__(self, tasks: Sequence[Sequence[tuple[Any, ReadItem]]], decoding: tuple[Any, ...]):
+        self.tasks = tasks
+        self.results: list[list[GetResult] | None] = [None] * len(tasks)
+        self.futures: list[asyncio.Future[None]] = []
+        self._decoding = decoding
+        self._taken = itertools.count()  # next() on it is atomic: each task is taken once
+        self._failed = threading.Event()
+
+    @classmethod
+    def submit(
+        cls,
+        pool: ThreadPoolExecutor,
+        loop: asyncio.AbstractEventLoop,
+        tasks: Sequence[Sequence[tuple[Any, ReadItem]]],
+        decoding: tuple[Any, ...],
+    ) -> _Wave:
+        """Start decoding ``tasks`` on ``pool``, ``decoding`` being the arguments of
+        :func:`_decode_some` after the chunks."""
+        wave = cls(tasks, decoding)
+        jobs = min(_workers, len(tasks))
+        wave.futures = [
+            asyncio.wrap_future(pool.submit(wave._drain), loop=loop) for _ in range(jobs)
+        ]
+        return wave
+
+    def _drain(self) -> None:
+        # A failed task stops the other jobs at their next task: its error is what the
+        # caller gets, and nothing else is written into the output after it is raised.
+        while not self._failed.is_set():
+            index = next(self._taken)
+            if index >= len(self.tasks):
+                return
+            try:
+                self.results[index] = _decode_some(self.tasks[index], *self._decoding)
+            except BaseException:
+                self._failed.set()
+                raise
 
 
 def _chunk_key(key: str) -> str:
     return f"chunk {key!r}"
 
 
-async def _decoded(
-    store: Any, futures: list[asyncio.Future[list[GetResult]]]
-) -> list[list[GetResult]]:
-    """The results of decoding tasks; a chunk of a ChunkBytesSource that fails names it."""
+async def _decoded(store: Any, futures: list[asyncio.Future[None]]) -> None:
+    """Wait for decoding jobs; a chunk of a ChunkBytesSource that fails names it."""
     try:
-        return await asyncio.gather(*futures)
+        await asyncio.gather(*futures)
     except VirtualStacError as err:
         if isinstance(store, ChunkBytesSource):
             raise store.name_failure(err) from err
