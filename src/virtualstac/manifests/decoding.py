@@ -5,9 +5,11 @@ its own ``asyncio.to_thread`` hop, so a read of thousands of small chunks spends
 scheduling than decoding, and a :class:`~virtualstac.manifests.store.ManifestStore` sees its
 requests a few at a time. Here the chunks of one read are fetched in waves (a ManifestStore
 gets a whole wave in one call, one request per source object), and each chunk is decoded and
-copied into the output by one task on a thread pool, while the next wave is being fetched. The
-codecs that dominate reads of archives (zlib, imagecodecs' decoders, numpy's copies) release
-the GIL, so the pool uses every core; codecs that hold it still overlap with fetching.
+copied into the output by tasks of a few chunks each, which one job per thread of a pool
+takes in turn (one wake-up of the event loop per thread, not per task), while the next wave
+is being fetched. The codecs that dominate reads of archives (zlib, imagecodecs' decoders,
+numpy's copies) release the GIL, so the pool uses every core; codecs that hold it still overlap
+with fetching.
 Chains of the ``bytes`` codec and bytes-to-bytes codecs are decoded from the fetched bytes
 straight into the output (:mod:`virtualstac.manifests.direct_decode`), skipping zarr's
 per-chunk buffers, which cost more than decoding a small chunk; chunks side by side in the
