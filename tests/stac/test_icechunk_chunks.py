@@ -155,6 +155,29 @@ def test_local_sources_are_read_by_the_decoding_threads(
     assert threads and all(name.startswith("virtualstac-decode") for name in threads)
 
 
+def test_a_read_of_one_arrays_chunks_is_located_at_once(
+    tmp_path: Path, archive: list[Path]
+) -> None:
+    """The local chunks of a read are located together, as ranges of their files; keys of
+    two arrays (which zarr never asks for in one read) are left to the chunk-by-chunk path."""
+    both = xr.merge(
+        [
+            open_virtual_dataset(str(archive[0])),
+            open_virtual_dataset(str(archive[0])).rename(t2m="t2"),
+        ]
+    )
+    publish(tmp_path / "repo", both)
+    store = open_store(tmp_path / "repo")
+    grid = zarr.open_array(store, path="t2m", mode="r").cdata_shape
+    keys = ["t2m/c/" + "/".join(map(str, index)) for index in np.ndindex(grid)]
+    located = zarr.core.sync.sync(store.local_chunk_ranges(keys))
+    assert located is not None and len(located) == len(keys)
+    assert {item.path for item in located} == {str(archive[0])}
+    assert [item.key for item in located] == keys
+    other = ["t2/" + key.removeprefix("t2m/") for key in keys[:1]]
+    assert zarr.core.sync.sync(store.local_chunk_ranges([*keys, *other])) is None
+
+
 def test_containers_not_authorized_here_are_read_through_icechunk(
     tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
 ) -> None:

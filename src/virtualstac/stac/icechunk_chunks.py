@@ -26,6 +26,7 @@ than its references (indexed here on dense grids, it could claim gigabytes).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -151,6 +152,14 @@ class SnapshotChunks:
         """The chunks of the array ``key`` belongs to if they are loaded already."""
         array = self._array_of(key, self._arrays)
         return None if array is None else self._arrays[array]
+
+    def hold_all(self, chunks: ArrayChunks, keys: Sequence[str]) -> bool:
+        """Whether every one of ``keys`` is a key of the loaded array ``chunks`` (a read's keys
+        are checked together: a Python step per key cost a millisecond per 3,000 chunks)."""
+        array = self._array_of(keys[0], self._arrays) if keys else None
+        if array is None or self._arrays[array] is not chunks:
+            return False
+        return all(map(str.startswith, keys, itertools.repeat(array + "/")))
 
     async def for_key(self, key: str, reading: int) -> ArrayChunks | None:
         """The chunks of the array ``key`` belongs to, loaded if ``reading`` chunks pay for

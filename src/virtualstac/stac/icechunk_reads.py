@@ -152,10 +152,11 @@ class CheckedIcechunkStore(WrapperStore[Any]):
         if chunks is None or not chunks.through_icechunk.isdisjoint(keys):
             return None
         assert self._chunks is not None  # _direct_one found chunks
-        if any(self._chunks.loaded(key) is not chunks for key in keys):
+        if not self._chunks.hold_all(chunks, keys):
             return None
+        start = len(chunks.parent)
         with self._naming_the_store():
-            return chunks.store.local_chunk_ranges([chunks.inner_key(key) for key in keys])
+            return chunks.store.local_chunk_ranges([key[start:] for key in keys])
 
     async def _direct_one(self, key: str, reading: int) -> ArrayChunks | None:
         """The directly read chunks of ``key``'s array if ``key`` is one of them; ``reading``
