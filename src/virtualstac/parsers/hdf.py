@@ -81,7 +81,7 @@ from virtualstac.parsers.hdf_metadata import (
     hard_linked,
     mark_text,
 )
-from virtualstac.parsers.hdf_types import stored_bits_problem
+from virtualstac.parsers.hdf_types import referenced_dtype, stored_bits_problem
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
 from virtualstac.storage.local_objects import local_object
@@ -97,7 +97,6 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "HDFParser"]
 DEFAULT_INLINE_THRESHOLD = 512
 
 #: The sizes of the floating-point and complex types Zarr has (no long double, read or not).
-_SIZES = {"f": (2, 4, 8), "c": (8, 16)}
 
 #: h5py lets one thread at a time into HDF5, taking its lock around every call, so threads that
 #: parse files at once hand that lock (and the GIL) back and forth thousands of times per file,
@@ -394,7 +393,7 @@ class _FileWalker:
         vlen = h5py.check_vlen_dtype(member.dtype)
         if vlen in (str, bytes):
             return self.strings(member, shape, dims, attributes)
-        dtype = self.fixed_dtype(member)
+        dtype = referenced_dtype(member.dtype, member.path, self.fail)
         if member.chunks:
             # Reading any value decodes its whole chunk, through h5py (inlined) or Zarr alike.
             where = f"{self.url}: variable {member.path!r}"
@@ -502,26 +501,6 @@ class _FileWalker:
             dimension_names=dims,
         )
         return ManifestArray(metadata, manifest)
-
-    def fixed_dtype(self, member: Member) -> np.dtype[Any]:
-        """The dataset's dtype without h5py's metadata, if its bytes can be referenced."""
-        dtype: np.dtype[Any] = member.dtype
-        if h5py.check_ref_dtype(dtype) is not None:
-            raise self.fail(
-                member.path, "holds HDF5 references, which are addresses inside the file"
-            )
-        if dtype.kind == "O" or dtype.hasobject:
-            raise self.fail(member.path, f"has the variable-length type {dtype}")
-        if dtype.subdtype is not None:
-            raise self.fail(member.path, f"has the HDF5 array type {dtype}")
-        if dtype.names is not None:
-            raise self.fail(member.path, f"has the compound type {dtype}")
-        if dtype.kind not in "biufcS" or dtype.itemsize not in _SIZES.get(
-            dtype.kind, (dtype.itemsize,)
-        ):
-            raise self.fail(member.path, f"has the type {dtype}, which Zarr has no type for")
-        # Enums read as their integer type; the metadata h5py attaches is not part of a dtype.
-        return np.dtype(dtype.str)
 
     def read(self, member: Member) -> Any:
         try:

@@ -6,16 +6,45 @@ integer of 12 bits stored at bit 2 of an ``int16``, padding bits set to one, a f
 another exponent bias, strings padded with spaces (HDF5 strips the spaces when it converts,
 the raw bytes keep them). Read through HDF5 these come out right; read from their bytes as the
 numpy dtype they come out silently wrong, so such datasets are refused unless their values
-are small enough to be inlined (read through h5py).
+are small enough to be inlined (read through h5py). :func:`referenced_dtype` refuses the
+types that have no Zarr type at all (references, variable-length, compound, HDF5 array and
+long double types).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import h5py
+import numpy as np
 
-__all__ = ["stored_bits_problem"]
+__all__ = ["referenced_dtype", "stored_bits_problem"]
+
+# The sizes Zarr has types for, by kind (numpy's longdouble and complex256 have none).
+_SIZES = {"f": (2, 4, 8), "c": (8, 16)}
+
+
+def referenced_dtype(
+    dtype: np.dtype[Any], path: str, fail: Callable[[str, str], Exception]
+) -> np.dtype[Any]:
+    """``dtype`` (of the dataset at ``path``) without h5py's metadata, if its values can be
+    read from their stored bytes; else ``fail(path, reason)`` is raised."""
+    if h5py.check_ref_dtype(dtype) is not None:
+        raise fail(path, "holds HDF5 references, which are addresses inside the file")
+    if dtype.kind == "O" or dtype.hasobject:
+        raise fail(path, f"has the variable-length type {dtype}")
+    if dtype.subdtype is not None:
+        raise fail(path, f"has the HDF5 array type {dtype}")
+    if dtype.names is not None:
+        raise fail(path, f"has the compound type {dtype}")
+    if dtype.kind not in "biufcS" or dtype.itemsize not in _SIZES.get(
+        dtype.kind, (dtype.itemsize,)
+    ):
+        raise fail(path, f"has the type {dtype}, which Zarr has no type for")
+    # Enums read as their integer type; the metadata h5py attaches is not part of a dtype.
+    return np.dtype(dtype.str)
+
 
 # The IEEE layouts numpy reads, by size: sign position, exponent position and size, mantissa
 # position and size, exponent bias, and the mantissa's normalization.
