@@ -355,3 +355,56 @@ def test_vlen_bytes_are_written_with_their_object_codec(tmp_path: Path) -> None:
     # As zarr-python reads the store: every chunk is referenced, so fill_value is left out and
     # the empty value is not masked (xarray on the source masks it as its fill value).
     assert open_references(references)["blob"].values.tolist() == blobs[...].tolist()
+
+
+@pytest.mark.parametrize("output", ["refs.json", "refs.parq"])
+def test_missing_chunks_of_a_fill_value_v2_readers_would_mask_are_written_inline(
+    tmp_path: Path, output: str
+) -> None:
+    # zarr-python 3 writes no _FillValue: xarray masks nothing in the v3 store, and missing
+    # chunks read as the fill value. Written as a v2 fill_value, xarray (which masks v2 arrays
+    # by it) would read every -9 and inf as NaN; so the missing chunks are written as inlined
+    # chunks of the fill value, and fill_value is left out.
+    path = tmp_path / "sparse.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    counts = group.create_array(
+        "counts", shape=(6,), chunks=(2,), dtype="i2", fill_value=-9, dimension_names=["n"]
+    )
+    counts[:2] = [1, -9]  # the last two chunks are never written
+    ratio = group.create_array(
+        "ratio",
+        shape=(6,),
+        chunks=(2,),
+        dtype="f8",
+        fill_value=np.inf,
+        compressors=None,
+        dimension_names=["n"],
+    )
+    ratio[2:4] = [0.5, np.inf]
+    expected = xr.open_zarr(path, consolidated=False).load()
+    assert expected["counts"].values.tolist() == [1, -9, -9, -9, -9, -9]
+    virtual = open_virtual_dataset(str(path), loadable_variables=[])
+    target = tmp_path / output
+    virtual.virtual.to_kerchunk(target, format="json" if output.endswith("json") else "parquet")
+    xr.testing.assert_identical(open_references(str(target)).load(), expected)
+    # Our parsers read the same values back.
+    ours = open_virtual_dataset(str(target), loadable_variables=["counts", "ratio"])
+    xr.testing.assert_identical(ours.load(), expected)
+
+
+def test_fill_chunks_too_large_to_inline_are_refused_naming_the_array(tmp_path: Path) -> None:
+    path = tmp_path / "empty.zarr"
+    zarr.create_array(
+        path,
+        name="v",
+        shape=(4_000_000,),
+        chunks=(1_000_000,),
+        dtype="f8",
+        fill_value=-1.0,
+        compressors=None,
+        dimension_names=["n"],
+    )  # no chunk is ever written: four chunks of 8 MB of -1.0
+    virtual = open_virtual_dataset(str(path), loadable_variables=[])
+    refused = r"array 'v': its 4 missing chunks .* fill value -1.0.*Icechunk"
+    with pytest.raises(UnsupportedOperationError, match=refused):
+        virtual.virtual.to_kerchunk()

@@ -7,7 +7,8 @@ into ``fill_value`` (which zarr v2 readers, xarray included, use as the mask val
 Zarr v2 knows two chunk layouts, C and Fortran order. An array whose chunks are stored in another
 axis order (a pixel-interleaved TIFF's ``(y, x, band)`` behind a ``(band, y, x)`` array) is
 written in its stored order instead (:func:`in_v2_layout`): its dimensions are permuted, named as
-before, so xarray reads the same values under the same names.
+before, so xarray reads the same values under the same names. Missing chunks of a fill value
+v2 readers would mask are written inline (:mod:`virtualstac.writers.fill_chunks`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from virtualstac.manifests.metadata import (
     replace_metadata,
     same_value,
 )
+from virtualstac.writers.fill_chunks import reads_as_null_fill, with_fill_chunks
 
 __all__ = ["in_v2_layout", "v2_metadata", "with_v2_fill_value"]
 
@@ -92,12 +94,11 @@ def v2_metadata(
     # zarr v2 readers (xarray included) mask by fill_value, where v3 readers mask by the CF
     # _FillValue only. So fill_value carries _FillValue when there is one; otherwise it is left
     # out (null: nothing is masked) when no chunk is missing or missing chunks read as zeros
-    # (or "") anyway. Any other fill value of an array with missing chunks is kept, so they keep
-    # reading as it; v2 readers then also mask values equal to it, which one v2 fill value cannot
-    # avoid.
+    # (or "") anyway. in_v2_layout inlines the missing chunks of any other fill value, but of
+    # dates and durations, which xarray does not mask: theirs is kept, so they read as it.
     if "_FillValue" in attributes:
         fill_value = _fill_value_json(attributes.pop("_FillValue"), dtype)
-    elif not has_missing_chunks or _is_zero(metadata.fill_value):
+    elif not has_missing_chunks or reads_as_null_fill(metadata.fill_value):
         fill_value = None
     else:
         fill_value = _fill_value_json(metadata.fill_value, dtype)
@@ -118,33 +119,43 @@ def v2_metadata(
     return zarray, attributes
 
 
-def in_v2_layout(group: ManifestGroup) -> ManifestGroup:
-    """``group`` with every array whose chunks only a v3 ``transpose`` describes in stored order.
+def in_v2_layout(group: ManifestGroup, prefix: str = "") -> ManifestGroup:
+    """``group`` as Zarr v2 holds it: every array whose chunks only a v3 ``transpose`` describes
+    in stored order, and missing chunks that v2 readers would mask inlined.
 
     Such an array (its chain starts with a transpose that is neither C nor Fortran order) is
     transposed to the order its chunks are stored in, which drops the codec; its dimension
-    names follow their axes.
+    names follow their axes. Missing chunks of an array without ``_FillValue`` whose fill value
+    v2 readers would mask are inlined as chunks of it
+    (:func:`~virtualstac.writers.fill_chunks.with_fill_chunks`).
     """
-    arrays = {name: _stored_order(array) for name, array in group.arrays.items()}
-    groups = {name: in_v2_layout(sub) for name, sub in group.groups.items()}
+    arrays = {
+        name: with_fill_chunks(prefix + name, _stored_order(array))
+        for name, array in group.arrays.items()
+    }
+    groups = {name: in_v2_layout(sub, f"{prefix}{name}/") for name, sub in group.groups.items()}
     return ManifestGroup(arrays, groups, group.metadata.attributes)
 
 
 def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
     """``array`` with the fill value it has once written as Kerchunk and read back.
 
-    An array without a CF ``_FillValue`` whose chunks are all there is written with
-    ``fill_value: null`` (nothing to mask), which reads back as the data type's default, zero:
-    a netCDF variable such as an integer ``crs`` (netCDF's default fill) would otherwise not
-    join the same variable read from published references.
+    An array without a CF ``_FillValue`` whose chunks are all there (its missing chunks inlined
+    as :func:`in_v2_layout` inlines them) is written with ``fill_value: null`` (nothing to
+    mask), which reads back as the data type's default, zero: a netCDF variable such as an
+    integer ``crs`` (netCDF's default fill) would otherwise not join the same variable read
+    from published references.
     """
+    if np.dtype(array.metadata.data_type.to_native_dtype()).kind not in "biufc":
+        return array
+    array = with_fill_chunks("", array)
     metadata = array.metadata
     manifest = array.manifest
     complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
-    if np.dtype(metadata.data_type.to_native_dtype()).kind not in "biufc":
-        return array
     # The rule v2_metadata writes fill values by.
-    written = "_FillValue" in metadata.attributes or not (complete or _is_zero(metadata.fill_value))
+    written = "_FillValue" in metadata.attributes or not (
+        complete or reads_as_null_fill(metadata.fill_value)
+    )
     default = metadata.data_type.default_scalar()
     if written or same_value(metadata.fill_value, default):
         return array
@@ -179,19 +190,6 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
             "blocksize": configuration.get("blocksize", 0),
         }
     raise UnsupportedOperationError(f"array {array!r}: codec {name!r} has no numcodecs id")
-
-
-def _is_zero(value: Any) -> bool:
-    """Whether ``value`` is what missing chunks of a ``fill_value: null`` v2 array read as."""
-    if isinstance(value, str):
-        # A v2 string array's null fill reads as "": written as "", xarray would mask it.
-        return value == ""
-    if isinstance(value, bytes | np.bytes_):
-        return not any(value)
-    try:
-        return bool(np.all(np.asarray(value) == 0))
-    except (TypeError, ValueError):
-        return False
 
 
 def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
