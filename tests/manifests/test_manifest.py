@@ -179,6 +179,8 @@ def test_a_scalar_manifest_has_the_one_key_0_or_c() -> None:
 
     assert manifest["c"] == manifest["0"] == entry
     assert list(manifest.keys()) == ["0"]
+    # Its paths are an array on the grid of no axes, as every other manifest's on its grid.
+    assert manifest.paths.shape == () and manifest.paths[()] == "s3://bucket/foo.nc"
 
 
 def test_the_repr_counts_inlined_chunks() -> None:

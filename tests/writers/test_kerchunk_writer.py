@@ -408,3 +408,19 @@ def test_fill_chunks_too_large_to_inline_are_refused_naming_the_array(tmp_path: 
     refused = r"array 'v': its 4 missing chunks .* fill value -1.0.*Icechunk"
     with pytest.raises(UnsupportedOperationError, match=refused):
         virtual.virtual.to_kerchunk()
+
+
+def test_scalars_of_a_zarr_store_are_inlined_below_the_threshold(tmp_path: Path) -> None:
+    # xarray writes a CRS's spatial_ref as a 0-d array: one chunk, on a grid of no axes.
+    path = tmp_path / "scalar.zarr"
+    dataset = xr.Dataset(
+        {"v": (("x",), np.arange(3.0))}, coords={"spatial_ref": ((), np.int64(4326))}
+    )
+    dataset.to_zarr(path, zarr_format=3, consolidated=False)
+    virtual = open_virtual_dataset(str(path), loadable_variables=[])
+    assert virtual["spatial_ref"].data.manifest.shape_chunk_grid == ()
+    registry = ObjectStoreRegistry.for_url(str(path))
+    references = virtual.virtual.to_kerchunk(inline_threshold=100, registry=registry)
+    assert references["refs"]["spatial_ref/0"].startswith("base64:")
+    expected = xr.open_zarr(path, consolidated=False).load()
+    xr.testing.assert_identical(open_references(references).load(), expected)

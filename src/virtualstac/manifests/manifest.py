@@ -344,7 +344,9 @@ class ChunkManifest:
     def paths(self) -> np.ndarray[Any, np.dtypes.StringDType]:
         """Path of every chunk as a string array shaped like the grid (a new array)."""
         table = np.asarray(self._table, dtype=np.dtypes.StringDType())
-        return cast(np.ndarray[Any, np.dtypes.StringDType], table[self._codes])
+        # Taken flat and reshaped: indexing by a 0-d grid (a scalar array's) gives a str.
+        paths = table[self._codes.reshape(-1)].reshape(self._codes.shape)
+        return cast(np.ndarray[Any, np.dtypes.StringDType], paths)
 
     @property
     def offsets(self) -> npt.NDArray[np.uint64]:
