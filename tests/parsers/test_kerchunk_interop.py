@@ -20,7 +20,7 @@ from peer_reads import assert_same_dataset, loaded, through_fsspec
 
 from servers import S3Server
 from virtualstac import open_virtual_dataset
-from virtualstac.errors import UnregisteredURLError
+from virtualstac.errors import ChunkReadError, UnregisteredURLError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 pytestmark = [
@@ -157,6 +157,27 @@ def test_netcdf3_record_variables_load_as_fsspec_reads(
     assert_same_dataset(ours, through_fsspec(refs))
     with xr.open_dataset(source, engine="netcdf4") as original:
         xr.testing.assert_identical(ours, original.load())
+
+
+def test_kerchunk_references_past_the_end_of_a_netcdf3_file_raise_naming_the_chunk(
+    tmp_path: Path,
+) -> None:
+    # With a single record variable netCDF-3 does not pad records to 4 bytes; kerchunk 0.2
+    # counts records as if it did, and references 11 records of a file holding 7. fsspec
+    # fails with a bare reshape error; virtualstac names the chunk and the file.
+    source = tmp_path / "single.nc"
+    with netCDF4.Dataset(source, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 5)
+        ds.createVariable("b", "i1", ("time", "x"))[:] = np.arange(35).reshape(7, 5)
+    refs = kerchunk("netCDF3").NetCDF3ToZarr(str(source), inline_threshold=0).translate()
+    assert json.loads(refs["refs"]["b/.zarray"])["shape"] == [11, 5]
+    path = saved(refs, tmp_path / "single.json")
+    with pytest.raises(ChunkReadError, match=r"chunk 'b/c/7/0' .*single\.nc.* 0 of 5 bytes"):
+        loaded(path, registry_of(tmp_path))
+    # virtualstac's own parser reads the file as netCDF4 does.
+    with xr.open_dataset(source, engine="netcdf4") as original:
+        xr.testing.assert_identical(loaded(source, registry_of(tmp_path)), original.load())
 
 
 # -- tifffile's own references ---------------------------------------------------------------
