@@ -10,6 +10,7 @@ codecs, and ``fill_value`` is left out: every reader then gets the values the ar
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -58,15 +59,15 @@ def with_fill_chunks(name: str, array: ManifestArray) -> ManifestArray:
     """
     metadata = array.metadata
     manifest = array.manifest
-    missing = manifest.path_codes == -2
     if (
         "_FillValue" in metadata.attributes
-        or not missing.any()
+        or len(manifest) == math.prod(manifest.shape_chunk_grid)
         or np.dtype(metadata.data_type.to_native_dtype()).kind in "mM"
         or reads_as_null_fill(metadata.fill_value)
         or any(isinstance(codec, ShardingCodec) for codec in metadata.codecs)
     ):
         return array
+    missing = manifest.path_codes == -2
     chunk = _encoded_fill_chunk(array)
     count = int(missing.sum())
     if count * len(chunk) > FILL_CHUNK_BYTES:
