@@ -344,9 +344,8 @@ class ChunkManifest:
     def paths(self) -> np.ndarray[Any, np.dtypes.StringDType]:
         """Path of every chunk as a string array shaped like the grid (a new array)."""
         table = np.asarray(self._table, dtype=np.dtypes.StringDType())
-        # Taken flat and reshaped: indexing by a 0-d grid (a scalar array's) gives a str.
-        paths = table[self._codes.reshape(-1)].reshape(self._codes.shape)
-        return cast(np.ndarray[Any, np.dtypes.StringDType], paths)
+        # The ellipsis keeps a scalar array's 0-d grid an array (its path alone would be a str).
+        return cast(np.ndarray[Any, np.dtypes.StringDType], table[self._codes, ...])
 
     @property
     def offsets(self) -> npt.NDArray[np.uint64]:
