@@ -181,7 +181,10 @@ def _as_written(dataset: xr.Dataset) -> xr.Dataset:
     so that they join the published arrays, which were read back."""
     changed = {
         name: xr.Variable(
-            variable.dims, with_v2_fill_value(variable.data), variable.attrs, variable.encoding
+            variable.dims,
+            with_v2_fill_value(variable.data, str(name)),
+            variable.attrs,
+            variable.encoding,
         )
         for name, variable in dataset.variables.items()
         if isinstance(variable.data, ManifestArray)

@@ -137,18 +137,18 @@ def in_v2_layout(group: ManifestGroup, prefix: str = "") -> ManifestGroup:
     return ManifestGroup(arrays, groups, group.metadata.attributes)
 
 
-def with_v2_fill_value(array: ManifestArray) -> ManifestArray:
+def with_v2_fill_value(array: ManifestArray, name: str = "") -> ManifestArray:
     """``array`` with the fill value it has once written as Kerchunk and read back.
 
     An array without a CF ``_FillValue`` whose chunks are all there (its missing chunks inlined
     as :func:`in_v2_layout` inlines them) is written with ``fill_value: null`` (nothing to
     mask), which reads back as the data type's default, zero: a netCDF variable such as an
     integer ``crs`` (netCDF's default fill) would otherwise not join the same variable read
-    from published references.
+    from published references. ``name`` names the array in errors.
     """
     if np.dtype(array.metadata.data_type.to_native_dtype()).kind not in "biufc":
         return array
-    array = with_fill_chunks("", array)
+    array = with_fill_chunks(name, array)
     metadata = array.metadata
     manifest = array.manifest
     complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
