@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["DEFAULT_MAX_CHUNK_BYTES", "block_chunks"]
+__all__ = ["DEFAULT_MAX_CHUNK_BYTES", "block_chunks", "divisors"]
 
 #: Contiguous blocks larger than this are referenced as several chunks (equal slices).
 DEFAULT_MAX_CHUNK_BYTES = 16 * 1024 * 1024
@@ -26,12 +26,13 @@ def block_chunks(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int
         if inner * shape[axis] <= limit:
             return (*(1,) * axis, *shape[axis:])
         fitting = max(1, limit // inner) if inner else shape[axis]
-        divisor = max(d for d in _divisors(shape[axis]) if d <= fitting)
+        divisor = max(d for d in divisors(shape[axis]) if d <= fitting)
         if divisor > 1 or inner <= limit:
             return (*(1,) * axis, divisor, *shape[axis + 1 :])
     return tuple(shape)
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` (positive), smallest first."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted({*small, *(n // d for d in small)})

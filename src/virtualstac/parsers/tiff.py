@@ -9,11 +9,13 @@ in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
 ``rioxarray.open_rasterio(...).to_dataset("band_data")``:
 
 ``band_data (band, y, x)``
-    The pixels: one chunk per tile or strip. Band-interleaved (planar) files have band chunks
-    of 1. Pixel-interleaved (chunky) files store all samples of a pixel together, so a chunk
-    holds every band; a ``transpose`` codec (zarr v3 spec) turns the stored ``(y, x, band)``
-    tile into the ``(band, y, x)`` chunk. With ``band_layout="native"`` chunky files are exposed
-    as ``(y, x, band)`` without the transpose, which zarr v2 / Kerchunk can also express.
+    The pixels: one chunk per tile or strip, or per block of its rows for uncompressed strips
+    and tiles above ``max_chunk_bytes`` (:mod:`virtualstac.parsers.tiff_row_blocks`).
+    Band-interleaved (planar) files have band chunks of 1. Pixel-interleaved (chunky) files
+    store all samples of a pixel together, so a chunk holds every band; a ``transpose`` codec
+    (zarr v3 spec) turns the stored ``(y, x, band)`` tile into the ``(band, y, x)`` chunk. With
+    ``band_layout="native"`` chunky files are exposed as ``(y, x, band)`` without the
+    transpose, which zarr v2 / Kerchunk can also express.
 ``band (band)``, ``x (x)``, ``y (y)``
     Band numbers from 1 and pixel-centre coordinates (as rioxarray computes them), inlined.
     x and y exist only for georeferenced rasters that rioxarray takes for unrotated.
@@ -49,13 +51,13 @@ without a Zarr data type, bit-reversed fill order, YCbCr without JPEG (subsample
 which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads converted to RGBA), old-style
 JPEG, 12-bit JPEG, WebP of band-interleaved samples, unknown compressions and predictors,
 horizontal differencing of big-endian or 128-bit complex samples, volumes, band scales that
-differ within a chunk, uncompressed segments shorter than their rows. Tiles or strips that
-decode to more than ``chunk_bytes`` (limits) raise :class:`~virtualstac.errors.LimitExceededError`.
+differ within a chunk, uncompressed segments shorter than their rows. Compressed tiles or strips
+that decode to more than ``chunk_bytes`` (limits) raise
+:class:`~virtualstac.errors.LimitExceededError`.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 import warnings
 from collections.abc import Sequence
@@ -69,13 +71,7 @@ from virtualstac import limits
 from virtualstac.codecs import (
     FloatPredictorCodec,
     HorizontalPredictorCodec,
-    JPEGCodec,
-    LERCCodec,
-    LZWCodec,
-    PackBitsCodec,
     PadCodec,
-    WebPCodec,
-    ZstdCodec,
 )
 from virtualstac.errors import CorruptFileError, NotVirtualizableError, UnknownFormatError
 from virtualstac.limits import check_references, counting_references, fits_in_memory
@@ -94,7 +90,8 @@ from virtualstac.parsers.tiff_bands import (
     nodata_value,
     unwritten_value,
 )
-from virtualstac.parsers.tiff_colour import converted_by_gdal, jpeg_colour_spaces
+from virtualstac.parsers.tiff_colour import converted_by_gdal
+from virtualstac.parsers.tiff_compression import UnsupportedCompressionError, tiff_compressors
 from virtualstac.parsers.tiff_geo import (
     GeoReference,
     control_points,
@@ -102,7 +99,12 @@ from virtualstac.parsers.tiff_geo import (
     geotiff_tags,
 )
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
-from virtualstac.parsers.tiff_segments import ShortSegmentError, pads_bottom_segments
+from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
+from virtualstac.parsers.tiff_segments import (
+    ShortSegmentError,
+    pads_bottom_segments,
+    segment_references,
+)
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -121,16 +123,6 @@ _JSON = dict[str, Any]
 _PLANAR_SEPARATE = 2
 _SAMPLEFORMAT_COMPLEXINT = 5
 _BYTE_ORDER_MARKS = (b"II", b"MM")
-
-_COMPRESSION_NAMES = {
-    6: "old-style JPEG",
-    34712: "JPEG 2000",
-    50002: "JPEG XL",
-    52546: "JPEG XL",
-    3: "CCITT G3",
-    4: "CCITT G4",
-    2: "CCITT RLE",
-}
 
 
 class UnsupportedTIFFError(NotVirtualizableError):
@@ -157,6 +149,9 @@ class TIFFParser:
         GDAL reads both). Uncompressed short tiles are recognised by their byte counts and
         PackBits bottom tiles are padded without this; other compressed ones cannot be
         measured without reading them.
+    max_chunk_bytes
+        Uncompressed strips or tiles (without predictor) larger than this are referenced as
+        several chunks of whole rows, so that a window reads only its rows; 4 MiB by default.
     prefetch, block_size
         Header reads: bytes fetched on open, and the granularity of later reads.
 
@@ -174,6 +169,7 @@ class TIFFParser:
         band_layout: BandLayout = "band_first",
         variable: str = "band_data",
         short_tiles: bool = False,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         prefetch: int = DEFAULT_PREFETCH,
         block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
@@ -181,11 +177,14 @@ class TIFFParser:
             raise ValueError(f"band_layout must be 'band_first' or 'native', got {band_layout!r}")
         if variable in ("band", "x", "y", "spatial_ref") or not variable or "/" in variable:
             raise ValueError(f"variable name {variable!r} is reserved or invalid")
+        if max_chunk_bytes <= 0:
+            raise ValueError("max_chunk_bytes must be positive")
         self.ifd = int(ifd)
         self.overviews = bool(overviews)
         self.band_layout: BandLayout = band_layout
         self.variable = variable
         self.short_tiles = bool(short_tiles)
+        self.max_chunk_bytes = int(max_chunk_bytes)
         self.prefetch = int(prefetch)
         self.block_size = int(block_size)
 
@@ -342,12 +341,15 @@ class _ImageBuilder:
         samples = int(page.samplesperpixel)
         planar = page.planarconfig == _PLANAR_SEPARATE or samples == 1
         if page.is_tiled:
-            chunk_h, chunk_w = int(page.tilelength), int(page.tilewidth)
+            segment_h, chunk_w = int(page.tilelength), int(page.tilewidth)
         else:
-            chunk_h, chunk_w = min(int(page.rowsperstrip), height), width
-        grid_y, grid_x = math.ceil(height / chunk_h), math.ceil(width / chunk_w)
+            segment_h, chunk_w = min(int(page.rowsperstrip), height), width
         planes = samples if planar else 1
         chunk_samples = 1 if planar else samples
+        row_bytes = chunk_w * chunk_samples * dtype.itemsize
+        target = min(self.parser.max_chunk_bytes, limits.get_limits().chunk_bytes)
+        chunk_h = block_rows(page, segment_h, row_bytes, target)
+        grid_y, grid_x = math.ceil(height / chunk_h), math.ceil(width / chunk_w)
         stored_shape = (chunk_h, chunk_w, chunk_samples) if not planar else (1, chunk_h, chunk_w)
 
         codecs: list[_JSON] = []
@@ -365,19 +367,30 @@ class _ImageBuilder:
             x_axis = -2
             codecs.append({"name": "transpose", "configuration": {"order": [1, 2, 0]}})
 
-        compressors = self._compressors()
+        try:
+            compressors = tiff_compressors(page)
+        except UnsupportedCompressionError as err:
+            raise self.fail(str(err)) from err
         codecs.extend(self._predictor(dtype, stored_shape, x_axis))
         endian = "little" if self.byteorder == "<" else "big"
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
-        size = chunk_h * chunk_w * chunk_samples * dtype.itemsize
+        size = chunk_h * row_bytes
         where = f"{self.url} (IFD {page.index}, {self.parser.variable})"
-        limits.check_chunk_bytes(size, where=where)  # a read decodes whole tiles or strips
+        limits.check_chunk_bytes(size, where=where)  # a read decodes whole chunks
+        segments = (planes, math.ceil(height / segment_h), grid_x)
         try:
             pad = pads_bottom_segments(
-                page, (planes, grid_y, grid_x), chunk_h, size, short_tiles=self.parser.short_tiles
+                page,
+                segments,
+                segment_h,
+                segment_h * row_bytes,
+                short_tiles=self.parser.short_tiles,
             )
         except ShortSegmentError as err:
             raise self.fail(str(err)) from err
+        manifest = self._manifest(grid, segments, segment_h, chunk_h, row_bytes)
+        if chunk_h != segment_h:  # blocks of rows (0 bytes: unwritten): the last may be fewer
+            pad = bool(((manifest.lengths > 0) & (manifest.lengths < size)).any())
         if pad:
             codecs.append(PadCodec(size=size).to_dict())
         codecs.extend(compressors)
@@ -396,7 +409,7 @@ class _ImageBuilder:
             attributes=attributes,
             dimension_names=dims,
         )
-        return ManifestArray(metadata, self._manifest(grid))
+        return ManifestArray(metadata, manifest)
 
     def _dtype(self) -> np.dtype[Any]:
         page = self.page
@@ -429,55 +442,6 @@ class _ImageBuilder:
         # Rebuilt from its type string: tifffile's uint64 is numpy's 'Q' (unsigned long long),
         # which zarr's data types do not match; 'u8' is numpy's canonical uint64.
         return np.dtype(np.dtype(dtype).newbyteorder("=").str)
-
-    def _compressors(self) -> list[_JSON]:
-        """The bytes-to-bytes codecs, in encode order."""
-        page = self.page
-        compression = int(page.compression)
-        if compression == 1:
-            return []
-        if compression in (8, 32946):
-            return [{"name": "numcodecs.zlib", "configuration": {"level": 6}}]
-        if compression == 34925:
-            return [{"name": "numcodecs.lzma", "configuration": {}}]
-        if compression == 5:
-            return [LZWCodec().to_dict()]
-        if compression == 32773:
-            return [PackBitsCodec().to_dict()]
-        if compression == 50000:
-            return [ZstdCodec().to_dict()]
-        if compression == 7:
-            return [self._jpeg()]
-        if compression == 34887:
-            return self._lerc()
-        if compression == 50001 and page.planarconfig == _PLANAR_SEPARATE:
-            raise self.fail("WebP needs pixel-interleaved RGB(A) samples, as libtiff reads it")
-        if compression == 50001:
-            return [WebPCodec().to_dict()]
-        name = _COMPRESSION_NAMES.get(compression) or _compression_name(compression)
-        raise self.fail(f"compression {compression} ({name}) has no zarr codec here")
-
-    def _jpeg(self) -> _JSON:
-        page = self.page
-        config: dict[str, Any] = {}
-        if page.jpegtables:
-            # The codec config is JSON: tables travel as base64, as imagecodecs' own config does.
-            config["tables"] = base64.b64encode(page.jpegtables).decode("ascii")
-        config.update(jpeg_colour_spaces(page))
-        return JPEGCodec(**config).to_dict()
-
-    def _lerc(self) -> list[_JSON]:
-        page = self.page
-        codecs: list[_JSON] = [LERCCodec().to_dict()]
-        tag = page.tags.get(50674)  # LercParameters: (version, additional compression)
-        extra = int(tag.value[1]) if tag is not None and len(tag.value) > 1 else 0
-        if extra == 1:
-            codecs.append({"name": "numcodecs.zlib", "configuration": {"level": 6}})
-        elif extra == 2:
-            codecs.append(ZstdCodec().to_dict())
-        elif extra != 0:
-            raise self.fail(f"LERC with additional compression {extra} is not supported")
-        return codecs
 
     def _predictor(
         self, dtype: np.dtype[Any], stored_shape: tuple[int, ...], x_axis: int
@@ -531,40 +495,40 @@ class _ImageBuilder:
 
     # -- chunk references -----------------------------------------------------------------
 
-    def _manifest(self, grid: tuple[int, ...]) -> ChunkManifest:
+    def _manifest(
+        self,
+        grid: tuple[int, ...],
+        segments: tuple[int, int, int],
+        segment_rows: int,
+        rows: int,
+        row_bytes: int,
+    ) -> ChunkManifest:
+        """References of the chunks of ``grid``: the ``segments`` (planes, rows, columns of
+        tiles or strips of ``segment_rows``), or blocks of ``rows`` cut from them."""
         page = self.page
-        expected = math.prod(grid)
         check_references(
-            expected, source=self.url, array=f"{self.parser.variable} (IFD {page.index})"
+            math.prod(grid), source=self.url, array=f"{self.parser.variable} (IFD {page.index})"
         )
-        offsets = np.asarray(page.dataoffsets, dtype=np.uint64)
-        lengths = np.asarray(page.databytecounts, dtype=np.uint64)
-        if offsets.size != expected or lengths.size != expected:
+        expected, offsets_count = math.prod(segments), len(page.dataoffsets)
+        if offsets_count != expected or len(page.databytecounts) != expected:
             raise self.fail(
-                f"the file lists {offsets.size} offsets and {lengths.size} byte counts for "
-                f"{expected} tiles or strips"
+                f"the file lists {offsets_count} offsets and {len(page.databytecounts)} byte "
+                f"counts for {expected} tiles or strips"
             )
-        # Offset 0 is the file header: bytes to read there are a damaged offset, not a segment
-        # left unwritten (GDAL would read the header as pixels).
-        damaged = np.flatnonzero((offsets == 0) & (lengths != 0))
-        if damaged.size:
-            raise CorruptFileError(
-                f"{self.url} is damaged: IFD {page.index} puts {int(lengths[damaged[0]])} bytes "
-                f"of tile or strip {int(damaged[0])} at offset 0, inside the TIFF header"
+        offsets, lengths = segment_references(page, self.url, self.file_size)
+        offsets, lengths = offsets.reshape(segments), lengths.reshape(segments)
+        if rows != segment_rows:
+            offsets, lengths = split_segments(
+                offsets,
+                lengths,
+                segment_rows=segment_rows,
+                rows=rows,
+                row_bytes=row_bytes,
+                image_rows=int(page.imagelength),
             )
         # A segment that was never written has offset 0 or byte count 0 (GDAL SPARSE_OK): TIFF
         # defines it as missing, read as the nodata value. Elsewhere a zero length is an error.
         sparse = (offsets == 0) | (lengths == 0)
-        # A segment past the end of the file: the file was cut short (GDAL opens it, and fails
-        # reading those pixels). Refused now, so that no store of it is ever published.
-        beyond = np.flatnonzero(~sparse & (offsets + lengths > self.file_size))
-        if beyond.size:
-            first = int(beyond[0])
-            start, end = int(offsets[first]), int(offsets[first] + lengths[first])
-            raise CorruptFileError(
-                f"{self.url} is truncated or damaged: tile or strip {first} of IFD {page.index} "
-                f"is bytes {start}-{end}, past the end of the file ({self.file_size} bytes)"
-            )
         return ChunkManifest.from_path_table(
             path_table=["", self.chunk_url],
             path_codes=np.where(sparse, 0, 1).astype(np.uint8).reshape(grid),
@@ -589,10 +553,3 @@ def _inlined(
     return ManifestArray(
         metadata, ChunkManifest.from_inlined_chunk(values.tobytes(), (1,) * values.ndim)
     )
-
-
-def _compression_name(code: int) -> str:
-    try:
-        return str(tifffile.COMPRESSION(code).name)
-    except ValueError:
-        return "unknown"

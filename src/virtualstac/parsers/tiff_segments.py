@@ -12,6 +12,9 @@ store short tiles use and GDAL's COG writer does not, are padded by default; oth
 short tiles only on request (``TIFFParser(short_tiles=True)``): GDAL and tifffile write whole
 tiles, and the pad codec is virtualstac's own, which Zarr readers without virtualstac (reading
 a published deflate or LZW COG) cannot decode.
+
+:func:`segment_references` reads the segments' offsets and byte counts, refusing those that
+point into the header or past the end of the file.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["ShortSegmentError", "pads_bottom_segments"]
+from virtualstac.errors import CorruptFileError
+
+__all__ = ["ShortSegmentError", "pads_bottom_segments", "segment_references"]
 
 _UNCOMPRESSED = 1
 _PACKBITS = 32773
@@ -58,3 +64,36 @@ def pads_bottom_segments(
             f"{required.flat[index]} its rows inside the image need"
         )
     return rows < chunk_rows and (not page.is_tiled or bool((lengths[:, -1, :] < size).any()))
+
+
+def segment_references(
+    page: Any, url: str, file_size: int
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """The offsets and byte counts of a tifffile ``page``'s segments, in the file's order.
+
+    The page must list as many byte counts as offsets. Raises :class:`CorruptFileError` for a
+    segment whose bytes lie in the TIFF header or past the ``file_size`` of the file at
+    ``url``. Segments never written (offset or byte count 0) are left as they are.
+    """
+    offsets = np.asarray(page.dataoffsets, dtype=np.uint64)
+    lengths = np.asarray(page.databytecounts, dtype=np.uint64)
+    # Offset 0 is the file header: bytes to read there are a damaged offset, not a segment
+    # left unwritten (GDAL would read the header as pixels).
+    damaged = np.flatnonzero((offsets == 0) & (lengths != 0))
+    if damaged.size:
+        raise CorruptFileError(
+            f"{url} is damaged: IFD {page.index} puts {int(lengths[damaged[0]])} bytes "
+            f"of tile or strip {int(damaged[0])} at offset 0, inside the TIFF header"
+        )
+    # A segment past the end of the file: the file was cut short (GDAL opens it, and fails
+    # reading those pixels). Refused now, so that no store of it is ever published.
+    sparse = (offsets == 0) | (lengths == 0)
+    beyond = np.flatnonzero(~sparse & (offsets + lengths > file_size))
+    if beyond.size:
+        first = int(beyond[0])
+        start, end = int(offsets[first]), int(offsets[first] + lengths[first])
+        raise CorruptFileError(
+            f"{url} is truncated or damaged: tile or strip {first} of IFD {page.index} "
+            f"is bytes {start}-{end}, past the end of the file ({file_size} bytes)"
+        )
+    return offsets, lengths
