@@ -51,8 +51,9 @@ without a Zarr data type, bit-reversed fill order, YCbCr without JPEG (subsample
 which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads converted to RGBA), old-style
 JPEG, 12-bit JPEG, WebP of band-interleaved samples, unknown compressions and predictors,
 horizontal differencing of big-endian or 128-bit complex samples, volumes, band scales that
-differ within a chunk, uncompressed segments shorter than their rows. Compressed tiles or strips
-that decode to more than ``chunk_bytes`` (limits) raise
+differ within a chunk, uncompressed tiles shorter than their rows, compressed segments without
+byte counts (or an only strip's count of 0, which GDAL estimates from the file's size).
+Compressed tiles or strips that decode to more than ``chunk_bytes`` (limits) raise
 :class:`~virtualstac.errors.LimitExceededError`.
 """
 
@@ -101,6 +102,7 @@ from virtualstac.parsers.tiff_geo import (
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
 from virtualstac.parsers.tiff_segments import (
+    SegmentIndexError,
     ShortSegmentError,
     pads_bottom_segments,
     segment_references,
@@ -378,9 +380,13 @@ class _ImageBuilder:
         where = f"{self.url} (IFD {page.index}, {self.parser.variable})"
         limits.check_chunk_bytes(size, where=where)  # a read decodes whole chunks
         segments = (planes, math.ceil(height / segment_h), grid_x)
+        array = f"{self.parser.variable} (IFD {page.index})"
+        check_references(math.prod(grid), source=self.url, array=array)
+        offsets, lengths = self._segments(segments)
         try:
             pad = pads_bottom_segments(
                 page,
+                lengths,
                 segments,
                 segment_h,
                 segment_h * row_bytes,
@@ -388,7 +394,7 @@ class _ImageBuilder:
             )
         except ShortSegmentError as err:
             raise self.fail(str(err)) from err
-        manifest = self._manifest(grid, segments, segment_h, chunk_h, row_bytes)
+        manifest = self._manifest(grid, offsets, lengths, segment_h, chunk_h, row_bytes)
         if chunk_h != segment_h:  # blocks of rows (0 bytes: unwritten): the last may be fewer
             pad = bool(((manifest.lengths > 0) & (manifest.lengths < size)).any())
         if pad:
@@ -495,28 +501,31 @@ class _ImageBuilder:
 
     # -- chunk references -----------------------------------------------------------------
 
+    def _segments(
+        self, segments: tuple[int, int, int]
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        """The offsets and byte counts of the ``segments`` (planes, rows, columns of tiles or
+        strips)."""
+        try:
+            offsets, lengths = segment_references(
+                self.page, self.url, self.file_size, math.prod(segments)
+            )
+        except SegmentIndexError as err:
+            raise self.fail(str(err)) from err
+        return offsets.reshape(segments), lengths.reshape(segments)
+
     def _manifest(
         self,
         grid: tuple[int, ...],
-        segments: tuple[int, int, int],
+        offsets: npt.NDArray[np.uint64],
+        lengths: npt.NDArray[np.uint64],
         segment_rows: int,
         rows: int,
         row_bytes: int,
     ) -> ChunkManifest:
-        """References of the chunks of ``grid``: the ``segments`` (planes, rows, columns of
-        tiles or strips of ``segment_rows``), or blocks of ``rows`` cut from them."""
+        """References of the chunks of ``grid``: the segments (planes, rows, columns of tiles
+        or strips of ``segment_rows``) at ``offsets``, or blocks of ``rows`` cut from them."""
         page = self.page
-        check_references(
-            math.prod(grid), source=self.url, array=f"{self.parser.variable} (IFD {page.index})"
-        )
-        expected, offsets_count = math.prod(segments), len(page.dataoffsets)
-        if offsets_count != expected or len(page.databytecounts) != expected:
-            raise self.fail(
-                f"the file lists {offsets_count} offsets and {len(page.databytecounts)} byte "
-                f"counts for {expected} tiles or strips"
-            )
-        offsets, lengths = segment_references(page, self.url, self.file_size)
-        offsets, lengths = offsets.reshape(segments), lengths.reshape(segments)
         if rows != segment_rows:
             offsets, lengths = split_segments(
                 offsets,
