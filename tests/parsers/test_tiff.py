@@ -435,6 +435,26 @@ def test_bit_reversed_fill_order_is_refused(tmp_path: Path) -> None:
         parse(path)
 
 
+@pytest.mark.parametrize("compression", [None, "packbits", "jpeg", "lerc", "webp"])
+@pytest.mark.parametrize("predictor", [2, 3])
+def test_a_predictor_tag_that_libtiff_ignores_is_ignored(
+    tmp_path: Path, compression: str | None, predictor: int
+) -> None:
+    # libtiff undoes a predictor inside the LZW, deflate, LZMA and Zstandard codecs only, so
+    # GDAL reads other segments as stored, whatever the Predictor tag says.
+    rgb = compression == "webp"
+    data = np.moveaxis(pixels(3, 64, 64, "uint8"), 0, -1) if rgb else pixels(1, 64, 64, "uint8")[0]
+    path = tmp_path / "predictor.tif"
+    photometric = "rgb" if rgb else None
+    write_retagged(path, data, 317, predictor, compression=compression, photometric=photometric)
+
+    with rasterio.open(path) as src:
+        expected = src.read()
+    if compression in (None, "packbits"):
+        np.testing.assert_array_equal(expected[0], data)
+    np.testing.assert_array_equal(open_group(path)["band_data"][...], expected)
+
+
 def test_missing_ifd_is_reported(corpus: dict[str, Path]) -> None:
     with pytest.raises(UnsupportedTIFFError, match="IFD 9 does not exist; the file has 4 IFDs"):
         parse(corpus["cog_lzw_u8"], ifd=9)

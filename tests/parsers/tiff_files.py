@@ -315,11 +315,11 @@ def write_tifffile_with_geotags(path: Path, *geotags: tuple[Any, ...]) -> Path:
     return path
 
 
-def write_retagged(path: Path, data: np.ndarray, tag: int, value: int) -> Path:
+def write_retagged(path: Path, data: np.ndarray, tag: int, value: int, **options: Any) -> Path:
     """A tifffile TIFF of ``data`` whose SHORT tag ``tag`` has ``value``, for tags neither GDAL
     nor tifffile writes (FillOrder, a predictor on samples they do not difference): written as
-    a private tag, then renumbered in place."""
-    tifffile.imwrite(path, data, extratags=[(65000, "H", 1, value, True)])
+    a private tag, then renumbered in place. ``options`` go to ``tifffile.imwrite``."""
+    tifffile.imwrite(path, data, extratags=[(65000, "H", 1, value, True)], **options)
     entry = (
         (65000).to_bytes(2, "little") + b"\x03\x00\x01\x00\x00\x00" + value.to_bytes(2, "little")
     )

@@ -124,6 +124,8 @@ _JSON = dict[str, Any]
 
 _PLANAR_SEPARATE = 2
 _SAMPLEFORMAT_COMPLEXINT = 5
+#: LZW, deflate (both codes), LZMA, Zstandard: the codecs libtiff undoes a predictor in.
+_PREDICTED_COMPRESSIONS = frozenset({5, 8, 32946, 34925, 50000})
 _BYTE_ORDER_MARKS = (b"II", b"MM")
 
 
@@ -152,8 +154,8 @@ class TIFFParser:
         PackBits bottom tiles are padded without this; other compressed ones cannot be
         measured without reading them.
     max_chunk_bytes
-        Uncompressed strips or tiles (without predictor) larger than this are referenced as
-        several chunks of whole rows, so that a window reads only its rows; 4 MiB by default.
+        Uncompressed strips or tiles larger than this are referenced as several chunks of
+        whole rows, so that a window reads only its rows; 4 MiB by default.
     prefetch, block_size
         Header reads: bytes fetched on open, and the granularity of later reads.
 
@@ -453,8 +455,8 @@ class _ImageBuilder:
         self, dtype: np.dtype[Any], stored_shape: tuple[int, ...], x_axis: int
     ) -> list[_JSON]:
         predictor = int(self.page.predictor)
-        if predictor == 1:
-            return []
+        if predictor == 1 or int(self.page.compression) not in _PREDICTED_COMPRESSIONS:
+            return []  # libtiff, and so GDAL, ignores the tag elsewhere
         file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
         if predictor == 2 and dtype.kind == "c":
             self._check_complex_differencing(dtype)

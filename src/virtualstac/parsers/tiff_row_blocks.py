@@ -3,9 +3,9 @@
 Many TIFFs keep the whole image in one strip (RowsPerStrip = ImageLength: tifffile's default,
 old tools, scanners). As one chunk, a 256-pixel window of a 20,000-pixel-square uint16 image
 reads the whole 800 MB strip, and a strip beyond ``chunk_bytes`` could not be opened at all.
-An uncompressed segment without a predictor is its rows one after the other, ``row_bytes``
-each, so ``k`` rows from row ``j * k`` are the byte range of ``k * row_bytes`` bytes at
-``offset + j * k * row_bytes``: each such block of rows is a chunk of its own.
+An uncompressed segment is its rows one after the other, ``row_bytes`` each (libtiff ignores a
+predictor there), so ``k`` rows from row ``j * k`` are the byte range of ``k * row_bytes``
+bytes at ``offset + j * k * row_bytes``: each such block of rows is a chunk of its own.
 
 Zarr's regular grid needs every chunk of one shape, cut only where the array ends. So blocks
 never straddle two segments: with more than one row of segments, ``k`` divides the segment's
@@ -40,7 +40,6 @@ __all__ = ["DEFAULT_MAX_CHUNK_BYTES", "block_rows", "split_segments"]
 DEFAULT_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
 _UNCOMPRESSED = 1
-_NO_PREDICTOR = 1
 
 _References = npt.NDArray[np.uint64]
 
@@ -48,10 +47,10 @@ _References = npt.NDArray[np.uint64]
 def block_rows(page: Any, segment_rows: int, row_bytes: int, limit: int) -> int:
     """Rows per chunk of a tifffile ``page`` whose segments hold ``segment_rows`` rows of
     ``row_bytes`` bytes: ``segment_rows`` (one chunk per segment) unless the segments are
-    uncompressed, without predictor, and larger than ``limit`` bytes."""
+    uncompressed and larger than ``limit`` bytes."""
     if segment_rows * row_bytes <= limit:
         return segment_rows
-    if page.compression != _UNCOMPRESSED or page.predictor != _NO_PREDICTOR:
+    if page.compression != _UNCOMPRESSED:
         return segment_rows  # rows cannot be found in a stream without decoding it
     image_rows = int(page.imagelength)
     fitting = max(1, limit // row_bytes)
