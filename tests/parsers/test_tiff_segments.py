@@ -48,11 +48,11 @@ def with_byte_counts(path: Path, counts: list[int]) -> Path:
     return path
 
 
-def without_byte_counts(path: Path) -> Path:
-    """Renumber the StripByteCounts entry as a private tag: the tag is gone."""
+def without_byte_counts(path: Path, tag: str = "StripByteCounts") -> Path:
+    """Renumber the byte counts' entry as a private tag: the tag is gone."""
     with tifffile.TiffFile(path) as tif:
         assert tif.byteorder == "<" and not tif.is_bigtiff
-        entry = tif.pages.first.tags["StripByteCounts"].offset
+        entry = tif.pages.first.tags[tag].offset
     data = bytearray(path.read_bytes())
     struct.pack_into("<H", data, entry, 65001)
     path.write_bytes(bytes(data))
@@ -170,3 +170,18 @@ def test_band_interleaved_strips_without_byte_counts_read_their_rows(tmp_path: P
 
     np.testing.assert_array_equal(rasterio_values(path), planes)
     np.testing.assert_array_equal(read(path), planes)
+
+
+@pytest.mark.parametrize("planar", [False, True], ids=["one_tile", "one_tile_per_band"])
+def test_uncompressed_tiles_without_byte_counts_read_as_libtiff_estimates_them(
+    tmp_path: Path, planar: bool
+) -> None:
+    path = tmp_path / "no_tile_counts.tif"
+    image = np.moveaxis(RGB[:60, :50], -1, 0) if planar else GRAY[:60, :50]
+    options = dict(photometric="rgb", planarconfig="separate") if planar else {}
+    tifffile.imwrite(path, image, tile=(64, 64), **options)
+    without_byte_counts(path, "TileByteCounts")
+    band_first = image if planar else image[np.newaxis]
+
+    np.testing.assert_array_equal(rasterio_values(path), band_first)
+    np.testing.assert_array_equal(read(path), band_first)

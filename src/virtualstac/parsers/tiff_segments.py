@@ -90,7 +90,8 @@ def segment_references(
     """The offsets and byte counts of the ``count`` segments of a tifffile ``page``, in the
     file's order.
 
-    Uncompressed strips get the byte counts libtiff reads them with (:func:`_strip_lengths`).
+    Uncompressed strips get the byte counts libtiff reads them with (:func:`_strip_lengths`);
+    one uncompressed tile per plane without byte counts is a whole tile, as libtiff estimates.
     Raises :class:`SegmentIndexError` when the page does not list ``count`` of each, or not
     their byte counts where libtiff would not estimate them, and :class:`CorruptFileError` for a
     segment whose bytes lie in the TIFF header or past the ``file_size`` of the file at
@@ -117,6 +118,9 @@ def segment_references(
         )
     if not page.is_tiled:
         lengths = _strip_lengths(page, offsets, lengths, estimated=missing)
+    elif missing:  # libtiff's estimate: whole tiles
+        tile_bytes = int(page.tilelength) * int(page.tilewidth) * _row_bytes(page, 1)
+        lengths = np.where(offsets != 0, np.uint64(tile_bytes), lengths)
     # Offset 0 is the file header: bytes to read there are a damaged offset, not a segment
     # left unwritten (GDAL would read the header as pixels).
     damaged = np.flatnonzero((offsets == 0) & (lengths != 0))
@@ -167,9 +171,14 @@ def _strip_lengths(
         return lengths
     height = int(page.imagelength)
     rows = min(int(page.rowsperstrip), height)
-    chunky_samples = 1 if page.planarconfig == _PLANAR_SEPARATE else int(page.samplesperpixel)
-    row_bytes = int(page.imagewidth) * chunky_samples * int(page.bitspersample) // 8
+    row_bytes = _row_bytes(page, int(page.imagewidth))
     first_rows = np.arange(offsets.size, dtype=np.int64) % math.ceil(height / rows) * rows
     needed = (np.minimum(rows, height - first_rows) * row_bytes).astype(np.uint64)
     written = (offsets != 0) & ((lengths != 0) | only_strip | estimated)
     return np.where(written, needed, lengths)
+
+
+def _row_bytes(page: Any, width: int) -> int:
+    """The bytes of ``width`` pixels of one plane of a page of byte-aligned samples."""
+    chunky_samples = 1 if page.planarconfig == _PLANAR_SEPARATE else int(page.samplesperpixel)
+    return width * chunky_samples * int(page.bitspersample) // 8
