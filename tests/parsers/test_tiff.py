@@ -398,6 +398,21 @@ def test_packed_samples_are_refused(tmp_path: Path) -> None:
         parse(path)
 
 
+def test_samples_of_different_sizes_are_refused_as_such(tmp_path: Path) -> None:
+    # BitsPerSample 8, 16, 8: GDAL refuses it too ("different values per sample").
+    path = tmp_path / "mixed_bits.tif"
+    tifffile.imwrite(path, np.zeros((4, 4, 3), "uint8"), photometric="rgb")
+    with tifffile.TiffFile(path) as tif:
+        bits = tif.pages.first.tags["BitsPerSample"]
+        assert bits.value == (8, 8, 8) and tif.byteorder == "<"
+    data = bytearray(path.read_bytes())
+    data[bits.valueoffset + 2 : bits.valueoffset + 4] = (16).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(UnsupportedTIFFError, match=r"different sizes \(BitsPerSample 8, 16, 8\)"):
+        parse(path)
+
+
 def test_12_bit_jpeg_is_refused_as_such(tmp_path: Path) -> None:
     twelve_bits = pixels(1, 200, 300, "uint16") // 16
     path = write_gdal(
