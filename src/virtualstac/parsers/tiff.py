@@ -48,12 +48,12 @@ deflate/zstd layer, WebP).
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
 and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
 without a Zarr data type, samples of different sizes, bit-reversed fill order, YCbCr without
-JPEG (subsampled, or 8-bit, which GDAL reads converted to RGB), 8-bit CMYK (which GDAL reads
-converted to RGBA), old-style JPEG, 12-bit JPEG, WebP of band-interleaved samples, unknown
-compressions and predictors, horizontal differencing of big-endian or 128-bit complex samples,
-volumes, band scales that differ within a chunk, uncompressed tiles shorter than their rows,
-compressed segments without byte counts (or an only strip's count of 0, which GDAL estimates
-from the file's size).
+JPEG (subsampled, or 8-bit, which GDAL reads converted to RGB), 8-bit CMYK and CIELab (which
+GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, WebP of band-interleaved samples,
+unknown compressions and predictors, horizontal differencing of big-endian or 128-bit complex
+samples, volumes, band scales that differ within a chunk, uncompressed tiles shorter than
+their rows, compressed segments without byte counts (or an only strip's count of 0, which GDAL
+estimates from the file's size).
 Compressed tiles or strips that decode to more than ``chunk_bytes`` (limits) raise
 :class:`~virtualstac.errors.LimitExceededError`.
 """

@@ -1,9 +1,10 @@
 """TIFF colour spaces: which GDAL reads as stored, which it converts, and JPEG's decoding.
 
-GDAL reads most photometric interpretations as the samples stored, but converts two through
-libtiff's RGBA interface: 8-bit YCbCr that is not JPEG-compressed (to RGB) and 8-bit CMYK
-(Photometric SEPARATED with the CMYK ink set, to RGBA). No zarr codec converts colours, so the
-TIFF parser refuses those (:func:`converted_by_gdal`).
+GDAL reads most photometric interpretations as the samples stored, but converts three through
+libtiff's RGBA interface: 8-bit YCbCr that is not JPEG-compressed (to RGB), 8-bit CMYK
+(Photometric SEPARATED with the CMYK ink set, to RGBA) and 8-bit CIELab of three samples
+without extra ones (what libtiff's ``TIFFRGBAImageOK`` takes, to RGBA). No zarr codec converts
+colours, so the TIFF parser refuses those (:func:`converted_by_gdal`).
 
 JPEG streams carry their own colour space. libtiff converts only YCbCr streams (to RGB, GDAL's
 ``JPEGCOLORMODE_RGB``) and decodes every other stream as stored; :func:`jpeg_colour_spaces`
@@ -19,6 +20,7 @@ __all__ = ["converted_by_gdal", "jpeg_colour_spaces"]
 _PLANAR_SEPARATE = 2
 _PHOTOMETRIC_SEPARATED = 5
 _PHOTOMETRIC_YCBCR = 6
+_PHOTOMETRIC_CIELAB = 8
 _INKSET = 332
 _INKSET_CMYK = 1
 _JPEG = 7
@@ -45,6 +47,16 @@ def converted_by_gdal(page: Any) -> str | None:
         return (
             "8-bit CMYK pixels (Photometric SEPARATED) are not supported: GDAL reads them "
             "converted to RGBA, which no zarr codec does"
+        )
+    if (
+        page.photometric == _PHOTOMETRIC_CIELAB
+        and bits == 8
+        and page.samplesperpixel == 3
+        and not page.extrasamples
+    ):
+        return (
+            "8-bit CIELab pixels are not supported: GDAL reads them converted to RGBA, which "
+            "no zarr codec does"
         )
     return None
 
