@@ -77,14 +77,14 @@ def test_a_window_reads_only_the_blocks_it_needs(tmp_path: Path) -> None:
 
 
 def test_an_odd_height_without_a_close_divisor_pads_the_last_block(tmp_path: Path) -> None:
-    # 1,001 = 7 * 11 * 13: the divisor 13 is far below the 50 rows that fit, so blocks of 50,
-    # the last of them one row, padded to a whole chunk.
+    # 1,009 is prime: no divisor near the 100 rows that fit, so blocks of 100, the last of
+    # them 9 rows, padded to a whole chunk.
     path = tmp_path / "odd.tif"
-    tifffile.imwrite(path, pixels(1, 1001, 300, "int16")[0])
+    tifffile.imwrite(path, pixels(1, 1009, 150, "int16")[0])
 
     array = band_data(path, max_chunk_bytes=30_000)
 
-    assert array.chunks == (1, 50, 300)
+    assert array.chunks == (1, 100, 150)
     assert codec_names(array) == ["bytes", "virtualstac.pad"]
     np.testing.assert_array_equal(array[...], rasterio_values(path))
 

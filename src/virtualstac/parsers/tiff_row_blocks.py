@@ -10,11 +10,12 @@ bytes at ``offset + j * k * row_bytes``: each such block of rows is a chunk of i
 Zarr's regular grid needs every chunk of one shape, cut only where the array ends. So blocks
 never straddle two segments: with more than one row of segments, ``k`` divides the segment's
 rows, and only the last strip, when it is shorter, ends in a shorter block, at the end of the
-image. With one row of segments (a single strip) ``k`` is free: a divisor of the image height
-near the target when there is one, so that no block is short, else the target itself, the
-last block padded by ``virtualstac.pad``. Band-interleaved planes are cut alike, plane after
-plane; in a pixel-interleaved row the samples of each pixel lie together, so every block
-holds all the bands.
+image. With one row of segments (a single strip) ``k`` is free: the largest divisor of the
+image height within the target when it is at least a quarter of it, so that no block is short
+(and the image ends on a chunk boundary, as joining tiles in space needs), else the target
+itself, the last block padded by ``virtualstac.pad``. Band-interleaved planes are cut alike,
+plane after plane; in a pixel-interleaved row the samples of each pixel lie together, so every
+block holds all the bands.
 
 The target, :data:`DEFAULT_MAX_CHUNK_BYTES`, is 4 MiB, a quarter of what netCDF-3 and HDF5
 contiguous blocks are cut to: a raster is mostly read in windows, and a 256-pixel window of a
@@ -58,7 +59,7 @@ def block_rows(page: Any, segment_rows: int, row_bytes: int, limit: int) -> int:
         return max(d for d in divisors(segment_rows) if d <= fitting)
     divisor = max(d for d in divisors(image_rows) if d <= fitting)
     # A divisor much smaller than the target costs many more chunks than one padded block.
-    return divisor if 2 * divisor >= fitting else fitting
+    return divisor if 4 * divisor >= fitting else fitting
 
 
 def split_segments(
