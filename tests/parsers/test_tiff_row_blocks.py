@@ -213,3 +213,28 @@ def test_a_compressed_strip_above_the_chunk_limit_is_still_refused(tmp_path: Pat
 def test_max_chunk_bytes_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_chunk_bytes must be positive"):
         TIFFParser(max_chunk_bytes=0)
+
+
+def test_strips_of_a_prime_number_of_rows_stay_whole_rather_than_rows_of_one(
+    tmp_path: Path,
+) -> None:
+    # 61 rows per strip have no divisor but 1: one chunk per strip, not 61 chunks of a row.
+    path = write_gdal(tmp_path / "prime.tif", width=400, height=200, blockysize=61)
+
+    array = band_data(path, max_chunk_bytes=20_000)
+
+    assert array.chunks[1] == 61
+    np.testing.assert_array_equal(array[...], rasterio_values(path))
+
+
+def test_strips_of_a_prime_number_of_rows_above_the_chunk_limit_are_still_cut(
+    tmp_path: Path,
+) -> None:
+    path = write_gdal(tmp_path / "prime.tif", width=400, height=200, blockysize=61)
+
+    with virtualstac.limits.limits(chunk_bytes=20_000):
+        array = band_data(path, max_chunk_bytes=20_000)
+        values = array[...]
+
+    assert array.chunks[1] == 1
+    np.testing.assert_array_equal(values, rasterio_values(path))

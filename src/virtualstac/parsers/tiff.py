@@ -352,8 +352,9 @@ class _ImageBuilder:
         planes = samples if planar else 1
         chunk_samples = 1 if planar else samples
         row_bytes = chunk_w * chunk_samples * dtype.itemsize
-        target = min(self.parser.max_chunk_bytes, limits.get_limits().chunk_bytes)
-        chunk_h = block_rows(page, segment_h, row_bytes, target)
+        ceiling = limits.get_limits().chunk_bytes
+        target = min(self.parser.max_chunk_bytes, ceiling)
+        chunk_h = block_rows(page, segment_h, row_bytes, target, ceiling)
         grid_y, grid_x = math.ceil(height / chunk_h), math.ceil(width / chunk_w)
         stored_shape = (chunk_h, chunk_w, chunk_samples) if not planar else (1, chunk_h, chunk_w)
 

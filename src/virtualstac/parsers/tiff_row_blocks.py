@@ -45,10 +45,15 @@ _UNCOMPRESSED = 1
 _References = npt.NDArray[np.uint64]
 
 
-def block_rows(page: Any, segment_rows: int, row_bytes: int, limit: int) -> int:
+def block_rows(page: Any, segment_rows: int, row_bytes: int, limit: int, ceiling: int) -> int:
     """Rows per chunk of a tifffile ``page`` whose segments hold ``segment_rows`` rows of
     ``row_bytes`` bytes: ``segment_rows`` (one chunk per segment) unless the segments are
-    uncompressed and larger than ``limit`` bytes."""
+    uncompressed and larger than ``limit`` bytes.
+
+    Segments that fit ``ceiling`` (``chunk_bytes``) stay whole when their rows have no divisor
+    near the target: strips of a prime number of rows would otherwise be cut into chunks of
+    one row, hundreds of times more chunks for no gain in what a window reads.
+    """
     if segment_rows * row_bytes <= limit:
         return segment_rows
     if page.compression != _UNCOMPRESSED:
@@ -56,7 +61,10 @@ def block_rows(page: Any, segment_rows: int, row_bytes: int, limit: int) -> int:
     image_rows = int(page.imagelength)
     fitting = max(1, limit // row_bytes)
     if segment_rows < image_rows:  # several rows of segments: a block must not straddle two
-        return max(d for d in divisors(segment_rows) if d <= fitting)
+        divisor = max(d for d in divisors(segment_rows) if d <= fitting)
+        if 4 * divisor < fitting and segment_rows * row_bytes <= ceiling:
+            return segment_rows
+        return divisor
     divisor = max(d for d in divisors(image_rows) if d <= fitting)
     # A divisor much smaller than the target costs many more chunks than one padded block.
     return divisor if 4 * divisor >= fitting else fitting
