@@ -330,3 +330,66 @@ def test_a_bit_field_band_keeps_its_integers_beside_decoded_reflectances(tmp_pat
         raw = src.read(1)
     expected = np.where(raw == 0, np.nan, raw * 2.75e-05 - 0.2)
     np.testing.assert_allclose(dataset["red"].values, expected, rtol=1e-12)
+
+
+# Catalogs halfway to STAC 1.1: the eo extension v2 (``bands``) beside the raster extension
+# v1.1 (``raster:bands``), or the other way round, on one asset or split between an Item's
+# asset and its Collection's ``item_assets``.
+NAMES_11_SCALES_10 = {
+    "bands": [{"name": n, "eo:common_name": c} for n, c in zip(NAMES, COMMON, strict=True)],
+    "raster:bands": STAC_10["raster:bands"],
+}
+NAMES_10_SCALES_11 = {
+    "eo:bands": STAC_10["eo:bands"],
+    "bands": [{"nodata": 0, "raster:scale": 0.0001, "raster:offset": -0.1}] * 4,
+}
+
+
+@pytest.mark.parametrize(
+    "fields", [NAMES_11_SCALES_10, NAMES_10_SCALES_11], ids=["bands+raster:bands", "eo:bands+bands"]
+)
+def test_band_lists_of_both_stac_versions_on_one_asset_are_read_together(
+    tmp_path: Path, fields: dict[str, Any]
+) -> None:
+    path = reflectance(tmp_path / "reflectance.tif")
+
+    dataset = open_stac(item_with(path, fields), ["reflectance"])
+
+    assert list(dataset["band"].values) == NAMES
+    assert list(dataset["common_name"].values) == COMMON
+    np.testing.assert_allclose(
+        dataset["reflectance"].values,
+        rasterio_masked_and_scaled(path, 0.0001, -0.1),
+        rtol=1e-12,
+    )
+    assert list(open_stac(item_with(path, fields), ["B04"]).data_vars) == ["B04"]
+
+
+def test_item_assets_bands_and_an_items_raster_bands_are_read_together(tmp_path: Path) -> None:
+    # The Collection names the bands once (STAC 1.1); each Item gives its own packing (Sentinel-2
+    # changed its offset with processing baseline 04.00).
+    path = reflectance(tmp_path / "reflectance.tif")
+    collection = pystac.Collection(
+        "s2",
+        "names in item_assets, packing per item",
+        pystac.Extent(
+            pystac.SpatialExtent([[-180, -90, 180, 90]]), pystac.TemporalExtent([[WHEN, None]])
+        ),
+        extra_fields={"item_assets": {"reflectance": {"bands": NAMES_11_SCALES_10["bands"]}}},
+    )
+    collection.add_item(item_with(path, {"raster:bands": STAC_10["raster:bands"]}))
+
+    dataset = open_stac(collection, ["reflectance"])
+
+    assert list(dataset["band"].values) == NAMES
+    np.testing.assert_allclose(
+        dataset["reflectance"].isel(time=0).values,
+        rasterio_masked_and_scaled(path, 0.0001, -0.1),
+        rtol=1e-12,
+    )
+
+
+def test_band_lists_of_both_stac_versions_that_disagree_are_refused(tmp_path: Path) -> None:
+    fields = {**NAMES_10_SCALES_11, "raster:bands": [{"nodata": 0, "scale": 0.001}] * 4}
+    with pytest.raises(InvalidCatalogError, match=r"'reflectance' of item 'S2_1'.*scale"):
+        open_stac(item_with(reflectance(tmp_path / "r.tif"), fields), ["reflectance"])

@@ -2,11 +2,13 @@
 
 Read from the asset (STAC 1.1 ``bands``: ``name``, ``eo:common_name``, ``nodata``,
 ``raster:scale``, ``raster:offset``; STAC 1.0 ``eo:bands``: ``name``, ``common_name``, and
-``raster:bands``: ``nodata``, ``scale``, ``offset``, matched by position). STAC 1.1 puts what
-all bands share on the asset itself (``eo:common_name``, ``nodata``, ``raster:scale``,
-``raster:offset``), with or without a ``bands`` array: those fields apply to every band that
-does not say otherwise. ``nodata``, ``raster:scale``, ``raster:offset`` and ``unit`` in the
-Item's properties (common metadata) apply to every asset that does not give its own.
+``raster:bands``: ``nodata``, ``scale``, ``offset``; all matched by position and read
+together, as catalogs halfway to STAC 1.1 name bands in one and pack them in the other).
+STAC 1.1 puts what all bands share on the asset itself (``eo:common_name``, ``nodata``,
+``raster:scale``, ``raster:offset``), with or without a ``bands`` array: those fields apply to
+every band that does not say otherwise. ``nodata``, ``raster:scale``, ``raster:offset`` and
+``unit`` in the Item's properties (common metadata) apply to every asset that does not give
+its own.
 
 - band names label the ``band`` coordinate when every band has a distinct one; common names
   become a ``common_name`` coordinate on ``band``;
@@ -134,35 +136,67 @@ class _Shared:
 
 
 def _listed(fields: Mapping[str, Any], where: str) -> tuple[StacBand, ...]:
+    """The asset's bands, position by position, from STAC 1.1 ``bands`` and STAC 1.0
+    ``eo:bands`` and ``raster:bands`` together: catalogs halfway to STAC 1.1 name their bands
+    in one and pack them in the other (eo v2 beside raster v1.1, or an Item's ``raster:bands``
+    beside its Collection's ``item_assets`` ``bands``).
+
+    Raises :class:`~virtualstac.errors.InvalidCatalogError` when both give a band a different
+    nodata, scale or offset: either would decode the values, and they cannot both be right.
+    """
     modern = _dicts(fields, "bands", where)
-    if modern:
-        return tuple(
-            StacBand(
-                name=_text(band.get("name")),
-                common_name=_text(band.get("eo:common_name")),
-                nodata=_nodata(band.get("nodata")),
-                scale=_number(band.get("raster:scale"), where, f"bands[{n}].raster:scale"),
-                offset=_number(band.get("raster:offset"), where, f"bands[{n}].raster:offset"),
-                unit=_text(band.get("unit")),
-            )
-            for n, band in enumerate(modern)
-        )
     eo, raster = _dicts(fields, "eo:bands", where), _dicts(fields, "raster:bands", where)
     bands = []
-    for n in range(max(len(eo), len(raster))):
+    for n in range(max(len(modern), len(eo), len(raster))):
+        new = modern[n] if n < len(modern) else {}
         names = eo[n] if n < len(eo) else {}
         values = raster[n] if n < len(raster) else {}
         bands.append(
             StacBand(
-                name=_text(names.get("name")),
-                common_name=_text(names.get("common_name")),
-                nodata=_nodata(values.get("nodata")),
-                scale=_number(values.get("scale"), where, f"raster:bands[{n}].scale"),
-                offset=_number(values.get("offset"), where, f"raster:bands[{n}].offset"),
-                unit=_text(values.get("unit")),
+                name=_text(new.get("name")) or _text(names.get("name")),
+                common_name=_text(new.get("eo:common_name")) or _text(names.get("common_name")),
+                nodata=_agreed(
+                    where, n, "nodata", _nodata(new.get("nodata")), _nodata(values.get("nodata"))
+                ),
+                scale=_agreed(
+                    where,
+                    n,
+                    "scale",
+                    _number(new.get("raster:scale"), where, f"bands[{n}].raster:scale"),
+                    _number(values.get("scale"), where, f"raster:bands[{n}].scale"),
+                ),
+                offset=_agreed(
+                    where,
+                    n,
+                    "offset",
+                    _number(new.get("raster:offset"), where, f"bands[{n}].raster:offset"),
+                    _number(values.get("offset"), where, f"raster:bands[{n}].offset"),
+                ),
+                unit=_text(new.get("unit")) or _text(values.get("unit")),
             )
         )
     return tuple(bands)
+
+
+def _agreed(where: str, n: int, field: str, ours: Any, theirs: Any) -> Any:
+    """Band ``n``'s ``field`` as STAC 1.1 ``bands`` (``ours``) or else ``raster:bands``
+    (``theirs``) give it; both giving different values is refused."""
+    if ours is None:
+        return theirs
+    if theirs is not None and not _agree(ours, theirs):
+        raise InvalidCatalogError(
+            f"{where}: band {n + 1} has {field} {ours} in bands but {theirs} in raster:bands; "
+            "correct the catalog (they cannot both describe its bytes)"
+        )
+    return ours
+
+
+def _agree(ours: str | float, theirs: str | float) -> bool:
+    """Whether two nodata texts (``"0"``, ``"0.0"``, ``"nan"``) or numbers are one value."""
+    try:
+        return _same(float(ours), float(theirs))
+    except ValueError:
+        return ours == theirs
 
 
 def _inherit(band: StacBand, every: StacBand) -> StacBand:
