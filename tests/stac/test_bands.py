@@ -365,26 +365,46 @@ def test_band_lists_of_both_stac_versions_on_one_asset_are_read_together(
     assert list(open_stac(item_with(path, fields), ["B04"]).data_vars) == ["B04"]
 
 
-def test_item_assets_bands_and_an_items_raster_bands_are_read_together(tmp_path: Path) -> None:
-    # The Collection names the bands once (STAC 1.1); each Item gives its own packing (Sentinel-2
-    # changed its offset with processing baseline 04.00).
+CURRENT_BASELINE_11 = [
+    {**band, "nodata": 0, "raster:scale": 0.0001, "raster:offset": -0.1}
+    for band in NAMES_11_SCALES_10["bands"]
+]
+
+
+@pytest.mark.parametrize(
+    ("described", "own"),
+    [
+        ({"bands": CURRENT_BASELINE_11}, {"raster:bands": [{"nodata": 0, "scale": 0.0001}] * 4}),
+        (STAC_10, {"bands": [{"nodata": 0, "raster:scale": 0.0001}] * 4}),
+    ],
+    ids=["item_assets-bands+own-raster:bands", "item_assets-raster:bands+own-bands"],
+)
+def test_an_items_own_packing_overrides_its_collections_of_the_other_stac_version(
+    tmp_path: Path, described: dict[str, Any], own: dict[str, Any]
+) -> None:
+    # The Collection describes the bands once, with the packing of processing baseline 04.00
+    # (offset -0.1); an Item processed before it gives its own (no offset) in the other STAC
+    # version's list. The Item's own packing wins, as a list of the same version would.
     path = reflectance(tmp_path / "reflectance.tif")
     collection = pystac.Collection(
         "s2",
-        "names in item_assets, packing per item",
+        "bands described in item_assets",
         pystac.Extent(
             pystac.SpatialExtent([[-180, -90, 180, 90]]), pystac.TemporalExtent([[WHEN, None]])
         ),
-        extra_fields={"item_assets": {"reflectance": {"bands": NAMES_11_SCALES_10["bands"]}}},
+        extra_fields={"item_assets": {"reflectance": described}},
     )
-    collection.add_item(item_with(path, {"raster:bands": STAC_10["raster:bands"]}))
+    collection.add_item(item_with(path, {}, "N0510"))
+    old = item_with(path, own, "N0400")
+    old.datetime = WHEN - dt.timedelta(days=5)
+    collection.add_item(old)
 
-    dataset = open_stac(collection, ["reflectance"])
+    cube = open_stac(collection, ["reflectance"])
 
-    assert list(dataset["band"].values) == NAMES
+    assert list(cube["band"].values) == NAMES  # the Collection's names still apply
     np.testing.assert_allclose(
-        dataset["reflectance"].isel(time=0).values,
-        rasterio_masked_and_scaled(path, 0.0001, -0.1),
+        cube["reflectance"].values,
+        [rasterio_masked_and_scaled(path, 0.0001, offset) for offset in (0.0, -0.1)],
         rtol=1e-12,
     )
 

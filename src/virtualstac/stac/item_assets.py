@@ -5,6 +5,11 @@ Providers describe the assets every Item carries once, in the Collection's ``ite
 fields. As odc-stac does, an asset's own fields come first and the Collection's description
 of the asset of that key fills in the rest.
 
+Band fields are filled whichever STAC version each side uses: an asset's own ``raster:bands``
+replace the packing (nodata, scale, offset, unit) of its description's ``bands`` as its own
+``bands`` would, while the names there still apply; its own ``bands`` replace the description's
+``eo:bands`` or ``raster:bands`` if they give names or packing.
+
 The Collection is the one the Item links to: already in memory when the Item was read
 through it, otherwise read once per Collection id (one request for the results of a search).
 An unreachable Collection describes nothing: the Items are opened as they are.
@@ -21,6 +26,12 @@ from virtualstac.errors import VirtualStacError
 from virtualstac.stac.invalid import PYSTAC_ERRORS, collection_of
 
 __all__ = ["ItemAssets"]
+
+#: The STAC 1.0 band lists, and the STAC 1.1 ``bands`` fields that say what each says.
+_STAC_10_BANDS = {
+    "eo:bands": {"name", "eo:common_name"},
+    "raster:bands": {"nodata", "raster:scale", "raster:offset", "unit"},
+}
 
 #: What reading a Collection may raise: a missing or broken file, an unreachable URL.
 _UNREADABLE: tuple[type[Exception], ...] = (*PYSTAC_ERRORS, OSError, ValueError, VirtualStacError)
@@ -39,11 +50,14 @@ class ItemAssets:
         described = self._of(item).get(key)
         if not isinstance(described, Mapping):
             return asset
-        fields = {
-            name: value
-            for name, value in described.items()
-            if name not in ("type", "roles", "title", "description")
-        }
+        fields = _not_overridden(
+            {
+                name: value
+                for name, value in described.items()
+                if name not in ("type", "roles", "title", "description")
+            },
+            asset.extra_fields,
+        )
         media_type = asset.media_type or described.get("type")
         roles = asset.roles or described.get("roles")
         filled = pystac.Asset(
@@ -75,3 +89,27 @@ def _item_assets(item: pystac.Item) -> Mapping[str, Any]:
         return {}
     found = collection.extra_fields.get("item_assets")
     return found if isinstance(found, Mapping) else {}
+
+
+def _not_overridden(described: dict[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """``described`` without what the asset's ``own`` band lists of the other STAC version
+    replace: read together (:mod:`virtualstac.stac.bands`), the Collection's would otherwise
+    fill in, or contradict, what the asset says of its own bands.
+
+    An own list replaces its kind of fields (names, or packing) whole, as an own list of the
+    description's version does: an Item's ``raster:bands`` without an offset has none, whatever
+    offset the Collection's ``bands`` give."""
+    for legacy, kind in _STAC_10_BANDS.items():
+        if isinstance(own.get(legacy), list) and isinstance(described.get("bands"), list):
+            described["bands"] = [
+                {name: v for name, v in band.items() if name not in kind}
+                if isinstance(band, Mapping)
+                else band
+                for band in described["bands"]
+            ]
+        modern = own.get("bands")
+        if isinstance(modern, list) and any(
+            isinstance(band, Mapping) and kind & set(band) for band in modern
+        ):
+            described.pop(legacy, None)
+    return described
