@@ -47,6 +47,9 @@ WriteBand = Callable[..., Path]
 pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 
 
+SINUSOIDAL = pyproj.CRS.from_proj4("+proj=sinu +lon_0=0 +x_0=0 +y_0=0 +R=6371007.181 +units=m")
+
+
 def read(dataset: xr.Dataset, root: Path) -> xr.Dataset:
     """Read a virtual dataset through its references, allowing reads below ``root``."""
     registry = ObjectStoreRegistry.for_url(f"{root}/")
@@ -399,6 +402,35 @@ def test_proj_crs_fields_of_every_spelling_and_ones_proj_cannot_read(
     # ... and ignored by a file that carries its own CRS, as GDAL ignores it.
     item.assets["B04"].href = str(cog)
     np.testing.assert_array_equal(open_stac(item)["B04"].values, read_band(cog))
+
+
+@pytest.mark.parametrize(
+    "crs_fields",
+    [{"proj:code": None, "proj:wkt2": SINUSOIDAL.to_wkt()}, {"proj:wkt2": SINUSOIDAL.to_wkt()}],
+    ids=["code-null-and-wkt2", "wkt2-only"],
+)
+def test_an_assets_proj_crs_overrides_the_items_of_another_spelling(
+    tmp_path: Path,
+    make_item: MakeItem,
+    read_band: ReadBand,
+    write_band: WriteBand,
+    crs_fields: dict[str, object],
+) -> None:
+    # Projection v2: the Item's assets are in UTM, but this one's file (MODIS-like, without
+    # georeferencing) is on a sinusoidal grid with no EPSG code; proj:code null says so.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    item = make_item("modis", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"lst": (str(plain), COG)})
+    item.properties["proj:code"] = "EPSG:32633"
+    item.assets["lst"].extra_fields.update(
+        {**crs_fields, "proj:transform": [463.3, 0.0, -1111950.5, 0.0, -463.3, 5559752.6]}
+    )
+
+    opened = open_stac(item)
+
+    assert pyproj.CRS.from_wkt(opened["spatial_ref"].attrs["crs_wkt"]) == SINUSOIDAL
+    np.testing.assert_array_equal(opened["lst"].values, read_band(plain))
 
 
 def test_same_variable_in_two_assets_and_items_with_different_variables(

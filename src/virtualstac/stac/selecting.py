@@ -59,6 +59,8 @@ MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
     "application/vnd+zarr": "zarr",
     "application/vnd.zarr+kerchunk": None,
 }
+#: The spellings of an asset's CRS in the projection extension (v1: epsg; v2: code).
+_CRS_FIELDS = ("code", "epsg", "wkt2", "projjson")
 # Kerchunk JSON is plain JSON; only these roles say a JSON asset holds references.
 _REFERENCE_ROLES = frozenset({"references", "index"})
 
@@ -358,9 +360,13 @@ def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _P
 
     transform = _numbers(where, "proj:transform", get("transform"))
     shape = _numbers(where, "proj:shape", get("shape"))
-    epsg = get("epsg")
-    crs = get("code") or get("wkt2") or (f"EPSG:{epsg}" if epsg else None)
-    projjson = get("projjson")
+    # The CRS is one field in four spellings: an asset giving any of them (proj:code null with
+    # proj:wkt2: "no EPSG code, this WKT") overrides the Item's CRS, whichever spelling it has.
+    own = any(f"proj:{name}" in asset.extra_fields for name in _CRS_FIELDS)
+    fields = asset.extra_fields if own or item is None else item.properties
+    epsg = fields.get("proj:epsg")
+    crs = fields.get("proj:code") or fields.get("proj:wkt2") or (f"EPSG:{epsg}" if epsg else None)
+    projjson = fields.get("proj:projjson")
     if crs is None and projjson is not None:
         # Parsed only for a file without georeferencing: a PROJJSON pyproj cannot read must
         # not stop a file that carries its own CRS from opening.
