@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import odc.stac
 import pystac
 import pytest
 import rasterio
@@ -240,3 +241,37 @@ def test_groupby_id_keeps_every_item_and_time_sorts_by_time() -> None:
     second = item_at("a", dt.datetime(2024, 7, 2, tzinfo=dt.UTC), 0.0, 1.0)
     assert [g.items[0].id for g in group_items([second, first], "id")] == ["b", "a"]
     assert [g.items[0].id for g in group_items([second, first])] == ["b", "a"]
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # odc-geo's, while loading
+@pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning")
+def test_items_of_a_time_range_are_placed_at_their_start_as_odc_stac_places_them(
+    tmp_path: Path,
+) -> None:
+    # Composites and daily products publish a range (datetime null, start_datetime and
+    # end_datetime) instead of a moment.
+    items = []
+    for day in (1, 0):
+        item = tile(tmp_path, 0, day)
+        start = PASS.replace(hour=0) + dt.timedelta(days=day)
+        item.datetime = None
+        item.common_metadata.start_datetime = start
+        item.common_metadata.end_datetime = start + dt.timedelta(days=1)
+        item.stac_extensions.append(
+            "https://stac-extensions.github.io/projection/v1.1.0/schema.json"
+        )
+        item.properties.update({"proj:epsg": 32633, "proj:shape": [SIZE, SIZE]})
+        item.properties["proj:transform"] = [10, 0, WEST, 0, -10, NORTH]
+        items.append(item)
+
+    ours = open_stac(items, mask_and_scale=False)
+    theirs = odc.stac.load(items, bands=["reflectance.1"])
+
+    assert [str(t)[:19] for t in ours["time"].values] == [
+        "2024-07-01T00:00:00",
+        "2024-07-02T00:00:00",
+    ]
+    np.testing.assert_array_equal(ours["time"].values, theirs["time"].values)
+    np.testing.assert_array_equal(
+        ours["reflectance"].isel(band=0).values, theirs["reflectance.1"].values
+    )
