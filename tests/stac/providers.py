@@ -12,7 +12,9 @@
     and ``raster:bands`` the Collection's ``item_assets`` gives, saved as a static catalog with
     relative asset hrefs.
 :func:`landsat_item`
-    USGS Landsat Collection 2 Level-2: scaled reflectances and the ``qa_pixel`` bit field.
+    USGS Landsat Collection 2 Level-2: scaled reflectances, the scaled surface temperature
+    ``lwir11``, the ``qa_pixel`` bit field and the scene's metadata files (MTL, ANG) and
+    thumbnail.
 """
 
 from __future__ import annotations
@@ -177,28 +179,42 @@ def planetary_computer_collection(directory: Path, days: int = 2) -> pystac.Coll
 
 def landsat_item(directory: Path, item_id: str = "LC09_L2SP_190035_20240601_02_T1") -> pystac.Item:
     """A USGS Landsat Collection 2 Level-2 Item: ``red`` and ``nir08`` surface reflectance
-    (``raster:bands`` scale 2.75e-05, offset -0.2, nodata 0) and the ``qa_pixel`` bit-field
-    band (nodata 1, roles cloud..., no ``data``), COGs typed as STAC 0.x's GeoTIFF, as USGS
-    serves them."""
+    (``raster:bands`` scale 2.75e-05, offset -0.2, nodata 0), ``lwir11`` surface temperature
+    (ST_B10: scale 0.00341802, offset 149, unit kelvin, nodata 0), the ``qa_pixel`` bit-field
+    band (nodata 1, ``classification:bitfields``, roles cloud..., no ``data``): COGs typed as
+    STAC 0.x's GeoTIFF, as USGS serves them; the projection in the Item's properties; and
+    metadata assets (``MTL.xml``, ``MTL.json``, ``ANG.txt``: role metadata) and a JPEG
+    ``thumbnail``, none of them rasters virtualstac reads (nor written)."""
     media_type = "image/vnd.stac.geotiff; cloud-optimized=true"
     item = pystac.Item(
         item_id,
         None,
         None,
         dt.datetime(2024, 6, 1, 9, 30, tzinfo=dt.UTC),
-        {"proj:epsg": 32633},
-        stac_extensions=EXTENSIONS,
+        {
+            "proj:epsg": 32633,
+            "proj:shape": [256, 256],
+            "proj:transform": [30, 0, WEST, 0, -30, NORTH],
+        },
+        stac_extensions=[
+            *EXTENSIONS,
+            "https://stac-extensions.github.io/classification/v1.1.0/schema.json",
+        ],
     )
     rng = np.random.default_rng(7)
-    for key, name in [("red", "SR_B4"), ("nir08", "SR_B5")]:
+    scaled = [
+        ("red", "SR_B4", 2.75e-05, -0.2, None),
+        ("nir08", "SR_B5", 2.75e-05, -0.2, None),
+        ("lwir11", "ST_B10", 0.00341802, 149.0, "kelvin"),
+    ]
+    for key, name, scale, offset, unit in scaled:
         values = rng.integers(7273, 43636, (1, 256, 256), dtype="uint16")
         values[:, :4, :4] = 0
         path = write_cog(directory / item_id / f"{item_id}_{name}.TIF", values, 30, "EPSG:32633")
+        band = {"data_type": "uint16", "nodata": 0, "scale": scale, "offset": offset}
         fields = {
             "eo:bands": [{"name": name, "common_name": key}],
-            "raster:bands": [
-                {"data_type": "uint16", "nodata": 0, "scale": 2.75e-05, "offset": -0.2}
-            ],
+            "raster:bands": [band | ({"unit": unit} if unit else {})],
         }
         item.add_asset(
             key, pystac.Asset(str(path), media_type=media_type, roles=["data"], extra_fields=fields)
@@ -206,6 +222,7 @@ def landsat_item(directory: Path, item_id: str = "LC09_L2SP_190035_20240601_02_T
     qa = rng.choice(np.array([21824, 21952, 22080], "uint16"), (1, 256, 256))
     qa[:, :4, :4] = 1
     path = write_cog(directory / item_id / f"{item_id}_QA_PIXEL.TIF", qa, 30, "EPSG:32633", 1)
+    flags = [("fill", 0), ("cloud", 3), ("cloud_shadow", 4)]
     item.add_asset(
         "qa_pixel",
         pystac.Asset(
@@ -213,8 +230,28 @@ def landsat_item(directory: Path, item_id: str = "LC09_L2SP_190035_20240601_02_T
             media_type=media_type,
             roles=["cloud", "cloud-shadow", "snow-ice", "water-mask"],
             extra_fields={
-                "raster:bands": [{"data_type": "uint16", "nodata": 1, "unit": "bit index"}]
+                "raster:bands": [{"data_type": "uint16", "nodata": 1, "unit": "bit index"}],
+                "classification:bitfields": [
+                    {
+                        "name": flag,
+                        "offset": offset,
+                        "length": 1,
+                        "classes": [
+                            {"name": f"not_{flag}", "value": 0},
+                            {"name": flag, "value": 1},
+                        ],
+                    }
+                    for flag, offset in flags
+                ],
             },
         ),
     )
+    for key, media, role in [
+        ("MTL.xml", "application/xml", "metadata"),
+        ("MTL.json", "application/json", "metadata"),
+        ("ANG.txt", "text/plain", "metadata"),
+        ("thumbnail", "image/jpeg", "thumbnail"),
+    ]:
+        href = str(directory / item_id / f"{item_id}_{key.replace('.', '_')}")
+        item.add_asset(key, pystac.Asset(href, media_type=media, roles=[role]))
     return item

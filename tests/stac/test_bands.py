@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import odc.stac
 import pystac
 import pytest
 import rasterio
@@ -413,3 +414,29 @@ def test_band_lists_of_both_stac_versions_that_disagree_are_refused(tmp_path: Pa
     fields = {**NAMES_10_SCALES_11, "raster:bands": [{"nodata": 0, "scale": 0.001}] * 4}
     with pytest.raises(InvalidCatalogError, match=r"'reflectance' of item 'S2_1'.*scale"):
         open_stac(item_with(reflectance(tmp_path / "r.tif"), fields), ["reflectance"])
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # odc-geo's, while loading
+@pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning")
+def test_a_landsat_item_opens_its_bands_each_with_its_own_scale(tmp_path: Path) -> None:
+    # USGS's Item: reflectances and surface temperature packed differently, a bit-field band
+    # without role data, metadata files and a thumbnail that are no rasters.
+    item = landsat_item(tmp_path)
+
+    dataset = open_stac(item)
+
+    assert list(dataset.data_vars) == ["red", "nir08", "lwir11"]
+    for key, scale, offset in [("red", 2.75e-05, -0.2), ("lwir11", 0.00341802, 149.0)]:
+        with rasterio.open(item.assets[key].href) as src:
+            raw = src.read(1)
+        expected = np.where(raw == 0, np.nan, raw * scale + offset)
+        np.testing.assert_allclose(dataset[key].values, expected, rtol=1e-12)
+    assert dataset["lwir11"].attrs["units"] == "kelvin"
+    # odc-stac loads the stored integers on the same grid.
+    keys = ["red", "lwir11", "qa_pixel"]
+    raw = open_stac(item, keys, mask_and_scale=False)
+    theirs = odc.stac.load([item], bands=keys)
+    for key in keys:
+        np.testing.assert_array_equal(raw[key].values, theirs[key].isel(time=0).values)
+    np.testing.assert_array_equal(raw["x"].values, theirs["x"].values)
+    np.testing.assert_array_equal(raw["y"].values, theirs["y"].values)
