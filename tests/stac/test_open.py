@@ -405,6 +405,24 @@ def test_proj_crs_fields_of_every_spelling_and_ones_proj_cannot_read(
 
 
 @pytest.mark.parametrize(
+    "crs_field", [{"proj:code": 99999}, {"proj:wkt2": 5}, {"proj:code": True}], ids=str
+)
+def test_a_proj_crs_that_is_no_text_is_refused_naming_it(
+    tmp_path: Path, make_item: MakeItem, write_band: WriteBand, crs_field: dict[str, object]
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B04": (str(plain), COG)})
+    item.properties.update(crs_field)
+    item.properties["proj:transform"] = [10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0]
+
+    (value,) = crs_field.values()
+    with pytest.raises(InvalidCatalogError, match=rf"'B04' of item 'plain'.* CRS '{value}' is not"):
+        open_stac(item)
+
+
+@pytest.mark.parametrize(
     "crs_fields",
     [{"proj:code": None, "proj:wkt2": SINUSOIDAL.to_wkt()}, {"proj:wkt2": SINUSOIDAL.to_wkt()}],
     ids=["code-null-and-wkt2", "wkt2-only"],

@@ -221,5 +221,7 @@ def _crs(text: str, where: str) -> pyproj.CRS:
         ) from err
 
 
-def _shortened(text: str) -> str:
+def _shortened(value: object) -> str:
+    # proj: fields come from JSON: a proj:code of 32633 or true is shown as it was written.
+    text = value if isinstance(value, str) else str(value)
     return repr(text) if len(text) <= 80 else repr(text[:77] + "...")
