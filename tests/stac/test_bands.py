@@ -221,6 +221,25 @@ def test_stac_nodata_follows_gdals_rules_for_the_band_type(tmp_path: Path) -> No
     assert "_FillValue" not in dataset["reflectance"].attrs
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"raster:bands": [{"nodata": "none"}] * 4},
+        {"raster:bands": [{"nodata": [0]}] * 4},
+        {"bands": [{"nodata": {"value": 0}}] * 4},
+        {"nodata": True},
+    ],
+    ids=["text", "list", "object", "boolean"],
+)
+def test_a_stac_nodata_that_is_no_number_is_refused(tmp_path: Path, fields: dict[str, Any]) -> None:
+    # Read as GDAL reads its nodata tag's text, any of these would be 0: every 0 masked.
+    path = reflectance(tmp_path / "bare.tif", nodata=None)
+    with pytest.raises(InvalidCatalogError, match=r"'reflectance' of item 'S2_1'.*nodata"):
+        open_stac(item_with(path, fields), ["reflectance"])
+    numeric_text = {"raster:bands": [{"nodata": "0"}] * 4}
+    assert open_stac(item_with(path, numeric_text), ["reflectance"])["reflectance"].isnull().any()
+
+
 #: STAC 1.1 puts what every band shares on the asset itself; bands only name themselves.
 SHARED_ON_ASSET = {
     "nodata": 0,

@@ -108,7 +108,7 @@ def asset_bands(
     shared = _Shared(fields, item_properties or {}, where)
     every = StacBand(
         common_name=_text(fields.get("eo:common_name")),
-        nodata=_nodata(shared.get("nodata")),
+        nodata=_nodata(shared.get("nodata"), *shared.naming("nodata")),
         scale=_number(shared.get("raster:scale"), *shared.naming("raster:scale")),
         offset=_number(shared.get("raster:offset"), *shared.naming("raster:offset")),
         unit=_text(shared.get("unit")),
@@ -156,7 +156,11 @@ def _listed(fields: Mapping[str, Any], where: str) -> tuple[StacBand, ...]:
                 name=_text(new.get("name")) or _text(names.get("name")),
                 common_name=_text(new.get("eo:common_name")) or _text(names.get("common_name")),
                 nodata=_agreed(
-                    where, n, "nodata", _nodata(new.get("nodata")), _nodata(values.get("nodata"))
+                    where,
+                    n,
+                    "nodata",
+                    _nodata(new.get("nodata"), where, f"bands[{n}].nodata"),
+                    _nodata(values.get("nodata"), where, f"raster:bands[{n}].nodata"),
                 ),
                 scale=_agreed(
                     where,
@@ -365,11 +369,27 @@ def _number(value: Any, where: str, name: str) -> float | None:
     return float(value)
 
 
-def _nodata(value: Any) -> str | None:
-    """STAC nodata (a number, or ``"nan"``, ``"inf"``, ``"-inf"``) as GDAL's nodata text."""
-    if value is None or isinstance(value, bool):
+def _nodata(value: Any, where: str, name: str) -> str | None:
+    """STAC nodata (a number, or ``"nan"``, ``"inf"``, ``"-inf"``) as GDAL's nodata text, or
+    None when absent.
+
+    Anything else is refused rather than read as GDAL reads its tag's text, which would make
+    ``"none"`` (or a list, an object, ``true``) a nodata of 0 and mask every 0.
+    """
+    if value is None:
         return None
-    return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        try:
+            float(value)  # "nan", "inf", "-inf"; also a number written as text ("-9999")
+        except ValueError:
+            pass
+        else:
+            return value
+    raise InvalidCatalogError(
+        f'{where}: {name} must be a number or "nan", "inf", "-inf", not {value!r}'
+    )
 
 
 def _warn(message: str) -> None:
