@@ -27,6 +27,7 @@ from virtualstac.errors import (
 )
 from virtualstac.stac import (
     AssetNotFoundError,
+    DuplicateItemError,
     Grid,
     MixedGridsError,
     UnsupportedAssetError,
@@ -333,6 +334,26 @@ def test_sign_rewrites_every_url_read_and_references_stay_unsigned(
     registry = stac_registry(item, sign=sign)
     opened = xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)
     np.testing.assert_array_equal(opened["B02"].values, read_band(local))
+
+
+def test_one_item_id_in_two_collections_is_refused_naming_them(
+    tmp_path: Path, make_item: MakeItem, write_band: WriteBand
+) -> None:
+    # Earth Search keeps Sentinel-2 L2A in two collections (sentinel-2-l2a, and the earlier
+    # processing sentinel-2-pre-c1-l2a) under the same item ids; a search over both finds both.
+    band = write_band(tmp_path / "B04.tif", size=150, seed=1)
+    when = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
+    items = []
+    for collection in ("sentinel-2-l2a", "sentinel-2-pre-c1-l2a"):
+        item = make_item("S2B_33SVB_20240601_0_L2A", when, {"red": (str(band), COG)})
+        item.collection_id = collection
+        items.append(item)
+
+    with pytest.raises(
+        DuplicateItemError,
+        match=r"'S2B_33SVB_20240601_0_L2A' \(collections 'sentinel-2-l2a', 'sentinel-2-pre-c1",
+    ):
+        open_stac(items)
 
 
 def test_registry_is_the_allow_list(scenes: Scenes, tmp_path: Path) -> None:

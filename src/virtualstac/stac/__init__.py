@@ -22,6 +22,7 @@ from virtualstac.stac.extension import (
 from virtualstac.stac.open import (
     MEDIA_TYPE_PARSERS,
     AssetNotFoundError,
+    DuplicateItemError,
     Grid,
     MixedGridsError,
     StacSource,
@@ -52,6 +53,7 @@ __all__ = [
     "AssetNotFoundError",
     "AssetVirtualExtension",
     "CollectionVirtualExtension",
+    "DuplicateItemError",
     "Grid",
     "ItemAssetsVirtualExtension",
     "ItemVirtualExtension",

@@ -46,6 +46,7 @@ from virtualstac.stac.published import open_published_for
 from virtualstac.stac.selecting import (
     MEDIA_TYPE_PARSERS,
     AssetNotFoundError,
+    DuplicateItemError,
     StacSource,
     _alias_keys,
     _concat_dim_of,
@@ -64,6 +65,7 @@ from virtualstac.xarray.unpacking import open_zarr_values
 __all__ = [
     "MEDIA_TYPE_PARSERS",
     "AssetNotFoundError",
+    "DuplicateItemError",
     "Grid",
     "MixedGridsError",
     "StacSource",
@@ -156,6 +158,8 @@ def open_stac(
         If an Item has no asset that can be opened, or an asset asked for cannot be parsed.
     AssetNotFoundError
         If an asset key asked for is missing from an Item.
+    DuplicateItemError
+        If two Items share an id (of two Collections, say).
     MixedGridsError
         If assets or Items lie on different grids and ``group_by`` is not ``"grid"``.
     DuplicateTimeError, OverlappingItemsError

@@ -37,7 +37,7 @@ from virtualstac.stac.stac_io import reading_api
 from virtualstac.storage.signing import split_signature
 from virtualstac.storage.urls import normalize_url
 
-__all__ = ["MEDIA_TYPE_PARSERS", "AssetNotFoundError", "StacSource"]
+__all__ = ["MEDIA_TYPE_PARSERS", "AssetNotFoundError", "DuplicateItemError", "StacSource"]
 
 #: What :func:`~virtualstac.stac.open_stac` opens: an Item, a Collection or Catalog (its
 #: items), an ItemCollection, a pystac-client search (its results), or any iterable of Items.
@@ -63,6 +63,11 @@ MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
 _CRS_FIELDS = ("code", "epsg", "wkt2", "projjson")
 # Kerchunk JSON is plain JSON; only these roles say a JSON asset holds references.
 _REFERENCE_ROLES = frozenset({"references", "index"})
+
+
+class DuplicateItemError(VirtualStacError, ValueError):
+    """Items to open share an id: STAC ids are unique within a Collection only (a search over
+    two Collections may find one id twice), and opening tells Items apart by id."""
 
 
 class AssetNotFoundError(VirtualStacError, KeyError):
@@ -102,10 +107,18 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         raise UnsupportedAssetError(
             f"no STAC items to open{': the search matched no items' if searched else ''}"
         )
-    ids = [item.id for item in found]
-    duplicated = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicated:
-        raise ValueError(f"item ids must be unique; repeated: {', '.join(duplicated)}")
+    collections: dict[str, list[str | None]] = {}
+    for item in found:
+        collections.setdefault(item.id, []).append(item.collection_id)
+    repeated = {i: c for i, c in collections.items() if len(c) > 1}
+    if repeated:
+        shown = "; ".join(
+            f"{i!r} (collections {', '.join(repr(c) for c in cs)})" for i, cs in repeated.items()
+        )
+        raise DuplicateItemError(
+            f"items to open are told apart by id, but several have one id: {shown}. Open the "
+            "items of one collection (search with collections=[...]), or keep one of each"
+        )
     return found
 
 
