@@ -5,8 +5,9 @@
     (``red``, ``nir``, ``rededge1``...) at 10, 20 and 60 m, each with ``eo:bands`` (``B04``,
     ``red``), ``raster:bands`` (nodata 0, scale 1e-4, offset -0.1), ``proj:shape`` and
     ``proj:transform``; ``proj:epsg`` (or projection v2's ``proj:code``) in the properties; a
-    three-band ``visual`` COG; a JPEG 2000 twin ``red-jp2`` (never read); thumbnail and
-    metadata assets.
+    three-band ``visual`` COG; a JPEG 2000 twin ``red-jp2`` (never read); the 20 m uint8 scene
+    classification ``scl`` (nodata 0, no scale, ``classification:classes``); a thumbnail and
+    the granule and tile metadata (XML, JSON: role metadata, not written).
 :func:`planetary_computer_collection`
     Planetary Computer Sentinel-2 L2A: assets keyed by band name (``B04``), whose ``eo:bands``
     and ``raster:bands`` the Collection's ``item_assets`` gives, saved as a static catalog with
@@ -122,12 +123,39 @@ def earth_search_item(
             extra_fields={"eo:bands": [{"name": n, "common_name": c} for n, c in colours]},
         ),
     )
+    scl = directory / item_id / "SCL.tif"
+    classes = np.random.default_rng(11).integers(1, 12, (1, SIDE // 20, SIDE // 20), "uint8")
+    classes[:, :5, :7] = 0
+    write_cog(scl, classes, 20, f"EPSG:{epsg}")
+    item.add_asset(
+        "scl",
+        pystac.Asset(
+            str(scl),
+            media_type=COG,
+            roles=["data", "reflectance"],
+            extra_fields={
+                "raster:bands": [{"nodata": 0, "data_type": "uint8", "spatial_resolution": 20}],
+                "classification:classes": [
+                    {"value": value, "name": name}
+                    for value, name in [(0, "no_data"), (4, "vegetation"), (8, "cloud_medium")]
+                ],
+                "proj:shape": [SIDE // 20, SIDE // 20],
+                "proj:transform": [20, 0, WEST, 0, -20, NORTH],
+            },
+        ),
+    )
     item.add_asset(
         "thumbnail",
         pystac.Asset(
             str(directory / item_id / "preview.jpg"), media_type="image/jpeg", roles=["thumbnail"]
         ),
     )
+    for key, media_type in [
+        ("granule_metadata", "application/xml"),
+        ("tileinfo_metadata", "application/json"),
+    ]:
+        href = str(directory / item_id / f"{key}.{media_type.split('/')[1]}")
+        item.add_asset(key, pystac.Asset(href, media_type=media_type, roles=["metadata"]))
     return item
 
 

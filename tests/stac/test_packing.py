@@ -11,6 +11,7 @@ import datetime as dt
 from pathlib import Path
 
 import numpy as np
+import odc.stac
 import pystac
 import pytest
 import rasterio
@@ -106,3 +107,34 @@ def test_mosaics_of_each_packing_are_joined(tmp_path: Path) -> None:
         raw = rasterio_mosaic(written, "reflectance", date)
         expected = np.where(raw == 0, np.nan, raw * 1e-4 + offset)
         np.testing.assert_allclose(cube["reflectance"].isel(time=date).values, expected, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # odc-geo's, while loading
+@pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning")
+def test_the_scene_classification_keeps_its_classes_beside_offset_reflectances(
+    tmp_path: Path,
+) -> None:
+    # Earth Search's item: reflectances at 10, 20 and 60 m (offset -0.1), and the 20 m scene
+    # classification, which has a nodata but no scale or offset.
+    item = earth_search_item(tmp_path)
+
+    grids = open_stac(item, group_by="grid")
+
+    assert sorted(sorted(map(str, dataset.data_vars)) for dataset in grids.values()) == [
+        ["blue", "nir", "red"],
+        ["coastal"],
+        ["rededge1", "scl"],
+    ]
+    (twenty,) = [dataset for dataset in grids.values() if "scl" in dataset]
+    with rasterio.open(item.assets["scl"].href) as src:
+        classes = src.read(1)
+    np.testing.assert_array_equal(twenty["scl"].values, np.where(classes == 0, np.nan, classes))
+    np.testing.assert_allclose(
+        twenty["rededge1"].values, reflectance(item, "rededge1", -0.1), rtol=1e-12
+    )
+    # The stored classes, as odc-stac loads them at 20 m.
+    raw = open_stac(item, ["scl"], mask_and_scale=False)
+    assert raw["scl"].dtype == np.uint8 and raw["scl"].attrs["_FillValue"] == 0
+    theirs = odc.stac.load([item], bands=["scl"], resolution=20)
+    np.testing.assert_array_equal(raw["scl"].values, theirs["scl"].isel(time=0).values)
+    np.testing.assert_array_equal(raw["x"].values, theirs["x"].values)
