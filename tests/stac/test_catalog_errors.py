@@ -16,6 +16,7 @@ from typing import Any
 import pystac
 import pytest
 import xarray as xr
+from tiff_files import write_gdal
 
 from virtualstac.cli import main
 from virtualstac.errors import CorruptFileError, InvalidCatalogError, SourceNotFoundError
@@ -83,6 +84,21 @@ def test_bad_datetime_says_which_text(tmp_path: Path) -> None:
         open_collection(collection)
     assert_one_line_naming(c.value, item, collection)
     assert type(c.value.__cause__) is ValueError
+
+
+def test_bad_start_datetime_of_a_time_range_says_which_text(tmp_path: Path) -> None:
+    # pystac reads start_datetime only when asked, after the catalog was walked.
+    collection, item = save_collection(tmp_path)
+    edit(
+        item,
+        lambda d: d["properties"].update(
+            datetime=None, start_datetime="yesterday", end_datetime="2024-05-02T00:00:00Z"
+        ),
+    )
+    write_gdal(item.parent / "B02.tif")
+    with pytest.raises(InvalidCatalogError, match="the datetime 'yesterday' is not RFC 3339") as c:
+        open_stac(pystac.Collection.from_file(str(collection)), ["B02"])
+    assert_one_line_naming(c.value, item)
 
 
 def test_missing_datetime_is_pystacs_own_refusal(tmp_path: Path) -> None:

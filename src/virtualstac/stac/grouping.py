@@ -33,6 +33,7 @@ import numpy as np
 import pystac
 
 from virtualstac.errors import IncompatibleArraysError
+from virtualstac.stac.invalid import reading_stac
 
 __all__ = [
     "AssignedGroups",
@@ -73,7 +74,11 @@ class TimeGroup:
 
 def item_time(item: pystac.Item) -> np.datetime64:
     """An Item's ``datetime`` (or ``start_datetime``) as naive UTC nanoseconds."""
-    moment = item.datetime or item.common_metadata.start_datetime
+    moment = item.datetime
+    if moment is None:
+        # pystac reads start_datetime only now, long after the catalog was walked.
+        with reading_stac(item.get_self_href() or f"item {item.id!r}", "STAC Item"):
+            moment = item.common_metadata.start_datetime
     if moment is None:
         raise GroupingError(f"item {item.id!r} has neither datetime nor start_datetime")
     if moment.tzinfo is not None:
