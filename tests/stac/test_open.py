@@ -392,6 +392,41 @@ def test_proj_fields_georeference_a_file_without_georeferencing(
         open_stac(item, references=True)
 
 
+def test_a_geotiff_placed_without_a_crs_takes_the_crs_its_proj_fields_give(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
+) -> None:
+    # Its geotransform places the pixels but names no CRS (rasterio: src.crs is None); the
+    # catalog knows it, as odc-stac uses it. STAC fills in what the file lacks.
+    twin = write_band(tmp_path / "twin.tif", size=150, seed=1)
+    with rasterio.open(twin) as src:
+        profile = {**src.profile, "crs": None}
+        values = src.read()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rasterio: no CRS
+        with rasterio.open(tmp_path / "placed.tif", "w", **profile) as dst:
+            dst.write(values)
+    with rasterio.open(tmp_path / "placed.tif") as src:
+        assert src.crs is None and src.transform == profile["transform"]
+    item = make_item(
+        "placed",
+        dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+        {"B04": (str(tmp_path / "placed.tif"), COG)},
+    )
+    item.properties["proj:code"] = "EPSG:32633"
+
+    opened = open_stac(item)
+
+    utm = pyproj.CRS.from_epsg(32633)
+    assert pyproj.CRS.from_wkt(opened["spatial_ref"].attrs["crs_wkt"]) == utm
+    assert opened["x"].attrs["standard_name"] == "projection_x_coordinate"
+    np.testing.assert_array_equal(opened["B04"].values, read_band(twin))
+    georeferenced = make_item(
+        "twin", dt.datetime(2024, 1, 2, tzinfo=dt.UTC), {"B04": (str(twin), COG)}
+    )
+    stacked = open_stac([item, georeferenced], group_by="grid")
+    assert len(stacked) == 1  # the same grid, whether the file or proj:code names the CRS
+
+
 def test_proj_crs_fields_of_every_spelling_and_ones_proj_cannot_read(
     tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
 ) -> None:

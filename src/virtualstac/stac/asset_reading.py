@@ -4,7 +4,7 @@ An :class:`_AssetTask` is what selecting assets decided for one asset (its URL, 
 name, grouping, projection); opening it parses the file (headers and chunk indexes only), names a
 raster's variable after its asset (``<asset>_1``, ``<asset>_2``, ... for a file split into one
 variable per band), describes its bands with their STAC metadata, and georeferences rasters from
-the GeoTIFF or from ``proj:`` fields.
+the GeoTIFF or from ``proj:`` fields (the CRS alone for a GeoTIFF placed without one).
 """
 
 from __future__ import annotations
@@ -156,6 +156,8 @@ def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
         dataset = apply_bands(dataset, name, task.bands, where)
     if "x" not in dataset.coords and task.projection.transform is not None:
         dataset = _georeference(task, dataset)
+    elif "x" in dataset.coords:
+        dataset = _with_catalog_crs(task, dataset)
     return dataset
 
 
@@ -210,13 +212,34 @@ def _georeference(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
     return dataset.assign_coords(coords)
 
 
+def _with_catalog_crs(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
+    """A file whose geotransform places its pixels without naming a CRS, with the CRS of its
+    ``proj:`` fields (as odc-stac takes it): STAC fills in what the file lacks. A file naming
+    its own CRS keeps it."""
+    text = task.projection.crs
+    if not text or "spatial_ref" not in dataset.coords:
+        return dataset
+    grid_mapping = dataset["spatial_ref"].attrs
+    if "crs_wkt" in grid_mapping or "GeoTransform" not in grid_mapping:
+        return dataset
+    crs = _crs(text, f"asset {task.key!r} of item {task.item_id!r}")
+    c, a, b, f, d, e = (float(value) for value in str(grid_mapping["GeoTransform"]).split())
+    geo = GeoReference((c, a, b, f, d, e), crs)
+    x_attrs, y_attrs = geo.coordinate_attributes()
+    dataset = dataset.copy()  # new variables (the data shared), whose attributes change here
+    dataset["spatial_ref"].attrs = {**geo.crs_attributes(), **grid_mapping}
+    dataset["x"].attrs.update(x_attrs)
+    dataset["y"].attrs.update(y_attrs)
+    return dataset
+
+
 def _crs(text: str, where: str) -> pyproj.CRS:
     """The CRS of an asset's ``proj:code``, ``proj:wkt2``, ``proj:epsg`` or ``proj:projjson``."""
     try:
         return pyproj.CRS.from_user_input(text)
     except pyproj.exceptions.CRSError as err:
         raise InvalidCatalogError(
-            f"{where}: its file has no georeferencing and its proj: CRS {_shortened(text)} is "
+            f"{where}: its file names no CRS and its proj: CRS {_shortened(text)} is "
             f"not one PROJ knows ({err})"
         ) from err
 
