@@ -396,8 +396,16 @@ CURRENT_BASELINE_11 = [
     [
         ({"bands": CURRENT_BASELINE_11}, {"raster:bands": [{"nodata": 0, "scale": 0.0001}] * 4}),
         (STAC_10, {"bands": [{"nodata": 0, "raster:scale": 0.0001}] * 4}),
+        (
+            {"bands": NAMES_11_SCALES_10["bands"], **SHARED_ON_ASSET},
+            {"raster:bands": [{"nodata": 0, "scale": 0.0001}] * 4},
+        ),
     ],
-    ids=["item_assets-bands+own-raster:bands", "item_assets-raster:bands+own-bands"],
+    ids=[
+        "item_assets-bands+own-raster:bands",
+        "item_assets-raster:bands+own-bands",
+        "item_assets-asset-fields+own-raster:bands",
+    ],
 )
 def test_an_items_own_packing_overrides_its_collections_of_the_other_stac_version(
     tmp_path: Path, described: dict[str, Any], own: dict[str, Any]

@@ -98,15 +98,18 @@ def _not_overridden(described: dict[str, Any], own: Mapping[str, Any]) -> dict[s
 
     An own list replaces its kind of fields (names, or packing) whole, as an own list of the
     description's version does: an Item's ``raster:bands`` without an offset has none, whatever
-    offset the Collection's ``bands`` give."""
+    offset the Collection's ``bands`` (or the STAC 1.1 fields on its asset, which every band
+    shares) give."""
     for legacy, kind in _STAC_10_BANDS.items():
-        if isinstance(own.get(legacy), list) and isinstance(described.get("bands"), list):
-            described["bands"] = [
-                {name: v for name, v in band.items() if name not in kind}
-                if isinstance(band, Mapping)
-                else band
-                for band in described["bands"]
-            ]
+        if isinstance(own.get(legacy), list):
+            described = {name: v for name, v in described.items() if name not in kind}
+            if isinstance(described.get("bands"), list):
+                described["bands"] = [
+                    {name: v for name, v in band.items() if name not in kind}
+                    if isinstance(band, Mapping)
+                    else band
+                    for band in described["bands"]
+                ]
         modern = own.get("bands")
         if isinstance(modern, list) and any(
             isinstance(band, Mapping) and kind & set(band) for band in modern
