@@ -529,6 +529,27 @@ def write_hdf5_broken_scales(path: Path) -> Path:
     return path
 
 
+def write_hdf5_malformed_dimension_lists(path: Path) -> Path:
+    """Datasets whose ``DIMENSION_LIST`` is not what HDF5's dimension scale API reads.
+
+    ``integers`` and ``text`` hold numbers or text instead of references (``H5DSiterate_scales``
+    reads them as heap addresses and crashes), ``short`` lists one axis of two (HDF5 reads the
+    second axis's entry from memory it never wrote). ``listed`` is attached to ``x`` properly.
+    """
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("x", data=np.arange(3.0))
+        x.make_scale("x")
+        listed = f.create_dataset("listed", data=np.arange(3.0) * 2)
+        listed.dims[0].attach_scale(x)
+        f.create_dataset("integers", data=np.arange(3.0) * 3).attrs["DIMENSION_LIST"] = [7, 8]
+        f.create_dataset("text", data=np.arange(3.0) * 4).attrs["DIMENSION_LIST"] = "x"
+        short = f.create_dataset("short", data=np.arange(6.0).reshape(3, 2))
+        references = np.empty(1, dtype=object)
+        references[0] = np.array([x.ref], dtype=h5py.ref_dtype)
+        short.attrs.create("DIMENSION_LIST", references, dtype=h5py.vlen_dtype(h5py.ref_dtype))
+    return path
+
+
 def write_hdf5_fill_attributes(path: Path) -> Path:
     """Datasets whose ``_FillValue`` attribute is not one value of their type (as h5py lets any
     attribute be written), and ``whole``, whose float ``_FillValue`` 5.0 an integer holds.

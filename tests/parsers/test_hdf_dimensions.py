@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bounded
 import h5py
 import hdf_files
 import netCDF4
@@ -95,6 +96,45 @@ def test_broken_dimension_scales_fall_back_to_phony_names(tmp_path: Path) -> Non
     with h5py.File(path) as f:
         for name in ("deleted", "not_a_scale", "plain", "x"):
             np.testing.assert_array_equal(root[name][...], f[name][()], strict=True)
+
+
+def test_a_dimension_list_that_is_not_references_falls_back_to_phony_names(
+    tmp_path: Path,
+) -> None:
+    # HDF5's dimension scale API trusts the attribute's type and length: given numbers or
+    # text it reads them as heap addresses and crashes the process, so parse in another one.
+    path = hdf_files.write_hdf5_malformed_dimension_lists(tmp_path / "malformed.h5")
+    output = bounded.run_capped(
+        f"""
+        import warnings
+        import zarr
+        from virtualstac.parsers.hdf import HDFParser
+        from virtualstac.storage.registry import ObjectStoreRegistry
+
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            store = HDFParser()({str(path)!r}, ObjectStoreRegistry.for_url({str(path)!r}))
+        root = zarr.open_group(store, mode="r")
+        for name in ("integers", "listed", "short", "text"):
+            dims = store.group[name].metadata.dimension_names
+            print(name, *dims, *root[name][...].reshape(-1).tolist())
+        for warning in sorted(str(w.message) for w in record):
+            print(warning)
+        """
+    )
+    lines = output.splitlines()
+    assert lines[:4] == [
+        "integers phony_dim_1 0.0 3.0 6.0",
+        "listed x 0.0 2.0 4.0",
+        "short phony_dim_1 phony_dim_2 0.0 1.0 2.0 3.0 4.0 5.0",
+        "text phony_dim_1 0.0 4.0 8.0",
+    ]
+    assert len(lines) == 4 + 4
+    assert lines[4].startswith(f"{path}: variable 'integers' has a broken dimension scale")
+    assert "its DIMENSION_LIST is not a list of object references" in lines[4]
+    assert "its DIMENSION_LIST has entries for 1 of its 2 axes" in lines[5]
+    assert "axis 1" in lines[6]
+    assert lines[7].startswith(f"{path}: variable 'text'")
 
 
 def write_phony_unlimited(path: Path) -> Path:

@@ -81,8 +81,9 @@ class DimensionNamer:
         broken: dict[int, str] = {}
         if any(d is None for d in dims):
             if "DIMENSION_LIST" in member.attrs:
+                problem = _dimension_list_problem(ds.id, len(shape))
                 for axis in range(len(shape)):
-                    found = self._scale_dimension(ds.id, axis)
+                    found = problem or self._scale_dimension(ds.id, axis)
                     if isinstance(found, str):
                         broken[axis] = found
                     else:
@@ -174,6 +175,27 @@ class DimensionNamer:
         phony.append((name, length, unlimited or length == 0))
         used.add(name)
         return Dimension(("phony", name), name)
+
+
+def _dimension_list_problem(dsid: Any, rank: int) -> str | None:
+    """Why HDF5's dimension scale API cannot read the ``DIMENSION_LIST`` of dataset ``dsid``
+    (of ``rank`` axes), or None if it can.
+
+    The API reads the attribute as one list of object references per axis without checking:
+    numbers or text it takes for heap addresses (a crash), and the entries of axes missing
+    from a shorter list it reads from memory never written.
+    """
+    try:
+        attr = h5py.h5a.open(dsid, b"DIMENSION_LIST")
+        kind = attr.get_type()
+        count = attr.get_space().get_simple_extent_npoints()
+    except (KeyError, RuntimeError, OSError, ValueError) as err:
+        return f"its DIMENSION_LIST cannot be read: {err}"
+    if kind.get_class() != h5py.h5t.VLEN or not kind.get_super().equal(h5py.h5t.STD_REF_OBJ):
+        return "its DIMENSION_LIST is not a list of object references"
+    if count != rank:
+        return f"its DIMENSION_LIST has entries for {count} of its {rank} axes"
+    return None
 
 
 def count_dimension_scales(h5file: h5py.File) -> int:
