@@ -618,6 +618,26 @@ def test_compound_and_complex_attributes_are_json_objects_and_pairs(tmp_path: Pa
     assert store.group["v"].metadata.attributes["complexes"] == [[1.0, 2.0], [0.0, 3.0]]
 
 
+def test_attribute_names_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) -> None:
+    # HDF5 names are bytes: h5py gives names that are not UTF-8 as bytes, which JSON has no
+    # key for. They are read as Latin-1, as the parser reads text values that are not UTF-8.
+    path = tmp_path / "latin1.h5"
+    scalar = h5py.h5s.create(h5py.h5s.SCALAR)
+    with h5py.File(path, "w") as f:
+        f["v"] = np.arange(3.0)
+        h5py.h5a.create(f["v"].id, b"temp\xe9rature", h5py.h5t.STD_I32LE, scalar).write(
+            np.array(7, dtype="<i4")
+        )
+        h5py.h5a.create(f.id, b"\xb0C", h5py.h5t.STD_I32LE, scalar).write(np.array(1, dtype="<i4"))
+
+    registry = ObjectStoreRegistry.for_url(str(path))
+    vds = open_virtual_dataset(str(path), registry=registry, loadable_variables=[])
+    assert vds["v"].attrs["temp\u00e9rature"] == 7
+    ds = open_zarr_values(vds.virtual.to_store(registry))
+    assert ds.attrs["\u00b0C"] == 1
+    assert ds["v"].attrs["temp\u00e9rature"] == 7
+
+
 def test_a_group_attribute_json_cannot_hold_names_the_group(tmp_path: Path) -> None:
     path = tmp_path / "region.h5"
     with h5py.File(path, "w") as f:

@@ -278,9 +278,11 @@ def attributes(
             value = attrs[name]
         except (OSError, TypeError, ValueError) as err:
             raise fail(where, f"has attribute {name!r}, which h5py cannot read: {err}") from err
-        result[name] = _attribute_value(value, where, name, h5file, fail)
+        # h5py gives a name that is not UTF-8 as bytes, which JSON has no key for.
+        key = decode_text(name) if isinstance(name, bytes) else name
+        result[key] = _attribute_value(value, where, key, h5file, fail)
         if isinstance(value, np.ndarray | np.generic):
-            types[name] = value.dtype
+            types[key] = value.dtype
     return with_types(result, types)
 
 
