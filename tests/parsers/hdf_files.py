@@ -554,9 +554,15 @@ def write_hdf5_fill_attributes(path: Path) -> Path:
     """Datasets whose ``_FillValue`` attribute is not one value of their type (as h5py lets any
     attribute be written), and ``whole``, whose float ``_FillValue`` 5.0 an integer holds.
 
-    netCDF4 masks both values of ``two``, and nothing in ``fraction`` or ``text``.
+    netCDF4 masks both values of ``two``, and nothing in ``fraction``, ``text`` or ``record``
+    (a compound value).
     """
-    fills = {"two": np.array([5, 6], "i4"), "fraction": np.float64(5.5), "text": "abc"}
+    fills = {
+        "two": np.array([5, 6], "i4"),
+        "fraction": np.float64(5.5),
+        "text": "abc",
+        "record": np.array((5, 6.0), dtype=[("a", "i4"), ("b", "f8")]),
+    }
     with h5py.File(path, "w") as f:
         for name, fill in {**fills, "whole": np.float64(5.0)}.items():
             dataset = f.create_dataset(name, data=np.arange(2000, dtype="i4"), chunks=(100,))

@@ -79,15 +79,25 @@ def test_chunks_never_written_with_fill_time_never_read_as_h5py_reads_them(
     np.testing.assert_array_equal(root["sparse"][...], [1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
 
 
+#: The datasets of ``write_hdf5_fill_attributes`` whose ``_FillValue`` is refused.
+NOT_ONE_VALUE = ["two", "fraction", "text", "record"]
+
+
 @pytest.mark.parametrize(
-    ("name", "shown"), [("two", "[5, 6]"), ("fraction", "5.5"), ("text", "'abc'")]
+    ("name", "shown"),
+    [
+        ("two", "[5, 6]"),
+        ("fraction", "5.5"),
+        ("text", "'abc'"),
+        ("record", "{'a': 5, 'b': 6.0}"),
+    ],
 )
 def test_a_fill_value_attribute_not_one_value_of_the_type_raises(
     tmp_path: Path, name: str, shown: str
 ) -> None:
     # Rounded or cut to one number, it would mask values netCDF does not mask (5 for 5.5).
     path = hdf_files.write_hdf5_fill_attributes(tmp_path / "fills.h5")
-    others = [n for n in ("two", "fraction", "text") if n != name]
+    others = [n for n in NOT_ONE_VALUE if n != name]
     with pytest.raises(NotVirtualizableError) as info:
         parse(path, drop_variables=others)
     message = str(info.value)
@@ -99,9 +109,9 @@ def test_a_whole_float_fill_value_of_an_integer_variable_masks_as_netcdf4_masks(
     tmp_path: Path,
 ) -> None:
     path = hdf_files.write_hdf5_fill_attributes(tmp_path / "fills.h5")
-    store = parse(path, drop_variables=["two", "fraction", "text"])
+    store = parse(path, drop_variables=NOT_ONE_VALUE)
     ours = xr.open_zarr(store, consolidated=False, chunks=None)["whole"]
-    with xr.open_dataset(path, engine="netcdf4", drop_variables=["two", "fraction", "text"]) as ref:
+    with xr.open_dataset(path, engine="netcdf4", drop_variables=NOT_ONE_VALUE) as ref:
         np.testing.assert_array_equal(ours.values, ref["whole"].values, strict=True)
 
 

@@ -359,17 +359,18 @@ def encode_fill_attributes(
 
     ``missing_value`` stays a plain value: xarray decodes only ``_FillValue`` from Zarr. A
     ``_FillValue`` that is not one number of the type of variable ``path`` (several values,
-    text, a fraction for integers) is refused: Zarr's fill value is one number, and rounded
-    it would mask values netCDF does not mask. ``stored`` is the attribute as h5py reads it:
-    the bytes of a character variable's fill, which its JSON text may not spell, or the one
-    string of a variable-length string variable's (``dtype`` ``StringDType``).
+    text, a compound record, a fraction for integers) is refused: Zarr's fill value is one
+    number, and rounded it would mask values netCDF does not mask. ``stored`` is the attribute
+    as h5py reads it: the bytes of a character variable's fill, which its JSON text may not
+    spell, or the one string of a variable-length string variable's (``dtype``
+    ``StringDType``).
     """
     if "_FillValue" not in attributes:
         return
     if dtype.kind in "biuf":
         value = attributes["_FillValue"]
         fraction = dtype.kind in "biu" and isinstance(value, float) and not value.is_integer()
-        if isinstance(value, list | str) or fraction:
+        if isinstance(value, list | str | dict) or fraction:
             raise fail(
                 path, f"has a _FillValue of {value!r}, which is not one value of its type {dtype}"
             )
