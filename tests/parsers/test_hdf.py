@@ -649,6 +649,24 @@ def test_a_group_attribute_json_cannot_hold_names_the_group(tmp_path: Path) -> N
     assert str(path) in str(info.value) and "drop_variables" not in str(info.value)
 
 
+def test_an_object_reference_to_a_deleted_dataset_names_the_attribute(tmp_path: Path) -> None:
+    # Deleting a dataset leaves the references to it pointing at freed space.
+    path = tmp_path / "dangling.h5"
+    with h5py.File(path, "w") as f:
+        f["bounds"] = np.arange(3.0)
+        f["v"] = np.arange(3.0)
+        f["v"].attrs["bounds_ref"] = f["bounds"].ref
+        f["w"] = np.arange(2)
+        del f["bounds"]
+
+    with pytest.raises(NotVirtualizableError) as info:
+        parse(path)
+    message = str(info.value)
+    assert f"{path}: variable 'v' has attribute 'bounds_ref', an object reference" in message
+    assert "drop_variables=['v']" in message
+    assert set(parse(path, drop_variables=["v"]).group.arrays) == {"w"}
+
+
 def test_two_dimensions_of_one_name_in_a_group_are_refused_by_name(tmp_path: Path) -> None:
     # A netCDF-4 sub-group's own "x" hides its parent's: its variables use both.
     path = tmp_path / "shadow.nc"

@@ -305,7 +305,15 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
     if isinstance(value, h5py.RegionReference):
         raise fail(where, f"has attribute {name!r}, an HDF5 region reference")
     if isinstance(value, h5py.Reference):
-        return h5file[value].name if value else ""
+        if not value:
+            return ""
+        try:
+            return h5file[value].name
+        except (KeyError, ValueError, OSError, RuntimeError) as err:
+            # A reference to a dataset deleted since points at freed (or reused) space.
+            raise fail(
+                where, f"has attribute {name!r}, an object reference HDF5 cannot follow ({err})"
+            ) from err
     if isinstance(value, np.void) and value.dtype.names is not None:
         # A compound value (netCDF4 reads a record) as an object of its members.
         return {
