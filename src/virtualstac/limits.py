@@ -71,8 +71,8 @@ class Limits:
         (``.zarray``, ``zarr.json``, Kerchunk) or an HDF5 chunked dataset declares it: a read
         holds a whole chunk in memory.
     group_depth
-        Levels of groups nested in a Zarr store or Kerchunk reference set, counted along the
-        path of its deepest array or group (``a/b/c`` is 3 deep). Groups are walked
+        Levels of groups nested in a Zarr store, Kerchunk reference set or HDF5 file, counted
+        along the path of its deepest array or group (``a/b/c`` is 3 deep). Groups are walked
         recursively: a depth near Python's recursion limit would fail as a damaged file, and
         real hierarchies are a few levels deep.
     """

@@ -114,3 +114,33 @@ def test_an_szip_chunk_claiming_more_than_its_chunk_is_refused_before_decoding(
     store = HDFParser(inline_threshold=0)(str(path), ObjectStoreRegistry.for_url(str(path)))
     with pytest.raises(ChunkDecodeError, match=r"chunk 'v/c/0'.*claims 1073741824 bytes"):
         xr.open_zarr(store, consolidated=False, chunks=None)["v"].load()
+
+
+def write_nested_groups(path: Path, depth: int) -> Path:
+    """Groups ``g/g/...`` ``depth`` levels deep, a dataset ``v`` in the deepest."""
+    with h5py.File(path, "w", libver="latest") as f:
+        group = f
+        for _ in range(depth):
+            group = group.create_group("g")
+        group["v"] = np.arange(3)
+    return path
+
+
+def test_groups_nested_beyond_group_depth_are_refused(tmp_path: Path) -> None:
+    # 1,200 levels cost 160 kB of file, and walking them would exhaust Python's recursion.
+    path = write_nested_groups(tmp_path / "deep.h5", 1200)
+    assert path.stat().st_size < 200_000
+    with pytest.raises(LimitExceededError) as info:
+        parse(path)
+    message = str(info.value)
+    assert f"{path}: its groups nest 101 deep: 101 is more than the limit of 100" in message
+    assert "set_limits(group_depth=" in message
+
+
+def test_groups_nested_within_a_raised_group_depth_open(tmp_path: Path) -> None:
+    # Four levels: the dataset's path g/g/g/v is 4 deep, as Zarr stores count it.
+    path = write_nested_groups(tmp_path / "four.h5", 3)
+    with virtualstac.limits.limits(group_depth=3), pytest.raises(LimitExceededError):
+        parse(path)
+    with virtualstac.limits.limits(group_depth=4):
+        parse(path)

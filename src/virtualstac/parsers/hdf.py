@@ -37,6 +37,7 @@ from virtualstac.errors import (
 from virtualstac.limits import (
     check_chunk_bytes,
     check_coordinate,
+    check_group_depth,
     check_references,
     counting_references,
 )
@@ -335,6 +336,8 @@ class _FileWalker:
         self.open_groups.add(group.id)
         try:
             members = self.members(group, path)
+            # Checked before going deeper: the walk recurses once per level.
+            check_group_depth([m.path for m in members], source=self.url)
             datasets = [m for m in members if isinstance(m.node, h5py.Dataset)]
             self.dimensions.register_scales(datasets)
             # Sub-groups first: netCDF-4 numbers phony dimensions in this order.
