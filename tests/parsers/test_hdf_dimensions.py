@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from virtualstac.errors import NotVirtualizableError
+from virtualstac.errors import CorruptFileError, NotVirtualizableError
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.hdf import HDFParser
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -135,6 +135,39 @@ def test_a_dimension_list_that_is_not_references_falls_back_to_phony_names(
     assert "its DIMENSION_LIST has entries for 1 of its 2 axes" in lines[5]
     assert "axis 1" in lines[6]
     assert lines[7].startswith(f"{path}: variable 'text'")
+
+
+def test_two_scales_claiming_one_netcdf_dimension_id_are_refused(tmp_path: Path) -> None:
+    # netCDF-4 numbers each dimension once; two scales with one _Netcdf4Dimid made the
+    # variable along it take the other's name and length, its values extended with fills.
+    path = tmp_path / "two_ids.nc"
+    with h5py.File(path, "w") as f:
+        for name, length in (("x", 3), ("y", 5)):
+            scale = f.create_dataset(name, data=np.arange(float(length)))
+            scale.make_scale(name)
+            scale.attrs["_Netcdf4Dimid"] = np.int32(0)
+        v = f.create_dataset("v", data=np.arange(3.0))
+        v.attrs["_Netcdf4Coordinates"] = np.array([0], "i4")
+        v.dims[0].attach_scale(f["x"])
+
+    with pytest.raises(CorruptFileError) as info:
+        parse(path)
+    message = str(info.value)
+    assert message.startswith(f"{path} is damaged: datasets 'x' and 'y' are both")
+    assert "netCDF-4 dimension 0" in message
+
+
+def test_a_scale_linked_twice_is_one_netcdf_dimension(tmp_path: Path) -> None:
+    path = tmp_path / "linked.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 3)
+        nc.createVariable("x", "f4", ("x",))[:] = [1, 2, 3]
+        nc.createVariable("v", "i4", ("x",))[:] = [4, 5, 6]
+    with h5py.File(path, "a") as f:
+        f["alias"] = f["x"]  # a second hard link to the scale
+
+    # netCDF4 names the dimension after the link it found last, as the parser does.
+    assert_reads_like_netcdf4(path, parse(path))
 
 
 def write_phony_unlimited(path: Path) -> Path:

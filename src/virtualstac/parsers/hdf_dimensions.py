@@ -16,6 +16,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from virtualstac.errors import CorruptFileError
 from virtualstac.parsers.hdf_metadata import Dimension, Member
 
 __all__ = ["DimensionNamer", "count_dimension_scales", "is_netcdf_dimension_only", "netcdf_name"]
@@ -43,6 +44,8 @@ class DimensionNamer:
         self.named = named
         self.phony_base: int | None = None
         self.dimids: dict[int, Dimension] = {}
+        #: The dataset (id and path) that is each netCDF-4 dimension's scale.
+        self.dimid_owners: dict[int, tuple[Any, str]] = {}
         self.scales: dict[Any, Dimension] = {}
         self.lengths: dict[Hashable, int] = {}
         self.phony_count = 0
@@ -57,6 +60,13 @@ class DimensionNamer:
             name = netcdf_name(member.name)
             if "_Netcdf4Dimid" in member.attrs:
                 dimid = int(np.asarray(member.attrs["_Netcdf4Dimid"]).item())
+                owner = self.dimid_owners.setdefault(dimid, (member.node.id, member.path))
+                if owner[0] != member.node.id:
+                    # One would take the other's name and length, its values padded with fills.
+                    raise CorruptFileError(
+                        f"{self.url} is damaged: datasets {owner[1]!r} and {member.path!r} are "
+                        f"both netCDF-4 dimension {dimid} (_Netcdf4Dimid)"
+                    )
                 dimension = Dimension(("dimid", dimid), name)
                 self.dimids[dimid] = dimension
                 self.netcdf = True
