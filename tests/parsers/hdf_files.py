@@ -141,6 +141,60 @@ def write_netcdf_everything(path: Path) -> Path:
     return path
 
 
+def write_netcdf_types_and_conventions(path: Path) -> Path:
+    """A netCDF4 file of the types and CF conventions providers use beyond the basic ones.
+
+    An enum with a ``_FillValue``, NC_STRING attributes (one, several, one in a list, empty
+    ones), a character variable along a string length with ``_Encoding``, times in the
+    ``noleap`` and ``360_day`` calendars with bounds, ``grid_mapping`` and
+    ``ancillary_variables``, bytes packed with their ``_FillValue`` in the packed type, and a
+    sub-group whose variable along the parent's unlimited dimension was appended to in later
+    sessions, its last chunk partly written.
+    """
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.Conventions = "CF-1.8"
+        nc.setncattr_string("institution", "Météo")
+        nc.setncattr_string("sources", ["model", "observations"])
+        nc.createDimension("time", None)
+        nc.createDimension("bnds", 2)
+        nc.createDimension("x", 4)
+        nc.createDimension("strlen", 6)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units, time.calendar, time.bounds = "days since 2000-01-01", "noleap", "time_bnds"
+        time[:] = [0.5, 365.5, 730.5]
+        nc.createVariable("time_bnds", "f8", ("time", "bnds"))[:] = [[0, 1], [365, 366], [730, 731]]
+        months = nc.createVariable("months", "i4", ("time",))
+        months.units, months.calendar = "days since 1850-01-01", "360_day"
+        months[:] = [0, 30, 359]
+        cloud_t = nc.createEnumType("u1", "cloud_t", {"clear": 0, "cloudy": 1, "missing": 255})
+        cloud = nc.createVariable("cloud", cloud_t, ("time", "x"), fill_value=255)
+        cloud.setncattr_string("long_name", ["cloud cover"])
+        cloud[:] = np.array([[0, 1, 255, 1]] * 3, dtype="u1")
+        crs = nc.createVariable("crs", "i4", ())
+        crs.grid_mapping_name = "lambert_conformal_conic"
+        crs.standard_parallel = [30.0, 60.0]
+        albedo = nc.createVariable("albedo", "u1", ("time", "x"), fill_value=np.uint8(255))
+        albedo.scale_factor, albedo.add_offset = np.float32(0.004), np.float32(0.0)
+        albedo.grid_mapping, albedo.ancillary_variables = "crs", "albedo_flag"
+        albedo.setncattr_string("comments", ["", ""])
+        albedo.set_auto_maskandscale(False)
+        albedo[:] = np.array([[0, 100, 255, 250]] * 3, dtype="u1")
+        flag = nc.createVariable("albedo_flag", "i1", ("time", "x"))
+        flag.flag_values, flag.flag_meanings = np.array([0, 1], "i1"), "good bad"
+        flag[:] = np.zeros((3, 4), "i1")
+        name = nc.createVariable("name", "S1", ("x", "strlen"))
+        name._Encoding = "utf-8"
+        name[:] = np.array(["Zürich", "Oslo", "", "Bern"])
+        station = nc.createGroup("station")
+        station.createVariable("count", "i4", ("time",), chunksizes=(2,))
+    for record in range(3):
+        with netCDF4.Dataset(path, "a") as nc:
+            nc["station/count"][record] = 10 * record
+    return path
+
+
 def write_netcdf_unlimited_empty(path: Path) -> Path:
     """A netCDF4 file with an unlimited dimension that has no records yet."""
     import netCDF4

@@ -105,6 +105,15 @@ def test_netcdf4_file_reads_like_netcdf4(everything: Path, inline_threshold: int
     assert_same_as_netcdf4(everything, store, group="forecast/members")
 
 
+def test_netcdf4_types_and_conventions_read_like_netcdf4(tmp_path: Path) -> None:
+    path = hdf_files.write_netcdf_types_and_conventions(tmp_path / "conventions.nc")
+    store = parse(path)
+    assert_same_as_netcdf4(path, store)
+    assert_same_as_netcdf4(path, store, group="station")
+    # The enum reads as its integer type, as netCDF4 reads it; the names of its values are lost.
+    assert store.group["cloud"].metadata.data_type.to_native_dtype() == np.dtype("u1")
+
+
 def test_netcdf4_metadata(everything: Path) -> None:
     group = parse(everything, inline_threshold=0).group
     temp = group["temp"].metadata.to_dict()
