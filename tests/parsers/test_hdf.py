@@ -443,6 +443,20 @@ def test_plain_hdf5_metadata(plain: Path) -> None:
     assert group["sub"].metadata.attributes == {"level": 1}
 
 
+def test_a_user_block_and_links_read_as_netcdf4_reads_them(tmp_path: Path) -> None:
+    # A user block moves every address HDF5 reports; the references must still land on the data.
+    path = tmp_path / "user_block.h5"
+    with h5py.File(path, "w", userblock_size=1024) as f:
+        f.create_dataset("contiguous", data=np.arange(5000.0))
+        f.create_dataset("chunked", data=np.arange(5000), chunks=(1000,), compression="gzip")
+        f["alias"] = f["chunked"]  # a second hard link
+        f["shortcut"] = h5py.SoftLink("/contiguous")
+    with open(path, "r+b") as raw:
+        raw.write(b"written by an instrument before the HDF5 header")
+
+    assert_same_as_netcdf4(path, parse(path, inline_threshold=0))
+
+
 def test_dimension_scale_outside_the_parsed_group(plain: Path) -> None:
     store = parse(plain, group="elsewhere")
     assert store.group["along_y"].metadata.dimension_names == ("y",)
