@@ -661,6 +661,36 @@ def test_attribute_names_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) ->
     assert ds["v"].attrs["temp\u00e9rature"] == 7
 
 
+def test_dataset_and_group_names_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) -> None:
+    # Files converted from older formats keep names in the encoding they were written in.
+    path = tmp_path / "latin1_names.h5"
+    with h5py.File(path, "w") as f:
+        f["t"] = np.arange(3.0)
+        f.create_group("g")["v"] = np.arange(4)
+        f["other/depth"] = np.arange(4.0)
+        f["other/depth"].make_scale()
+        f["g/v"].dims[0].attach_scale(f["other/depth"])
+        h5py.h5o.link(f["t"].id, f.id, b"temp\xe9rature")
+        h5py.h5o.link(f["g"].id, f.id, b"r\xe9gion")
+        h5py.h5o.link(f["other/depth"].id, f["other"].id, b"d\xe9pth")
+        del f["t"], f["g"], f["other/depth"]
+        f["sub"] = f[b"r\xe9gion"]
+
+    registry = ObjectStoreRegistry.for_url(str(path))
+    store = HDFParser()(str(path), registry)
+    assert set(store.group.arrays) == {"temp\u00e9rature"}
+    assert set(store.group.groups) == {"r\u00e9gion", "sub", "other"}
+    assert store.group["r\u00e9gion"]["v"].metadata.dimension_names == ("d\u00e9pth",)
+    # A scale outside the parsed group and its ancestors is named from its path in the file.
+    sub = HDFParser(group="sub")(str(path), registry)
+    assert sub.group["v"].metadata.dimension_names == ("d\u00e9pth",)
+    root = zarr.open_group(store, mode="r")
+    np.testing.assert_array_equal(root["temp\u00e9rature"][...], np.arange(3.0))
+    np.testing.assert_array_equal(root["r\u00e9gion/v"][...], np.arange(4))
+    kept = HDFParser(drop_variables=["temp\u00e9rature"])(str(path), registry)
+    assert not kept.group.arrays
+
+
 def test_a_group_attribute_json_cannot_hold_names_the_group(tmp_path: Path) -> None:
     path = tmp_path / "region.h5"
     with h5py.File(path, "w") as f:

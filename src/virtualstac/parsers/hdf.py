@@ -78,6 +78,7 @@ from virtualstac.parsers.hdf_filters import (
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
     Member,
+    decode_text,
     encode_fill_attributes,
     hard_linked,
     mark_text,
@@ -271,14 +272,17 @@ class _FileWalker:
         file are passed over instead of refused: nothing is read from them.
         """
         members = []
-        for name in group:
+        for key in group:
+            # h5py gives a link name that is not UTF-8 as bytes, which HDF5 is asked with; it is
+            # named as Latin-1, as attribute names and text are.
+            name = decode_text(key) if isinstance(key, bytes) else key
             relative = f"{path}/{name}" if path else name
             if drop and self.dropped(name, relative):
                 # Its axes still count towards the lengths of its dimensions and the numbering
                 # of phony ones, as netCDF-4 counts them, whatever else was read of the file.
-                members.extend(self.dropped_dataset(group, name, relative))
+                members.extend(self.dropped_dataset(group, key, name, relative))
                 continue
-            node = hard_linked(group, name)
+            node = hard_linked(group, key)
             if isinstance(node, h5py.Dataset) and node.shape is None:
                 # HDF5's null dataspace (h5py.Empty): a dataset with no values, not even a shape.
                 if drop:
@@ -287,7 +291,7 @@ class _FileWalker:
             if isinstance(node, h5py.Dataset | h5py.Group):
                 members.append(Member(name, relative, node))
                 continue
-            link = group.get(name, getlink=True)
+            link = group.get(key, getlink=True)
             if isinstance(link, h5py.ExternalLink):
                 if not drop:
                     continue
@@ -296,7 +300,7 @@ class _FileWalker:
                     f"is an external link to {link.path!r} in {link.filename!r}, whose data lies "
                     "in another file",
                 )
-            node = group.get(name)
+            node = group.get(key)
             if node is None:
                 if not drop:
                     continue
@@ -309,10 +313,13 @@ class _FileWalker:
                 members.append(Member(name, relative, node))
         return members
 
-    def dropped_dataset(self, group: h5py.Group, name: str, relative: str) -> list[Member]:
-        """The dropped member ``name`` if it is a dataset with a shape, marked dropped."""
+    def dropped_dataset(
+        self, group: h5py.Group, key: str | bytes, name: str, relative: str
+    ) -> list[Member]:
+        """The dropped member ``name`` (link ``key``) if it is a dataset with a shape, marked
+        dropped."""
         try:
-            node = hard_linked(group, name)
+            node = hard_linked(group, key)
             if not isinstance(node, h5py.Dataset) or node.shape is None:
                 return []
             member = Member(name, relative, node)

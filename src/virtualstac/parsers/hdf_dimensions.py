@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from virtualstac.errors import CorruptFileError
-from virtualstac.parsers.hdf_metadata import Dimension, Member
+from virtualstac.parsers.hdf_metadata import Dimension, Member, decode_text
 
 __all__ = ["DimensionNamer", "count_dimension_scales", "is_netcdf_dimension_only", "netcdf_name"]
 
@@ -160,7 +160,7 @@ class DimensionNamer:
             path = h5py.h5i.get_name(scale)
             if path is None:
                 return "DIMENSION_LIST references a dataset no longer linked in the file"
-            name = netcdf_name(posixpath.basename(path.decode()))
+            name = netcdf_name(posixpath.basename(decode_text(path)))
             self.scales[scale] = Dimension(("scale", scale), name)
         return self.scales[scale]
 
