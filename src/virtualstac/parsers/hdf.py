@@ -339,7 +339,9 @@ class _FileWalker:
     def plan(self, group: h5py.Group, path: str) -> _GroupPlan:
         """First pass: the members of ``group`` and below, with their dimensions named."""
         if group.id in self.open_groups:
-            raise self.fail(path, "is a group that contains itself through a hard link")
+            link = self.root_group.get(posixpath.join(self.parser.group, path), getlink=True)
+            kind = "soft" if isinstance(link, h5py.SoftLink) else "hard"
+            raise self.fail(path, f"is a group that contains itself through a {kind} link")
         self.open_groups.add(group.id)
         try:
             members = self.members(group, path)
