@@ -1,0 +1,154 @@
+"""An archive of daily netCDF4 files combined by ``open_virtual_mfdataset`` reads back as
+``xr.open_mfdataset`` reads the same files with the same options, or is refused with a typed
+error naming the variable, the files and the reason where references cannot give that result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+
+from virtualstac import ObjectStoreRegistry, open_virtual_mfdataset
+from virtualstac.errors import IncompatibleArraysError
+from virtualstac.xarray.unpacking import open_zarr_values
+
+NESTED: dict[str, Any] = {"combine": "nested", "concat_dim": "time"}
+LAT = np.linspace(-60.0, 60.0, 300)
+
+
+def write_days(
+    path: Path,
+    days: Sequence[float],
+    *,
+    units: str = "days since 2000-01-01",
+    chunk: int | None = None,
+    lat: np.ndarray = LAT,
+    bounds: bool = False,
+    fill: int | None = None,
+    scale: float | None = None,
+    attrs: dict[str, str] | None = None,
+) -> str:
+    """Daily steps of a ``tas(time, lat)`` field, deflated, as the netCDF4 library writes them:
+    packed as int16 when ``scale`` is given, with CF ``time_bnds`` and a ``crs`` grid mapping
+    when ``bounds``."""
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+        nc.setncatts(attrs or {"title": "daily tas"})
+        nc.createDimension("time", None)
+        nc.createDimension("lat", lat.size)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units, time.calendar = units, "standard"
+        time[:] = days
+        nc.createVariable("lat", "f8", ("lat",))[:] = lat
+        packed = scale is not None
+        tas = nc.createVariable(
+            "tas",
+            "i2" if packed else "f4",
+            ("time", "lat"),
+            zlib=True,
+            chunksizes=(chunk or len(days), lat.size),
+            fill_value=fill,
+        )
+        if packed:
+            tas.scale_factor = scale
+        tas.units = "K"
+        tas[:] = 270.0 + np.add.outer(np.asarray(days), np.arange(lat.size) % 9)
+        if bounds:
+            time.bounds = "time_bnds"
+            nc.createDimension("nv", 2)
+            edges = np.stack([np.asarray(days), np.asarray(days) + 1.0], axis=1)
+            nc.createVariable("time_bnds", "f8", ("time", "nv"))[:] = edges
+            nc.createVariable("crs", "i4").grid_mapping_name = "latitude_longitude"
+            tas.grid_mapping = "crs"
+    return str(path)
+
+
+def read_virtual(paths: Sequence[str], **options: Any) -> xr.Dataset:
+    """The files combined as references, then read through them."""
+    combined = open_virtual_mfdataset(paths, **options)
+    registry = ObjectStoreRegistry.for_url(paths[0])
+    return open_zarr_values(combined.virtual.to_store(registry)).load()
+
+
+def assert_reads_as_open_mfdataset(
+    paths: Sequence[str], loadable_variables: list[str] | None = None, **options: Any
+) -> xr.Dataset:
+    """Dimensions, coordinates, values, attributes and time encodings as xarray's."""
+    virtual = read_virtual(paths, loadable_variables=loadable_variables, **options)
+    with xr.open_mfdataset(paths, engine="netcdf4", **options) as direct:
+        direct.load()
+        xr.testing.assert_identical(virtual, direct)
+        for name in ("time", "time_bnds"):
+            if name in direct.variables:
+                for key in ("units", "calendar"):
+                    assert virtual[name].encoding.get(key) == direct[name].encoding.get(key)
+    return virtual
+
+
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_daily_files_given_out_of_order(tmp_path: Path, options: dict[str, Any]) -> None:
+    """by_coords puts them in time order; nested keeps the order given, as xarray does."""
+    paths = [write_days(tmp_path / f"day{day}.nc", [day]) for day in range(6)]
+    shuffled = [paths[i] for i in (4, 1, 5, 0, 3, 2)]
+    virtual = assert_reads_as_open_mfdataset(shuffled, **options)
+    ordered = options == {}
+    assert virtual.indexes["time"].is_monotonic_increasing == ordered
+
+
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_time_units_that_differ_per_file_decode_each_files_dates(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """The loaded times decode with each file's units; nothing is joined as numbers."""
+    paths = [
+        write_days(tmp_path / "jan.nc", [0, 1], units="days since 2000-01-01"),
+        write_days(tmp_path / "feb.nc", [0, 1], units="days since 2000-02-01"),
+    ]
+    virtual = assert_reads_as_open_mfdataset(paths, **options)
+    assert str(virtual["time"].values[2])[:10] == "2000-02-01"
+
+
+def test_virtual_times_in_other_units_are_refused_naming_both_files(tmp_path: Path) -> None:
+    paths = [
+        write_days(tmp_path / "jan.nc", [0, 1], units="days since 2000-01-01"),
+        write_days(tmp_path / "feb.nc", [0, 1], units="days since 2000-02-01"),
+    ]
+    with pytest.raises(IncompatibleArraysError, match=r"'time' of .*feb\.nc.*jan\.nc.*'units'"):
+        open_virtual_mfdataset(paths, loadable_variables=[], **NESTED)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"data_vars": "minimal", "coords": "minimal", "compat": "override"},
+        {**NESTED, "data_vars": "minimal", "coords": "minimal", "compat": "override"},
+        {"data_vars": "all", "coords": "minimal", "compat": "override"},
+    ],
+    ids=["default", "minimal", "nested-minimal", "all"],
+)
+def test_time_bounds_and_a_grid_mapping(tmp_path: Path, options: dict[str, Any]) -> None:
+    paths = [
+        write_days(tmp_path / f"m{i}.nc", [3 * i, 3 * i + 1, 3 * i + 2], bounds=True)
+        for i in range(3)
+    ]
+    virtual = assert_reads_as_open_mfdataset(paths, **options)
+    assert virtual["tas"].attrs["grid_mapping"] == "crs"
+    assert virtual["time_bnds"].dims == ("time", "nv")
+
+
+def test_global_attributes_that_differ(tmp_path: Path) -> None:
+    """``combine_attrs="override"`` (xarray's default) keeps the first file's; the default
+    here, ``"drop_conflicts"``, drops ``history``, on which the files disagree."""
+    paths = [
+        write_days(tmp_path / "a.nc", [0, 1], attrs={"title": "tas", "history": "made"}),
+        write_days(tmp_path / "b.nc", [2, 3], attrs={"title": "tas", "history": "remade"}),
+    ]
+    for how in ("override", "drop_conflicts"):
+        assert_reads_as_open_mfdataset(paths, combine_attrs=how)
+    assert read_virtual(paths).attrs == {"title": "tas"}
