@@ -152,3 +152,25 @@ def test_global_attributes_that_differ(tmp_path: Path) -> None:
     for how in ("override", "drop_conflicts"):
         assert_reads_as_open_mfdataset(paths, combine_attrs=how)
     assert read_virtual(paths).attrs == {"title": "tas"}
+
+
+@pytest.mark.parametrize("what", ["fill", "scale"])
+@pytest.mark.parametrize("lat", [LAT, LAT[:3]], ids=["referenced", "inlined"])
+def test_files_packed_differently_are_refused_naming_both(
+    tmp_path: Path, what: str, lat: np.ndarray
+) -> None:
+    """Decoding every file with the first file's ``_FillValue`` or ``scale_factor`` would give
+    wrong values; small variables inlined in the references are named by their files too."""
+    first = write_days(tmp_path / "a.nc", [0, 1], lat=lat, fill=-1, scale=0.1)
+    second = write_days(
+        tmp_path / "b.nc",
+        [2, 3],
+        lat=lat,
+        fill=-2 if what == "fill" else -1,
+        scale=0.2 if what == "scale" else 0.1,
+    )
+    for options in ({}, NESTED):
+        with pytest.raises(
+            IncompatibleArraysError, match=r"'tas' of file://.*b\.nc.*file://.*a\.nc"
+        ):
+            open_virtual_mfdataset([first, second], **options)

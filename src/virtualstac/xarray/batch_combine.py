@@ -19,7 +19,7 @@ values), the files are combined one by one by xarray instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -55,7 +55,8 @@ class Partial:
     joins along the dimension the other batches were joined on).
 
     ``dropped_attrs`` names the dataset's attributes dropped because two of the files disagree
-    on them, and ``dropped`` the same per variable joined along ``dim``.
+    on them, and ``dropped`` the same per variable joined along ``dim``. ``label`` names the
+    files in errors (see :func:`as_partial`).
     """
 
     dataset: xr.Dataset
@@ -63,6 +64,7 @@ class Partial:
     files: int
     dropped_attrs: frozenset[Hashable] = frozenset()
     dropped: Mapping[Hashable, frozenset[Hashable]] = field(default_factory=dict)
+    label: str = ""
 
 
 def combine_batch(
@@ -92,12 +94,17 @@ def _lost(
     return frozenset(key for attrs in given for key in attrs if key not in kept)
 
 
-def as_partial(result: Partial | list[xr.Dataset]) -> Partial | None:
-    """What :func:`open_batch` returned as a partial to join (one file counts as one), or None
-    for the datasets of several files that could not be joined."""
+def as_partial(urls: Sequence[str], result: Partial | list[xr.Dataset]) -> Partial | None:
+    """What :func:`open_batch` returned for the files ``urls`` as a partial to join (one file
+    counts as one), labelled by its files; or None for the datasets of several files that
+    could not be joined."""
+    # Small variables are inlined in the references, so their arrays do not name their files:
+    # the label does.
+    first, last = redact(urls[0]), redact(urls[-1])
+    label = first if len(urls) == 1 else f"the files {first} to {last}"
     if isinstance(result, Partial):
-        return result
-    return Partial(result[0], None, 1) if len(result) == 1 else None
+        return replace(result, label=label)
+    return Partial(result[0], None, 1, label=label) if len(result) == 1 else None
 
 
 def join_partials(
@@ -110,9 +117,9 @@ def join_partials(
     if len(partials) == 1:
         return partials[0].dataset
     datasets = [p.dataset for p in partials]
-    check_time_encodings_agree(datasets, [_files_of(dataset) for dataset in datasets])
-    # The partials' arrays name their files, which is what errors name them by.
-    with explaining_combine_errors(datasets, [""] * len(datasets)):
+    labels = [p.label or _files_of(p.dataset) for p in partials]
+    check_time_encodings_agree(datasets, labels)
+    with explaining_combine_errors(datasets, labels):
         joined = concat_along_existing(datasets, dim, options)
     if joined is None:
         return None

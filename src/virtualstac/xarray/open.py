@@ -426,7 +426,7 @@ def _open_joined(
             size=lambda result: len(result[0]),
         )
     )
-    partials = [as_partial(result) for _, result in done]
+    partials = [as_partial(batch, result) for batch, result in done]
     if all(partial is not None for partial in partials):
         joinable = [partial for partial in partials if partial is not None]
         if dim is None:
