@@ -122,6 +122,26 @@ def test_virtual_times_in_other_units_are_refused_naming_both_files(tmp_path: Pa
         open_virtual_mfdataset(paths, loadable_variables=[], **NESTED)
 
 
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_time_bounds_in_other_units_are_refused_naming_the_files_and_the_way_out(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """Virtual bounds keep one file's units; loading them decodes each file's with its own."""
+    paths = [
+        write_days(tmp_path / "jan.nc", [0, 1], units="days since 2000-01-01", bounds=True),
+        write_days(tmp_path / "feb.nc", [0, 1], units="days since 2000-02-01", bounds=True),
+    ]
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"'time_bnds' of file://.*feb\.nc .*file://.*jan\.nc.*'units'.*"
+        r"loadable_variables=\['time', 'lat', 'time_bnds'\]",
+    ):
+        open_virtual_mfdataset(paths, **options)
+    loaded = ["time", "lat", "time_bnds"]
+    virtual = assert_reads_as_open_mfdataset(paths, loadable_variables=loaded, **options)
+    assert str(virtual["time_bnds"].values[2, 1])[:10] == "2000-02-02"
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -152,6 +172,31 @@ def test_global_attributes_that_differ(tmp_path: Path) -> None:
     for how in ("override", "drop_conflicts"):
         assert_reads_as_open_mfdataset(paths, combine_attrs=how)
     assert read_virtual(paths).attrs == {"title": "tas"}
+
+
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_files_ending_on_a_partial_chunk_are_refused_naming_the_variable_and_file(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """Ten steps in chunks of four: after the first file's short last chunk, the next file's
+    chunks would read at the wrong steps of one regular chunk grid."""
+    paths = [
+        write_days(tmp_path / f"dekad{i}.nc", list(range(10 * i, 10 * i + 10)), chunk=4)
+        for i in range(3)
+    ]
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"'tas' of file://.*dekad0\.nc is 10 long along time in chunks of 4",
+    ):
+        open_virtual_mfdataset(paths[::-1] if not options else paths, **options)
+    # The last file alone may end on a partial chunk.
+    whole = [
+        write_days(tmp_path / f"octet{i}.nc", list(range(8 * i, 8 * i + 8)), chunk=4)
+        for i in range(2)
+    ]
+    assert_reads_as_open_mfdataset(
+        [*whole, write_days(tmp_path / "tail.nc", [16, 17], chunk=4)], **options
+    )
 
 
 @pytest.mark.parametrize("what", ["fill", "scale"])

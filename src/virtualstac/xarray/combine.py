@@ -33,6 +33,7 @@ __all__ = [
     "concat_virtual",
     "explaining_combine_errors",
     "incompatible_variable",
+    "partial_chunk",
 ]
 
 #: Keyword arguments for ``xr.concat`` and ``xr.combine_by_coords`` over virtual datasets.
@@ -59,17 +60,26 @@ def concat_virtual(
         files their arrays reference.
     """
     check_labels_agree(datasets, {dim}, labels)
-    with explaining_combine_errors(datasets, labels):
+    with explaining_combine_errors(datasets, labels, along=(dim,)):
         fast = concat_along_existing(datasets, dim, EXACT_COMBINE)
         return fast if fast is not None else xr.concat(list(datasets), dim=dim, **EXACT_COMBINE)
 
 
 @contextmanager
 def explaining_combine_errors(
-    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None, how: str | None = None
+    datasets: Sequence[xr.Dataset],
+    labels: Sequence[str] | None = None,
+    how: str | None = None,
+    along: Collection[Hashable] = (),
+    advise: bool = False,
 ) -> Iterator[None]:
     """Errors of combining ``datasets`` raised again naming the variable and the datasets (by
     their ``labels``, by default their position), of the same type.
+
+    ``along`` names the dimensions they are concatenated on, when known (otherwise those
+    whose coordinates differ between the datasets). With ``advise``, a variable whose arrays
+    cannot be joined is named with the ``loadable_variables`` that would load it instead (for
+    the datasets of files being opened).
 
     Arrays meet deep inside xarray's combining, where neither the variable nor the datasets
     are known: an :class:`~virtualstac.errors.IncompatibleArraysError` (codecs, data type,
@@ -84,7 +94,9 @@ def explaining_combine_errors(
     try:
         yield
     except IncompatibleArraysError as err:
-        culprit = incompatible_variable(datasets, labels)
+        culprit = incompatible_variable(datasets, labels, advise) or partial_chunk(
+            datasets, labels, along, advise
+        )
         if culprit is None:
             raise
         raise type(err)(culprit) from err
@@ -118,17 +130,22 @@ def explaining_combine_errors(
 def _compared(datasets: Sequence[xr.Dataset]) -> list[str]:
     """The virtual variables xarray would compare rather than join: those along no dimension
     whose coordinates differ between the datasets."""
+    joined = _differing(datasets)
+    return [
+        repr(str(name))
+        for name, variable in datasets[0].variables.items()
+        if isinstance(variable._data, ManifestArray) and not joined & set(variable.dims)
+    ]
+
+
+def _differing(datasets: Sequence[xr.Dataset]) -> set[Hashable]:
+    """The indexes of the first dataset that some other dataset lacks or has other values of."""
     first = datasets[0]
-    joined = {
+    return {
         name
         for name, index in first.xindexes.items()
         if any(not _same_index(index, d.xindexes.get(name)) for d in datasets[1:])
     }
-    return [
-        repr(str(name))
-        for name, variable in first.variables.items()
-        if isinstance(variable._data, ManifestArray) and not joined & set(variable.dims)
-    ]
 
 
 def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> str | None:
@@ -144,11 +161,8 @@ def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = Non
                 "it with missing values there, which references cannot hold; drop it "
                 f"(drop_variables=[{str(name)!r}]) or open those files apart"
             )
-    differing = [
-        str(name)
-        for name, index in datasets[0].xindexes.items()
-        if any(not _same_index(index, d.xindexes.get(name)) for d in datasets[1:])
-    ]
+    changed = _differing(datasets)
+    differing = [str(name) for name in datasets[0].xindexes if name in changed]
     if not differing:
         return None
     return (
@@ -362,9 +376,10 @@ def _same_index(a: Any, b: Any) -> bool:
 
 
 def incompatible_variable(
-    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None
+    datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None, advise: bool = False
 ) -> str | None:
-    """Which variable of ``datasets`` cannot be joined, and in which two of them; or None."""
+    """Which variable of ``datasets`` cannot be joined, and in which two of them (with
+    ``advise``, how to load it instead); or None."""
     names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
     for name in datasets[0].variables:
         arrays = [
@@ -383,8 +398,80 @@ def incompatible_variable(
                 return (
                     f"variable {str(name)!r} of {_named(label, array)} cannot be joined "
                     f"with that of {_named(first_label, first)}, array 0 below: {err}"
+                ) + _way_out(
+                    ". References keep the bytes and attributes of each file as they are",
+                    datasets[0],
+                    name,
+                    advise,
                 )
     return None
+
+
+def partial_chunk(
+    datasets: Sequence[xr.Dataset],
+    labels: Sequence[str] | None = None,
+    along: Collection[Hashable] = (),
+    advise: bool = False,
+) -> str | None:
+    """Which variable of ``datasets`` ends on a partial chunk before another dataset's part of
+    it, along the dimensions ``along`` which they are concatenated in the order given (by
+    default: those whose coordinates differ, the datasets in the order of those coordinates, as
+    ``xr.combine_by_coords`` orders them), with ``advise`` how to load it instead; or None.
+
+    One Zarr array has one regular chunk grid: the chunks of the datasets after a short last
+    chunk would be read at the wrong positions.
+    """
+    names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
+    for dim in along or _differing(datasets):
+        order = list(range(len(datasets))) if along else _by_first_value(datasets, dim)
+        for name, variable in datasets[0].variables.items():
+            if dim not in variable.dims or not isinstance(variable._data, ManifestArray):
+                continue
+            axis = variable.dims.index(dim)
+            for i in order[:-1]:
+                other = datasets[i].variables.get(name)
+                array = None if other is None else other._data
+                if (
+                    not isinstance(array, ManifestArray)
+                    or not array.shape[axis] % array.chunks[axis]
+                ):
+                    continue
+                return (
+                    f"variable {str(name)!r} of {_named(names[i], array)} is "
+                    f"{array.shape[axis]} long along {dim} in chunks of {array.chunks[axis]}, so "
+                    "its last chunk is partial; one Zarr array has one regular chunk grid, in "
+                    f"which the chunks after it would be read at the wrong {dim} positions"
+                ) + _way_out("", datasets[0], name, advise)
+    return None
+
+
+def _by_first_value(datasets: Sequence[xr.Dataset], dim: Hashable) -> list[int]:
+    """The positions of ``datasets`` in the order of their first ``dim`` coordinate (as given
+    where some have none, or the values do not compare)."""
+    firsts = []
+    for dataset in datasets:
+        index = dataset.indexes.get(dim)
+        if index is None or not index.size:
+            return list(range(len(datasets)))
+        firsts.append(index[0])
+    try:
+        return sorted(range(len(datasets)), key=firsts.__getitem__)
+    except TypeError:
+        return list(range(len(datasets)))
+
+
+def _way_out(reason: str, dataset: xr.Dataset, name: Hashable, advise: bool) -> str:
+    """With ``advise``, ``reason`` and the ``loadable_variables`` that load ``name`` besides
+    what ``dataset`` has loaded (its values read, not referenced); else nothing."""
+    if not advise:
+        return ""
+    loaded = [
+        str(n) for n, v in dataset.variables.items() if not isinstance(v._data, ManifestArray)
+    ]
+    return (
+        f"{reason}: load {str(name)!r} instead (loadable_variables={[*loaded, str(name)]!r}, "
+        "which reads its values), or open those files apart"
+    )
 
 
 def _named(label: str, array: ManifestArray) -> str:

@@ -386,10 +386,11 @@ def open_virtual_mfdataset(
     check_time_encodings_agree(datasets, labels)
     if combine == "nested":
         arranged = datasets if layout is None else _nest(layout, iter(datasets))
-        with explaining_combine_errors(datasets, labels, f"along {', '.join(dims)}"):
+        how = f"along {', '.join(dims)}"
+        with explaining_combine_errors(datasets, labels, how, along=dims, advise=True):
             nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
         return nested
-    with explaining_combine_errors(datasets, labels, "by coordinates"):
+    with explaining_combine_errors(datasets, labels, "by coordinates", advise=True):
         combined = xr.combine_by_coords(datasets, **combine_options)
     assert isinstance(combined, xr.Dataset)
     return combined
