@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 from virtualstac import ObjectStoreRegistry, open_virtual_mfdataset
-from virtualstac.errors import IncompatibleArraysError
+from virtualstac.errors import IncompatibleArraysError, UnsupportedIndexingError
 from virtualstac.xarray.unpacking import open_zarr_values
 
 NESTED: dict[str, Any] = {"combine": "nested", "concat_dim": "time"}
@@ -219,3 +219,17 @@ def test_files_packed_differently_are_refused_naming_both(
             IncompatibleArraysError, match=r"'tas' of file://.*b\.nc.*file://.*a\.nc"
         ):
             open_virtual_mfdataset([first, second], **options)
+
+
+def test_coordinates_that_differ_by_rounding(tmp_path: Path) -> None:
+    """``join="override"`` takes the first file's latitudes, as xarray does; ``"exact"`` and
+    the default (``"outer"``, which would reindex the references) are refused."""
+    paths = [
+        write_days(tmp_path / "a.nc", [0, 1]),
+        write_days(tmp_path / "b.nc", [2, 3], lat=LAT + 1e-12),
+    ]
+    assert_reads_as_open_mfdataset(paths, join="override", **NESTED)
+    with pytest.raises(IncompatibleArraysError, match=r"a\.nc, .*b\.nc\): cannot align .*'lat'"):
+        open_virtual_mfdataset(paths, join="exact", **NESTED)
+    with pytest.raises(UnsupportedIndexingError, match=r"coordinates lat differ .*join='exact'"):
+        open_virtual_mfdataset(paths, **NESTED)

@@ -101,7 +101,7 @@ def explaining_combine_errors(
             raise
         raise type(err)(culprit) from err
     except UnsupportedIndexingError as err:
-        reason = reindexed(datasets, labels)
+        reason = reindexed(datasets, labels, along)
         if reason is None:
             raise
         raise UnsupportedIndexingError(reason) from err
@@ -148,9 +148,14 @@ def _differing(datasets: Sequence[xr.Dataset]) -> set[Hashable]:
     }
 
 
-def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> str | None:
+def reindexed(
+    datasets: Sequence[xr.Dataset],
+    labels: Sequence[str] | None = None,
+    along: Collection[Hashable] = (),
+) -> str | None:
     """Why combining ``datasets`` reindexes references: a variable some of them lack, or
-    coordinates that differ between them (besides the one joined); or None."""
+    coordinates that differ between them besides those of the dimensions ``along`` which they
+    are concatenated; or None."""
     names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
     for name in dict.fromkeys(n for dataset in datasets for n in dataset.variables):
         having = [label for label, d in zip(names, datasets, strict=True) if name in d.variables]
@@ -163,6 +168,8 @@ def reindexed(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = Non
             )
     changed = _differing(datasets)
     differing = [str(name) for name in datasets[0].xindexes if name in changed]
+    # Coordinates of the dimensions concatenated on differ by design: name the others.
+    differing = [name for name in differing if name not in along] or differing
     if not differing:
         return None
     return (
