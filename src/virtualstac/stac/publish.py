@@ -175,121 +175,126 @@ def publish(
     previous = PreviousStore.of(collection.assets.get(key), key, place, format, replace=replace)
     wanted = None if assets is None else list(assets)
     unrecorded = {item.id: item for item in items if item.id not in previous.items}
-    try:
-        check_target_writable(place, inside=format == "icechunk")
-    except NotWritableError as err:
-        unwritable: NotWritableError | None = err  # raised below unless there is nothing to do
-    else:
-        unwritable = None
-        place.clean_leftovers()  # before looking at the store: it may finish a killed swap
-        previous = recover(
-            previous,
-            place,
-            format=format,
-            kerchunk_format=kerchunk_format,
-            catalog=collection.get_self_href(),
-            asset=key,
-            sources_of=lambda item_id: _sources(unrecorded[item_id], wanted),
-        )
-    new = sorted((item for item in items if item.id not in previous.items), key=_moment)
-    if not new and not previous.adopted:
-        if previous.recorded:
-            return collection
-        raise UnsupportedAssetError("no STAC items to publish")
-    if unwritable is not None:
-        raise unwritable
-    chosen = [(item, source) for item in new for source in _sources(item, wanted)]
-    sources = tuple(source for _, source in chosen)
-
-    base = previous.version if previous.recorded else None
-    # With nothing new, the adopted store is recorded as it is.
-    dataset: Levels | None = None
-    batches: Writes | None = None
-    references: ReferenceBatches | None = None
-    dropped = None if drop_variables is None else list(drop_variables)
-    groups = None if groupby is None or not new else assign_groups(new, groupby)
-    if groups is not None:
-        # Whole steps in order, so that batches never split one.
-        new.sort(key=lambda item: (groups(item), _moment(item)))
-    opening = Opening(wanted, registry, dropped, concat_dim, overviews, groups)
-    if new and format == "icechunk" and is_cluster(parallel):
-        appending = None if base is None else (place, base)
-        batches = Batches(parallel, new, opening, appending=appending, where=place.href)
-    elif new and is_cluster(parallel) and _workers_write(kerchunk_format, place, previous):
-        references = ReferenceBatches(parallel, new, opening, where=place.href)
-    elif new:
-        dataset = opening(new, parallel=parallel, progress=progress)
-    ids = (*previous.items, *(item.id for item in new))
-    record = PublishRecord(collection.get_self_href(), key, tuple(item.id for item in new), sources)
-    # Icechunk commits inside the step: writing and committing are one bar.
-    label = "writing and committing" if format == "icechunk" else "writing references"
-    writing = step(label, enabled=progress)
-    recorded = collection.assets.get(key) if previous.recorded else None
-    moving = publishing_root(
-        collection, place.url, [item.assets[source.key] for item, source in chosen], recorded
-    )
-    if format == "icechunk":
-        # Only a local directory has a named container to move with the catalog.
-        if moving is None or not moving.url.startswith("file://"):
-            moving = None
-        root = None if moving is None else moving.url
-        with writing:
-            version = publish_repository(
-                dataset if batches is None else batches,
+    # From looking at the target to writing it, other publishes to it on this host wait:
+    # they then find this one's store, and adopt it or refuse it.
+    with place.writing_turn():
+        try:
+            check_target_writable(place, inside=format == "icechunk")
+        except NotWritableError as err:
+            unwritable: NotWritableError | None = err  # raised below unless there is nothing to do
+        else:
+            unwritable = None
+            place.clean_leftovers()  # before looking at the store: it may finish a killed swap
+            previous = recover(
+                previous,
                 place,
-                base=base,
-                containers=previous.containers,
-                concat_dim=concat_dim,
-                registry=settings,
-                message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
-                metadata={"virtualstac.items": len(new)},
-                record=record,
-                root=root,
-            )
-        store = PublishedStore(
-            "icechunk",
-            place.href,
-            3,
-            version.containers,
-            ids,
-            (*previous.sources, *sources),
-            version=version.snapshot,
-            root=root,
-            root_levels=0 if moving is None else moving.levels,
-        )
-        described = version.dataset
-    else:
-        with writing:
-            written = publish_references(
-                dataset if references is None else references,
-                place,
+                format=format,
                 kerchunk_format=kerchunk_format,
-                previous_containers=previous.containers if previous.recorded else None,
-                concat_dim=concat_dim,
-                registry=settings,
-                record=dataclasses.replace(
-                    record, items=ids, sources=(*previous.sources, *sources)
-                ),
-                schemes=previous.schemes,
-                root=None if moving is None else moving.url,
-                relocate=None if recorded is None else relocation(recorded),
+                catalog=collection.get_self_href(),
+                asset=key,
+                sources_of=lambda item_id: _sources(unrecorded[item_id], wanted),
             )
-        store = PublishedStore(
-            "kerchunk",
-            place.href,
-            2,
-            written.containers,
-            ids,
-            (*previous.sources, *sources),
-            parser=written.parser,
-            size=written.size,
-            checksum=written.checksum,
-            root=None if moving is None else moving.url,
-            root_levels=0 if moving is None else moving.levels,
+        new = sorted((item for item in items if item.id not in previous.items), key=_moment)
+        if not new and not previous.adopted:
+            if previous.recorded:
+                return collection
+            raise UnsupportedAssetError("no STAC items to publish")
+        if unwritable is not None:
+            raise unwritable
+        chosen = [(item, source) for item in new for source in _sources(item, wanted)]
+        sources = tuple(source for _, source in chosen)
+
+        base = previous.version if previous.recorded else None
+        # With nothing new, the adopted store is recorded as it is.
+        dataset: Levels | None = None
+        batches: Writes | None = None
+        references: ReferenceBatches | None = None
+        dropped = None if drop_variables is None else list(drop_variables)
+        groups = None if groupby is None or not new else assign_groups(new, groupby)
+        if groups is not None:
+            # Whole steps in order, so that batches never split one.
+            new.sort(key=lambda item: (groups(item), _moment(item)))
+        opening = Opening(wanted, registry, dropped, concat_dim, overviews, groups)
+        if new and format == "icechunk" and is_cluster(parallel):
+            appending = None if base is None else (place, base)
+            batches = Batches(parallel, new, opening, appending=appending, where=place.href)
+        elif new and is_cluster(parallel) and _workers_write(kerchunk_format, place, previous):
+            references = ReferenceBatches(parallel, new, opening, where=place.href)
+        elif new:
+            dataset = opening(new, parallel=parallel, progress=progress)
+        ids = (*previous.items, *(item.id for item in new))
+        record = PublishRecord(
+            collection.get_self_href(), key, tuple(item.id for item in new), sources
         )
-        described = written.dataset
-    schemes = _schemes(place, store.containers, settings, declared)
-    add_published_asset(collection, key, store, described, schemes)
+        # Icechunk commits inside the step: writing and committing are one bar.
+        label = "writing and committing" if format == "icechunk" else "writing references"
+        writing = step(label, enabled=progress)
+        recorded = collection.assets.get(key) if previous.recorded else None
+        moving = publishing_root(
+            collection, place.url, [item.assets[source.key] for item, source in chosen], recorded
+        )
+        if format == "icechunk":
+            # Only a local directory has a named container to move with the catalog.
+            if moving is None or not moving.url.startswith("file://"):
+                moving = None
+            root = None if moving is None else moving.url
+            with writing:
+                version = publish_repository(
+                    dataset if batches is None else batches,
+                    place,
+                    base=base,
+                    containers=previous.containers,
+                    concat_dim=concat_dim,
+                    registry=settings,
+                    message=f"publish {len(new)} items: {new[0].id} .. {new[-1].id}" if new else "",
+                    metadata={"virtualstac.items": len(new)},
+                    record=record,
+                    root=root,
+                )
+            store = PublishedStore(
+                "icechunk",
+                place.href,
+                3,
+                version.containers,
+                ids,
+                (*previous.sources, *sources),
+                version=version.snapshot,
+                root=root,
+                root_levels=0 if moving is None else moving.levels,
+            )
+            described = version.dataset
+        else:
+            with writing:
+                written = publish_references(
+                    dataset if references is None else references,
+                    place,
+                    kerchunk_format=kerchunk_format,
+                    previous_containers=previous.containers if previous.recorded else None,
+                    concat_dim=concat_dim,
+                    registry=settings,
+                    record=dataclasses.replace(
+                        record, items=ids, sources=(*previous.sources, *sources)
+                    ),
+                    schemes=previous.schemes,
+                    root=None if moving is None else moving.url,
+                    relocate=None if recorded is None else relocation(recorded),
+                )
+            store = PublishedStore(
+                "kerchunk",
+                place.href,
+                2,
+                written.containers,
+                ids,
+                (*previous.sources, *sources),
+                parser=written.parser,
+                size=written.size,
+                checksum=written.checksum,
+                root=None if moving is None else moving.url,
+                root_levels=0 if moving is None else moving.levels,
+            )
+            described = written.dataset
+        schemes = _schemes(place, store.containers, settings, declared)
+        add_published_asset(collection, key, store, described, schemes)
     _log.info("wrote %d new items to the %s store at %s", len(new), format, place.href)
     return collection
 

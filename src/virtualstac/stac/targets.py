@@ -30,7 +30,13 @@ import obstore
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path, normalize_url
-from virtualstac.writers.staging import clean_leftovers, orphaned, replacing, temporary_name
+from virtualstac.writers.staging import (
+    clean_leftovers,
+    orphaned,
+    replacing,
+    taking_turns,
+    temporary_name,
+)
 
 __all__ = ["PublishError", "Target", "icechunk_failures", "store_options"]
 
@@ -127,6 +133,17 @@ class Target:
     def key(self) -> str:
         """The object path inside the bucket (no leading or trailing ``/``)."""
         return urlsplit(self.url).path.strip("/")
+
+    @contextmanager
+    def writing_turn(self) -> Iterator[None]:
+        """Hold the turn of publishing here: on a local target, other processes of this host
+        publishing into its directory wait until it ends. Object stores have no such turn;
+        an Icechunk commit there still refuses a branch that moved."""
+        if not self.is_local:
+            yield
+            return
+        with taking_turns(self.path):
+            yield
 
     # -- Icechunk --------------------------------------------------------------------------
 

@@ -7,12 +7,17 @@ filesystem support it, otherwise by moving the old directory aside first (a kill
 two renames leaves it aside, and the next writer moves it back). The next writer also removes
 the temporaries of owners that no longer run on this host; those of live processes, or of other
 hosts, are left alone, since they may still be writing.
+
+Writers of one target on one host take turns (:func:`taking_turns`): a writer reads what is
+there, writes beside it and swaps it in, and none of that may interleave with another writer's.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
+import logging
 import os
 import re
 import shutil
@@ -23,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["clean_leftovers", "orphaned", "replacing", "temporary_name"]
+__all__ = ["clean_leftovers", "orphaned", "replacing", "taking_turns", "temporary_name"]
 
 Kind = Literal["tmp", "old"]
 
@@ -32,6 +37,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 # The filesystem or kernel cannot exchange names: fall back to two renames.
 _NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
+_log = logging.getLogger(__name__)
 
 
 def temporary_name(name: str, kind: Kind = "tmp") -> str:
@@ -82,6 +88,29 @@ def clean_leftovers(target: Path) -> None:
             os.rename(leftover, target)
         else:
             _remove(leftover)
+
+
+@contextmanager
+def taking_turns(target: Path) -> Iterator[None]:
+    """Hold the turn of writing ``target`` on this host; wait while another writer has it.
+
+    The turn is an exclusive ``flock`` of the directory that holds ``target`` (or of its
+    nearest existing ancestor), so it needs no file of its own and ends with the process,
+    however it ends. Another process publishing into the same directory waits.
+    """
+    directory = target.parent
+    while not directory.is_dir() and directory != directory.parent:
+        directory = directory.parent
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log.info("waiting for another process writing in %s to finish", directory)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 @contextmanager
