@@ -2,9 +2,10 @@
 
 Each process loads the same saved catalog, adds its own new item (or none), waits for a go
 file so that both publish at once, and publishes. How the two interleave is up to the
-scheduler; without turns, most runs of this file saw both succeed or an unrelated error. Whatever the interleaving, one wins and the
-other fails with a typed error or (same catalog, same items) completes what the first wrote;
-never do both succeed with Collections that record stores the target does not hold.
+scheduler; whatever it is, one wins and the other fails with a typed error or (same catalog,
+same items) completes what the first wrote; never do both succeed with Collections that
+record stores the target does not hold. (Before publishes took turns, nearly every run of
+this file saw that happen, or an unrelated error.)
 """
 
 from __future__ import annotations
