@@ -274,10 +274,13 @@ def write_day(path: Path, day: int, **options: object) -> Path:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"complevel": 9}, r"array 1 has .*'level': 9.*one codec chain"),
-        ({"zlib": False}, r"array 1 has .*bytes.*one codec chain"),
-        ({"chunksizes": (4, 20)}, r"chunk shape \(6, 20\), array 1 has \(4, 20\)"),
-        ({"datatype": "i4"}, r"data type int16, array 1 has int32"),
+        ({"complevel": 9}, r"appended array \(\S+day2.nc\) has .*'level': 9.*one codec chain"),
+        ({"zlib": False}, r"appended array \(\S+day2.nc\) has .*bytes.*one codec chain"),
+        (
+            {"chunksizes": (4, 20)},
+            r"chunk shape \(6, 20\), the appended array \(\S+\) has \(4, 20\)",
+        ),
+        ({"datatype": "i4"}, r"repository's array has data type int16, the appended .* has int32"),
         ({"width": 44}, r"shape \(24, 44\) does not match \(24, 40\)"),
     ],
 )

@@ -383,44 +383,51 @@ def same_value(a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
 
-def check_combinable(metadatas: Sequence[ArrayV3Metadata], *, what: str = "concatenate") -> None:
+def check_combinable(
+    metadatas: Sequence[ArrayV3Metadata],
+    *,
+    what: str = "concatenate",
+    labels: Sequence[str] | None = None,
+) -> None:
     """Raise if the arrays differ in anything that one Zarr array must hold once.
 
     Compared: data type, codecs, fill value, chunk shape, and the CF encoding attributes in
-    :data:`CF_ENCODING_ATTRS`. The message names the first difference found.
+    :data:`CF_ENCODING_ATTRS`. The message names the first difference found, and the arrays
+    by ``labels`` (by default ``array 0``, ``array 1``, ...).
     """
+    names = list(labels) if labels is not None else [f"array {i}" for i in range(len(metadatas))]
     first = metadatas[0]
     for i, other in enumerate(metadatas[1:], start=1):
         if other.data_type != first.data_type:
             raise IncompatibleArraysError(
-                f"cannot {what} arrays with inconsistent dtypes: array 0 has data type "
-                f"{first.data_type.to_json(zarr_format=3)}, array {i} has "
+                f"cannot {what} arrays with inconsistent dtypes: {names[0]} has data type "
+                f"{first.data_type.to_json(zarr_format=3)}, {names[i]} has "
                 f"{other.data_type.to_json(zarr_format=3)}"
             )
         if not _same_codecs(first, other):
             first_codecs = list(cast(Sequence[Any], first.to_dict()["codecs"]))
             other_codecs = list(cast(Sequence[Any], other.to_dict()["codecs"]))
             raise IncompatibleCodecsError(
-                f"cannot {what} arrays with different codecs: array 0 has {first_codecs}, "
-                f"array {i} has {other_codecs}; one Zarr array has one codec chain"
+                f"cannot {what} arrays with different codecs: {names[0]} has {first_codecs}, "
+                f"{names[i]} has {other_codecs}; one Zarr array has one codec chain"
             )
         if not same_value(first.fill_value, other.fill_value):
             raise IncompatibleArraysError(
-                f"cannot {what}: array 0 has fill value {first.fill_value!r}, "
-                f"array {i} has {other.fill_value!r}"
+                f"cannot {what}: {names[0]} has fill value {first.fill_value!r}, "
+                f"{names[i]} has {other.fill_value!r}"
             )
         if chunk_shape_of(other) != chunk_shape_of(first):
             raise IncompatibleArraysError(
-                f"cannot {what}: array 0 has chunk shape {chunk_shape_of(first)}, "
-                f"array {i} has {chunk_shape_of(other)}"
+                f"cannot {what}: {names[0]} has chunk shape {chunk_shape_of(first)}, "
+                f"{names[i]} has {chunk_shape_of(other)}"
             )
         for attr in CF_ENCODING_ATTRS:
             a = first.attributes.get(attr)
             b = other.attributes.get(attr)
             if not same_value(a, b):
                 raise IncompatibleArraysError(
-                    f"cannot {what}: attribute {attr!r} is {a!r} in array 0 but {b!r} in "
-                    f"array {i}; joining them would decode part of the data wrongly"
+                    f"cannot {what}: attribute {attr!r} is {a!r} in {names[0]} but {b!r} in "
+                    f"{names[i]}; joining them would decode part of the data wrongly"
                 )
 
 

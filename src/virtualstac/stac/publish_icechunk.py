@@ -13,7 +13,8 @@ publish fails (if killed, the next publish adopts the empty repository it left).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 import xarray as xr
 from zarr.codecs import BytesCodec
 
+from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
 from virtualstac.stac.appending import check_appendable, encode_like, with_time_encoding
@@ -182,13 +184,27 @@ def _update(
     if commit is None:
         return _version(repository, base)
     if isinstance(commit.dataset, Writes):  # parsed elsewhere, and checked against the base
-        return _version(*_commit(repository, storage, commit.dataset, commit, append=True))
+        with _appending_to(target.href):
+            return _version(*_commit(repository, storage, commit.dataset, commit, append=True))
     published = published_store(repository, base)
     if published is None:
         group = first_group(commit.dataset, commit.concat_dim)
         return _version(*_commit(repository, storage, group, commit, append=False))
     group = appending_group(commit.dataset, published, commit.concat_dim, target.href)
-    return _version(*_commit(repository, storage, group, commit, append=True))
+    with _appending_to(target.href):
+        return _version(*_commit(repository, storage, group, commit, append=True))
+
+
+@contextmanager
+def _appending_to(where: str) -> Iterator[None]:
+    """Name the repository in a refusal of the writer, which knows only its arrays."""
+    try:
+        yield
+    except IncompatibleArraysError as err:
+        if where in str(err):
+            raise
+        message = f"the new items cannot be appended to the repository at {where}: {err}"
+        raise type(err)(message) from err
 
 
 def published_store(repository: Any, base: str) -> Any | None:

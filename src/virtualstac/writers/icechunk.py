@@ -204,7 +204,13 @@ def grow_array(
             )
         return None
     axis = names.index(append_dim)
-    check_combinable([existing, metadata], what=f"append to {node_path!r}")
+    shown = sorted(sources)
+    files = ", ".join(shown[:2]) + (f" and {len(shown) - 2} more" if len(shown) > 2 else "")
+    check_combinable(
+        [existing, metadata],
+        what=f"append to {node_path!r}",
+        labels=["the repository's array", f"the appended array ({files or 'inlined values'})"],
+    )
     chunk = chunk_shape_of(existing)[axis]
     if existing.shape[axis] % chunk:
         raise IncompatibleArraysError(
