@@ -244,13 +244,25 @@ SCENARIOS: dict[str, tuple[str, list[str], int, list[Sign]]] = {
         "scenes.icechunk",
         [],
         0,
-        [staged, committing_beside, present],
+        [staged, committing_beside, present, saving_catalog],
     ),
     "icechunk-append": (
         "scenes.icechunk",
         [],
         2,
         [grown("manifests"), grown("snapshots"), saving_catalog],
+    ),
+    "kerchunk-json-first": (
+        "scenes.json",
+        ["--format", "kerchunk"],
+        0,
+        [staged, present, saving_catalog],
+    ),
+    "kerchunk-parquet-first": (
+        "scenes.parq",
+        ["--format", "kerchunk", "--kerchunk-format", "parquet"],
+        0,
+        [staged, present, saving_catalog],
     ),
     "kerchunk-json-append": (
         "scenes.json",
