@@ -214,6 +214,31 @@ sources:
     )
 
 
+def test_to_dask_reads_no_chunk_until_computed(http_server: HTTPServer, tmp_path: Path) -> None:
+    served = http_server.directory("stac-lazy")
+    archive = write_archive(served, width=512, height=256)
+    collection = save_static(archive, served)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  south:
+    driver: stac_virtual
+    args:
+      url: {http_server.url_for(collection)}
+      assets: [B02]
+"""
+    )
+    cogs = [archive.files[item_id, "B02"] for item_id in SOUTH_IDS]
+    cube = intake.open_catalog(str(catalog)).south.to_dask()
+    for cog in cogs:
+        assert [e.range for e in http_server.requests(cog)] == ["bytes=0-65535"]  # headers
+    first = cube["B02"].isel(time=0).values
+    assert len(http_server.requests(cogs[0])) > 1  # its tiles, read only now
+    assert [len(http_server.requests(cog)) for cog in cogs[1:]] == [1, 1]  # not computed
+    np.testing.assert_array_equal(first, archive.band(SOUTH_IDS[0], "B02"))
+
+
 def test_sign_by_import_path_reads_a_signed_directory(
     http_server: HTTPServer, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 import intake
-from servers import S3Server
+from servers import HTTPServer, S3Server
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake import VirtualSource
@@ -49,6 +49,30 @@ def test_to_dask_is_lazy_and_matches_netcdf4(catalog: Path) -> None:
     files = sorted((catalog.parent / "data").glob("*.nc"))
     with xr.open_mfdataset(files, engine="netcdf4") as direct:
         xr.testing.assert_identical(dataset.load(), direct.load())
+
+
+def test_to_dask_reads_no_more_than_discover_until_computed(
+    http_server: HTTPServer, tmp_path: Path
+) -> None:
+    paths = write_sample_archive(http_server.directory("virtual-lazy"), days=2)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  temperature:
+    driver: virtual
+    args:
+      urlpath: {[http_server.url_for(path) for path in paths]}
+"""
+    )
+    catalog_entry = intake.open_catalog(str(catalog)).temperature
+    catalog_entry.discover()  # headers, chunk indexes and the coordinates xarray loads
+    described = [len(http_server.requests(path)) for path in paths]
+    dataset = catalog_entry.to_dask()
+    assert [len(http_server.requests(path)) for path in paths] == described
+    dataset["t2m"].isel(time=slice(24, None)).values  # noqa: B018 (the second day's chunks)
+    assert len(http_server.requests(paths[0])) == described[0]
+    assert len(http_server.requests(paths[1])) > described[1]
 
 
 def test_discover_describes_without_reading_data(catalog: Path) -> None:
