@@ -22,6 +22,7 @@ from virtualstac.errors import (
     SourceNotFoundError,
     UnsupportedIndexingError,
 )
+from virtualstac.intake import VirtualSource
 
 
 def write_catalog(directory: Path, driver: str, args: str) -> Path:
@@ -67,7 +68,9 @@ def test_virtual_argument_of_the_wrong_type(
         load(catalog)
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"intake driver 'virtual' (catalog in {tmp_path}")
+    assert message.startswith(
+        f"catalog entry 'broken': intake driver 'virtual' (catalog in {tmp_path}"
+    )
     assert f"argument {argument!r} must be {expected}" in message
     assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
 
@@ -133,7 +136,9 @@ def test_stac_virtual_argument_of_the_wrong_type(
         load(catalog)
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"intake driver 'stac_virtual' (catalog in {tmp_path}")
+    assert message.startswith(
+        f"catalog entry 'broken': intake driver 'stac_virtual' (catalog in {tmp_path}"
+    )
     assert f"argument {argument!r} must be {expected}" in message
 
 
@@ -155,7 +160,9 @@ def test_stac_virtual_argument_of_the_right_type_that_cannot_be_used(
         load(catalog)
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"intake driver 'stac_virtual' (catalog in {tmp_path}")
+    assert message.startswith(
+        f"catalog entry 'broken': intake driver 'stac_virtual' (catalog in {tmp_path}"
+    )
     assert f"argument {argument!r}" in message and reason in message
 
 
@@ -285,3 +292,40 @@ sources:
     with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'no_stac': .*missing\.json"):
         entries.no_stac.read()
     assert entries.good.read().sizes["time"] == 24
+    with pytest.raises(InvalidCatalogArgumentError, match="'decode_times'"):
+        VirtualSource(urlpath="/data/*.nc", decode_times="maybe")  # made in Python: at once
+
+
+def test_a_bad_argument_names_the_entry_among_many(tmp_path: Path) -> None:
+    """In a catalog of many entries, the refusal of an argument says whose it is."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  good:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+  daily:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      decode_times: maybe
+  scenes:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/collection.json"
+      colour: red
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        entries.daily.to_dask()
+    assert str(refused.value).startswith("catalog entry 'daily': intake driver 'virtual'")
+    assert "argument 'decode_times' must be true or false" in str(refused.value)
+    with pytest.raises(InvalidCatalogArgumentError, match=r"^catalog entry 'scenes': .*'colour'"):
+        entries.scenes.discover()
+    assert entries.good.read().sizes["time"] == 24
+    with pytest.raises(InvalidCatalogArgumentError, match="'decode_times'"):
+        VirtualSource(urlpath="/data/*.nc", decode_times="maybe")  # made in Python: at once

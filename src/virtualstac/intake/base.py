@@ -3,17 +3,43 @@
 from __future__ import annotations
 
 import copy
+import functools
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import xarray as xr
 from intake.source.base import DataSource, Schema
 
 from virtualstac import __version__
-from virtualstac.errors import VirtualStacError
+from virtualstac.errors import InvalidCatalogArgumentError, VirtualStacError
 
-__all__ = ["VirtualDataSource"]
+__all__ = ["VirtualDataSource", "refused_when_used"]
+
+
+def refused_when_used[Init: Callable[..., None]](init: Init) -> Init:
+    """Make a driver's ``__init__`` keep, not raise, a refused argument of a catalog entry.
+
+    Intake makes the source before it gives it the entry's name, so a refusal raised then
+    could not say which entry of the catalog is wrong. The source of a catalog entry (its
+    metadata has ``catalog_dir``) raises it, named, when it is used (``discover``,
+    ``to_dask``, ``read``); one made in Python raises it at once.
+    """
+
+    @functools.wraps(init)
+    def checked(self: VirtualDataSource, *args: Any, **kwargs: Any) -> None:
+        self._refused = None
+        try:
+            init(self, *args, **kwargs)
+        except InvalidCatalogArgumentError as err:
+            metadata = kwargs.get("metadata")
+            if not (isinstance(metadata, Mapping) and metadata.get("catalog_dir")):
+                raise
+            DataSource.__init__(self, metadata=dict(metadata))
+            self._refused = err
+
+    return checked  # type: ignore[return-value]
 
 
 class VirtualDataSource(DataSource):  # type: ignore[misc]
@@ -24,6 +50,8 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
     partition_access = True
     #: Whether the source gives references (``references: true``) rather than values.
     references: bool = False
+    #: An argument of its catalog entry that was refused (see :func:`refused_when_used`).
+    _refused: InvalidCatalogArgumentError | None = None
 
     @abstractmethod
     def _parsed(self) -> xr.Dataset | xr.DataTree:
@@ -38,6 +66,8 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
         """Errors raised inside say which catalog entry failed (intake names the source
         after the entry once it is made; a source made in Python keeps the driver's name)."""
         try:
+            if self._refused is not None:
+                raise self._refused
             yield
         except VirtualStacError as err:
             named = None if self.name == type(self).name else _named_after(err, self.name)

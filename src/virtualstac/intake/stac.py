@@ -37,7 +37,7 @@ from pystac_client import Client, ItemSearch
 
 from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake.arguments import Arguments
-from virtualstac.intake.base import VirtualDataSource
+from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.stac.backend import grid_names
 from virtualstac.stac.documents import read_stac
 from virtualstac.stac.open import _open_stac
@@ -82,6 +82,7 @@ class StacVirtualSource(VirtualDataSource):
 
     name = "stac_virtual"
 
+    @refused_when_used
     def __init__(
         self,
         url: str,

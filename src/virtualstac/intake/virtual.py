@@ -28,7 +28,7 @@ import xarray as xr
 
 from virtualstac.errors import UnregisteredURLError, VirtualStacError
 from virtualstac.intake.arguments import Arguments
-from virtualstac.intake.base import VirtualDataSource
+from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
@@ -68,6 +68,7 @@ class VirtualSource(VirtualDataSource):
 
     name = "virtual"
 
+    @refused_when_used
     def __init__(
         self,
         urlpath: str | Sequence[str],
