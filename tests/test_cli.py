@@ -419,3 +419,18 @@ def test_info_of_a_catalog_names_what_it_takes(
 
     [line] = capsys.readouterr().err.splitlines()
     assert "is a Catalog, not an Item, Collection or ItemCollection" in line
+
+
+def test_a_local_prefix_to_authorize_may_be_relative_to_the_working_directory(
+    catalog: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", str(catalog), "--authorize", "data/", "--no-progress"]) == 0
+    assert "opened from its source assets" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        main(["info", str(catalog), "--authorize", ""])
+    assert exited.value.code == 2
+    assert "argument --authorize: must be a path or URL prefix, got ''" in capsys.readouterr().err

@@ -179,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--authorize",
         action="append",
+        type=_prefix,
         metavar="PREFIX",
         help="a URL prefix the catalog may make us read beyond its own assets (repeatable): "
         "sources of Kerchunk references, containers of a published store",
@@ -200,6 +201,18 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _prefix(text: str) -> str:
+    """A prefix to authorize: a URL, or a local path (relative ones from where the command
+    runs, as a shell user means them; a trailing ``/`` is kept: it limits the prefix to the
+    directory's contents)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a path or URL prefix, got {text!r}")
+    if "://" in text:
+        return text
+    resolved = str(Path(text).expanduser().resolve())
+    return resolved + "/" if text.endswith("/") and resolved != "/" else resolved
 
 
 def _parallel(text: str) -> str:
