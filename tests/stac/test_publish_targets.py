@@ -8,14 +8,18 @@ and left as it was, byte for byte.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import fsspec
 import icechunk
+import kerchunk.df
 import obstore
 import pystac
 import pytest
@@ -165,3 +169,49 @@ def test_objects_below_an_object_store_target_are_not_replaced(
     assert left == ["scenes.parq/B02/refs.0.parq"]
     assert bytes(obstore.get(store, left[0]).bytes()) == b"PAR1 cut short"
     assert "kerchunk" not in collection.assets
+
+
+def someone_elses_copy(target: Path, kerchunk_format: str) -> None:
+    """Rewrite the references at ``target`` as fsspec's and kerchunk's tools do (``refs``
+    only), with the chunks of time step 1 pointing where those of step 0 do."""
+    store = fsspec.filesystem("reference", fo=str(target), remote_protocol="file")
+    refs = {key: store.references[key] for key in store.references}
+    for key in [key for key in refs if key.startswith("B02/1.")]:
+        refs[key] = refs[key.replace("B02/1.", "B02/0.", 1)]
+    refs = {key: _as_text(value) for key, value in refs.items()}
+    if kerchunk_format == "json":
+        target.write_text(json.dumps({"version": 1, "refs": refs}))
+    else:
+        shutil.rmtree(target)
+        kerchunk.df.refs_to_dataframe({"version": 1, "refs": refs}, str(target))
+
+
+def _as_text(value: object) -> object:
+    """An inlined value as kerchunk writes it: text, or base64 for other bytes."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(value).decode()
+
+
+@pytest.mark.parametrize("kerchunk_format", ["json", "parquet"])
+def test_recorded_references_rewritten_by_someone_else_are_not_appended_to(
+    scenes: Scenes, tmp_path: Path, kerchunk_format: str
+) -> None:
+    """References rewritten without virtualstac's record may hold anything: appending to
+    them would record them as the items' store."""
+    collection = collection_of(scenes)
+    collection.remove_item("S2_2")
+    target = tmp_path / f"scenes.{kerchunk_format}"
+    publish(collection, target, format="kerchunk", kerchunk_format=kerchunk_format, assets=["B02"])
+    someone_elses_copy(target, kerchunk_format)
+    before = files_at(target), collection.assets["kerchunk"].to_dict()
+
+    collection.add_item(scenes.items[2], set_parent=False)
+    with pytest.raises(PublishError, match=f"{target}.*someone else"):
+        publish(
+            collection, target, format="kerchunk", kerchunk_format=kerchunk_format, assets=["B02"]
+        )
+    assert (files_at(target), collection.assets["kerchunk"].to_dict()) == before

@@ -275,7 +275,15 @@ def _recover_references(
     if not target.exists():
         return previous
     record = _references_record(target, kerchunk_format)
-    if previous.recorded and (record is None or record.items == previous.items):
+    if previous.recorded and record is None:
+        # Every publish writes its record: references without one were rewritten by another
+        # tool, and may point anywhere; appending would record them as the items' store.
+        raise PublishError(
+            f"the references at {target.href} hold no record of the publish that wrote them: "
+            "someone else rewrote them since the collection recorded them. Publish to a new "
+            "target (replace=True, --replace), or restore the references"
+        )
+    if previous.recorded and record is not None and record.items == previous.items:
         return previous
     if record is not None and record.items[: len(previous.items)] == previous.items:
         count = len(previous.items)
