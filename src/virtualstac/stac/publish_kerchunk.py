@@ -18,8 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import obstore
 import xarray as xr
+from xarray.coding.times import encode_cf_datetime, infer_datetime_units
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
@@ -114,7 +116,9 @@ def publish_references(
             existing = published.to_virtual_dataset(group=path)
             level = ordered_like(_as_written(level), existing)
             check_appendable(existing, level, concat_dim, target.href)
-            combined[path] = _concat(existing, level, concat_dim, target.href)
+            combined[path] = _rewritten_whole(
+                _concat(existing, level, concat_dim, target.href), concat_dim
+            )
             return dataset_to_group(combined[path])
 
     group = pyramid_group(dataset, joined)
@@ -190,6 +194,26 @@ def _as_written(dataset: xr.Dataset) -> xr.Dataset:
         if isinstance(variable.data, ManifestArray)
     }
     return dataset.assign(changed) if changed else dataset
+
+
+def _rewritten_whole(dataset: xr.Dataset, dim: str) -> xr.Dataset:
+    """``dataset`` whose datetime ``dim`` coordinate, held in memory and written whole, gets
+    units that hold all its values when the published ones do not (``days since ...`` of
+    daily passes cannot hold a new time of day, which xarray would warn about and change)."""
+    if dim not in dataset.coords or not np.issubdtype(dataset[dim].dtype, np.datetime64):
+        return dataset
+    coordinate = dataset[dim]
+    units = coordinate.encoding.get("units")
+    if units is None or isinstance(coordinate.variable.data, ManifestArray):
+        return dataset
+    calendar = coordinate.encoding.get("calendar")
+    values = coordinate.values
+    numbers, _, _ = encode_cf_datetime(values, units, calendar, dtype=np.dtype("float64"))
+    if np.array_equal(numbers, np.round(numbers)):
+        return dataset
+    dataset = dataset.copy()
+    dataset[dim].encoding = {**coordinate.encoding, "units": infer_datetime_units(values)}
+    return dataset
 
 
 def _concat(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> xr.Dataset:
