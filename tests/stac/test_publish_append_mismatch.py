@@ -1,7 +1,8 @@
-"""Appending items whose files are stored differently from the published ones.
+"""Appending items whose files are stored differently from the published ones, or are them.
 
 A Zarr array has one data type, one chunk shape and one codec chain: new items whose COGs
-differ in any of them cannot join the published store. The refusal is typed, names the store,
+differ in any of them cannot join the published store. A new item whose file the store
+already references would hold that file's data twice. Each refusal is typed, names the store,
 the variable and the new file, and leaves the store and the Collection as they were.
 """
 
@@ -82,5 +83,31 @@ def test_an_append_of_files_stored_differently_is_refused_and_changes_nothing(
 
     message = str(refused.value)
     assert str(target) in message and "'red'" in message and "day-2.tif" in message
+    collection.remove_item("day-2")
+    assert (digest(target), json.dumps(collection.to_dict())) == before
+
+
+@pytest.mark.parametrize("store", FORMATS)
+def test_a_new_item_over_a_file_the_store_references_is_refused_in_every_format(
+    tmp_path: Path, store: str
+) -> None:
+    first = [write_day(tmp_path, day) for day in (0, 1)]
+    collection = pystac.Collection("days", "days", pystac.Extent.from_items(first))
+    for item in first:
+        collection.add_item(item, set_parent=False)
+    target = tmp_path / f"days.{store}"
+    publish(collection, target, **FORMATS[store])
+    before = digest(target), json.dumps(collection.to_dict())
+
+    # The same file, catalogued again as another day's item.
+    again = write_day(tmp_path, 2)
+    again.assets["red"].href = first[1].assets["red"].href
+    collection.add_item(again, set_parent=False)
+    with pytest.raises(IncompatibleArraysError) as refused:
+        publish(collection, target, **FORMATS[store])
+
+    message = str(refused.value)
+    assert str(target) in message and "'red'" in message and "day-1.tif" in message
+    assert "twice" in message
     collection.remove_item("day-2")
     assert (digest(target), json.dumps(collection.to_dict())) == before

@@ -116,6 +116,7 @@ def publish_references(
             existing = published.to_virtual_dataset(group=path)
             level = ordered_like(_as_written(level), existing)
             check_appendable(existing, level, concat_dim, target.href)
+            _refuse_duplicate_sources(existing, level, concat_dim, target.href)
             combined[path] = _rewritten_whole(
                 _concat(existing, level, concat_dim, target.href), concat_dim
             )
@@ -194,6 +195,29 @@ def _as_written(dataset: xr.Dataset) -> xr.Dataset:
         if isinstance(variable.data, ManifestArray)
     }
     return dataset.assign(changed) if changed else dataset
+
+
+def _refuse_duplicate_sources(existing: xr.Dataset, new: xr.Dataset, dim: str, where: str) -> None:
+    """Refuse new items whose files the references already point to along ``dim``: their
+    data would be in the store twice (as an Icechunk append refuses them)."""
+    for name, variable in new.variables.items():
+        published = existing.variables.get(name)
+        if dim not in variable.dims or published is None:
+            continue
+        if not (
+            isinstance(variable.data, ManifestArray) and isinstance(published.data, ManifestArray)
+        ):
+            continue
+        already = sorted(
+            (set(variable.data.manifest.path_table) & set(published.data.manifest.path_table))
+            - {""}
+        )
+        if already:
+            raise IncompatibleArraysError(
+                f"the new items cannot be appended to the references at {where}: {str(name)!r} "
+                f"already references {already[:3]}{' and more' if len(already) > 3 else ''}; "
+                "appending the same files twice would duplicate their data"
+            )
 
 
 def _rewritten_whole(dataset: xr.Dataset, dim: str) -> xr.Dataset:
