@@ -329,3 +329,16 @@ sources:
     assert entries.good.read().sizes["time"] == 24
     with pytest.raises(InvalidCatalogArgumentError, match="'decode_times'"):
         VirtualSource(urlpath="/data/*.nc", decode_times="maybe")  # made in Python: at once
+
+
+def test_a_relative_stac_url_is_refused_with_the_catalog_dir_spelling(tmp_path: Path) -> None:
+    """Relative to the catalog, or to wherever Python runs? As for urlpath, neither is
+    guessed: from another working directory it would name another file."""
+    catalog = write_catalog(tmp_path, "stac_virtual", "url: stac/collection.json")
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert str(refused.value).startswith("catalog entry 'broken': ")
+    assert "argument 'url' 'stac/collection.json' is a relative path: write it as " in str(
+        refused.value
+    )
+    assert '"{{ CATALOG_DIR }}/stac/collection.json"' in str(refused.value)

@@ -102,7 +102,7 @@ class StacVirtualSource(VirtualDataSource):
         Raises
         ------
         InvalidCatalogArgumentError
-            If an argument is unknown or of the wrong type.
+            If an argument is unknown or of the wrong type, or ``url`` a relative path.
         """
         arguments = Arguments(self.name, metadata)
         arguments.unknown(
@@ -129,6 +129,13 @@ class StacVirtualSource(VirtualDataSource):
         )
         self.options = _checked_options(arguments, options)
         self.references = bool(self.options.get("references"))
+        if "://" not in url and not url.startswith("/"):
+            # Relative to the catalog, or to wherever Python runs? As for urlpath, say which.
+            raise arguments.refused(
+                "url",
+                f"{url!r} is a relative path: write it as "
+                f'"{{{{ CATALOG_DIR }}}}/{url}" to name it in the catalog\'s directory',
+            )
         self._opened: xr.Dataset | xr.DataTree | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:
