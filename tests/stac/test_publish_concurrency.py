@@ -25,6 +25,8 @@ import pytest
 import rasterio
 from rasterio.transform import from_origin
 
+from servers import S3Server
+from virtualstac import ObjectStoreRegistry
 from virtualstac.stac import open_stac, publish
 
 START = dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
@@ -98,7 +100,9 @@ def saved_catalog(root: Path, days: int) -> Path:
     return root / "catalog" / "collection.json"
 
 
-def race(root: Path, catalog: Path, days: list[int], target: Path, options: dict) -> list[dict]:
+def race(
+    root: Path, catalog: Path, days: list[int], target: Path | str, options: dict
+) -> list[dict]:
     """Publish from two processes at once, one per entry of ``days``; what each reported."""
     script = root / "publisher.py"
     script.write_text(PUBLISHER)
@@ -132,11 +136,15 @@ def race(root: Path, catalog: Path, days: list[int], target: Path, options: dict
     return [json.loads(out.read_text()) for out in outs]
 
 
-def store_values(asset: dict, root: Path) -> np.ndarray:
+def store_values(
+    asset: dict, root: Path, registry: ObjectStoreRegistry | None = None
+) -> np.ndarray:
     """The values of the store the asset records, opened as a reader of that asset would."""
     collection = pystac.Collection("passes", "passes", pystac.Extent.from_items([]))
     collection.add_asset("store", pystac.Asset.from_dict(asset))
     collection.set_self_href(str(root / "catalog" / "collection.json"))
+    if registry is not None:
+        return open_stac(collection, registry=registry)["red"].values
     return open_stac(collection, authorize=[(root / "data").as_uri() + "/"])["red"].values
 
 
@@ -190,3 +198,30 @@ def test_two_first_publishes_of_one_catalog_record_the_store_that_is_there(
         assert [int(step.max()) for step in values] == [1, 2]
     versions = {result["asset"].get("version") for result in results}
     assert len(versions) == 1
+
+
+def test_two_appends_to_an_object_store_repository_never_both_succeed(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    """No turns on an object store: the branch the session starts from must still be the
+    snapshot the Collection records, and Icechunk's commit refuses a branch moved since."""
+    write_days(tmp_path, 4)
+    catalog = saved_catalog(tmp_path, 2)
+    target = f"s3://{s3_server.create_bucket()}/scenes.icechunk"
+    options = {"storage_options": s3_server.store_options}
+    collection = pystac.Collection.from_file(str(catalog))
+    publish(collection, target, **options)
+    collection.save_object()
+
+    results = race(tmp_path, catalog, [2, 3], target, options)
+
+    won = [result["asset"] for result in results if "asset" in result]
+    lost = [result for result in results if "error" in result]
+    assert len(won) == 1, results
+    assert lost[0]["error"] == "PublishError" and "someone else" in lost[0]["message"], lost
+    registry = ObjectStoreRegistry()
+    registry.register(target.rsplit("/", 1)[0], **s3_server.store_options)
+    registry.register((tmp_path / "data").as_uri() + "/")
+    days = [int(item.split("-")[1]) for item in won[0]["virtual:items"]]
+    values = store_values(won[0], tmp_path, registry)
+    assert [int(step.max()) for step in values] == [day + 1 for day in days] == [1, 2, days[2] + 1]

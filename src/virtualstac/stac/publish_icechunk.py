@@ -174,25 +174,34 @@ def _update(
         ensure_containers(config, [container_for(prefix, registry) for prefix in missing])
         repository = icechunk.Repository.open(storage, config=config)
         repository.save_config()
-    head = repository.lookup_branch(BRANCH)
-    if head != base:
-        raise PublishError(
-            f"the repository at {target.href} is at snapshot {head} on {BRANCH!r}, but the "
-            f"collection records {base}: someone else published since. Reload the collection "
-            "that recorded the newer snapshot and publish again"
-        )
+    _check_base(target.href, repository.lookup_branch(BRANCH), base)
     if commit is None:
         return _version(repository, base)
+    # The branch may move while the items are checked against it: the commit must build on
+    # the checked snapshot (and Icechunk's commit refuses a branch moved after that).
+    expected = (target.href, base)
     if isinstance(commit.dataset, Writes):  # parsed elsewhere, and checked against the base
         with _appending_to(target.href):
-            return _version(*_commit(repository, storage, commit.dataset, commit, append=True))
+            return _version(
+                *_commit(repository, storage, commit.dataset, commit, append=True, on=expected)
+            )
     published = published_store(repository, base)
     if published is None:
         group = first_group(commit.dataset, commit.concat_dim)
-        return _version(*_commit(repository, storage, group, commit, append=False))
+        return _version(*_commit(repository, storage, group, commit, append=False, on=expected))
     group = appending_group(commit.dataset, published, commit.concat_dim, target.href)
     with _appending_to(target.href):
-        return _version(*_commit(repository, storage, group, commit, append=True))
+        return _version(*_commit(repository, storage, group, commit, append=True, on=expected))
+
+
+def _check_base(where: str, head: str, base: str) -> None:
+    """Refuse to build on ``head`` when the collection records ``base``."""
+    if head != base:
+        raise PublishError(
+            f"the repository at {where} is at snapshot {head} on {BRANCH!r}, but the "
+            f"collection records {base}: someone else published since. Reload the collection "
+            "that recorded the newer snapshot and publish again"
+        )
 
 
 @contextmanager
@@ -288,9 +297,12 @@ def _commit(
     commit: _Commit,
     *,
     append: bool,
+    on: tuple[str, str] | None = None,
 ) -> tuple[Any, str]:
     """Write ``group`` on the branch and commit it; save containers it added afterwards.
 
+    ``on``, the repository's href and a snapshot: the branch must be at that snapshot when
+    the session starts and when it commits (``PublishError`` otherwise).
     Returns the repository (opened anew with the added containers) and the snapshot.
     """
     config = repository.config
@@ -310,10 +322,22 @@ def _commit(
     if grown:
         repository = icechunk.Repository.open(storage, config=config)
     session = repository.writable_session(BRANCH)
+    if on is not None:
+        _check_base(on[0], session.snapshot_id, on[1])
     summary = writes.write(session, commit.concat_dim if append else None, locations)
-    snapshot = session.commit(
-        commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
-    )
+    try:
+        snapshot = session.commit(
+            commit.message, metadata=commit.metadata_with(containers, summary.as_metadata())
+        )
+    except icechunk.ConflictError as err:
+        if on is None:
+            raise
+        moved = repository.lookup_branch(BRANCH)
+        raise PublishError(
+            f"the repository at {on[0]} moved to snapshot {moved} on {BRANCH!r} while "
+            f"publishing onto {on[1]}, which the collection records: someone else published "
+            "since. Reload the collection that recorded the newer snapshot and publish again"
+        ) from err
     if grown:
         repository.save_config()
     return repository, str(snapshot)
