@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from tiff_files import write_gdal
 from faulty_servers import FaultyServer
 from virtualstac.cli import main
 from virtualstac.stac import open_stac
+from virtualstac.writers.staging import temporary_name
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 START = dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
@@ -219,6 +221,38 @@ def test_a_failing_republish_leaves_the_saved_collection_alone(
     (tmp_path / "data" / "S2" / "B02.tif").write_bytes(b"not a TIFF any more")
     assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 1
     assert catalog.read_bytes() == published
+
+
+def test_a_catalog_half_saved_by_a_killed_publish_is_removed_by_the_next(
+    catalog: Path, tmp_path: Path
+) -> None:
+    """A publish killed while saving leaves its temporary beside the catalog; the next one,
+    which finds the store it wrote and adopts it, removes it (that of a live one it keeps)."""
+    target = tmp_path / "s.icechunk"
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+    saved = catalog.read_bytes()
+    # As if killed after the store's commit: the catalog as before, a half-written new one.
+    collection = pystac.Collection.from_file(str(catalog))
+    collection.add_item(write_item(tmp_path / "data" / "S2", 2))
+    collection.normalize_hrefs(str(catalog.parent))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    before = catalog.read_bytes()
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+    catalog.write_bytes(before)  # the save of that publish, undone: the store is ahead
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead = catalog.with_name(
+        temporary_name(catalog.name).replace(f"-{os.getpid()}-", f"-{finished.pid}-")
+    )
+    dead.write_bytes(saved[: len(saved) // 2])
+    live = catalog.with_name(temporary_name(catalog.name))  # this process: it may be writing
+    live.write_bytes(b"{")
+
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+
+    assert not dead.exists() and live.exists()
+    recorded = json.loads(catalog.read_text())["assets"]["icechunk"]
+    assert recorded["virtual:items"] == ["S0", "S1", "S2"]
 
 
 @pytest.mark.parametrize(
