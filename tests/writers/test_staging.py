@@ -5,12 +5,19 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from virtualstac.writers import staging
-from virtualstac.writers.staging import clean_leftovers, orphaned, replacing, temporary_name
+from virtualstac.writers.staging import (
+    clean_leftovers,
+    orphaned,
+    replacing,
+    taking_turns,
+    temporary_name,
+)
 
 
 def dead_pid() -> int:
@@ -92,3 +99,42 @@ def test_a_file_replaces_a_directory_and_a_directory_a_file(
         write_version(staged, "a directory again")
     assert (target / ".zmetadata").read_text() == "a directory again"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["refs"]
+
+
+def _turn_taken_within(target: Path, seconds: float) -> bool:
+    """Whether another thread gets the turn of ``target`` within ``seconds``."""
+    taken = threading.Event()
+
+    def take() -> None:
+        with taking_turns(target):
+            taken.set()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return taken.wait(seconds)
+
+
+def test_writers_of_one_target_take_turns(tmp_path: Path) -> None:
+    target = tmp_path / "stores" / "a.icechunk"
+    with taking_turns(target):
+        assert not _turn_taken_within(target, 0.5)
+    assert _turn_taken_within(target, 10)
+
+
+def test_stores_side_by_side_in_one_directory_are_written_at_once(tmp_path: Path) -> None:
+    # Several stores of one Collection, published by several processes into one directory.
+    with taking_turns(tmp_path / "stores" / "red.icechunk"):
+        assert _turn_taken_within(tmp_path / "stores" / "nir.icechunk", 10)
+
+
+def test_a_turn_leaves_nothing_behind(tmp_path: Path) -> None:
+    with taking_turns(tmp_path / "new" / "folder" / "refs.json"):
+        assert (tmp_path / "new" / "folder" / ".refs.json.lock").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_turn_keeps_what_was_written_in_the_directories_it_made(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "refs.json"
+    with taking_turns(target):
+        target.write_text("{}")
+    assert [path.name for path in (tmp_path / "new").iterdir()] == ["refs.json"]

@@ -24,7 +24,7 @@ import shutil
 import socket
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,23 +94,54 @@ def clean_leftovers(target: Path) -> None:
 def taking_turns(target: Path) -> Iterator[None]:
     """Hold the turn of writing ``target`` on this host; wait while another writer has it.
 
-    The turn is an exclusive ``flock`` of the directory that holds ``target`` (or of its
-    nearest existing ancestor), so it needs no file of its own and ends with the process,
-    however it ends. Another process publishing into the same directory waits.
+    The turn is an exclusive ``flock`` of a lock file beside ``target`` (``.NAME.lock``), so it
+    ends with the process, however it ends. One lock per target, not per directory: stores
+    published side by side in one directory by several processes are written at once. The
+    lock file, and the directories made for it, are removed when the turn ends, so a writer
+    that wrote nothing leaves nothing; a writer that locked a file removed meanwhile locks the
+    new one. When the lock file cannot be made (the directory cannot be written), there is no
+    turn to take: the writer finds the target unwritable and writes nothing.
     """
-    directory = target.parent
-    while not directory.is_dir() and directory != directory.parent:
-        directory = directory.parent
-    handle = os.open(directory, os.O_RDONLY)
+    lock = target.parent / f".{target.name}.lock"
+    made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
     try:
+        handle = _locked(lock)
+    except OSError as err:
+        _log.debug("no turn taken for %s (%s)", target, err)
+        yield
+        return
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            lock.unlink()
+        os.close(handle)  # releases the lock
+        for directory in made:  # deepest first
+            with suppress(OSError):
+                directory.rmdir()  # unless something was written there
+
+
+def _locked(lock: Path) -> int:
+    """A descriptor of ``lock`` holding its exclusive ``flock``, waiting for other holders."""
+    while True:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            continue  # the directory was removed by a writer whose turn ended
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            _log.info("waiting for another process writing in %s to finish", directory)
+            _log.info("waiting for another process writing beside %s to finish", lock)
             fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)  # releases the lock
+        try:
+            current = os.stat(lock)
+        except FileNotFoundError:
+            current = None
+        held = os.fstat(handle)
+        if current is not None and (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev):
+            return handle
+        os.close(handle)  # the holder before removed it: lock the file there now
 
 
 @contextmanager
