@@ -102,11 +102,12 @@ def test_the_intake_driver_checks_a_type_alias_through_its_value(tmp_path: Path)
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text(
         "sources:\n  wrong:\n    driver: stac_virtual\n    args:\n"
-        "      url: item.json\n      groupby: [1, 2]\n"
+        '      url: "{{ CATALOG_DIR }}/item.json"\n      groupby: [1, 2]\n'
     )
     with pytest.raises(ValueError, match="argument 'groupby' must be a string or a function"):
         intake.open_catalog(str(catalog))["wrong"].to_dask()
-    assert StacVirtualSource("item.json", groupby="solar_day").options == {"groupby": "solar_day"}
+    source = StacVirtualSource(str(tmp_path / "item.json"), groupby="solar_day")
+    assert source.options == {"groupby": "solar_day"}
 
 
 def test_chunks_naming_a_dimension_the_data_lacks_are_refused(scenes: Scenes) -> None:
