@@ -142,36 +142,102 @@ def open_parsed(
     """:func:`open_virtual_dataset`, with the parsed file's store and the path of the group
     opened in it (``""``: the root)."""
     url = source_url(url)
+    store, path = parse_file(
+        url,
+        parser=parser,
+        registry=registry,
+        group=group,
+        drop_variables=drop_variables,
+        overview_level=overview_level,
+    )
+    dataset = group_dataset(
+        store,
+        path,
+        url,
+        loadable_variables=loadable_variables,
+        drop_variables=drop_variables,
+        decode_times=decode_times,
+    )
+    return dataset, store, path
+
+
+def parse_file(
+    url: str,
+    *,
+    parser: Parser | None = None,
+    registry: ObjectStoreRegistry | None = None,
+    group: str | None = None,
+    drop_variables: Iterable[str] | None = None,
+    overview_level: int | None = None,
+    pyramid: bool = False,
+) -> tuple[ManifestStore, str]:
+    """The parsed file's store and the path in it of the group asked for (``""``: the root).
+
+    ``pyramid=True`` gives a TIFF with overviews (without ``overview_level``) as the
+    multiscales group :func:`open_virtual_datatree` opens, its levels as groups ``"0"``,
+    ``"1"``, ..., which nest as a DataTree where the parser's ``overview_n`` groups do not.
+
+    Raises
+    ------
+    SourceNotFoundError
+        If the file has no group ``group``.
+    OverviewNotFoundError
+        If the file has no overview ``overview_level``.
+    """
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
-    drop = list(drop_variables or [])
     if overview_level is not None:
         if group:
             raise ValueError("give group= or overview_level=, not both")
         if isinstance(parser, TIFFParser) and not parser.overviews:
             raise ValueError("overview_level needs a TIFFParser with overviews=True")
-    _, store = _parse(url, registry, parser, drop)
+    used, store = _parse(url, registry, parser, list(drop_variables or []))
     if overview_level is not None:
         group = overview_group(store.group, overview_level, url)
-    _check_group(store.group, (group or "").strip("/"), url)
+    elif pyramid and isinstance(used, TIFFParser) and overview_count(store.group):
+        store = ManifestStore(overviews_as_multiscales(store.group), registry=registry)
+    path = (group or "").strip("/")
+    _check_group(store.group, path, url)
+    return store, path
+
+
+def group_dataset(
+    store: ManifestStore,
+    path: str,
+    url: str,
+    *,
+    loadable_variables: Iterable[str] | None = None,
+    drop_variables: Iterable[str] | None = None,
+    decode_times: bool | None = None,
+) -> xr.Dataset:
+    """The virtual dataset of the group at ``path`` of a parsed file's store, without the
+    variables dropped; errors name the file (and the group, when it is not the root)."""
+    drop = list(drop_variables or [])
     loadable = (
         None
         if loadable_variables is None
         else [name for name in loadable_variables if name not in drop]
     )
+    where = f"{redact(url)}: group '/{path}'" if path else redact(url)
     try:
         dataset = store.to_virtual_dataset(
-            group=(group or "").strip("/"), loadable_variables=loadable, decode_times=decode_times
+            group=path, loadable_variables=loadable, decode_times=decode_times
         )
     except (InvalidManifestError, NotVirtualizableError) as err:
-        raise type(err)(f"{redact(url)}: {err}") from err
+        raise type(err)(f"{where}: {err}") from err
     except KeyError as err:  # loadable_variables the file has not, or a group that is an array
-        raise KeyError(f"{redact(url)}: {err.args[0] if err.args else err}") from err
+        raise KeyError(f"{where}: {err.args[0] if err.args else err}") from err
     dropped = [name for name in drop if name in dataset.variables]
-    return (
-        dataset.drop_vars(dropped) if dropped else dataset,
-        store,
-        (group or "").strip("/"),
-    )
+    return dataset.drop_vars(dropped) if dropped else dataset
+
+
+def group_paths(store: ManifestStore, group: str = "") -> list[str]:
+    """The paths of ``group`` and every group below it, parents before their children."""
+    prefix = f"{group}/" if group else ""
+    return [
+        path
+        for path, node in store.group.walk()
+        if isinstance(node, ManifestGroup) and (path == group or path.startswith(prefix))
+    ]
 
 
 def _check_group(root: ManifestGroup, group: str, url: str) -> None:
@@ -212,24 +278,20 @@ def open_virtual_datatree(
         As in :func:`open_virtual_dataset`, applied to every group.
     """
     url = normalize_url(url)
-    registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)
-    drop = list(drop_variables or [])
-    parser, store = _parse(url, registry, parser, drop)
-    if isinstance(parser, TIFFParser) and overview_count(store.group):
-        store = ManifestStore(overviews_as_multiscales(store.group), registry=registry)
-    loadable = None if loadable_variables is None else list(loadable_variables)
-    datasets = {}
-    for path, node in store.group.walk():
-        if isinstance(node, ManifestGroup):
-            try:
-                dataset = store.to_virtual_dataset(
-                    path, loadable_variables=loadable, decode_times=decode_times
-                )
-            except (InvalidManifestError, NotVirtualizableError) as err:
-                raise type(err)(f"{redact(url)}: group '/{path}': {err}") from err
-            datasets["/" + path] = dataset.drop_vars(
-                [name for name in drop if name in dataset.variables]
-            )
+    store, _ = parse_file(
+        url, parser=parser, registry=registry, drop_variables=drop_variables, pyramid=True
+    )
+    datasets = {
+        "/" + path: group_dataset(
+            store,
+            path,
+            url,
+            loadable_variables=loadable_variables,
+            drop_variables=drop_variables,
+            decode_times=decode_times,
+        )
+        for path in group_paths(store)
+    }
     return virtual_datatree(datasets)
 
 
