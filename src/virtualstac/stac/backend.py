@@ -71,13 +71,7 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
             opened = _open_stac_object(filename_or_obj, assets, None, drop_variables, options)
             assert isinstance(opened, xr.Dataset)  # a dict only comes with group_by="grid"
             return opened
-        stac_only = sorted(name for name in options if name not in FILE_OPTIONS)
-        if assets is not None:
-            stac_only.insert(0, "assets")
-        if stac_only:
-            raise TypeError(
-                f"{', '.join(stac_only)} apply to STAC objects, not to the file {filename_or_obj!r}"
-            )
+        _check_file_options(filename_or_obj, assets, None, options)
         return super().open_dataset(filename_or_obj, drop_variables=drop_variables, **options)
 
     def open_datatree(  # type: ignore[override]
@@ -92,12 +86,38 @@ class StacBackendEntrypoint(VirtualstacBackendEntrypoint):
         """Open a STAC object as a tree: with ``group_by="grid"``, one group per raster grid
         (named by :func:`grid_names`), otherwise the dataset at the root."""
         if not isinstance(filename_or_obj, _STAC_TYPES):
+            _check_file_options(filename_or_obj, assets, group_by, options)
             return super().open_datatree(filename_or_obj, drop_variables=drop_variables, **options)
         opened = _open_stac_object(filename_or_obj, assets, group_by, drop_variables, options)
         if isinstance(opened, xr.Dataset):
             return xr.DataTree(opened)
         names = grid_names(opened)
         return xr.DataTree.from_dict({names[grid]: opened[grid] for grid in opened})
+
+    def open_groups_as_dict(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        assets: Iterable[str] | str | None = None,
+        group_by: Literal["grid"] | None = None,
+        **options: Any,
+    ) -> dict[str, xr.Dataset]:
+        """A file's groups as the file backend gives them, or the groups of
+        :meth:`open_datatree` of a STAC object, each with its own variables."""
+        if not isinstance(filename_or_obj, _STAC_TYPES):
+            _check_file_options(filename_or_obj, assets, group_by, options)
+            return super().open_groups_as_dict(
+                filename_or_obj, drop_variables=drop_variables, **options
+            )
+        tree = self.open_datatree(
+            filename_or_obj,
+            drop_variables=drop_variables,
+            assets=assets,
+            group_by=group_by,
+            **options,
+        )
+        return {node.path: node.to_dataset(inherit=False) for node in tree.subtree}
 
 
 def grid_names(datasets: Mapping[Grid | None, Any]) -> dict[Grid | None, str]:
@@ -141,3 +161,19 @@ def _open_stac_object(
             raise TypeError("assets and group_by apply to Items and Collections, not to one asset")
         return open_asset(stac, **options)
     return _open_stac(stac, assets, group_by=group_by, **options)
+
+
+def _check_file_options(
+    path: Any,
+    assets: Iterable[str] | str | None,
+    group_by: Literal["grid"] | None,
+    options: Mapping[str, Any],
+) -> None:
+    """Refuse the options only STAC objects take, given with a file."""
+    stac_only = sorted(name for name in options if name not in FILE_OPTIONS)
+    if group_by is not None:
+        stac_only.insert(0, "group_by")
+    if assets is not None:
+        stac_only.insert(0, "assets")
+    if stac_only:
+        raise TypeError(f"{', '.join(stac_only)} apply to STAC objects, not to the file {path!r}")
