@@ -175,3 +175,6 @@ def test_datasets_per_grid_are_a_datatree(scenes: Scenes, read_band: ReadBand) -
     )
     single = xr.open_datatree(item, engine="virtualstac", assets=["B02"])
     assert set(single.data_vars) == {"B02"}
+    groups = xr.open_groups(item, engine="virtualstac", group_by="grid")
+    assert set(groups) == {"/", "/10x10", "/20x20"}
+    xr.testing.assert_identical(groups["/20x20"], tree["20x20"].to_dataset())
