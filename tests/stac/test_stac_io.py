@@ -151,3 +151,21 @@ def test_links_of_a_catalog_read_by_pystac_itself_are_followed_with_timeouts() -
         with pytest.raises(NetworkTimeoutError, match=r"scene/scene\.json"):
             open_stac(catalog, registry=ObjectStoreRegistry(network=QUICK))
         assert time.monotonic() - started < 10
+
+
+def test_a_document_trickled_byte_by_byte_fails_within_the_timeout() -> None:
+    """A server that sends one byte at a time, each within the read timeout, still cannot
+    hold a read for longer than the whole-answer ``timeout`` (plus its retries)."""
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "trickle") as server:
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match=re.escape(server.url_for("catalog.json"))):
+            bounded_stac_io(QUICK).read_json(server.url_for("catalog.json"))
+    assert time.monotonic() - started < 3 * QUICK.timeout + QUICK.retry_timeout
+
+
+def test_a_gzip_bomb_is_refused_once_it_inflates_past_the_metadata_limit() -> None:
+    """Content-Encoding is decoded for STAC JSON, but never beyond ``metadata_bytes``."""
+    bomb = b'{"type": "Catalog"' + b" " * 5_000_000 + b"}"
+    with FaultyServer({"catalog.json": bomb}, "gzip") as server:
+        with limits(metadata_bytes=100_000), pytest.raises(LimitExceededError, match="STAC JSON"):
+            bounded_stac_io(QUICK).read_json(server.url_for("catalog.json"))

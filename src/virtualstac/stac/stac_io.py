@@ -12,6 +12,7 @@ into typed errors too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -45,6 +46,7 @@ __all__ = [
 
 #: Answers worth another attempt, as for the registry's stores.
 _RETRIED_STATUSES = (429, 500, 502, 503, 504)
+_PIECE = 1024 * 1024
 
 
 class BoundedStacIO(DefaultStacIO):
@@ -82,10 +84,7 @@ class BoundedStacIO(DefaultStacIO):
             size = response.headers.get("Content-Length")
             if size is not None and size.isdigit():
                 check_metadata(int(size), source=redact(href), what="STAC JSON")
-            try:
-                data = response.read(get_limits().metadata_bytes + 1)
-            except (urllib3.exceptions.HTTPError, OSError) as err:
-                raise _unreached(href, "timed out" in str(err), "") from None
+            data = _body(response, href, self.network.timeout)
             check_metadata(len(data), source=redact(href), what="STAC JSON")
         return data.decode("utf-8")
 
@@ -148,7 +147,7 @@ def bounded_stac_io(network: NetworkOptions | None = None) -> BoundedStacIO:
     retries (the block's, see :func:`reading_with`, or the defaults); give it to
     ``pystac.read_dict(..., stac_io=...)`` and links follow through it.
 
-    ``timeout`` bounds each wait for the server (a read timeout), not the whole answer.
+    ``timeout`` bounds each wait for the server, and the whole answer once its headers came.
     """
     return BoundedStacIO(network or _network.get())
 
@@ -169,6 +168,38 @@ def _retry(network: NetworkOptions) -> Retry:
         allowed_methods=None,  # STAC API searches are POSTs that change nothing
         raise_on_status=False,
     )
+
+
+def _body(response: urllib3.BaseHTTPResponse, href: str, timeout: float) -> bytes:
+    """The answer's bytes (decoded), at most ``metadata_bytes`` and one more, all received
+    within ``timeout`` of its headers: a read timeout alone lets a server that sends a byte
+    now and then hold the read for as long as it likes."""
+    limit = get_limits().metadata_bytes + 1
+    deadline = time.monotonic() + timeout
+    pieces: list[bytes] = []
+    received = 0
+    while received < limit:
+        remaining = deadline - time.monotonic()
+        sock = getattr(getattr(response, "connection", None), "sock", None)
+        if remaining > 0 and sock is not None:
+            sock.settimeout(remaining)
+        try:
+            piece = response.read1(min(_PIECE, limit - received)) if remaining > 0 else None
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            if "timed out" not in str(err):
+                raise _unreached(href, False, "") from None
+            piece = None
+        if piece is None:
+            raise NetworkTimeoutError(
+                f"reading {redact(href)!r} failed: the server did not send the whole document "
+                f"within the timeout ({timeout:g} s); the registry's virtualstac.NetworkOptions "
+                "set the timeouts and retries"
+            )
+        if not piece:
+            break
+        pieces.append(piece)
+        received += len(piece)
+    return b"".join(pieces)
 
 
 def _unreached(href: str, timed_out: bool, reason: str) -> NetworkError:
