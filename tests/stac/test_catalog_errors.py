@@ -264,3 +264,40 @@ def test_catalogs_built_in_memory_walk_without_hrefs() -> None:
     child.add_item(item)
     catalog.add_child(child)
     assert catalog_items(catalog) == [item]
+
+
+def save_chain(root: Path, depth: int) -> list[Path]:
+    """Catalogs ``c0`` to ``c{depth-1}``, each the child of the one before, as hand-written
+    files (pystac's own saving recurses as deep as the chain)."""
+    paths = [root / f"c{level}.json" for level in range(depth)]
+    for level, path in enumerate(paths):
+        links = [{"rel": "self", "href": path.as_uri()}]
+        if level + 1 < depth:
+            links.append({"rel": "child", "href": f"./c{level + 1}.json"})
+        document = {"type": "Catalog", "stac_version": "1.1.0", "id": f"c{level}",
+                    "description": "a link in a chain", "links": links}  # fmt: skip
+        path.write_text(json.dumps(document))
+    return paths
+
+
+def test_catalogs_linked_in_a_loop_are_refused_naming_the_loop(tmp_path: Path) -> None:
+    """``c0`` -> ``c1`` -> ``c2`` -> ``c0``: walking for items would never end."""
+    paths = save_chain(tmp_path, 3)
+    edit(paths[2], lambda doc: doc["links"].append({"rel": "child", "href": "./c0.json"}))
+    with pytest.raises(InvalidCatalogError, match="loop") as caught:
+        catalog_items(pystac.Catalog.from_file(str(paths[0])))
+    assert "c0.json -> " in str(caught.value) and str(caught.value).endswith("c0.json")
+
+
+def test_a_chain_of_catalogs_deeper_than_pythons_recursion_limit_is_walked(
+    tmp_path: Path,
+) -> None:
+    paths = save_chain(tmp_path, 1500)
+    edit(paths[-1], lambda doc: doc["links"].append({"rel": "item", "href": "./scene.json"}))
+    item = pystac.Item(
+        "deep", GEOMETRY, [15.0, 36.1, 15.0, 36.1], dt.datetime(2024, 5, 1, tzinfo=dt.UTC), {}
+    )
+    item.set_self_href(str(tmp_path / "scene.json"))
+    item.save_object(include_self_link=False)
+    found = catalog_items(pystac.Catalog.from_file(str(paths[0])))
+    assert [found_item.id for found_item in found] == ["deep"]

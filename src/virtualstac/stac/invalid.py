@@ -93,7 +93,8 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
     Raises
     ------
     InvalidCatalogError
-        If a linked file is no valid STAC JSON of the kind its link says.
+        If a linked file is no valid STAC JSON of the kind its link says, or child links
+        lead back to a catalog above.
     SourceNotFoundError
         If a linked file does not exist.
     """
@@ -102,12 +103,29 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
         with reading_stac(catalog.get_self_href() or f"catalog {catalog.id!r}", "STAC Catalog"):
             return list(catalog.get_items(recursive=True))
     items: list[pystac.Item] = []
-    for link in list(catalog.links):
-        if link.rel == pystac.RelType.ITEM:
-            items.append(_resolve(link, catalog, pystac.Item))
-    for link in list(catalog.links):
-        if link.rel == pystac.RelType.CHILD:
-            items.extend(catalog_items(_resolve(link, catalog, pystac.Catalog)))
+    # Depth first without recursion (a chain of catalogs may be deeper than Python's stack),
+    # keeping the hrefs of the catalogs above the current one, so that a loop is caught.
+    pending: list[tuple[pystac.Catalog, int]] = [(catalog, 0)]
+    above: list[str] = []
+    while pending:
+        current, depth = pending.pop()
+        del above[depth:]
+        where = current.get_self_href() or f"catalog {current.id!r} at {id(current):#x}"
+        if where in above:
+            loop = " -> ".join(redact(href) for href in (*above[above.index(where) :], where))
+            raise InvalidCatalogError(
+                f"the child links of STAC catalogs form a loop, which has no end to walk: {loop}"
+            )
+        above.append(where)
+        for link in list(current.links):
+            if link.rel == pystac.RelType.ITEM:
+                items.append(_resolve(link, current, pystac.Item))
+        children = [
+            _resolve(link, current, pystac.Catalog)
+            for link in list(current.links)
+            if link.rel == pystac.RelType.CHILD
+        ]
+        pending.extend((child, depth + 1) for child in reversed(children))
     return items
 
 
