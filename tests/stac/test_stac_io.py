@@ -30,6 +30,8 @@ from virtualstac.errors import (
 )
 from virtualstac.intake.stac import StacVirtualSource
 from virtualstac.limits import limits
+from virtualstac.stac.documents import read_stac
+from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.open import open_stac
 from virtualstac.stac.stac_io import bounded_stac_io, reading_api
 
@@ -169,3 +171,15 @@ def test_a_gzip_bomb_is_refused_once_it_inflates_past_the_metadata_limit() -> No
     with FaultyServer({"catalog.json": bomb}, "gzip") as server:
         with limits(metadata_bytes=100_000), pytest.raises(LimitExceededError, match="STAC JSON"):
             bounded_stac_io(QUICK).read_json(server.url_for("catalog.json"))
+
+
+def test_a_local_document_is_read_no_further_than_the_metadata_limit(tmp_path: Path) -> None:
+    """A catalog may link to a huge local file (or ``/dev/zero``): it is refused after
+    ``metadata_bytes``, not read whole."""
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as file:
+        file.truncate(50_000_000)  # sparse: no disk space taken
+    catalog = {**CATALOG, "links": [{"rel": "child", "href": "./huge.json"}]}
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    with limits(metadata_bytes=1000), pytest.raises(LimitExceededError, match=r"huge\.json"):
+        catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))

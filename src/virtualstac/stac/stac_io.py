@@ -21,6 +21,7 @@ from typing import Any
 import requests
 import urllib3
 from pystac.stac_io import DefaultStacIO
+from pystac.utils import safe_urlparse
 from pystac_client.exceptions import APIError
 from pystac_client.stac_api_io import StacApiIO
 from urllib3.util.retry import Retry
@@ -53,8 +54,8 @@ class BoundedStacIO(DefaultStacIO):
     """pystac's reader of static STAC JSON, its HTTP requests bounded by ``network``.
 
     Redirects are followed (a catalog's links may name anything anyway; what its assets
-    authorize is decided from the documents). Documents beyond the ``metadata_bytes`` limit
-    are refused before they are read whole.
+    authorize is decided from the documents). Documents beyond the ``metadata_bytes`` limit,
+    local ones included, are refused before they are read whole.
     """
 
     def __init__(self, network: NetworkOptions = DEFAULT_NETWORK) -> None:
@@ -68,7 +69,7 @@ class BoundedStacIO(DefaultStacIO):
     def read_text_from_href(self, href: str) -> str:
         """The text of the document at ``href`` (a URL, or a local path)."""
         if "://" not in href or href.startswith("file://"):
-            return super().read_text_from_href(href)
+            return _local_text(href)
         try:
             response = self._pool.request(
                 "GET", href, headers=dict(self.headers), preload_content=False
@@ -168,6 +169,16 @@ def _retry(network: NetworkOptions) -> Retry:
         allowed_methods=None,  # STAC API searches are POSTs that change nothing
         raise_on_status=False,
     )
+
+
+def _local_text(href: str) -> str:
+    """The text of a local document, read no further than ``metadata_bytes`` (a link may name
+    a huge file, or ``/dev/zero``). Paths are taken from ``href`` as pystac takes them."""
+    path = safe_urlparse(href).path
+    with open(path, "rb") as file:
+        data = file.read(get_limits().metadata_bytes + 1)
+    check_metadata(len(data), source=redact(href), what="STAC JSON")
+    return data.decode("utf-8")
 
 
 def _body(response: urllib3.BaseHTTPResponse, href: str, timeout: float) -> bytes:
