@@ -9,6 +9,7 @@ its home; the user's credentials go only to endpoints the user chose. See docs/s
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -20,11 +21,14 @@ import pystac
 import pytest
 import xarray as xr
 
+from faulty_servers import QUICK, FaultyServer
 from virtualstac import open_virtual_dataset
 from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
 from virtualstac.stac import open_stac, publish, stac_registry
+from virtualstac.stac.documents import read_stac
+from virtualstac.stac.invalid import collection_of
 
 NETCDF = "application/x-netcdf"
 WHEN = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -118,6 +122,47 @@ def test_a_remote_catalog_may_not_name_local_files(tmp_path: Path, make_item: Ma
     with pytest.raises(UnregisteredURLError, match=authorize_message(source.parent.as_uri() + "/")):
         open_stac(item)
     assert_same_values(open_stac(item, authorize=[source.as_uri()]), source)
+
+
+def private_catalog(tmp_path: Path, make_item: MakeItem) -> tuple[Path, Path]:
+    """A local catalog of the user's own, its Item naming a local file; returns both."""
+    (source,) = write_sample_archive(tmp_path / "private", days=1)
+    catalog = pystac.Catalog("private", "the user's own archive")
+    catalog.add_item(make_item("mine", WHEN, {"data": (source.as_uri(), NETCDF)}))
+    catalog.normalize_hrefs(str(tmp_path / "private"))
+    catalog.save(pystac.CatalogType.ABSOLUTE_PUBLISHED)
+    return tmp_path / "private" / "catalog.json", source
+
+
+@pytest.mark.parametrize("rel", ["child", "item", "root"])
+def test_a_remote_catalog_may_not_link_to_local_documents(
+    tmp_path: Path, make_item: MakeItem, rel: str
+) -> None:
+    """A local document linked from a served catalog would be read as if the user had opened
+    it: its Items are local, so their local files would open without authorization."""
+    private, _ = private_catalog(tmp_path, make_item)
+    target = private.parent / "mine" / "mine.json" if rel == "item" else private
+    links = [{"rel": rel, "href": target.as_uri()}]
+    if rel == "root":  # read on the way to the catalog's items
+        links.append({"rel": "item", "href": "./scene.json"})
+    lure = {"type": "Catalog", "stac_version": "1.1.0", "id": "lure", "description": "lure",
+            "links": links}  # fmt: skip
+    with FaultyServer({"catalog.json": json.dumps(lure).encode()}, "serve") as server:
+        url = server.url_for("catalog.json")
+        with pytest.raises(UnregisteredURLError, match=re.escape(target.as_uri())) as caught:
+            open_stac(read_stac(url, QUICK))
+    assert url in str(caught.value)
+
+
+def test_a_remote_item_may_not_link_to_a_local_collection(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    private, _ = private_catalog(tmp_path, make_item)
+    item = make_item("remote", WHEN, {})
+    item.add_link(pystac.Link("collection", private.as_uri()))
+    item.set_self_href("https://stac.example.org/items/remote.json")
+    with pytest.raises(UnregisteredURLError, match=re.escape(private.as_uri())):
+        collection_of(item)
 
 
 def test_links_below_an_authorized_directory_are_judged_by_their_target(

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import pystac
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
+from virtualstac.storage.failures import redact
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
@@ -28,6 +29,7 @@ __all__ = [
     "Authorization",
     "asset_registry",
     "check_containers",
+    "check_link",
     "check_local_locations",
     "is_remote",
 ]
@@ -97,6 +99,28 @@ def is_remote(stac_object: Any) -> bool:
         return not normalize_url(href).startswith("file://")
     except InvalidPathError:
         return True
+
+
+def check_link(owner: Any, href: str, rel: str) -> None:
+    """Refuse to follow the ``rel`` link of a remote STAC document ``owner`` to a local file.
+
+    A local document read on a remote catalog's behalf would count as the user's own: its
+    Items' local assets would open without authorization, and parts of it would show in
+    errors. Relative links of a remote document resolve below it, so only an absolute local
+    path or a ``file://`` URL is refused.
+
+    Raises
+    ------
+    UnregisteredURLError
+        Naming the link and the document.
+    """
+    local = "://" not in href or href.lower().startswith("file:")
+    if local and is_remote(owner):
+        raise UnregisteredURLError(
+            f"the {rel!r} link of {redact(owner.get_self_href())!r} names the local file "
+            f"{redact(href)!r}: a catalog read from elsewhere may not make virtualstac read "
+            "local files. Open the local document yourself if you trust it"
+        )
 
 
 def asset_registry(url: str, owner: Any, authorization: Authorization) -> ObjectStoreRegistry:

@@ -19,6 +19,7 @@ import pystac
 
 from virtualstac.errors import InvalidCatalogError, SourceNotFoundError, VirtualStacError
 from virtualstac.parsers.corrupt import FOREIGN_ERRORS
+from virtualstac.stac.authorization import check_link
 from virtualstac.stac.stac_io import bounded_stac_io
 from virtualstac.storage.failures import describe, redact
 
@@ -138,6 +139,8 @@ def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kin
         href = link.get_absolute_href() or link.href
     linking = owner.get_self_href() or f"catalog {owner.id!r}"
     what = f"STAC {kind.__name__}"
+    if not link.is_resolved():
+        check_link(owner, href, link.rel)
     with reading_stac(href, what, linking):
         _read_link(link, owner)
     target = link.target
@@ -152,6 +155,9 @@ def _resolve[T: pystac.STACObject](link: pystac.Link, owner: pystac.Catalog, kin
 def _read_link(link: pystac.Link, owner: pystac.Catalog) -> None:
     """Resolve ``link``: over HTTP with timeouts and retries unless the catalog's root reads
     with a reader of its user's own (pystac's default one would wait for ever)."""
+    root_link = owner.get_root_link()
+    if root_link is not None and not root_link.is_resolved():
+        check_link(owner, root_link.get_absolute_href() or root_link.href, "root")
     root = owner.get_root()
     href = None if link.is_resolved() else link.get_absolute_href()
     own_reader = getattr(root, "_stac_io", None)
@@ -178,6 +184,7 @@ def collection_of(item: pystac.Item) -> pystac.Collection | None:
     if link is None or link.is_resolved():
         return item.get_collection()
     href = link.get_absolute_href() or link.href
+    check_link(item, href, "collection")
     with reading_stac(href, "STAC Collection", item.get_self_href() or f"item {item.id!r}"):
         # Read with timeouts and retries (pystac's own reader would wait for ever), then kept
         # on the link, as pystac keeps what it resolves.

@@ -32,6 +32,7 @@ import icechunk
 import pystac
 from pystac.utils import is_absolute_href
 
+from virtualstac.stac.authorization import check_link
 from virtualstac.stac.fields import ROOT_LEVELS_PROP, ROOT_PROP
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
@@ -141,6 +142,9 @@ def _levels(root: str, directory: str) -> int:
 def _root_of(stac: pystac.STACObject) -> pystac.STACObject:
     """The root catalog of ``stac``, or ``stac`` itself when it has none it can read."""
     try:
+        link = stac.get_root_link()
+        if link is not None and not link.is_resolved():
+            check_link(stac, link.get_absolute_href() or link.href, "root")
         return stac.get_root() or stac
     except (pystac.STACError, OSError, ValueError):
         return stac  # a root link to a catalog not saved (yet)

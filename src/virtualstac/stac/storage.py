@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pystac
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
-from virtualstac.stac.authorization import Authorization, is_remote
+from virtualstac.stac.authorization import Authorization, check_link, is_remote
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
@@ -215,6 +215,8 @@ class _SchemeFinder:
             if link is None or href is None:
                 continue
             if href not in self._declared:
+                if not link.is_resolved():
+                    check_link(owner, href, rel)
                 try:
                     self._declared[href] = _declared_on(link.resolve_stac_object().target)
                 except Exception as err:  # any failure to fetch: say which document
