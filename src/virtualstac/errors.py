@@ -8,6 +8,9 @@ also derives from the builtin exception a Python user would expect (``ValueError
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 __all__ = [
     "ChunkDecodeError",
     "ChunkReadError",
@@ -38,11 +41,40 @@ __all__ = [
     "UnsupportedOperationError",
     "VirtualStacError",
     "WorkerLostError",
+    "redact",
 ]
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
+# Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
+# bearer tokens passed in the query, Planetary Computer tokens).
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:sig|signature|token|access_token|api_?key|key|password|secret|"
+    r"x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"x-goog-signature|x-goog-credential)=)[^&#\s'\"]*"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***``.
+
+    Examples
+    --------
+    >>> redact("http://user:secret@host/x.nc?token=abc&v=1")
+    'http://***@host/x.nc?token=***&v=1'
+    """
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
+
+
 class VirtualStacError(Exception):
-    """Base class of every error virtualstac raises on purpose."""
+    """Base class of every error virtualstac raises on purpose.
+
+    Its message never shows credentials: URLs in it are :func:`redact` ed, whichever code
+    wrote it (a catalog or reference file may hold URLs with passwords or signatures).
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class InvalidPathError(VirtualStacError, ValueError):

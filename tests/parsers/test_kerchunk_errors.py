@@ -475,3 +475,22 @@ def test_zarr_v2_store(tmp_path: Path) -> None:
         open_ours(store, "inner"),
         xr.open_zarr(path, group="inner", consolidated=False, chunks=None),
     )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://reader:s3cret@archive.example.org/x.bin",  # an unsupported scheme
+        "file://reader:s3cret@archive.example.org/x.bin",  # a file URL with a host
+        "sftp://archive.example.org/x.bin?token=s3cret",
+    ],
+)
+def test_credentials_in_a_refused_reference_never_reach_the_message(
+    tmp_path: Path, url: str
+) -> None:
+    """A reference file may hold URLs with credentials; a refusal names them redacted."""
+    path = write_refs(tmp_path, {"v/.zarray": SIMPLE_ZARRAY, "v/0": [url, 0, 8]})
+    with pytest.raises(InvalidPathError, match="chunk 'v/0'") as caught:
+        parse_json(path)
+    assert "s3cret" not in str(caught.value)
+    assert "***" in str(caught.value)

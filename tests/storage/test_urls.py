@@ -105,3 +105,13 @@ def test_url_prefix_is_scheme_and_authority() -> None:
     assert url_prefix("s3://bucket/a/b.nc") == "s3://bucket"
     assert url_prefix("https://example.org:8443/a") == "https://example.org:8443"
     assert url_prefix("file:///data/a.nc") == "file://"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://reader:s3cret@host/x.nc", "file://reader:s3cret@host/x.nc", "gopher://h/x?sig=s3cret"],
+)
+def test_refused_urls_are_named_without_their_credentials(url: str) -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        normalize_url(url)
+    assert "s3cret" not in str(caught.value) and "***" in str(caught.value)

@@ -22,6 +22,7 @@ from virtualstac.errors import (
     NetworkError,
     NetworkTimeoutError,
     RangeNotSupportedError,
+    redact,
 )
 
 __all__ = [
@@ -34,14 +35,6 @@ __all__ = [
     "redact",
 ]
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
-# Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
-# bearer tokens passed in the query, Planetary Computer tokens).
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&](?:sig|signature|token|access_token|api_?key|key|password|secret|"
-    r"x-amz-signature|x-amz-credential|x-amz-security-token|"
-    r"x-goog-signature|x-goog-credential)=)[^&#\s'\"]*"
-)
 _PERFORMED = re.compile(
     r"Error performing \w+ \S+ in (?P<elapsed>[^,\s]+)(?:, after (?P<retries>\d+) retries)?"
 )
@@ -87,17 +80,6 @@ class HttpRequestError(GenericError):
 
 def _rebuild_http_request_error(message: str, fields: dict[str, Any]) -> HttpRequestError:
     return HttpRequestError(message, **fields)
-
-
-def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``.
-
-    Examples
-    --------
-    >>> redact("http://user:secret@host/x.nc?token=abc&v=1")
-    'http://***@host/x.nc?token=***&v=1'
-    """
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
 
 
 def quiet[E: BaseException](error: E) -> E:

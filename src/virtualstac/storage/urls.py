@@ -78,7 +78,8 @@ def _normalize_file_url(url: str) -> str:
     parsed = urlsplit(url)
     if parsed.netloc not in ("", "localhost"):
         raise InvalidPathError(
-            f"file URL {url!r} names host {parsed.netloc!r}; write local paths as file:///abs/path"
+            f"file URL {url!r} names host {parsed.netloc.rpartition('@')[2]!r}; write local "
+            "paths as file:///abs/path"
         )
     return _local_path_to_url(unquote(parsed.path))
 
