@@ -33,7 +33,7 @@ from virtualstac.limits import limits
 from virtualstac.stac.documents import read_stac
 from virtualstac.stac.invalid import catalog_items
 from virtualstac.stac.open import open_stac
-from virtualstac.stac.stac_io import bounded_stac_io, reading_api
+from virtualstac.stac.stac_io import bounded_api_io, bounded_stac_io, reading_api
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -183,3 +183,33 @@ def test_a_local_document_is_read_no_further_than_the_metadata_limit(tmp_path: P
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
     with limits(metadata_bytes=1000), pytest.raises(LimitExceededError, match=r"huge\.json"):
         catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))
+
+
+# -- STAC API pages: read by pystac-client through bounded_api_io ------------------------------
+
+LANDING = {"type": "Catalog", "stac_version": "1.1.0", "id": "api", "description": "an API",
+           "conformsTo": [], "links": []}  # fmt: skip
+
+
+@pytest.mark.parametrize("behaviour", ["serve", "gzip"])
+def test_an_api_page_beyond_the_metadata_limit_is_refused(behaviour: str) -> None:
+    """Plain or compressed (requests asks for gzip), a page is read no further than
+    ``metadata_bytes`` once decoded."""
+    page = json.dumps({**LANDING, "description": " " * 2_000_000}).encode()
+    with FaultyServer({"api": page}, behaviour) as server:
+        with limits(metadata_bytes=100_000), pytest.raises(LimitExceededError, match="/api"):
+            bounded_api_io(QUICK).read_json(server.url_for("api"))
+
+
+def test_an_api_page_trickled_byte_by_byte_fails_within_the_timeout() -> None:
+    with FaultyServer({"api": json.dumps(LANDING).encode()}, "trickle") as server:
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match=re.escape(server.url_for("api"))):
+            bounded_api_io(QUICK).read_json(server.url_for("api"))
+    assert time.monotonic() - started < 3 * QUICK.timeout + QUICK.retry_timeout
+
+
+def test_the_api_reader_reads_what_the_server_serves() -> None:
+    with FaultyServer({"api": json.dumps(LANDING).encode()}, "serve", "gzip") as server:
+        assert bounded_api_io(QUICK).read_json(server.url_for("api")) == LANDING
+        assert bounded_api_io(QUICK).read_json(server.url_for("api")) == LANDING

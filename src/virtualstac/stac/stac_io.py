@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from copy import deepcopy
 from typing import Any
 
 import requests
@@ -48,6 +49,8 @@ __all__ = [
 #: Answers worth another attempt, as for the registry's stores.
 _RETRIED_STATUSES = (429, 500, 502, 503, 504)
 _PIECE = 1024 * 1024
+# Methods whose parameters pystac-client sends as a JSON body rather than a query.
+_BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 class BoundedStacIO(DefaultStacIO):
@@ -101,6 +104,8 @@ class BoundedStacIO(DefaultStacIO):
 class BoundedApiIO(StacApiIO):
     """pystac-client's reader, failing to reach a server with a typed error naming the URL.
 
+    Its answers (pages of a search, decoded if the server compressed them) are read no
+    further than ``metadata_bytes``, and each within the read timeout of its headers.
     Answers with an error status stay pystac-client's ``APIError`` (with ``status_code``):
     pystac-client reads a ``404`` as "no such collection"; see :func:`reading_api`.
     """
@@ -113,16 +118,32 @@ class BoundedApiIO(StacApiIO):
         parameters: dict[str, Any] | None = None,
     ) -> str:
         """The text of the answer to a request for ``href``."""
+        # pystac-client's own request reads the answer whole: this one streams it.
+        method = (method or "GET").upper()
+        if method in _BODY_METHODS:
+            request = requests.Request(method, href, headers=headers, json=parameters)
+        else:
+            query = deepcopy(parameters) or {}
+            request = requests.Request(method, href, headers=headers, params=query)
         try:
-            text: str = super().request(href, method, headers, parameters)
-        except APIError as err:
-            # pystac-client wraps what requests raised without chaining it as the cause.
-            failure = err.__cause__ or err.__context__
-            if not isinstance(failure, requests.RequestException):
-                raise
+            modified = self._req_modifier(request) if self._req_modifier else None
+            prepared = self.session.prepare_request(modified or request)
+            settings = self.session.merge_environment_settings(
+                prepared.url or href, proxies={}, stream=True, verify=True, cert=None
+            )
+            response = self.session.send(prepared, timeout=self.timeout, **settings)
+        except requests.RequestException as failure:
             timed_out = isinstance(failure, requests.Timeout) or _timed_out(failure)
             raise _unreached(href, timed_out, str(failure)) from None
-        return text
+        with response:
+            response.raw.decode_content = True  # as requests decodes what it reads itself
+            data = _body(response.raw, href, _read_seconds(self.timeout))
+            if not 200 <= response.status_code < 300:
+                error = APIError(data.decode("utf-8", "replace"))
+                error.status_code = response.status_code
+                raise error
+        check_metadata(len(data), source=redact(href), what="STAC JSON")
+        return data.decode("utf-8")
 
 
 #: The network options of STAC reads in this context (see :func:`reading_with`).
@@ -179,6 +200,12 @@ def _local_text(href: str) -> str:
         data = file.read(get_limits().metadata_bytes + 1)
     check_metadata(len(data), source=redact(href), what="STAC JSON")
     return data.decode("utf-8")
+
+
+def _read_seconds(timeout: Any) -> float:
+    """The read timeout of a requests ``timeout`` (a number, or a (connect, read) pair)."""
+    seconds = timeout[1] if isinstance(timeout, tuple) else timeout
+    return float(seconds) if seconds is not None else DEFAULT_NETWORK.timeout
 
 
 def _body(response: urllib3.BaseHTTPResponse, href: str, timeout: float) -> bytes:
