@@ -90,6 +90,12 @@ class FaultyServer:
         """The URL of the file ``name``."""
         return f"{self.url}/{name}"
 
+    def put(self, name: str, data: bytes) -> None:
+        """Serve ``data`` as the file ``name`` from now on (documents that name the server's
+        own URL can only be written once it runs)."""
+        with self._lock:
+            self._files[name] = data
+
     def behave(self, *behaviours: str) -> None:
         """Treat the connections from now on by ``behaviours`` (the last one repeats)."""
         unknown = set(behaviours) - BEHAVIOURS
@@ -204,7 +210,8 @@ class FaultyServer:
     def _answer(
         self, method: str, path: str, headers: dict[str, str], *, honour_range: bool
     ) -> bytes:
-        body = self._files.get(path.lstrip("/").split("?", 1)[0])
+        with self._lock:
+            body = self._files.get(path.lstrip("/").split("?", 1)[0])
         fields = {"Connection": "close", "Content-Type": "application/octet-stream"}
         if body is None:
             status, payload = 404, b""

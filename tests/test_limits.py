@@ -20,6 +20,7 @@ def test_the_defaults_hold_real_archives() -> None:
         coordinate_bytes=2**30,
         chunk_bytes=2**30,
         group_depth=100,
+        stac_items=1_000_000,
     )
 
 

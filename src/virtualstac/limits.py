@@ -37,6 +37,7 @@ __all__ = [
     "check_metadata",
     "check_open_references",
     "check_references",
+    "check_stac_items",
     "check_stored_chunk_bytes",
     "counting_references",
     "fits_in_memory",
@@ -60,7 +61,8 @@ class Limits:
     metadata_bytes
         Bytes of one metadata document, decompressed, before it is parsed: a Kerchunk JSON
         file (plain, or gzipped once inflated), a Kerchunk Parquet ``.zmetadata`` or record
-        file, a Zarr store's metadata documents, STAC JSON read over HTTP, a netCDF-3 header.
+        file, a Zarr store's metadata documents, STAC JSON (local, over HTTP, API pages),
+        a netCDF-3 header.
         Parsing JSON takes several times its bytes: about 5 for Kerchunk references,
         up to about 25 for a document of tiny values (``[[],[],...]``).
     coordinate_bytes
@@ -75,6 +77,9 @@ class Limits:
         along the path of its deepest array or group (``a/b/c`` is 3 deep). Groups are walked
         recursively: a depth near Python's recursion limit would fail as a damaged file, and
         real hierarchies are a few levels deep.
+    stac_items
+        STAC Items gathered for one open: the pages of a STAC API search, the Items of a
+        catalog walked by its links, an ItemCollection. A server can page for ever.
     """
 
     references_per_array: int = 50_000_000
@@ -86,6 +91,7 @@ class Limits:
     coordinate_bytes: int = 1 * 2**30
     chunk_bytes: int = 1 * 2**30
     group_depth: int = 100
+    stac_items: int = 1_000_000
 
 
 _current = Limits()
@@ -255,6 +261,13 @@ def check_group_depth(paths: Iterable[str], *, source: str) -> None:
     depth = max((path.count("/") + 1 for path in paths if path), default=0)
     if depth > _current.group_depth:
         raise _exceeded(f"{source}: its groups nest {depth:,} deep", depth, "group_depth")
+
+
+def check_stac_items(count: int, *, source: str) -> None:
+    """Refuse to gather more than ``stac_items`` STAC Items from ``source`` (a search, a
+    catalog); called as they arrive, so that an endless source stops one Item past it."""
+    if count > _current.stac_items:
+        raise _exceeded(f"{source} gives more Items than that", count, "stac_items")
 
 
 def fits_in_memory(nbytes: int) -> bool:

@@ -19,7 +19,13 @@ import xarray as xr
 from tiff_files import write_gdal
 
 from virtualstac.cli import main
-from virtualstac.errors import CorruptFileError, InvalidCatalogError, SourceNotFoundError
+from virtualstac.errors import (
+    CorruptFileError,
+    InvalidCatalogError,
+    LimitExceededError,
+    SourceNotFoundError,
+)
+from virtualstac.limits import limits
 from virtualstac.stac import VirtualExtension, open_stac, publish
 from virtualstac.stac.invalid import catalog_items, reading_stac
 
@@ -301,3 +307,17 @@ def test_a_chain_of_catalogs_deeper_than_pythons_recursion_limit_is_walked(
     item.save_object(include_self_link=False)
     found = catalog_items(pystac.Catalog.from_file(str(paths[0])))
     assert [found_item.id for found_item in found] == ["deep"]
+
+
+def test_a_catalog_with_more_items_than_the_limit_is_refused_as_they_are_read(
+    tmp_path: Path,
+) -> None:
+    (catalog,) = save_chain(tmp_path, 1)
+    links = [{"rel": "item", "href": f"./scene-{n}.json"} for n in range(5)]
+    edit(catalog, lambda doc: doc["links"].extend(links))
+    for n in range(3):  # the fourth is never read
+        item = pystac.Item(f"scene-{n}", GEOMETRY, None, dt.datetime(2024, 5, 1, tzinfo=dt.UTC), {})
+        item.set_self_href(str(tmp_path / f"scene-{n}.json"))
+        item.save_object(include_self_link=False)
+    with limits(stac_items=2), pytest.raises(LimitExceededError, match="stac_items"):
+        catalog_items(pystac.Catalog.from_file(str(catalog)))

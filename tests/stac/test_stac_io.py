@@ -7,6 +7,7 @@ as an Intake entry does (``StacVirtualSource``), through a registry with short t
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import pickle
 import re
@@ -213,3 +214,19 @@ def test_the_api_reader_reads_what_the_server_serves() -> None:
     with FaultyServer({"api": json.dumps(LANDING).encode()}, "serve", "gzip") as server:
         assert bounded_api_io(QUICK).read_json(server.url_for("api")) == LANDING
         assert bounded_api_io(QUICK).read_json(server.url_for("api")) == LANDING
+
+
+def test_a_search_that_pages_for_ever_stops_at_the_item_limit() -> None:
+    """Each page holds an Item and a ``next`` link back to itself: pystac-client would follow
+    it for as long as the server answers, holding every Item."""
+    search = {"rel": "search", "href": "./search", "type": "application/geo+json", "method": "GET"}
+    landing = {**LANDING, "conformsTo": ["https://api.stacspec.org/v1.0.0/core",
+               "https://api.stacspec.org/v1.0.0/item-search"], "links": [search]}  # fmt: skip
+    item = pystac.Item("scene", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    with FaultyServer({"api": json.dumps(landing).encode()}, "serve") as server:
+        again = {"rel": "next", "href": server.url_for("search"), "method": "GET"}
+        page = {"type": "FeatureCollection", "features": [item.to_dict()], "links": [again]}
+        server.put("search", json.dumps(page).encode())
+        with limits(stac_items=50), pytest.raises(LimitExceededError, match="stac_items"):
+            open_stac(read_stac(server.url_for("api"), QUICK))
+        assert server.connections < 60

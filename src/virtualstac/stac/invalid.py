@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import pystac
 
 from virtualstac.errors import InvalidCatalogError, SourceNotFoundError, VirtualStacError
+from virtualstac.limits import check_stac_items
 from virtualstac.parsers.corrupt import FOREIGN_ERRORS
 from virtualstac.stac.authorization import check_link
 from virtualstac.stac.stac_io import bounded_stac_io
@@ -121,6 +122,7 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
         for link in list(current.links):
             if link.rel == pystac.RelType.ITEM:
                 items.append(_resolve(link, current, pystac.Item))
+                check_stac_items(len(items), source=f"the catalog {redact(where)!r}")
         children = [
             _resolve(link, current, pystac.Catalog)
             for link in list(current.links)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import pystac
 from pystac_client import ItemSearch
 
-from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError
+from virtualstac.errors import InvalidCatalogError, InvalidPathError, VirtualStacError, redact
+from virtualstac.limits import check_stac_items, get_limits
 from virtualstac.stac.aliases import BandSelections, band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
@@ -94,9 +96,12 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         found = catalog_items(stac)
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)
+        check_stac_items(len(found), source="the ItemCollection")
     elif isinstance(stac, ItemSearch):
+        # A server may page for ever: one Item past the limit is enough to refuse it.
         with reading_api(stac.url):
-            found = list(stac.items())
+            found = list(islice(stac.items(), get_limits().stac_items + 1))
+        check_stac_items(len(found), source=f"the search {redact(stac.url)!r}")
     else:
         found = list(stac)
     for entry in found:
