@@ -13,10 +13,11 @@ from pathlib import Path
 import pystac
 import pytest
 import xarray as xr
+import yaml
 
 import intake
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import UnregisteredURLError
+from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
 from virtualstac.stac import publish
 
 NETCDF = "application/x-netcdf"
@@ -116,3 +117,33 @@ def test_a_published_store_reading_elsewhere_needs_the_users_authorization(
         catalog["archive"].to_dask()
     opened = catalog["archive"](authorize=[container]).to_dask()
     assert opened.sizes["time"] == 48
+
+
+def test_a_catalog_opened_with_getenv_false_cannot_read_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Intake renders ``{{ env(NAME) }}`` in a catalog's arguments unless told not to, so a
+    catalog could put a credential into the URL it reads (and the server it names would get
+    it). ``getenv=False`` leaves the template as text: nothing is read from the environment."""
+    monkeypatch.setenv("VIRTUALSTAC_TEST_SECRET", "s3cret")
+    path = catalog_with(tmp_path, "{{ CATALOG_DIR }}/{{ env(VIRTUALSTAC_TEST_SECRET) }}.nc")
+
+    assert "s3cret" in intake.open_catalog(str(path))["files"].urlpath  # intake's default
+    entry = intake.open_catalog(str(path), getenv=False)["files"]
+    assert "s3cret" not in entry.urlpath
+    with pytest.raises(SourceNotFoundError) as caught:
+        entry.to_dask()
+    assert "s3cret" not in str(caught.value)
+
+
+def test_yaml_tags_that_would_run_code_are_refused(tmp_path: Path) -> None:
+    """Intake reads catalogs with ``yaml.safe_load``: a ``!!python`` tag is an error."""
+    ran = tmp_path / "ran"
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        "sources:\n  files:\n    driver: virtual\n    args:\n"
+        f"      urlpath: !!python/object/apply:os.mkdir ['{ran}']\n"
+    )
+    with pytest.raises(yaml.constructor.ConstructorError):
+        intake.open_catalog(str(path))
+    assert not ran.exists()
