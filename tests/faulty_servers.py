@@ -199,12 +199,24 @@ class FaultyServer:
             if not chunk:
                 return None
             data += chunk
-        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        raw_head, _, body = data.partition(b"\r\n\r\n")
+        head = raw_head.decode("latin-1").split("\r\n")
         method, path, _ = head[0].split(" ", 2)
         headers = {}
         for line in head[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        # A body left unread (a search POSTed) would make closing the connection reset it,
+        # and the client could lose the answer.
+        missing = int(headers.get("content-length", "0") or 0) - len(body)
+        while missing > 0 and self._running():
+            try:
+                chunk = connection.recv(min(missing, 65536))
+            except TimeoutError:
+                continue
+            if not chunk:
+                return None
+            missing -= len(chunk)
         return method, path, headers
 
     def _answer(

@@ -216,17 +216,46 @@ def test_the_api_reader_reads_what_the_server_serves() -> None:
         assert bounded_api_io(QUICK).read_json(server.url_for("api")) == LANDING
 
 
+def serve_search(server: FaultyServer, page: dict[str, object] | bytes) -> str:
+    """Serve a STAC API landing page whose search answers ``page``; returns the API's URL."""
+    search = {"rel": "search", "href": server.url_for("search"),
+              "type": "application/geo+json", "method": "GET"}  # fmt: skip
+    conformance = ["https://api.stacspec.org/v1.0.0/core",
+                   "https://api.stacspec.org/v1.0.0/item-search"]  # fmt: skip
+    landing = {**LANDING, "conformsTo": conformance, "links": [search]}
+    server.put("api", json.dumps(landing).encode())
+    server.put("search", page if isinstance(page, bytes) else json.dumps(page).encode())
+    return server.url_for("api")
+
+
 def test_a_search_that_pages_for_ever_stops_at_the_item_limit() -> None:
     """Each page holds an Item and a ``next`` link back to itself: pystac-client would follow
     it for as long as the server answers, holding every Item."""
-    search = {"rel": "search", "href": "./search", "type": "application/geo+json", "method": "GET"}
-    landing = {**LANDING, "conformsTo": ["https://api.stacspec.org/v1.0.0/core",
-               "https://api.stacspec.org/v1.0.0/item-search"], "links": [search]}  # fmt: skip
     item = pystac.Item("scene", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
-    with FaultyServer({"api": json.dumps(landing).encode()}, "serve") as server:
+    with FaultyServer({}, "serve") as server:
         again = {"rel": "next", "href": server.url_for("search"), "method": "GET"}
         page = {"type": "FeatureCollection", "features": [item.to_dict()], "links": [again]}
-        server.put("search", json.dumps(page).encode())
+        url = serve_search(server, page)
         with limits(stac_items=50), pytest.raises(LimitExceededError, match="stac_items"):
-            open_stac(read_stac(server.url_for("api"), QUICK))
+            open_stac(read_stac(url, QUICK))
         assert server.connections < 60
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        b"<html>a proxy's error page</html>",
+        b'{"type": "FeatureCollection", "features": [{"id": "x", "bbox": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}]}",
+        b'{"type": "FeatureCollection", "features": [{"id": ' + b"7" * 5000 + b"}]}",
+        b'{"type": "FeatureCollection", "features": [{"id": "no type"}]}',
+    ],
+    ids=["not-json", "nested-deeper-than-python-recurses", "a-5000-digit-number", "not-stac"],
+)
+def test_a_malformed_search_page_is_an_invalid_catalog_naming_the_search(page: bytes) -> None:
+    with FaultyServer({}, "serve") as server:
+        url = serve_search(server, page)
+        with pytest.raises(InvalidCatalogError, match=re.escape(server.url_for("search"))):
+            open_stac(read_stac(url, QUICK))

@@ -33,7 +33,7 @@ from virtualstac.stac.fields import (
     VARIABLE_PROP,
 )
 from virtualstac.stac.hrefs import check_not_local_on_api
-from virtualstac.stac.invalid import catalog_items
+from virtualstac.stac.invalid import catalog_items, reading_stac
 from virtualstac.stac.item_assets import ItemAssets
 from virtualstac.stac.stac_io import reading_api
 from virtualstac.storage.signing import split_signature
@@ -99,7 +99,7 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         check_stac_items(len(found), source="the ItemCollection")
     elif isinstance(stac, ItemSearch):
         # A server may page for ever: one Item past the limit is enough to refuse it.
-        with reading_api(stac.url):
+        with reading_stac(stac.url, "STAC API search page"), reading_api(stac.url):
             found = list(islice(stac.items(), get_limits().stac_items + 1))
         check_stac_items(len(found), source=f"the search {redact(stac.url)!r}")
     else:
