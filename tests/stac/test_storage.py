@@ -7,6 +7,7 @@ whose platform is the server's endpoint, as a catalog of a MinIO or Ceph archive
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pystac
 import pytest
 import xarray as xr
 
-from faulty_servers import FaultyServer
+from faulty_servers import QUICK, FaultyServer
 from servers import RequesterPaysGateway, S3Server
 from virtualstac import NetworkOptions
 from virtualstac.errors import ChunkReadError, NetworkTimeoutError, UnregisteredURLError
@@ -27,6 +28,7 @@ from virtualstac.stac import (
     stac_registry,
     storage_schemes,
 )
+from virtualstac.stac.stac_io import reading_with
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 STORAGE = "https://stac-extensions.github.io/storage/v2.0.0/schema.json"
@@ -275,3 +277,19 @@ def test_unusable_schemes_are_refused_with_what_is_declared(make_item: MakeItem)
     item.assets["B02"].extra_fields["storage:refs"] = ["minio"]
     with pytest.raises(StorageSchemeError, match=r"needs \{host\}, which the scheme does not"):
         open_stac(item)
+
+
+def test_a_root_catalog_read_for_its_schemes_is_read_within_the_timeouts(
+    make_item: MakeItem,
+) -> None:
+    """Schemes an Item does not declare are looked up on its root catalog, which is read
+    with the timeouts of the open (``reading_with``; pystac's own reader would wait for
+    ever)."""
+    item = stored_item(make_item, "s3://scenes/B02.tif", {}, ["aws"])
+    with FaultyServer({"catalog.json": b"{}"}, "hang") as server:
+        item.add_link(pystac.Link("root", server.url_for("catalog.json")))
+        item.set_self_href("https://stac.example.org/items/stored.json")
+        started = time.monotonic()
+        with reading_with(QUICK), pytest.raises(StorageSchemeError, match="within the timeout"):
+            storage_schemes(item.assets["B02"], item)
+    assert time.monotonic() - started < 10

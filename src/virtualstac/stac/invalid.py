@@ -24,7 +24,7 @@ from virtualstac.stac.authorization import check_link
 from virtualstac.stac.stac_io import bounded_stac_io
 from virtualstac.storage.failures import describe, redact
 
-__all__ = ["PYSTAC_ERRORS", "catalog_items", "collection_of", "reading_stac"]
+__all__ = ["PYSTAC_ERRORS", "catalog_items", "collection_of", "linked_object", "reading_stac"]
 
 
 #: What pystac raises for JSON that is no valid STAC (its exceptions share no base class).
@@ -172,6 +172,22 @@ def _read_link(link: pystac.Link, owner: pystac.Catalog) -> None:
         return
     stac_io = bounded_stac_io()
     link.target = pystac.read_dict(stac_io.read_json(href), href=href, root=root, stac_io=stac_io)
+
+
+def linked_object(link: pystac.Link) -> pystac.STACObject:
+    """The object ``link`` points at, read if need be: over HTTP with the timeouts, retries
+    and ``metadata_bytes`` of :func:`~virtualstac.stac.stac_io.bounded_stac_io` (pystac
+    reads a link without a reader of its own with no timeout at all)."""
+    if not link.is_resolved():
+        href = link.get_absolute_href()
+        if href is not None and href.startswith(("http://", "https://")):
+            stac_io = bounded_stac_io()
+            link.target = pystac.read_dict(stac_io.read_json(href), href=href, stac_io=stac_io)
+        else:
+            link.resolve_stac_object()
+    target = link.target
+    assert isinstance(target, pystac.STACObject)  # resolved above
+    return target
 
 
 def collection_of(item: pystac.Item) -> pystac.Collection | None:

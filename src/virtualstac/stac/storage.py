@@ -28,6 +28,7 @@ import pystac
 
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.stac.authorization import Authorization, check_link, is_remote
+from virtualstac.stac.invalid import linked_object
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
@@ -218,7 +219,7 @@ class _SchemeFinder:
                 if not link.is_resolved():
                     check_link(owner, href, rel)
                 try:
-                    self._declared[href] = _declared_on(link.resolve_stac_object().target)
+                    self._declared[href] = _declared_on(linked_object(link))
                 except Exception as err:  # any failure to fetch: say which document
                     raise StorageSchemeError(
                         f"could not read {href!r} to look up the storage schemes of "
