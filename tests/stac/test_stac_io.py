@@ -11,10 +11,11 @@ import datetime as dt
 import json
 import pickle
 import re
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pystac
@@ -259,3 +260,16 @@ def test_a_malformed_search_page_is_an_invalid_catalog_naming_the_search(page: b
         url = serve_search(server, page)
         with pytest.raises(InvalidCatalogError, match=re.escape(server.url_for("search"))):
             open_stac(read_stac(url, QUICK))
+
+
+@pytest.mark.parametrize("reader", [bounded_stac_io, bounded_api_io])
+def test_a_refused_connection_is_named_as_such_not_as_a_timeout(
+    reader: Callable[..., Any],
+) -> None:
+    """urllib3 makes a refused connection a kind of connect timeout; it took no time."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/catalog.json"
+    with pytest.raises(NetworkError, match="the connection was refused") as caught:
+        reader(QUICK).read_json(url)
+    assert not isinstance(caught.value, NetworkTimeoutError)

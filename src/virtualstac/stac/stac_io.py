@@ -78,8 +78,7 @@ class BoundedStacIO(DefaultStacIO):
                 "GET", href, headers=dict(self.headers), preload_content=False
             )
         except urllib3.exceptions.MaxRetryError as err:
-            timed_out = isinstance(err.reason, urllib3.exceptions.TimeoutError)
-            raise _unreached(href, timed_out, str(err.reason)) from None
+            raise _unreached(href, _is_timeout(err.reason), str(err.reason)) from None
         except urllib3.exceptions.HTTPError as err:
             raise _unreached(href, False, str(err)) from None
         with response:
@@ -287,4 +286,12 @@ def _timed_out(failure: requests.RequestException) -> bool:
     """Whether urllib3 gave up after attempts that timed out (requests calls that a
     ``ConnectionError``)."""
     retried = failure.args[0] if failure.args else None
-    return isinstance(getattr(retried, "reason", None), urllib3.exceptions.TimeoutError)
+    return _is_timeout(getattr(retried, "reason", None))
+
+
+def _is_timeout(reason: object) -> bool:
+    """Whether urllib3's last ``reason`` to give up was a timeout: its refused connections
+    (``NewConnectionError``) are connect timeouts too, though they took no time."""
+    return isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+        reason, urllib3.exceptions.NewConnectionError
+    )
