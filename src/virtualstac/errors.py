@@ -45,7 +45,9 @@ __all__ = [
 ]
 
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
+# Up to the last "@" before the path, as URL parsers split user info from the host: a
+# password may hold an "@" of its own.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s'\"]*@")
 # Query parameters that carry a signature or a token (S3 and GCS pre-signed URLs, Azure SAS,
 # bearer tokens passed in the query, Planetary Computer tokens).
 _SECRET_QUERY = re.compile(

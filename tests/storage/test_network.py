@@ -188,6 +188,15 @@ def test_credentials_in_urls_never_reach_messages(netcdf: tuple[bytes, np.ndarra
     assert "hunter2" not in str(refused.value)
 
 
+def test_a_password_holding_an_at_sign_is_redacted_whole() -> None:
+    """URL parsers split user info from the host at its last ``@``: so does redaction."""
+    registry = ObjectStoreRegistry.for_url("http://127.0.0.1:9/allowed/x.nc")
+    with pytest.raises(UnregisteredURLError) as refused:
+        registry.resolve("http://reader:hun@ter2@127.0.0.1:9/elsewhere/x.nc")
+    assert "ter2" not in str(refused.value)
+    assert "'http://***@127.0.0.1:9/elsewhere/x.nc'" in str(refused.value)
+
+
 def test_credentials_never_reach_a_changed_source_message(
     netcdf: tuple[bytes, np.ndarray],
 ) -> None:
