@@ -22,6 +22,9 @@ next of its behaviours (the last one repeats):
     Answer as ``"serve"`` does, with the bytes gzip-compressed (``Content-Encoding: gzip``).
 ``"trickle"``
     Answer as ``"serve"`` does, sending the body one byte every 50 ms.
+``"trickle-head"``
+    Answer as ``"serve"`` does, sending the status line and header fields one byte every
+    50 ms (a slow-loris server: each byte comes well within any read timeout).
 
 Its threads stop when the server is stopped (it is a context manager) and in any case after
 ``lifetime`` seconds, so a test that fails half-way leaves nothing running.
@@ -48,7 +51,18 @@ QUICK = NetworkOptions(
 )
 
 BEHAVIOURS = frozenset(
-    {"serve", "hang", "drop", "ignore-range", "unavailable", "cut", "redirect", "gzip", "trickle"}
+    {
+        "serve",
+        "hang",
+        "drop",
+        "ignore-range",
+        "unavailable",
+        "cut",
+        "redirect",
+        "gzip",
+        "trickle",
+        "trickle-head",
+    }
 )
 _LAST_MODIFIED = "Mon, 06 May 2024 10:00:00 GMT"
 _REASONS = {
@@ -164,7 +178,7 @@ class FaultyServer:
                 fields = {"Location": target, "Connection": "close", "Content-Length": "0"}
                 connection.sendall(_head(302, fields))
                 return
-            honour_range = behaviour in ("serve", "cut", "gzip", "trickle")
+            honour_range = behaviour in ("serve", "cut", "gzip", "trickle", "trickle-head")
             answer = self._answer(*request, honour_range=honour_range)
             head, _, body = answer.partition(b"\r\n\r\n")
             if behaviour == "cut":
@@ -173,14 +187,19 @@ class FaultyServer:
                 packed = gzip.compress(body)
                 head = re.sub(rb"Content-Length: \d+", b"Content-Length: %d" % len(packed), head)
                 answer = head + b"\r\nContent-Encoding: gzip\r\n\r\n" + packed
-            if behaviour == "trickle":
+            if behaviour in ("trickle", "trickle-head"):
+                slow, fast = (body, head + b"\r\n\r\n")
+                if behaviour == "trickle-head":
+                    slow, fast = (head + b"\r\n\r\n", b"")
                 try:
-                    connection.sendall(head + b"\r\n\r\n")
-                    for index in range(len(body)):
+                    connection.sendall(fast)
+                    for index in range(len(slow)):
                         if not self._running():
                             return
-                        connection.sendall(body[index : index + 1])
+                        connection.sendall(slow[index : index + 1])
                         time.sleep(0.05)
+                    if behaviour == "trickle-head":
+                        connection.sendall(body)
                 except OSError:  # the client gave up: what the behaviour is for
                     return
                 return

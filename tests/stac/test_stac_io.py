@@ -273,3 +273,15 @@ def test_a_refused_connection_is_named_as_such_not_as_a_timeout(
     with pytest.raises(NetworkError, match="the connection was refused") as caught:
         reader(QUICK).read_json(url)
     assert not isinstance(caught.value, NetworkTimeoutError)
+
+
+@pytest.mark.parametrize("reader", [bounded_stac_io, bounded_api_io])
+def test_headers_trickled_byte_by_byte_fail_within_the_timeouts(
+    reader: Callable[..., Any],
+) -> None:
+    """A slow-loris server sends its status line and header fields a byte at a time."""
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "trickle-head") as server:
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match=re.escape(server.url_for("catalog.json"))):
+            reader(QUICK).read_json(server.url_for("catalog.json"))
+    assert time.monotonic() - started < 3 * QUICK.timeout + QUICK.retry_timeout

@@ -122,6 +122,21 @@ def test_a_trickling_answer_fails_within_the_request_timeout(
     assert "stalled past the timeout" in str(caught.value)
 
 
+def test_headers_trickled_byte_by_byte_fail_within_the_request_timeout(
+    netcdf: tuple[bytes, np.ndarray],
+) -> None:
+    """A slow-loris server sends its status line and header fields a byte at a time, each
+    within the read timeout: the headers of an answer are bounded as a whole too."""
+    data, _ = netcdf
+    with FaultyServer({NAME: data}, "serve") as server:
+        virtual = open_over(server)
+        server.behave("trickle-head")
+        started = time.monotonic()
+        with pytest.raises(NetworkTimeoutError, match="3 attempts"):
+            values_of(virtual, server.url_for(NAME))
+        assert time.monotonic() - started < 3 * 2 * QUICK.timeout + 1
+
+
 # -- HttpStore ----------------------------------------------------------------------------------
 
 

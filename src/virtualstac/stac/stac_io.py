@@ -36,6 +36,7 @@ from virtualstac.errors import (
 from virtualstac.limits import check_metadata, get_limits
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.failures import redact
+from virtualstac.storage.http_headers import bound_headers
 
 __all__ = [
     "BoundedApiIO",
@@ -64,9 +65,11 @@ class BoundedStacIO(DefaultStacIO):
     def __init__(self, network: NetworkOptions = DEFAULT_NETWORK) -> None:
         super().__init__()
         self.network = network
-        self._pool = urllib3.PoolManager(
-            retries=_retry(network),
-            timeout=urllib3.Timeout(connect=network.connect_timeout, read=network.timeout),
+        self._pool = bound_headers(
+            urllib3.PoolManager(
+                retries=_retry(network),
+                timeout=urllib3.Timeout(connect=network.connect_timeout, read=network.timeout),
+            )
         )
 
     def read_text_from_href(self, href: str) -> str:
@@ -168,7 +171,7 @@ def bounded_stac_io(network: NetworkOptions | None = None) -> BoundedStacIO:
     retries (the block's, see :func:`reading_with`, or the defaults); give it to
     ``pystac.read_dict(..., stac_io=...)`` and links follow through it.
 
-    ``timeout`` bounds each wait for the server, and the whole answer once its headers came.
+    ``timeout`` bounds the headers of each answer as a whole, and its bytes after them.
     """
     return BoundedStacIO(network or _network.get())
 
@@ -177,7 +180,11 @@ def bounded_api_io(network: NetworkOptions | None = None) -> BoundedApiIO:
     """A STAC API reader (``Client.open(url, stac_io=...)``) bounded as :func:`bounded_stac_io`."""
     network = network or _network.get()
     timeout = (network.connect_timeout, network.timeout)
-    return BoundedApiIO(timeout=timeout, max_retries=_retry(network))
+    reader = BoundedApiIO(timeout=timeout, max_retries=_retry(network))
+    for adapter in reader.session.adapters.values():
+        if isinstance(adapter, requests.adapters.HTTPAdapter):
+            bound_headers(adapter.poolmanager)
+    return reader
 
 
 def _retry(network: NetworkOptions) -> Retry:

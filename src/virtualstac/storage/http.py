@@ -45,6 +45,7 @@ from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.coalescing import DEFAULT_COALESCE, merge_ranges, split_ranges
 from virtualstac.storage.conditions import ReadCondition
 from virtualstac.storage.failures import HttpRequestError, redact
+from virtualstac.storage.http_headers import bound_headers
 
 __all__ = ["HttpStore"]
 
@@ -485,8 +486,8 @@ def _pool_manager(base: Any, options: Mapping[str, Any]) -> urllib3.PoolManager:
     if proxy is None and not proxy_bypass(base.hostname or ""):
         proxy = getproxies().get(base.scheme)
     if proxy:
-        return urllib3.ProxyManager(str(proxy), num_pools=16, **keywords)
-    return urllib3.PoolManager(num_pools=16, **keywords)
+        return bound_headers(urllib3.ProxyManager(str(proxy), num_pools=16, **keywords))
+    return bound_headers(urllib3.PoolManager(num_pools=16, **keywords))
 
 
 def _seconds(value: Any) -> float:
