@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,8 +14,11 @@ import numpy as np
 import pystac
 import pytest
 
+from faulty_servers import QUICK, FaultyServer
 from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac import SCHEMA_URI, open_stac, publish
+from virtualstac.stac.relocation import relocation
+from virtualstac.stac.stac_io import reading_with
 
 if TYPE_CHECKING:
     from conftest import Scenes
@@ -203,3 +208,20 @@ def test_a_catalog_cannot_claim_the_filesystem_root_as_its_moving_directory(
 
     with pytest.raises(UnregisteredURLError, match="virtual chunk container"):
         open_stac(pystac.Collection.from_file(str(path)), authorize=[tmp_path.as_uri() + "/S2_2/"])
+
+
+def test_the_root_catalog_of_a_remote_item_is_read_within_the_timeouts() -> None:
+    """Where a relocatable catalog is now is read from its root catalog's link, over HTTP
+    with the open's timeouts (pystac's own reader would wait for ever); an unreachable root
+    counts as none: the Item's own directory is taken."""
+    item = pystac.Item("remote", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    item.add_asset("store", pystac.Asset("https://stac.example.org/stores/s.icechunk"))
+    item.assets["store"].extra_fields["virtual:root"] = "https://stac.example.org/"
+    item.set_self_href("https://stac.example.org/items/remote.json")
+    with FaultyServer({"catalog.json": b"{}"}, "hang") as server:
+        item.add_link(pystac.Link("root", server.url_for("catalog.json")))
+        started = time.monotonic()
+        with reading_with(QUICK):
+            moved_to = relocation(item.assets["store"])
+    assert moved_to == {"https://stac.example.org/": "https://stac.example.org/items/"}
+    assert time.monotonic() - started < 10

@@ -34,6 +34,7 @@ from pystac.utils import is_absolute_href
 
 from virtualstac.stac.authorization import check_link
 from virtualstac.stac.fields import ROOT_LEVELS_PROP, ROOT_PROP
+from virtualstac.stac.invalid import linked_object
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [
@@ -145,6 +146,7 @@ def _root_of(stac: pystac.STACObject) -> pystac.STACObject:
         link = stac.get_root_link()
         if link is not None and not link.is_resolved():
             check_link(stac, link.get_absolute_href() or link.href, "root")
+            linked_object(link)  # with timeouts: get_root reads an Item's with none
         return stac.get_root() or stac
     except (pystac.STACError, OSError, ValueError):
         return stac  # a root link to a catalog not saved (yet)
