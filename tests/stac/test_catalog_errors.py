@@ -321,3 +321,12 @@ def test_a_catalog_with_more_items_than_the_limit_is_refused_as_they_are_read(
         item.save_object(include_self_link=False)
     with limits(stac_items=2), pytest.raises(LimitExceededError, match="stac_items"):
         catalog_items(pystac.Catalog.from_file(str(catalog)))
+
+
+def test_an_asset_whose_file_is_missing_is_a_missing_file(tmp_path: Path) -> None:
+    # The COG the Item lists was never written (or was deleted): FileNotFoundError, as for a
+    # file opened on its own, not an error reading a chunk.
+    collection, _ = save_collection(tmp_path)
+    with pytest.raises(SourceNotFoundError, match=r"B02\.tif' does not exist") as caught:
+        open_stac(pystac.Collection.from_file(str(collection)), ["B02"])
+    assert isinstance(caught.value, FileNotFoundError)

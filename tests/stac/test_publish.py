@@ -27,7 +27,7 @@ from tiff_files import write_gdal
 
 from virtualstac import ObjectStoreRegistry
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import ChunkReadError, IncompatibleArraysError
+from virtualstac.errors import ChunkReadError, IncompatibleArraysError, SourceNotFoundError
 from virtualstac.stac import SCHEMA_URI, PublishError, open_published, publish
 from virtualstac.stac.published import PublishedStoreUnreadableError
 from virtualstac.stac.published_asset import storage_scheme
@@ -286,7 +286,7 @@ def test_a_source_failing_midway_changes_neither_store_nor_collection(
     collection.add_item(by_id(scenes, "S2_2")[0], set_parent=False)
     with_new_item = collection.to_dict()
     scenes.files["S2_2"]["B03"].unlink()  # the last source of the new item disappears
-    with ThreadPoolExecutor(2) as pool, pytest.raises(ChunkReadError, match=r"B03\.tif"):
+    with ThreadPoolExecutor(2) as pool, pytest.raises(SourceNotFoundError, match=r"B03\.tif"):
         publish(collection, repository, assets=["B02", "B03"], parallel=pool)
     assert collection.to_dict() == with_new_item
     assert collection.assets["icechunk"].to_dict() == before["assets"]["icechunk"]

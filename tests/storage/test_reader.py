@@ -262,11 +262,12 @@ def test_it_is_a_readable_seekable_raw_stream(counting: BlockCachedReader) -> No
 # -- errors -------------------------------------------------------------------------------------
 
 
-def test_a_missing_object_raises_chunk_read_error(tmp_path: Path, publish: Publish) -> None:
+def test_a_missing_object_raises_source_not_found(tmp_path: Path, publish: Publish) -> None:
+    # As opening a file whose format is detected does: a FileNotFoundError of ours.
     (tmp_path / "present.bin").write_bytes(b"x")
     url = publish(tmp_path / "present.bin").replace("present.bin", "absent.bin")
 
-    with pytest.raises(ChunkReadError, match=r"absent\.bin' does not exist"):
+    with pytest.raises(SourceNotFoundError, match=r"absent\.bin' does not exist"):
         open_reader(url)
 
 

@@ -245,7 +245,7 @@ class BlockCachedReader(io.RawIOBase):
         try:
             head, requests = _fetch_head(self._store, self._path, nbytes)
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
+            raise SourceNotFoundError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
             raise network_failure(err, self.name) or ChunkReadError(
                 f"could not read the start of {redact(self.name)!r}: {describe(err)}"
@@ -290,7 +290,7 @@ class BlockCachedReader(io.RawIOBase):
         try:
             meta: dict[str, Any] = objects.head(self._store, self._path)
         except FileNotFoundError as err:
-            raise ChunkReadError(f"{redact(self.name)!r} does not exist") from quiet(err)
+            raise SourceNotFoundError(f"{redact(self.name)!r} does not exist") from quiet(err)
         except BaseError as err:
             raise network_failure(err, self.name) or ChunkReadError(
                 f"could not look up the size of {redact(self.name)!r}: {describe(err)}"
