@@ -21,6 +21,7 @@ def test_the_defaults_hold_real_archives() -> None:
         chunk_bytes=2**30,
         group_depth=100,
         stac_items=1_000_000,
+        stac_catalogs=100_000,
     )
 
 

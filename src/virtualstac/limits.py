@@ -37,6 +37,7 @@ __all__ = [
     "check_metadata",
     "check_open_references",
     "check_references",
+    "check_stac_catalogs",
     "check_stac_items",
     "check_stored_chunk_bytes",
     "counting_references",
@@ -80,6 +81,10 @@ class Limits:
     stac_items
         STAC Items gathered for one open: the pages of a STAC API search, the Items of a
         catalog walked by its links, an ItemCollection. A server can page for ever.
+    stac_catalogs
+        STAC Catalogs and Collections read for one open while a catalog is walked by its
+        child links, the first one included: each is a request, and a chain of catalogs with
+        no Items never trips ``stac_items``.
     """
 
     references_per_array: int = 50_000_000
@@ -92,6 +97,9 @@ class Limits:
     chunk_bytes: int = 1 * 2**30
     group_depth: int = 100
     stac_items: int = 1_000_000
+    # A catalog per day for over 250 years, or per tile of a fine grid: real hierarchies hold
+    # fewer catalogs than Items.
+    stac_catalogs: int = 100_000
 
 
 _current = Limits()
@@ -268,6 +276,13 @@ def check_stac_items(count: int, *, source: str) -> None:
     catalog); called as they arrive, so that an endless source stops one Item past it."""
     if count > _current.stac_items:
         raise _exceeded(f"{source} gives more Items than that", count, "stac_items")
+
+
+def check_stac_catalogs(count: int, *, source: str) -> None:
+    """Refuse to read more than ``stac_catalogs`` STAC Catalogs walking ``source``; called
+    before each is read, so that an endless chain stops without reading one past it."""
+    if count > _current.stac_catalogs:
+        raise _exceeded(f"{source} links to more catalogs than that", count, "stac_catalogs")
 
 
 def fits_in_memory(nbytes: int) -> bool:

@@ -330,3 +330,15 @@ def test_an_asset_whose_file_is_missing_is_a_missing_file(tmp_path: Path) -> Non
     with pytest.raises(SourceNotFoundError, match=r"B02\.tif' does not exist") as caught:
         open_stac(pystac.Collection.from_file(str(collection)), ["B02"])
     assert isinstance(caught.value, FileNotFoundError)
+
+
+def test_a_chain_of_catalogs_without_items_stops_at_the_catalog_limit(tmp_path: Path) -> None:
+    """Every catalog of a chain is a request, and none has an Item for ``stac_items`` to
+    count: ``stac_catalogs`` bounds them, refusing the fourth before it is read."""
+    paths = save_chain(tmp_path, 6)
+    paths[3].unlink()  # read, it would be a SourceNotFoundError
+    root = pystac.Catalog.from_file(str(paths[0]))
+    with limits(stac_catalogs=3):
+        with pytest.raises(LimitExceededError, match="stac_catalogs") as caught:
+            catalog_items(root)
+    assert "c2.json" in str(caught.value) and "4 is more than the limit of 3" in str(caught.value)

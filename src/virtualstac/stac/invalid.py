@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import pystac
 
 from virtualstac.errors import InvalidCatalogError, SourceNotFoundError, VirtualStacError
-from virtualstac.limits import check_stac_items
+from virtualstac.limits import check_stac_catalogs, check_stac_items
 from virtualstac.parsers.corrupt import FOREIGN_ERRORS
 from virtualstac.stac.authorization import check_link
 from virtualstac.stac.stac_io import bounded_stac_io
@@ -97,6 +97,9 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
     InvalidCatalogError
         If a linked file is no valid STAC JSON of the kind its link says, or child links
         lead back to a catalog above.
+    LimitExceededError
+        If the walk gathers more than ``stac_items`` Items or reads more than
+        ``stac_catalogs`` catalogs.
     SourceNotFoundError
         If a linked file does not exist.
     """
@@ -109,6 +112,7 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
     # keeping the hrefs of the catalogs above the current one, so that a loop is caught.
     pending: list[tuple[pystac.Catalog, int]] = [(catalog, 0)]
     above: list[str] = []
+    walked = 1  # catalogs read: each child is a request, Items or not
     while pending:
         current, depth = pending.pop()
         del above[depth:]
@@ -123,11 +127,12 @@ def catalog_items(catalog: pystac.Catalog) -> list[pystac.Item]:
             if link.rel == pystac.RelType.ITEM:
                 items.append(_resolve(link, current, pystac.Item))
                 check_stac_items(len(items), source=f"the catalog {redact(where)!r}")
-        children = [
-            _resolve(link, current, pystac.Catalog)
-            for link in list(current.links)
-            if link.rel == pystac.RelType.CHILD
-        ]
+        children = []
+        for link in list(current.links):
+            if link.rel == pystac.RelType.CHILD:
+                walked += 1
+                check_stac_catalogs(walked, source=f"the catalog {redact(where)!r}")
+                children.append(_resolve(link, current, pystac.Catalog))
         pending.extend((child, depth + 1) for child in reversed(children))
     return items
 
