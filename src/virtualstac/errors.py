@@ -162,7 +162,8 @@ class UnregisteredURLError(VirtualStacError, PermissionError):
 
 class RedirectRefusedError(UnregisteredURLError):
     """An HTTP server answered a read with a redirect, which is never followed: it could lead
-    outside the read allow-list."""
+    outside the read allow-list. STAC JSON is redirected to other HTTP URLs only: this is
+    also a redirect of a STAC document elsewhere (a ``file:`` URL)."""
 
 
 class UnknownFormatError(VirtualStacError, ValueError):

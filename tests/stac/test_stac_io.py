@@ -28,6 +28,7 @@ from virtualstac.errors import (
     LimitExceededError,
     NetworkError,
     NetworkTimeoutError,
+    RedirectRefusedError,
     SourceNotFoundError,
 )
 from virtualstac.intake.stac import StacVirtualSource
@@ -285,3 +286,23 @@ def test_headers_trickled_byte_by_byte_fail_within_the_timeouts(
         with pytest.raises(NetworkTimeoutError, match=re.escape(server.url_for("catalog.json"))):
             reader(QUICK).read_json(server.url_for("catalog.json"))
     assert time.monotonic() - started < 3 * QUICK.timeout + QUICK.retry_timeout
+
+
+@pytest.mark.parametrize("reader", [bounded_stac_io, bounded_api_io])
+def test_a_redirect_loop_is_named_as_such(reader: Callable[..., Any]) -> None:
+    """The server sends ``catalog.json`` back to itself for ever."""
+    with FaultyServer({"catalog.json": json.dumps(CATALOG).encode()}, "redirect") as server:
+        with pytest.raises(NetworkError, match=r"redirected it more than .* \(a redirect loop"):
+            reader(QUICK).read_json(server.url_for("catalog.json"))
+
+
+@pytest.mark.parametrize("reader", [bounded_stac_io, bounded_api_io])
+def test_a_redirect_to_a_local_file_is_refused_as_such(
+    reader: Callable[..., Any], tmp_path: Path
+) -> None:
+    """An HTTP server must not make the reader open a file of the reader's own machine."""
+    (tmp_path / "catalog.json").write_text(json.dumps(CATALOG))
+    with FaultyServer({}, "redirect") as server:
+        server.redirect_to = tmp_path.as_uri()
+        with pytest.raises(RedirectRefusedError, match=r"redirected it to .*file.*not followed"):
+            reader(QUICK).read_json(server.url_for("catalog.json"))

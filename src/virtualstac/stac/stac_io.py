@@ -12,6 +12,7 @@ into typed errors too.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from virtualstac.errors import (
     InvalidCatalogError,
     NetworkError,
     NetworkTimeoutError,
+    RedirectRefusedError,
     SourceNotFoundError,
 )
 from virtualstac.limits import check_metadata, get_limits
@@ -50,6 +52,8 @@ __all__ = [
 #: Answers worth another attempt, as for the registry's stores.
 _RETRIED_STATUSES = (429, 500, 502, 503, 504)
 _PIECE = 1024 * 1024
+# What urllib3's Retry says when a request has used up its redirects.
+_REDIRECTS = "too many redirects"
 # Methods whose parameters pystac-client sends as a JSON body rather than a query.
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
@@ -81,7 +85,23 @@ class BoundedStacIO(DefaultStacIO):
                 "GET", href, headers=dict(self.headers), preload_content=False
             )
         except urllib3.exceptions.MaxRetryError as err:
+            if isinstance(err.reason, urllib3.exceptions.ResponseError) and _REDIRECTS in str(
+                err.reason
+            ):
+                raise _redirected_too_often(
+                    href,
+                    self.network.max_retries,
+                    "; the registry's virtualstac.NetworkOptions (max_retries) set how many "
+                    "redirects are followed",
+                ) from None
             raise _unreached(href, _is_timeout(err.reason), str(err.reason)) from None
+        except urllib3.exceptions.LocationValueError as err:
+            if not _is_http(href):
+                raise
+            # The href is a sound HTTP URL: the place refused is where the server sent it.
+            if isinstance(err, urllib3.exceptions.URLSchemeUnknown):
+                raise _redirected_away(href, f"a {err.scheme}: URL") from None
+            raise _redirected_away(href, "a URL without a host (a file: URL?)") from None
         except urllib3.exceptions.HTTPError as err:
             raise _unreached(href, False, str(err)) from None
         with response:
@@ -134,6 +154,14 @@ class BoundedApiIO(StacApiIO):
                 prepared.url or href, proxies={}, stream=True, verify=True, cert=None
             )
             response = self.session.send(prepared, timeout=self.timeout, **settings)
+        except requests.TooManyRedirects:
+            raise _redirected_too_often(href, self.session.max_redirects) from None
+        except requests.exceptions.InvalidSchema as failure:
+            if not _is_http(href):
+                raise
+            target = re.search(r"found for '([^']*)'", str(failure))
+            place = f"{redact(target.group(1))!r}" if target else "a URL that is not HTTP"
+            raise _redirected_away(href, place) from None
         except requests.RequestException as failure:
             timed_out = isinstance(failure, requests.Timeout) or _timed_out(failure)
             raise _unreached(href, timed_out, str(failure)) from None
@@ -258,6 +286,29 @@ def _unreached(href: str, timed_out: bool, reason: str) -> NetworkError:
         "virtualstac.NetworkOptions set the timeouts and retries"
     )
     return (NetworkTimeoutError if timed_out else NetworkError)(message)
+
+
+def _is_http(href: str) -> bool:
+    """Whether ``href`` is an HTTP URL a request can be sent to."""
+    try:
+        parsed = urllib3.util.parse_url(href)
+    except urllib3.exceptions.LocationParseError:
+        return False
+    return parsed.scheme in ("http", "https") and bool(parsed.host)
+
+
+def _redirected_too_often(href: str, followed: int, advice: str = "") -> NetworkError:
+    return NetworkError(
+        f"reading {redact(href)!r} failed: the server redirected it more than {followed} "
+        f"times in a row (a redirect loop?){advice}"
+    )
+
+
+def _redirected_away(href: str, place: str) -> RedirectRefusedError:
+    return RedirectRefusedError(
+        f"reading {redact(href)!r} failed: the server redirected it to {place}, which is not "
+        "followed: STAC JSON read over HTTP is only redirected to other http(s) URLs"
+    )
 
 
 def _refused(href: str, status: int, answer: str) -> Exception:
