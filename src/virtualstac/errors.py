@@ -16,6 +16,7 @@ __all__ = [
     "ChunkReadError",
     "CorruptFileError",
     "IncompatibleArraysError",
+    "IncompatibleCalendarsError",
     "IncompatibleCodecsError",
     "IndexerTypeError",
     "InvalidCatalogArgumentError",
@@ -93,6 +94,14 @@ class InvalidManifestError(VirtualStacError, ValueError):
 
 class IncompatibleArraysError(VirtualStacError, ValueError):
     """Arrays cannot be combined without changing what their bytes mean."""
+
+
+class IncompatibleCalendarsError(IncompatibleArraysError, TypeError):
+    """Files whose decoded times are dates of different calendars cannot share one time
+    coordinate: a date of one calendar is no date of the other.
+
+    Also a ``TypeError``, as xarray raises for a coordinate of dates of mixed types.
+    """
 
 
 class IncompatibleCodecsError(IncompatibleArraysError, NotImplementedError):

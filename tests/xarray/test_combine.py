@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import netCDF4
@@ -13,6 +14,7 @@ from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdata
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import (
     IncompatibleArraysError,
+    IncompatibleCalendarsError,
     IncompatibleCodecsError,
     UnsupportedIndexingError,
     UnsupportedOperationError,
@@ -163,16 +165,21 @@ def test_unequal_grids_joined_outer_are_refused_naming_the_coordinate(tmp_path: 
         open_virtual_mfdataset(files, combine="nested", concat_dim="member", join="outer")
 
 
-def test_undecoded_times_in_other_calendars_are_refused(tmp_path: Path) -> None:
-    """Joined as numbers, the 360-day file's days would read as noleap dates."""
+def test_times_in_other_calendars_are_refused_decoded_or_not(tmp_path: Path) -> None:
+    """Joined as numbers, the 360-day file's days would read as noleap dates; decoded, a
+    360-day date is no noleap date."""
     files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
     with netCDF4.Dataset(files[1], "a") as nc:
         nc["time"].calendar = "360_day"
     for options in ({"combine": "by_coords"}, {"combine": "nested", "concat_dim": "time"}):
         with pytest.raises(IncompatibleArraysError, match=r"'time' .*360_day.*b\.nc.*noleap"):
             open_virtual_mfdataset(files, decode_times=False, **options)
-    with pytest.raises(TypeError, match="mixed types"):  # decoded, as xr.open_mfdataset says
-        open_virtual_mfdataset(files)
+    for options in ({"combine": "by_coords"}, {"combine": "nested", "concat_dim": "time"}):
+        # decoded: a TypeError, as xr.open_mfdataset raises, naming files and calendars
+        with pytest.raises(IncompatibleCalendarsError, match="mixed types") as caught:
+            open_virtual_mfdataset(files, **options)
+        assert isinstance(caught.value, TypeError)
+        assert re.search(r"360_day calendar in file://.*b\.nc .*noleap .*a\.nc", str(caught.value))
 
 
 def test_disjoint_grids_joined_inner_read_back_empty_as_xarray_gives_them(tmp_path: Path) -> None:

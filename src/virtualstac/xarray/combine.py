@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from xarray.coding.times import infer_calendar_name
 from xarray.core.indexes import PandasIndex
 from xarray.structure.merge import merge_attrs
 
 from virtualstac.errors import (
     IncompatibleArraysError,
+    IncompatibleCalendarsError,
     UnsupportedIndexingError,
     UnsupportedOperationError,
     VirtualStacError,
@@ -228,25 +230,46 @@ def check_labels_agree(
 def check_time_encodings_agree(
     datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None
 ) -> None:
-    """Refuse datasets whose loaded, undecoded times (``decode_times=False``) count in other
-    units or calendars.
+    """Refuse datasets whose loaded times would mean other dates joined: undecoded ones
+    (``decode_times=False``) that count in other units or calendars, decoded ones that are
+    dates of other calendars.
 
     Combining keeps one ``units`` and ``calendar`` for the joined numbers (the first
     dataset's, or none when ``combine_attrs="drop_conflicts"`` drops them), so the others'
-    numbers would decode as other dates without a word. Virtual variables are compared when
-    their arrays are joined (:func:`~virtualstac.manifests.metadata.check_combinable`).
+    numbers would decode as other dates without a word; decoded dates of two calendars make
+    one coordinate of mixed types, which xarray refuses by coordinates and, nested, encodes
+    as the first calendar's. Virtual variables are compared when their arrays are joined
+    (:func:`~virtualstac.manifests.metadata.check_combinable`).
 
     Raises
     ------
+    IncompatibleCalendarsError
+        For decoded dates (also a ``TypeError``, as xarray raises), naming the variable, both
+        calendars and the datasets by their ``labels``.
     IncompatibleArraysError
-        Naming the variable, both encodings and the datasets by their ``labels``.
+        For undecoded times, naming the variable, both encodings and the datasets.
     """
     names = labels if labels is not None else [f"dataset {i}" for i in range(len(datasets))]
     first: dict[Hashable, tuple[str, tuple[str, str]]] = {}
+    calendars: dict[Hashable, tuple[str, str]] = {}
     for label, dataset in zip(names, datasets, strict=True):
         for name, variable in dataset.variables.items():
+            if isinstance(variable._data, ManifestArray):
+                continue
+            calendar = _decoded_calendar(variable)
+            if calendar is not None:
+                seen_calendar = calendars.setdefault(name, (label, calendar))
+                if seen_calendar[1] != calendar:
+                    raise IncompatibleCalendarsError(
+                        f"variable {str(name)!r} holds dates of the {calendar} calendar in "
+                        f"{label} but of the {seen_calendar[1]} calendar in "
+                        f"{seen_calendar[0]}: one coordinate cannot hold dates of both "
+                        "(xarray refuses them as mixed types); open the files of each "
+                        "calendar apart"
+                    )
+                continue
             units = variable.attrs.get("units")
-            if isinstance(variable._data, ManifestArray) or not isinstance(units, str):
+            if not isinstance(units, str):
                 continue
             if " since " not in units:
                 continue
@@ -260,6 +283,19 @@ def check_time_encodings_agree(
                     f"calendar in {seen[0]}: joined undecoded, part of its numbers would mean "
                     "other dates; open with decode_times=True (the default), or the files apart"
                 )
+
+
+def _decoded_calendar(variable: xr.Variable) -> str | None:
+    """The calendar of a loaded variable of decoded dates, else None: a cftime calendar's
+    name, or NumPy datetime64's (which cftime dates of the same calendar do not mix with)."""
+    if variable.dtype.kind == "M":
+        return "standard (as NumPy datetime64)"
+    if variable.dtype.kind != "O" or not variable.size:
+        return None
+    try:
+        return str(infer_calendar_name(np.asarray(variable.data).ravel()[:1]))
+    except ValueError:  # objects, but no cftime dates
+        return None
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
