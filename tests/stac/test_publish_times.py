@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import fsspec
+import imagecodecs.numcodecs
 import numpy as np
 import pystac
 import pytest
@@ -61,6 +62,7 @@ def test_an_append_at_another_time_of_day_is_written_exactly_without_a_warning(
         warnings.simplefilter("error")
         publish(collection, target, format="kerchunk", kerchunk_format=kerchunk_format)
 
+    imagecodecs.numcodecs.register_codecs()  # how any Kerchunk reader of LZW COGs decodes
     store = fsspec.filesystem("reference", fo=str(target), remote_protocol="file")
     opened = xr.open_dataset(store.get_mapper(), engine="zarr", consolidated=False)
     expected = [np.datetime64(moment.replace(tzinfo=None), "ns") for moment in PASSES]
