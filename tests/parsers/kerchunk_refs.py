@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.kerchunk import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.storage.registry import ObjectStoreRegistry
+
+
+def kerchunk(module: str) -> Any:
+    """A kerchunk module; kerchunk is a peer used only to write test references."""
+    return pytest.importorskip(f"kerchunk.{module}")
+
+
+def hdf5_refs(path: Path, **options: Any) -> dict[str, Any]:
+    """kerchunk's references to an HDF5 file (``SingleHdf5ToZarr``)."""
+    # kerchunk holds h5py's global lock (inside visititems) while it waits for zarr's IO thread.
+    # A garbage collection on that thread that frees a leftover h5py object needs the same
+    # lock and deadlocks both; so collect first, and not while kerchunk runs.
+    gc.collect()
+    gc.disable()
+    try:
+        translator = kerchunk("hdf").SingleHdf5ToZarr(str(path), **options)
+        return cast(dict[str, Any], translator.translate())
+    finally:
+        gc.enable()
 
 
 def registry_for(path: Path) -> ObjectStoreRegistry:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from kerchunk_refs import open_fsspec
 
 from virtualstac import open_virtual_dataset
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -24,13 +25,7 @@ def loaded(path: Path | str, registry: ObjectStoreRegistry, group: str | None = 
 
 def through_fsspec(fo: Any, group: str | None = None, **options: Any) -> xr.Dataset:
     """The references as fsspec's reference file system and xarray's Zarr engine read them."""
-    return xr.open_dataset(
-        "reference://",
-        engine="zarr",
-        group=group,
-        chunks=None,
-        backend_kwargs={"consolidated": False, "storage_options": {"fo": fo, **options}},
-    ).load()
+    return open_fsspec(fo, group, **options).load()
 
 
 def _text(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:

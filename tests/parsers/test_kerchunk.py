@@ -7,12 +7,11 @@ references (and the original files).
 from __future__ import annotations
 
 import base64
-import gc
 import gzip
 import json
 import zlib
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import netCDF4
 import numpy as np
@@ -22,6 +21,8 @@ import zarr
 from kerchunk_refs import (
     SIMPLE_ZARRAY,
     assert_same,
+    hdf5_refs,
+    kerchunk,
     open_fsspec,
     open_ours,
     parse_json,
@@ -46,24 +47,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
-
-
-def kerchunk(module: str) -> Any:
-    """A kerchunk module; kerchunk is a peer used only to write test references."""
-    return pytest.importorskip(f"kerchunk.{module}")
-
-
-def hdf5_refs(path: Path, **options: Any) -> dict[str, Any]:
-    # kerchunk holds h5py's global lock (inside visititems) while it waits for zarr's IO thread.
-    # A garbage collection on that thread that frees a leftover h5py object needs the same
-    # lock and deadlocks both; so collect first, and not while kerchunk runs.
-    gc.collect()
-    gc.disable()
-    try:
-        translator = kerchunk("hdf").SingleHdf5ToZarr(str(path), **options)
-        return cast(dict[str, Any], translator.translate())
-    finally:
-        gc.enable()
 
 
 def needs_jinja2() -> None:

@@ -7,10 +7,9 @@ references as users do, and asks virtualstac for every variable's values and att
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import imagecodecs.numcodecs
 import netCDF4
@@ -19,6 +18,7 @@ import pytest
 import tifffile
 import xarray as xr
 import zarr
+from kerchunk_refs import hdf5_refs, kerchunk
 from peer_reads import assert_same_dataset, loaded, through_fsspec
 
 from servers import S3Server
@@ -32,23 +32,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
-
-
-def kerchunk(module: str) -> Any:
-    """A kerchunk module; kerchunk is a peer used only to write test references."""
-    return pytest.importorskip(f"kerchunk.{module}")
-
-
-def hdf5_refs(path: Path, **options: Any) -> dict[str, Any]:
-    # kerchunk holds h5py's lock while it waits for zarr's IO thread; a garbage collection
-    # there that frees an h5py object would deadlock (see test_kerchunk.hdf5_refs).
-    gc.collect()
-    gc.disable()
-    try:
-        translator = kerchunk("hdf").SingleHdf5ToZarr(str(path), **options)
-        return cast(dict[str, Any], translator.translate())
-    finally:
-        gc.enable()
 
 
 def saved(references: dict[str, Any], path: Path) -> Path:
