@@ -153,7 +153,7 @@ def _prepare(
 ) -> tuple[str, ObjectStoreRegistry, list[str]]:
     """The file's URL, the registry reading it (signing URLs with ``sign``), the variables
     to drop."""
-    from virtualstac.xarray.open import source_url
+    from virtualstac.xarray.paths import source_url
 
     url = source_url(filename_or_obj)
     registry = registry if registry is not None else ObjectStoreRegistry.for_url(url)

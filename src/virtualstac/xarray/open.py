@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import glob as globlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
 import xarray as xr
-from obstore.exceptions import BaseError
 
 from virtualstac.errors import (
     InvalidManifestError,
@@ -32,8 +29,7 @@ from virtualstac.parsers.tiff_overviews import (
     overviews_as_multiscales,
 )
 from virtualstac.progress import progress as progress_bar
-from virtualstac.storage import objects
-from virtualstac.storage.failures import read_failure, redact
+from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
@@ -46,6 +42,15 @@ from virtualstac.xarray.batch_combine import (
     open_batch,
 )
 from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
+from virtualstac.xarray.paths import (
+    NestedPaths,
+    PathOrURL,
+    expand_paths,
+    is_path,
+    leaves,
+    nest,
+    source_url,
+)
 
 __all__ = [
     "open_virtual_dataset",
@@ -55,26 +60,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-#: A file to open: a URL, or a local path (relative to the working directory).
-type PathOrURL = str | os.PathLike[str]
-#: Paths for ``combine="nested"``: a list per dimension of ``concat_dim``, outermost first.
-type NestedPaths = Sequence[PathOrURL | NestedPaths]
-
-
-def source_url(path: PathOrURL) -> str:
-    """The absolute URL of a file to open, as every xarray engine reads a path.
-
-    A local path (a ``str`` or ``pathlib.Path``; ``~`` expanded) is resolved against the
-    working directory and becomes a ``file://`` URL, which is what references store; URLs are
-    kept as they are (see :func:`~virtualstac.storage.urls.normalize_url`).
-    """
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        raise TypeError(f"expected a path or URL string, got {text!r}")
-    if "://" not in text:
-        text = os.path.abspath(os.path.expanduser(text))
-    return normalize_url(text)
 
 
 def open_virtual_dataset(
@@ -403,11 +388,11 @@ def open_virtual_mfdataset(
     if combine == "nested" and concat_dim is None:
         raise ValueError("combine='nested' needs concat_dim")
     layout: NestedPaths | None = None
-    if isinstance(paths, str | os.PathLike) or all(_is_path(p) for p in paths):
-        urls = _expand(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)
+    if isinstance(paths, str | os.PathLike) or all(is_path(p) for p in paths):
+        urls = expand_paths(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)
     elif combine == "nested":
         layout = paths
-        urls = [source_url(p) for p in _leaves(paths)]
+        urls = [source_url(p) for p in leaves(paths)]
     else:
         raise ValueError("nested lists of paths need combine='nested'")
     if registry is None:
@@ -435,7 +420,7 @@ def open_virtual_mfdataset(
         **combine_kwargs,
     }
     dims = [] if concat_dim is None else _as_list(concat_dim)
-    flat = layout is None or all(_is_path(p) for p in layout)
+    flat = layout is None or all(is_path(p) for p in layout)
     if len(urls) > 1 and (combine == "by_coords" or (len(dims) == 1 and flat)):
         dim = dims[0] if combine == "nested" else None
         joined = _open_joined(executor, virtualize, urls, dim, combine_options, progress)
@@ -447,7 +432,7 @@ def open_virtual_mfdataset(
     labels = [redact(url) for url in urls]
     check_time_encodings_agree(datasets, labels)
     if combine == "nested":
-        arranged = datasets if layout is None else _nest(layout, iter(datasets))
+        arranged = datasets if layout is None else nest(layout, iter(datasets))
         how = f"along {', '.join(dims)}"
         with explaining_combine_errors(datasets, labels, how, along=dims, advise=True):
             nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
@@ -512,78 +497,5 @@ def _open_joined(
     return datasets
 
 
-def _is_path(item: object) -> bool:
-    return isinstance(item, str | os.PathLike)
-
-
-def _leaves(paths: NestedPaths) -> list[PathOrURL]:
-    """The paths of a nested list, in order."""
-    return [
-        p
-        for item in paths
-        for p in ([item] if isinstance(item, str | os.PathLike) else _leaves(item))
-    ]
-
-
-def _nest(layout: NestedPaths, items: Iterator[xr.Dataset]) -> list[Any]:
-    """``items`` (one per path, in order) arranged like the nested list ``layout``."""
-    return [next(items) if _is_path(p) else _nest(cast(NestedPaths, p), items) for p in layout]
-
-
 def _as_list(dims: str | Sequence[str]) -> list[str]:
     return [dims] if isinstance(dims, str) else list(dims)
-
-
-def _expand(
-    given: PathOrURL | Sequence[PathOrURL], registry: ObjectStoreRegistry | None
-) -> list[str]:
-    """Expand a glob pattern (local or in an object store) into sorted URLs.
-
-    Local paths and patterns are relative to the working directory.
-    """
-    if not isinstance(given, str | os.PathLike):
-        urls = [source_url(p) for p in given]
-        if not urls:
-            raise SourceNotFoundError("no files given")
-        return urls
-    paths = os.fspath(given)
-    if not any(ch in paths for ch in "*?["):
-        return [source_url(paths)]
-    url = normalize_url(paths) if "://" in paths else None
-    if url is None or url.startswith("file://"):
-        local = (
-            os.path.abspath(os.path.expanduser(paths))
-            if url is None
-            else paths.removeprefix("file://")
-        )
-        found = sorted(globlib.glob(local, recursive=True))
-        urls = [normalize_url(p) for p in found if not p.endswith("/")]
-    else:
-        urls = _glob_object_store(url, registry)
-    if not urls:
-        raise SourceNotFoundError(f"no files match {paths!r}")
-    return urls
-
-
-def _glob_object_store(pattern: str, registry: ObjectStoreRegistry | None) -> list[str]:
-    """List the objects matching ``pattern`` below its literal directory, with one LIST."""
-    scheme, _, rest = pattern.partition("://")
-    bucket, _, key_pattern = rest.partition("/")
-    literal = key_pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-    directory_url = f"{scheme}://{bucket}/" + (literal.rsplit("/", 1)[0] if "/" in literal else "")
-    if registry is None or directory_url not in registry:
-        registry = ObjectStoreRegistry()
-        registry.register(f"{scheme}://{bucket}")
-    store, store_path = registry.resolve(directory_url)
-    # The store is rooted at the registered prefix: URL = that prefix + the listed path.
-    root_url = directory_url[: len(directory_url) - len(store_path)].rstrip("/")
-    found = []
-    try:
-        for batch in objects.list_objects(store, store_path or None):
-            for meta in batch:
-                url = f"{root_url}/{meta['path']}"
-                if fnmatch.fnmatchcase(url, pattern):
-                    found.append(url)
-    except BaseError as err:
-        raise read_failure(err, directory_url, "the listing of ") from err
-    return sorted(found)
