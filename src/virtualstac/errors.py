@@ -36,6 +36,7 @@ __all__ = [
     "RedirectRefusedError",
     "SourceChangedError",
     "SourceNotFoundError",
+    "TurnLostError",
     "UnknownFormatError",
     "UnregisteredURLError",
     "UnsupportedIndexingError",
@@ -237,3 +238,7 @@ class RangeNotSupportedError(ChunkReadError):
 
 class WorkerLostError(VirtualStacError, RuntimeError):
     """A worker of a cluster died during a publish, which therefore committed nothing."""
+
+
+class TurnLostError(VirtualStacError, RuntimeError):
+    """Another writer took over this writer's turn at a target: it went unheard of for a lease."""

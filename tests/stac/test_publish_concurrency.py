@@ -200,15 +200,19 @@ def test_two_first_publishes_of_one_catalog_record_the_store_that_is_there(
     assert len(versions) == 1
 
 
-def test_two_appends_to_an_object_store_repository_never_both_succeed(
-    tmp_path: Path, s3_server: S3Server
+@pytest.mark.parametrize("options", [{}, *KERCHUNK.values()], ids=["icechunk", *KERCHUNK])
+def test_two_appends_to_an_object_store_never_both_succeed(
+    tmp_path: Path, s3_server: S3Server, options: dict
 ) -> None:
-    """No turns on an object store: the branch the session starts from must still be the
-    snapshot the Collection records, and Icechunk's commit refuses a branch moved since."""
+    """On an object store the turn is a lock object written conditionally; the second
+    publish then finds the first one's store (and an Icechunk commit would still refuse a
+    branch moved since)."""
     write_days(tmp_path, 4)
     catalog = saved_catalog(tmp_path, 2)
-    target = f"s3://{s3_server.create_bucket()}/scenes.icechunk"
-    options = {"storage_options": s3_server.store_options}
+    suffix = options.get("kerchunk_format", "json") if options else "icechunk"
+    bucket = s3_server.create_bucket()
+    target = f"s3://{bucket}/published/scenes.{suffix}"
+    options = {**options, "storage_options": s3_server.store_options}
     collection = pystac.Collection.from_file(str(catalog))
     publish(collection, target, **options)
     collection.save_object()
@@ -225,3 +229,8 @@ def test_two_appends_to_an_object_store_repository_never_both_succeed(
     days = [int(item.split("-")[1]) for item in won[0]["virtual:items"]]
     values = store_values(won[0], tmp_path, registry)
     assert [int(step.max()) for step in values] == [day + 1 for day in days] == [1, 2, days[2] + 1]
+    listed = s3_server.client().list_objects_v2(Bucket=bucket).get("Contents", [])
+    left = [
+        entry["Key"] for entry in listed if not entry["Key"].startswith(target[6 + len(bucket) :])
+    ]
+    assert left == []  # neither the lock nor a temporary

@@ -30,6 +30,7 @@ import obstore
 from virtualstac.errors import InvalidPathError, VirtualStacError
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path, normalize_url
+from virtualstac.writers.object_turns import taking_turns_in_store
 from virtualstac.writers.staging import (
     clean_leftovers,
     orphaned,
@@ -136,13 +137,22 @@ class Target:
 
     @contextmanager
     def writing_turn(self) -> Iterator[None]:
-        """Hold the turn of publishing here: on a local target, other processes of this host
-        publishing into its directory wait until it ends. Object stores have no such turn;
-        an Icechunk commit there still refuses a branch that moved."""
-        if not self.is_local:
+        """Hold the turn of publishing here: other publishes to this target wait until it ends.
+
+        Locally the turn is a ``flock`` (:func:`~virtualstac.writers.staging.taking_turns`); on
+        an object store a lock object written conditionally
+        (:func:`~virtualstac.writers.object_turns.taking_turns_in_store`), except for a target
+        at a bucket's root, which has nowhere beside it.
+        """
+        if self.is_local:
+            with taking_turns(self.path):
+                yield
+            return
+        store, path = self.store()
+        if not path:
             yield
             return
-        with taking_turns(self.path):
+        with taking_turns_in_store(store, path):
             yield
 
     # -- Icechunk --------------------------------------------------------------------------

@@ -28,7 +28,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["clean_leftovers", "orphaned", "replacing", "taking_turns", "temporary_name"]
+__all__ = [
+    "clean_leftovers",
+    "orphaned",
+    "owner_ended",
+    "replacing",
+    "taking_turns",
+    "temporary_name",
+]
 
 Kind = Literal["tmp", "old"]
 
@@ -52,9 +59,14 @@ def orphaned(leftover: str, name: str) -> Kind | None:
     process that still runs, is not an orphan.
     """
     match = re.fullmatch(re.escape(name) + _OWNED, leftover)
-    if match is None or match["host"] != socket.gethostname() or _alive(int(match["pid"])):
+    if match is None or not owner_ended(match["host"], int(match["pid"])):
         return None
     return "old" if match["kind"] == "old" else "tmp"
+
+
+def owner_ended(host: str, pid: int) -> bool:
+    """Whether process ``pid`` of ``host`` is known to have ended: only this host's are known."""
+    return host == socket.gethostname() and not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
