@@ -407,6 +407,22 @@ def test_a_variable_named_like_zarr_metadata_is_refused(tmp_path: Path) -> None:
     assert list(parse(path, drop_variables=["zarr.json"]).group) == ["kept"]
 
 
+@pytest.mark.parametrize("name", [b"a/b", b".", b"..", b""])
+def test_a_variable_named_as_no_zarr_array_can_be_is_refused(tmp_path: Path, name: bytes) -> None:
+    """netCDF-C writes no such name (a damaged header can hold one); the error names the file
+    and the variable, which can be dropped."""
+    path = tmp_path / "names.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2)
+        ds.createVariable("abc", "f4", ("x",))[:] = [1, 2]
+        ds.createVariable("kept", "f4", ("x",))[:] = [3, 4]
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"abc", name.ljust(3, b"\x00"), 1))
+    with pytest.raises(NotVirtualizableError, match=rf"names\.nc: variable {name.decode()!r} has"):
+        parse(path)
+    assert list(parse(path, drop_variables=[name.decode()]).group) == ["kept"]
+
+
 def test_over_http_the_header_is_one_request(http_server: HTTPServer, tmp_path: Path) -> None:
     path = write_everything(http_server.directory() / "remote.nc", "NETCDF3_CLASSIC")
     url = http_server.url_for(path)

@@ -390,6 +390,9 @@ class _GroupBuilder:
     def array(self, variable: _Variable) -> ManifestArray:
         if variable.name == METADATA_NAME:
             raise self.fail(variable, METADATA_NAME_REASON)
+        if variable.name in ("", ".", "..") or "/" in variable.name:
+            # netCDF-C never writes such a name (``NC_check_name``): the header is damaged.
+            raise self.fail(variable, "has a name no Zarr array can have")
         dtype = variable.nc_type.dtype
         lengths = [self.header.dimensions[d][1] for d in variable.dimids]
         is_record = self.is_record(variable)
