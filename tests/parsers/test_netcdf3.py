@@ -14,6 +14,7 @@ import scipy.io
 import xarray as xr
 from netcdf3_files import FORMATS, write_everything
 
+import virtualstac.limits
 from servers import HTTPServer
 from virtualstac.errors import NotVirtualizableError, UnregisteredURLError
 from virtualstac.manifests.store import ManifestStore
@@ -266,6 +267,28 @@ def test_large_blocks_are_split_into_contiguous_chunks(tmp_path: Path) -> None:
     assert parse(path, inline_threshold=0, max_chunk_bytes=20).group["fixed"].chunks == (1, 1)
     assert_same_as_netcdf4(path, store)
     assert_same_as_netcdf4(path, parse(path, inline_threshold=0, max_chunk_bytes=4))
+
+
+def test_blocks_of_prime_length_are_not_cut_into_values(tmp_path: Path) -> None:
+    """A block whose only even slices are a value each stays one chunk, a variable's or each
+    record's: 70,001 references of 8 bytes would cost a request each when read."""
+    path = tmp_path / "prime.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("cell", 70_001)
+        ds.createVariable("area", "f8", ("cell",))[:] = np.arange(70_001.0)
+        ds.createVariable("depth", "f4", ("time", "cell"))[:] = np.ones((3, 70_001))
+        ds.createVariable("time", "i4", ("time",))[:] = [1, 2, 3]
+    store = parse(path, inline_threshold=0, max_chunk_bytes=2**17)
+    assert store.group["area"].chunks == (70_001,)
+    assert store.group["depth"].chunks == (1, 70_001)
+    assert store.group["depth"].manifest.shape_chunk_grid == (3, 1)
+    assert_same_as_netcdf4(path, store)
+    # Unless the whole would be a chunk beyond chunk_bytes: a read holds a chunk whole.
+    with virtualstac.limits.limits(chunk_bytes=2**19):
+        store = parse(path, inline_threshold=0, max_chunk_bytes=2**17)
+    assert store.group["area"].chunks == (1,)
+    assert store.group["depth"].chunks == (1, 70_001)
 
 
 def test_record_dimension_without_records(tmp_path: Path) -> None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["DEFAULT_MAX_CHUNK_BYTES", "block_chunks", "divisors"]
+from virtualstac.limits import get_limits
+
+__all__ = ["DEFAULT_MAX_CHUNK_BYTES", "block_chunks", "divisors", "slices"]
 
 #: Contiguous blocks larger than this are referenced as several chunks (equal slices).
 DEFAULT_MAX_CHUNK_BYTES = 16 * 1024 * 1024
+#: Slices smaller than the limit divided by this are not worth their references.
+_TINY_SLICE_RATIO = 256
 
 
 def block_chunks(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int, ...]:
@@ -30,6 +34,20 @@ def block_chunks(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int
         if divisor > 1 or inner <= limit:
             return (*(1,) * axis, divisor, *shape[axis + 1 :])
     return tuple(shape)
+
+
+def slices(shape: tuple[int, ...], itemsize: int, limit: int) -> tuple[int, ...]:
+    """:func:`block_chunks`, or the whole block when its slices would be tiny (less than a
+    256th of ``limit``: 64 KiB of 16 MiB) and it fits the ``chunk_bytes`` limit.
+
+    A long axis of prime length leaves only slices of a value each: one request for the whole
+    block costs less than millions of references (and a read of millions of requests).
+    """
+    chunks = block_chunks(shape, itemsize, limit)
+    tiny = math.prod(chunks) * _TINY_SLICE_RATIO * itemsize < limit
+    if tiny and math.prod(shape) * itemsize <= get_limits().chunk_bytes:
+        return tuple(shape)
+    return chunks
 
 
 def divisors(n: int) -> list[int]:

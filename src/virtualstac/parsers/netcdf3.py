@@ -47,7 +47,7 @@ from virtualstac.manifests.metadata import (
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parsers.blocks import DEFAULT_MAX_CHUNK_BYTES, block_chunks
+from virtualstac.parsers.blocks import DEFAULT_MAX_CHUNK_BYTES, slices
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
@@ -132,7 +132,8 @@ class NetCDF3Parser:
     max_chunk_bytes
         Contiguous data larger than this is referenced as several chunks: equal slices along
         its leading axes, each as large as fits (a whole variable or record slab is never cut
-        unevenly, because a regular chunk grid has no partial chunks in the file).
+        unevenly, because a regular chunk grid has no partial chunks in the file), unless
+        the slices would be tiny (an axis of prime length): then it is one chunk.
 
     Examples
     --------
@@ -443,7 +444,7 @@ class _GroupBuilder:
             # Without records nothing is referenced, and a record's dimensions are then not
             # bounded by the file's size: factoring their lengths could take minutes.
             pieces = (
-                block_chunks(block_shape, dtype.itemsize, self.options.max_chunk_bytes)
+                slices(block_shape, dtype.itemsize, self.options.max_chunk_bytes)
                 if blocks
                 else block_shape
             )
