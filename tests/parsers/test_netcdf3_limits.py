@@ -13,7 +13,7 @@ import scipy.io
 
 import virtualstac.limits
 from virtualstac.errors import LimitExceededError, NotVirtualizableError
-from virtualstac.parsers.netcdf3 import NetCDF3Parser
+from virtualstac.parsers.netcdf3 import NetCDF3FormatError, NetCDF3Parser
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 
@@ -72,4 +72,28 @@ def test_a_header_longer_than_metadata_bytes_is_refused_before_it_is_read(
 
     with virtualstac.limits.limits(metadata_bytes=2**16):
         with pytest.raises(LimitExceededError, match=r"dims\.nc: its netCDF-3 header reaches byte"):
+            parse(path)
+
+
+@pytest.mark.parametrize("count", [2**31 - 1, 2**17])
+def test_a_damaged_list_count_is_refused_before_its_elements_are_decoded(
+    tmp_path: Path, count: int
+) -> None:
+    """A count of dimensions whose elements would lie past the end of the file, or beyond
+    ``metadata_bytes``, is refused at once: read from zeros, each nameless dimension of length
+    0 takes only 8 bytes, and a large file has millions of them to decode first."""
+    path = tmp_path / "zeros.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 2**20)
+        ds.createVariable("zeros", "i1", ("x",))[:] = 0
+    data = bytearray(path.read_bytes())
+    assert struct.unpack(">II", data[8:16]) == (0x0A, 1)  # the dimension list: tag, count
+    data[12:16] = struct.pack(">I", count)
+    path.write_bytes(bytes(data))
+
+    with virtualstac.limits.limits(metadata_bytes=2**16):
+        with pytest.raises(
+            (NetCDF3FormatError, LimitExceededError),
+            match=rf"zeros\.nc.*{count:,} dims of at least 8 bytes each",
+        ):
             parse(path)

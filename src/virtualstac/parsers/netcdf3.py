@@ -196,16 +196,21 @@ class _HeaderDecoder:
         end = self.position + count
         if end <= len(self.buffer):
             return
-        if end > self.reader.size:
-            raise NetCDF3FormatError(
-                f"{self.url!r}: the netCDF3 header is truncated (it needs byte {end}, "
-                f"the file has {self.reader.size})"
-            )
-        # A damaged count (of dimension ids, say) would read on through the data otherwise.
-        check_metadata(end, source=self.url, what=f"its netCDF-3 header reaches byte {end:,}")
+        self.check_end(end)
         # Headers with thousands of variables: grow geometrically, one request each time.
         grown = min(self.reader.size, max(end, 2 * len(self.buffer)))
         self.buffer += self.reader.read_range(len(self.buffer), grown)
+
+    def check_end(self, end: int, why: str = "") -> None:
+        """Refuse a header that reaches byte ``end`` (``why``, if said) past the end of the
+        file or beyond ``metadata_bytes``."""
+        if end > self.reader.size:
+            raise NetCDF3FormatError(
+                f"{self.url!r}: the netCDF3 header is truncated (it needs byte {end}{why}, "
+                f"the file has {self.reader.size})"
+            )
+        # A damaged count (of dimension ids, say) would read on through the data otherwise.
+        check_metadata(end, source=self.url, what=f"its netCDF-3 header reaches byte {end:,}{why}")
 
     def unpack(self, fmt: str) -> tuple[Any, ...]:
         size = struct.calcsize(fmt)
@@ -252,7 +257,23 @@ class _HeaderDecoder:
                 f"{self.url!r}: expected the {what} list (tag {tag:#x}) in the header, "
                 f"found tag {found:#x}"
             )
+        # A damaged count is refused at once, not after decoding millions of elements (of
+        # zeros, say: a nameless dimension of length 0 is 8 bytes).
+        each = self.minimum_bytes(tag)
+        self.check_end(
+            self.position + count * each, f": {count:,} {what}s of at least {each} bytes each"
+        )
         return count
+
+    def minimum_bytes(self, tag: int) -> int:
+        """The fewest bytes an element of the list ``tag`` takes (its name empty)."""
+        non_neg = 8 if self.version == 5 else 4
+        if tag == _TAG_DIMENSION:  # name, length
+            return 2 * non_neg
+        if tag == _TAG_ATTRIBUTE:  # name, type, count
+            return 2 * non_neg + 4
+        # name, dimension count, an absent attribute list, type, vsize, begin
+        return non_neg + non_neg + (4 + non_neg) + 4 + non_neg + (4 if self.version == 1 else 8)
 
     def nc_type(self, where: str) -> _NCType:
         code = self.int32()
