@@ -108,6 +108,27 @@ def write_netcdf3(path: Path) -> Path:
     return path
 
 
+def write_netcdf3_cdf5(path: Path) -> Path:
+    """netCDF-3 (netCDF4 library, CDF-5): record variables of 1, 2 and 8 bytes interleaved
+    (padded records), a character variable, a scalar and attributes of the CDF-5 types."""
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_DATA") as nc:
+        nc.history = "fuzz sample"
+        nc.counts = np.array([1, 2**40], dtype="u8")
+        nc.createDimension("time", None)
+        nc.createDimension("x", 3)
+        nc.createDimension("name", 4)
+        nc.createVariable("x", "f4", ("x",))[:] = np.arange(3.0)
+        nc.createVariable("code", "S1", ("x", "name"))[:] = np.array(
+            list("abcdefghijkl"), "S1"
+        ).reshape(3, 4)
+        nc.createVariable("scale", "f8", ())[...] = 0.5
+        flag = nc.createVariable("flag", "u1", ("time", "x"), fill_value=np.uint8(255))
+        flag[:] = _values((4, 3), "uint8", 12)
+        nc.createVariable("level", "i2", ("time",))[:] = _values((4,), "int16", 13)
+        nc.createVariable("count", "u8", ("time", "x"))[:] = _values((4, 3), "uint64", 14)
+    return path
+
+
 def write_hdf5(path: Path) -> Path:
     """Plain HDF5 (h5py): gzip+shuffle chunks, a contiguous dataset, a sub-group, attributes."""
     with h5py.File(path, "w") as f:
@@ -171,6 +192,7 @@ SAMPLES: dict[str, Callable[[Path], Path]] = {
     "gtiff": write_gtiff_strips,
     "netcdf4": write_netcdf4,
     "netcdf3": write_netcdf3,
+    "netcdf3-cdf5": write_netcdf3_cdf5,
     "hdf5": write_hdf5,
     "zarr2": lambda path: write_zarr(path, 2),
     "zarr3": lambda path: write_zarr(path, 3),

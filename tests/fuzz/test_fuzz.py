@@ -25,7 +25,7 @@ import pytest
 from samples import SAMPLES
 
 WORKER = Path(__file__).with_name("worker.py")
-#: Damaged copies per format: 80 x 9 formats take about 15 s on an idle 2-core machine.
+#: Damaged copies per format: 80 x 10 formats take about 15 s on an idle 2-core machine.
 CASES_PER_FORMAT = 80
 #: The whole run; a case that hangs in C code (where the worker's alarm cannot reach) ends it.
 WORKER_TIMEOUT = 600

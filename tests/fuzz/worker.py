@@ -16,9 +16,10 @@ every variable through ``xr.open_zarr`` on the virtual store. Its outcome is one
     every value equals the undamaged file's;
 ``reference``
     values differ from the undamaged file's but equal what the format's reference reader
-    (rasterio, h5py, scipy, zarr-python, fsspec's reference filesystem) returns for the damaged
-    file: damage no reader can detect, e.g. a flipped bit in uncompressed chunk data or in a
-    compressed one whose codec has no checksum, or a changed digit of a Kerchunk offset;
+    (rasterio, h5py, scipy, netCDF4, zarr-python, fsspec's reference filesystem) returns for
+    the damaged file: damage no reader can detect, e.g. a flipped bit in uncompressed chunk
+    data or in a compressed one whose codec has no checksum, or a changed digit of a Kerchunk
+    offset;
 ``raw``, ``differ``, ``hang``
     failures: a foreign exception, values no reader returns, no answer within the timeout.
 """
@@ -94,6 +95,15 @@ def read_scipy(path: Path) -> Values:
         return {name: np.array(var[:]) for name, var in nc.variables.items()}
 
 
+def read_netcdf4(path: Path) -> Values:
+    import netCDF4
+
+    with netCDF4.Dataset(path) as nc:
+        nc.set_auto_maskandscale(False)
+        nc.set_auto_chartostring(False)
+        return {name: np.asarray(var[...]) for name, var in nc.variables.items()}
+
+
 def read_zarr(path: Path) -> Values:
     import zarr
 
@@ -121,6 +131,7 @@ REFERENCE_READERS: dict[str, Callable[[Path], Values]] = {
     "gtiff": read_tiff,
     "netcdf4": read_h5py,
     "netcdf3": read_scipy,
+    "netcdf3-cdf5": read_netcdf4,
     "hdf5": read_h5py,
     "zarr2": read_zarr,
     "zarr3": read_zarr,
