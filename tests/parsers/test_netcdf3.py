@@ -355,6 +355,24 @@ def test_streaming_record_count_comes_from_the_file_size(tmp_path: Path, fmt: st
     assert_same_as_netcdf4(streaming, store, reference=original)
 
 
+def test_streaming_records_are_those_whose_slabs_are_all_in_the_file(tmp_path: Path) -> None:
+    """The last record needs no padding after its last slab; a record cut short is not one."""
+    path = tmp_path / "streaming.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 3)
+        ds.createVariable("value", "f4", ("time", "x"))[:] = np.arange(15.0).reshape(5, 3)
+        ds.createVariable("flag", "i1", ("time",))[:] = np.arange(5)  # 1 byte, 3 of padding
+    data = bytearray(path.read_bytes())
+    data[4:8] = b"\xff" * 4
+    for cut, records in [(0, 5), (3, 5), (4, 4), (19, 4), (20, 3)]:
+        path.write_bytes(bytes(data[: len(data) - cut]))
+        values = xr.open_zarr(parse(path), consolidated=False, chunks=None)
+        assert values.sizes["time"] == records, cut
+        np.testing.assert_array_equal(values["flag"].values, np.arange(records))
+        np.testing.assert_array_equal(values["value"][:, 2].values, np.arange(records) * 3 + 2)
+
+
 def test_header_larger_than_the_first_read(tmp_path: Path) -> None:
     path = tmp_path / "wide.nc"
     with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:

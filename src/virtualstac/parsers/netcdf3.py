@@ -392,8 +392,14 @@ class _GroupBuilder:
             return self.header.numrecs
         if self.recsize == 0:
             return 0
-        start = min(v.begin for v in self.record_variables)
-        return max(0, self.reader.size - start) // self.recsize
+        # Streaming: the records whose every slab is in the file. The last record's padding
+        # need not be (the last slab of a record ends it).
+        return min(
+            max(0, (self.reader.size - v.begin - self.slab_bytes(v)) // self.recsize + 1)
+            if self.reader.size >= v.begin + self.slab_bytes(v)
+            else 0
+            for v in self.record_variables
+        )
 
     def group(self) -> ManifestGroup:
         arrays = {
