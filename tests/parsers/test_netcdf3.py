@@ -501,6 +501,27 @@ def test_truncated_data_names_the_variable(tmp_path: Path) -> None:
         parse(path)
 
 
+def test_a_file_cut_short_names_every_variable_it_cuts(tmp_path: Path) -> None:
+    """Its last record is every record variable's: one error names them all, so the drop
+    it suggests opens the file (not one variable after another)."""
+    path = tmp_path / "records.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 3)
+        ds.createVariable("x", "f4", ("x",))[:] = [1, 2, 3]
+        ds.createVariable("time", "f8", ("time",))[:] = [0, 1]
+        ds.createVariable("a", "i2", ("time", "x"))[:] = [[1, 2, 3], [4, 5, 6]]
+        ds.createVariable("b", "f4", ("time",))[:] = [7, 8]
+    path.write_bytes(path.read_bytes()[:-16])  # into the last record's time value
+    with pytest.raises(NotVirtualizableError) as raised:
+        parse(path)
+    message = str(raised.value)
+    assert "records.nc: variables 'time', 'a', 'b' reference bytes up to" in message
+    assert message.endswith("it is truncated. Pass drop_variables=['time', 'a', 'b'] to skip them.")
+    store = parse(path, drop_variables=["time", "a", "b"])
+    assert list(store.group) == ["x"]
+
+
 def test_data_overlapping_the_header_or_other_data(tmp_path: Path) -> None:
     path = tmp_path / "layout.nc"
     with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:

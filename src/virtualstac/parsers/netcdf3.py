@@ -402,12 +402,33 @@ class _GroupBuilder:
         )
 
     def group(self) -> ManifestGroup:
-        arrays = {
-            variable.name: self.array(variable)
-            for variable in self.header.variables
-            if variable.name not in self.options.drop_variables
-        }
+        kept = [v for v in self.header.variables if v.name not in self.options.drop_variables]
+        self.check_extents(kept)
+        arrays = {variable.name: self.array(variable) for variable in kept}
         return ManifestGroup(arrays=arrays, attributes=_attributes(self.header.attributes))
+
+    def data_end(self, variable: _Variable) -> int:
+        """The byte after the variable's last value (0 if it has none)."""
+        if not self.is_record(variable):
+            return variable.begin + self.slab_bytes(variable)
+        if not self.numrecs:
+            return 0
+        return variable.begin + self.recsize * (self.numrecs - 1) + self.slab_bytes(variable)
+
+    def check_extents(self, variables: list[_Variable]) -> None:
+        """Refuse variables whose values lie past the end of the file, all of them at once (a
+        file cut short cuts the last record of every record variable), before the offsets of
+        their records are built: a header can claim 2**32 records."""
+        ends = {v.name: self.data_end(v) for v in variables}
+        cut = [name for name, end in ends.items() if end > self.reader.size]
+        if cut:
+            one = len(cut) == 1
+            raise NotVirtualizableError(
+                f"{self.url}: variable{'' if one else 's'} {', '.join(map(repr, cut))} "
+                f"reference{'s' if one else ''} bytes up to {max(ends[n] for n in cut)}, but "
+                f"the file has {self.reader.size} bytes; it is truncated. "
+                f"Pass drop_variables={cut!r} to skip {'it' if one else 'them'}."
+            )
 
     def fail(self, variable: _Variable, reason: str) -> NotVirtualizableError:
         return NotVirtualizableError(
@@ -432,14 +453,7 @@ class _GroupBuilder:
         block_shape = shape[1:] if interleaved else shape
         blocks = self.numrecs if interleaved else 1
         block_bytes = math.prod(block_shape) * dtype.itemsize
-        # Checked before the record offsets are built: a header can claim 2**32 records.
-        end = variable.begin + self.recsize * (blocks - 1) + block_bytes if blocks else 0
-        if math.prod(shape) and end > self.reader.size:
-            raise self.fail(
-                variable,
-                f"references bytes up to {end}, but the file has {self.reader.size} bytes; "
-                "it is truncated",
-            )
+        end = self.data_end(variable)  # within the file (check_extents)
         if interleaved:
             # One reference per record at least: counted in full once the chunks are known.
             check_references(blocks, source=self.url, array=variable.name, add_to_open=False)
