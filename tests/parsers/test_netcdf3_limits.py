@@ -4,6 +4,7 @@ one claiming more than ``metadata_bytes`` of header before those bytes are read.
 from __future__ import annotations
 
 import struct
+import tracemalloc
 from pathlib import Path
 
 import netCDF4
@@ -97,3 +98,22 @@ def test_a_damaged_list_count_is_refused_before_its_elements_are_decoded(
             match=rf"zeros\.nc.*{count:,} dims of at least 8 bytes each",
         ):
             parse(path)
+
+
+def test_the_records_of_all_variables_are_refused_before_the_first_are_built(
+    tmp_path: Path,
+) -> None:
+    """Each interleaved record variable has a reference a record: 2 x 200,000 of them pass
+    references_per_array but not references_per_open, refused before 200,000 are allocated."""
+    path = tmp_path / "records.nc"
+    write_records(path, 200_000)
+
+    tracemalloc.start()
+    try:
+        with virtualstac.limits.limits(references_per_open=300_000):
+            with pytest.raises(LimitExceededError, match="400,000 chunk references"):
+                parse(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20  # 200,000 offsets alone are 1.6 MB

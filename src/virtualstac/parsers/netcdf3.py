@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from virtualstac import limits
 from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
-from virtualstac.limits import check_metadata, check_references, counting_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import with_character_fill, with_types
 from virtualstac.manifests.group import ManifestGroup
@@ -165,7 +165,7 @@ class NetCDF3Parser:
         """
         registry = registry_or_default(url, registry)
         reader = BlockCachedReader.from_url(url, registry)
-        with counting_references():
+        with limits.counting_references():
             group = self.parse_file(url, reader)
         if reader.meta is not None:
             # Record the file's version, so reads fail if it changes (e.g. records appended).
@@ -210,7 +210,8 @@ class _HeaderDecoder:
                 f"the file has {self.reader.size})"
             )
         # A damaged count (of dimension ids, say) would read on through the data otherwise.
-        check_metadata(end, source=self.url, what=f"its netCDF-3 header reaches byte {end:,}{why}")
+        reaches = f"its netCDF-3 header reaches byte {end:,}{why}"
+        limits.check_metadata(end, source=self.url, what=reaches)
 
     def unpack(self, fmt: str) -> tuple[Any, ...]:
         size = struct.calcsize(fmt)
@@ -404,6 +405,12 @@ class _GroupBuilder:
     def group(self) -> ManifestGroup:
         kept = [v for v in self.header.variables if v.name not in self.options.drop_variables]
         self.check_extents(kept)
+        # A reference a record at least for each interleaved record variable too large to
+        # inline: all of them are refused before the first is built.
+        referenced = [v for v in kept if self.is_record(v) and len(self.record_variables) > 1]
+        limit = self.options.inline_threshold
+        counts = [self.numrecs for v in referenced if self.numrecs * self.slab_bytes(v) > limit]
+        limits.check_open_references(sum(counts), source=self.url)
         arrays = {variable.name: self.array(variable) for variable in kept}
         return ManifestGroup(arrays=arrays, attributes=_attributes(self.header.attributes))
 
@@ -456,7 +463,7 @@ class _GroupBuilder:
         end = self.data_end(variable)  # within the file (check_extents)
         if interleaved:
             # One reference per record at least: counted in full once the chunks are known.
-            check_references(blocks, source=self.url, array=variable.name, add_to_open=False)
+            limits.check_references(blocks, source=self.url, array=variable.name, add_to_open=False)
             starts = variable.begin + self.recsize * np.arange(self.numrecs, dtype=np.uint64)
             lead: tuple[int, ...] = (1,)
         else:
@@ -551,7 +558,7 @@ class _GroupBuilder:
         """References to ``block_chunks``-shaped pieces of each C-ordered block at ``starts``."""
         block_grid = grid_shape(block_shape, tuple(max(1, c) for c in block_chunks))
         count = starts.size * math.prod(block_grid)
-        check_references(count, source=self.url, array=name)
+        limits.check_references(count, source=self.url, array=name)
         grid = (*starts.shape, *block_grid) if len(shape) > len(block_shape) else block_grid
         chunk_bytes = math.prod(block_chunks) * dtype.itemsize
         if not count:
