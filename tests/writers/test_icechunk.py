@@ -319,3 +319,20 @@ def test_appended_days_read_as_the_files(tmp_path: Path) -> None:
         xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
     messages = [info.message for info in repository.ancestry(branch="main")]
     assert messages[:3] == ["day 2", "day 1", "day 0"]
+
+
+def test_a_scalar_array_reads_back_its_value(tmp_path: Path) -> None:
+    # A 0-d array (xarray writes a CRS's spatial_ref as one) has one chunk with no indices:
+    # zarr reads it from "c", not "c/0".
+    import zarr
+
+    source = tmp_path / "scalars.zarr"
+    group = zarr.open_group(source, mode="w", zarr_format=3)
+    group.create_array("level", shape=(), dtype="f4", fill_value=0)[...] = 3.5
+    group.create_array("x", shape=(3,), dtype="i2", dimension_names=["x"])[:] = [1, 2, 3]
+    virtual = open_virtual_dataset(str(source))
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="scalars")
+    published = open_published(tmp_path / "repo").load()
+    xr.testing.assert_identical(published, xr.open_zarr(source, consolidated=False).load())
+    assert published["level"].item() == 3.5
