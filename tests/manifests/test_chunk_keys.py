@@ -12,7 +12,12 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEnc
 
 from virtualstac import ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import InvalidChunkKeyError
-from virtualstac.manifests.chunk_keys import flat_positions, locate_entries, locate_sources
+from virtualstac.manifests.chunk_keys import (
+    chunk_indices,
+    flat_positions,
+    locate_entries,
+    locate_sources,
+)
 
 SLASH = DefaultChunkKeyEncoding(separator="/")
 DOT = V2ChunkKeyEncoding(separator=".")
@@ -30,6 +35,27 @@ def test_canonical_keys_become_c_order_positions() -> None:
     np.testing.assert_array_equal(flat_positions("t2m/", SLASH, (2, 3, 5), keys), [0, 28, 4])
     np.testing.assert_array_equal(flat_positions("grp/v/", DOT, (2, 3, 5), dotted), [28, 1])
     np.testing.assert_array_equal(flat_positions("", SLASH, (10,), ["c/9", "c/0"]), [9, 0])
+
+
+@pytest.mark.parametrize(
+    ("encoding", "key", "grid", "indices"),
+    [
+        (SLASH, "c/1/2", (2, 3), (1, 2)),
+        (DOT, "1.2", (2, 3), (1, 2)),
+        # A 0-d array's one chunk: the v2 encoding's "0" decodes as a 1-d grid's (0,).
+        (SLASH, "c", (), ()),
+        (DOT, "0", (), ()),
+        (DOT, "0", (1,), (0,)),
+        (DOT, "0.0", (), None),
+        (SLASH, "c/0", (), None),
+        (DOT, "01.2", (2, 3), None),
+        (DOT, "1.3", (2, 3), None),
+    ],
+)
+def test_one_key_becomes_its_grid_indices(
+    encoding: object, key: str, grid: tuple[int, ...], indices: tuple[int, ...] | None
+) -> None:
+    assert chunk_indices(encoding, key, grid) == indices
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import fsspec
+import icechunk
 import numpy as np
 import pytest
 import xarray as xr
@@ -13,6 +14,7 @@ from virtualstac import open_virtual_dataset
 from virtualstac.errors import SourceNotFoundError
 from virtualstac.parsers.zarr import ZarrParser
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.writers import authorize_containers, ensure_containers, required_containers
 
 
 @pytest.fixture
@@ -222,3 +224,52 @@ def test_a_v2_null_fill_reads_as_zarr_python_and_writes_back_null(
     mapper = fsspec.get_mapper("reference://", fo=references)
     read_back = xr.open_zarr(mapper, consolidated=False, zarr_format=2)
     xr.testing.assert_identical(read_back.load(), expected.load())
+
+
+def write_every_chunk_key_encoding(path: Path) -> None:
+    """Arrays whose chunk objects are named by each of zarr's chunk key encodings, a 0-d
+    array's one chunk among them ("c", "c" again, and "0" under the v2 encoding)."""
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    values = np.arange(30, dtype="i4").reshape(5, 6)
+    encodings = {
+        "slash": {"name": "default", "separator": "/"},
+        "dot": {"name": "default", "separator": "."},
+        "v2_dot": {"name": "v2", "separator": "."},
+        "v2_slash": {"name": "v2", "separator": "/"},
+    }
+    for name, encoding in encodings.items():
+        array = group.create_array(
+            name,
+            shape=(5, 6),
+            chunks=(2, 4),
+            dtype="i4",
+            fill_value=-1,
+            chunk_key_encoding=encoding,
+            dimension_names=["y", "x"],
+        )
+        array[:4] = values[:4]  # the last row of chunks is never written
+        scalar = group.create_array(
+            f"{name}_scalar", shape=(), dtype="f4", chunk_key_encoding=encoding
+        )
+        scalar[...] = 2.5
+
+
+def test_every_chunk_key_encoding_reads_and_publishes_to_icechunk(tmp_path: Path) -> None:
+    path = tmp_path / "keys.zarr"
+    write_every_chunk_key_encoding(path)
+    expected = xr.open_zarr(path, consolidated=False).load()
+    assert expected["v2_dot_scalar"].item() == 2.5
+    virtual = open_virtual_dataset(str(path))
+    registry = ObjectStoreRegistry.for_url(str(path))
+    opened = xr.open_zarr(virtual.virtual.to_store(registry), consolidated=False)
+    xr.testing.assert_identical(opened.load(), expected)
+    # Icechunk stores zarr's default keys only ("c/0/0"): "0.0" and "c.0.0" it refuses.
+    containers = required_containers(virtual.virtual.to_group())
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="keys")
+    published = xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
+    xr.testing.assert_identical(published.load(), expected)

@@ -20,7 +20,33 @@ from virtualstac.errors import InvalidChunkKeyError
 from virtualstac.manifests.path_table import INLINED_CHUNK_PATH, INLINED_CODE, MISSING_CODE
 from virtualstac.storage.local_ranges import LocalRange
 
-__all__ = ["SourceChunks", "flat_positions", "locate_entries", "locate_sources", "split_by_source"]
+__all__ = [
+    "SourceChunks",
+    "chunk_indices",
+    "flat_positions",
+    "locate_entries",
+    "locate_sources",
+    "split_by_source",
+]
+
+
+def chunk_indices(encoding: Any, key: str, grid: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The grid indices of chunk ``key`` (relative to its array) under ``encoding``; None
+    unless ``key`` is the canonical key of a chunk within ``grid``, as zarr spells it.
+
+    A 0-d array's one chunk is ``c`` under the default encoding and ``0`` under the ``v2``
+    one, which the ``v2`` encoding decodes as the indices ``(0,)`` of a 1-d grid.
+    """
+    if not grid:
+        return () if key == encoding.encode_chunk_key(()) else None
+    try:
+        coords = tuple(int(c) for c in encoding.decode_chunk_key(key))
+    except (ValueError, TypeError):
+        return None
+    if len(coords) != len(grid) or any(not 0 <= c < s for c, s in zip(coords, grid, strict=True)):
+        return None
+    # int() also reads "01", "+1" and " 1", which are no chunk's key.
+    return coords if encoding.encode_chunk_key(coords) == key else None
 
 
 def flat_positions(

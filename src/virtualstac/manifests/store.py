@@ -27,7 +27,12 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from virtualstac.errors import InvalidChunkKeyError, ReadOnlyStoreError
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.chunk_keys import locate_entries, locate_sources, split_by_source
+from virtualstac.manifests.chunk_keys import (
+    chunk_indices,
+    locate_entries,
+    locate_sources,
+    split_by_source,
+)
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
 from virtualstac.manifests.ranges import RangeRequest, clamp, fetch_ranges
@@ -207,18 +212,10 @@ class ManifestStore(Store):
             array_path, chunk_part = (key[:cut], key[cut + 1 :]) if cut >= 0 else ("", key)
             node = self._nodes.get(array_path)
             if isinstance(node, ManifestArray):
-                try:
-                    coords = node.metadata.chunk_key_encoding.decode_chunk_key(chunk_part)
-                except (ValueError, TypeError):
-                    return None
-                grid = node.manifest.shape_chunk_grid
-                if len(coords) != len(grid) or any(
-                    not 0 <= c < s for c, s in zip(coords, grid, strict=True)
-                ):
-                    return None
-                if chunk_part != node.metadata.encode_chunk_key(coords):
-                    return None
-                return array_path, node, tuple(int(c) for c in coords)
+                coords = chunk_indices(
+                    node.metadata.chunk_key_encoding, chunk_part, node.manifest.shape_chunk_grid
+                )
+                return None if coords is None else (array_path, node, coords)
             if cut <= 0:
                 return None
 

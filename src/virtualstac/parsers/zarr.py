@@ -3,7 +3,9 @@
 Each chunk object is referenced whole (offset 0, its size as length), so the virtual dataset can
 be combined with other virtual datasets and written to Icechunk or Kerchunk like any other. The
 store is listed once (one paginated LIST) to learn every chunk object and its size; chunks that
-were never written stay missing and read as the fill value.
+were never written stay missing and read as the fill value. Whatever chunk key encoding the
+source uses (``v2``, ``.`` separators), the virtual arrays have zarr's default one: their
+manifests, not their keys, lead to the chunk objects, and Icechunk stores no other.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from obstore.exceptions import BaseError
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
@@ -26,7 +29,8 @@ from virtualstac.limits import (
     counting_references,
 )
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
-from virtualstac.manifests.metadata import chunk_shape_of, grid_shape
+from virtualstac.manifests.chunk_keys import chunk_indices
+from virtualstac.manifests.metadata import chunk_shape_of, grid_shape, replace_metadata
 from virtualstac.parsers.corrupt import reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage import objects
@@ -35,6 +39,8 @@ from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 
 __all__ = ["ZarrParser"]
+
+_DEFAULT_KEYS = DefaultChunkKeyEncoding(separator="/")
 
 
 class ZarrParser:
@@ -163,7 +169,12 @@ def _v3_array(
         if key.startswith(here) and not key.endswith("zarr.json")
     }
     array_url = f"{base_url}/{path}" if path else base_url
-    return ManifestArray(metadata, _manifest(metadata, grid, chunk_keys, array_url))
+    manifest = _manifest(metadata, grid, chunk_keys, array_url)
+    if metadata.chunk_key_encoding != _DEFAULT_KEYS:
+        # The manifest, not the key, leads to each chunk object: the virtual array's keys are
+        # zarr's default ones, the only ones Icechunk stores ("c.0.0" and "0.0" it refuses).
+        metadata = replace_metadata(metadata, chunk_key_encoding=_DEFAULT_KEYS.to_dict())
+    return ManifestArray(metadata, manifest)
 
 
 def _check_sizes(metadata: ArrayV3Metadata, where: str) -> None:
@@ -197,15 +208,8 @@ def _manifest(
     codes = np.zeros(grid, dtype=np.int64)
     lengths = np.zeros(grid, dtype=np.uint64)
     for key, size in chunk_objects.items():
-        try:
-            coords = encoding.decode_chunk_key(key)
-        except ValueError:
-            continue
-        if len(coords) != len(grid) or any(
-            not 0 <= c < s for c, s in zip(coords, grid, strict=True)
-        ):
-            continue
-        if encoding.encode_chunk_key(coords) != key:
+        coords = chunk_indices(encoding, key, grid)
+        if coords is None:
             continue
         codes[coords] = len(table)
         lengths[coords] = size
