@@ -163,7 +163,7 @@ def test_zarr_document_that_is_not_json_is_named(tmp_path: Path) -> None:
         open_virtual_dataset(str(store))
 
 
-def test_zarr_metadata_that_zarr_refuses_names_the_store(tmp_path: Path) -> None:
+def test_zarr_metadata_that_zarr_refuses_names_the_document(tmp_path: Path) -> None:
     store = tmp_path / "data.zarr"
     root = zarr.open_group(store, mode="w", zarr_format=3)
     root.create_array("a", shape=(4,), dtype="int32", dimension_names=("x",))
@@ -171,6 +171,8 @@ def test_zarr_metadata_that_zarr_refuses_names_the_store(tmp_path: Path) -> None
     metadata = json.loads(document.read_text())
     metadata["chunk_grid"] = {"name": "regular", "configuration": {}}
     document.write_text(json.dumps(metadata))
-    with pytest.raises(CorruptFileError, match=r"data\.zarr is damaged: reading its Zarr metadata"):
+    with pytest.raises(
+        CorruptFileError, match=r"data\.zarr/a/zarr\.json is damaged: it is not valid"
+    ):
         open_virtual_dataset(str(store))
     assert issubclass(CorruptFileError, VirtualStacError)

@@ -11,7 +11,7 @@ import xarray as xr
 import zarr
 
 from virtualstac import open_virtual_dataset
-from virtualstac.errors import SourceNotFoundError
+from virtualstac.errors import CorruptFileError, NotVirtualizableError, SourceNotFoundError
 from virtualstac.parsers.zarr import ZarrParser
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
@@ -273,3 +273,89 @@ def test_every_chunk_key_encoding_reads_and_publishes_to_icechunk(tmp_path: Path
     virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="keys")
     published = xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
     xr.testing.assert_identical(published.load(), expected)
+
+
+def store_with_array_metadata(path: Path, **changes: object) -> Path:
+    """A v3 store written by zarr-python whose array ``v`` has its ``zarr.json`` changed."""
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    group.create_array("kept", shape=(2,), dtype="i2", dimension_names=["x"])[:] = [1, 2]
+    group.create_array("v", shape=(4,), chunks=(2,), dtype="f4", dimension_names=["n"])[:] = 1
+    document = json.loads((path / "v" / "zarr.json").read_text())
+    document.update(changes)
+    (path / "v" / "zarr.json").write_text(json.dumps(document))
+    return path
+
+
+LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"codecs": [LITTLE, {"name": "frobnicate"}]}, "uses codec 'frobnicate'"),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1],
+                            "codecs": [LITTLE, {"name": "frobnicate", "configuration": {}}],
+                            "index_codecs": [LITTLE],
+                        },
+                    }
+                ]
+            },
+            "uses codec 'frobnicate'",
+        ),
+        ({"extension": {"level": 3}}, r"has metadata fields \['extension'\] that a reader must"),
+    ],
+    ids=["codec", "codec-inside-shards", "field-to-understand"],
+)
+def test_arrays_zarr_cannot_read_are_refused_by_name(
+    tmp_path: Path, changes: dict[str, object], reason: str
+) -> None:
+    path = store_with_array_metadata(tmp_path / "store.zarr", **changes)
+    with pytest.raises(NotVirtualizableError, match=f"array 'v' {reason}"):
+        open_virtual_dataset(str(path))
+    assert list(open_virtual_dataset(str(path), drop_variables=["v"]).variables) == ["kept"]
+
+
+def test_fields_that_need_not_be_understood_are_ignored(tmp_path: Path) -> None:
+    path = store_with_array_metadata(
+        tmp_path / "store.zarr", extension={"must_understand": False, "level": 3}
+    )
+    registry = ObjectStoreRegistry.for_url(str(path))
+    opened = xr.open_zarr(
+        open_virtual_dataset(str(path)).virtual.to_store(registry), consolidated=False
+    )
+    xr.testing.assert_identical(opened.load(), xr.open_zarr(path, consolidated=False).load())
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"shape": [-4]}, "not valid Zarr v3 array metadata"),
+        ({"data_type": "float128"}, "not valid Zarr v3 array metadata"),
+        ({"dimension_names": ["a", "b"]}, "not valid Zarr v3 array metadata"),
+    ],
+)
+def test_damaged_array_metadata_names_its_document(
+    tmp_path: Path, changes: dict[str, object], reason: str
+) -> None:
+    path = store_with_array_metadata(tmp_path / "store.zarr", **changes)
+    with pytest.raises(
+        CorruptFileError, match=f"store.zarr/v/zarr.json is damaged: it is {reason}"
+    ):
+        open_virtual_dataset(str(path))
+
+
+@pytest.mark.parametrize(
+    "document", ["[1, 2]", '"text"', '{"zarr_format": 3, "node_type": "group", "attributes": [1]}']
+)
+def test_metadata_documents_that_are_no_objects_are_damage(tmp_path: Path, document: str) -> None:
+    path = tmp_path / "store.zarr"
+    zarr.open_group(path, mode="w", zarr_format=3).create_group("sub")
+    (path / "sub" / "zarr.json").write_text(document)
+    with pytest.raises(CorruptFileError, match=r"store.zarr/sub/zarr.json is damaged: it"):
+        open_virtual_dataset(str(path))

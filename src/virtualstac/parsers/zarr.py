@@ -20,7 +20,12 @@ from obstore.exceptions import BaseError
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnknownFormatError
+from virtualstac.errors import (
+    CorruptFileError,
+    NotVirtualizableError,
+    SourceNotFoundError,
+    UnknownFormatError,
+)
 from virtualstac.limits import (
     check_chunk_bytes,
     check_group_depth,
@@ -31,7 +36,7 @@ from virtualstac.limits import (
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.chunk_keys import chunk_indices
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape, replace_metadata
-from virtualstac.parsers.corrupt import reading
+from virtualstac.parsers.corrupt import FOREIGN_ERRORS, reading
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, read_failure, redact
@@ -98,6 +103,11 @@ class ZarrParser:
             }
         except BaseError as err:
             raise read_failure(err, root_url, "the Zarr store ") from err
+        for key, document in documents.items():
+            if key.endswith("zarr.json") and not isinstance(document, dict):
+                raise CorruptFileError(
+                    f"{redact(root_url)}/{key} is damaged: it is not a JSON object"
+                )
         base_url = "/".join(p for p in (root_url, self.group) if p)
         root_name = self.array_name or base_url.rsplit("/", 1)[-1].removesuffix(".zarr")
         with counting_references():
@@ -143,7 +153,13 @@ class ZarrParser:
                 arrays[name] = _v3_array(f"{here}{name}", child, sizes, base_url)
             else:
                 groups[name] = self._v3_group(f"{here}{name}", documents, sizes, base_url)
-        return ManifestGroup(arrays=arrays, groups=groups, attributes=document.get("attributes"))
+        attributes = document.get("attributes")
+        if attributes is not None and not isinstance(attributes, dict):
+            raise CorruptFileError(
+                f"{redact(base_url)}/{here}zarr.json is damaged: its attributes are not a JSON "
+                "object"
+            )
+        return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
 
 
 def _json_document(data: bytes, url: str) -> Any:
@@ -159,7 +175,7 @@ def _json_document(data: bytes, url: str) -> Any:
 def _v3_array(
     path: str, document: dict[str, Any], sizes: Mapping[str, int], base_url: str
 ) -> ManifestArray:
-    metadata = ArrayV3Metadata.from_dict(document)
+    metadata = _array_metadata(path, document, base_url)
     _check_sizes(metadata, f"{base_url}: array {path or '/'!r}")
     grid = grid_shape(metadata.shape, chunk_shape_of(metadata))
     here = f"{path}/" if path else ""
@@ -175,6 +191,83 @@ def _v3_array(
         # zarr's default ones, the only ones Icechunk stores ("c.0.0" and "0.0" it refuses).
         metadata = replace_metadata(metadata, chunk_key_encoding=_DEFAULT_KEYS.to_dict())
     return ManifestArray(metadata, manifest)
+
+
+#: The fields of a v3 array's ``zarr.json``; others must say ``"must_understand": false``.
+_ARRAY_FIELDS = frozenset(
+    (
+        "zarr_format",
+        "node_type",
+        "shape",
+        "data_type",
+        "chunk_grid",
+        "chunk_key_encoding",
+        "fill_value",
+        "codecs",
+        "attributes",
+        "dimension_names",
+        "storage_transformers",
+    )
+)
+
+
+def _array_metadata(path: str, document: Any, base_url: str) -> ArrayV3Metadata:
+    """The array's metadata as zarr reads it; what zarr refuses raises a typed error naming the
+    array: :class:`NotVirtualizableError` for a codec or extension field zarr does not know
+    (the array may be sound), :class:`CorruptFileError` for anything else."""
+    where = f"{base_url}: array {path or '/'!r}"
+    try:
+        return ArrayV3Metadata.from_dict(document)
+    except FOREIGN_ERRORS as err:  # zarr's UnknownCodecError is a ValueError
+        unknown = _unknown_codecs(document.get("codecs"))
+        if unknown:
+            raise NotVirtualizableError(
+                f"{where} uses codec {unknown[0]!r}, which zarr has no implementation of; "
+                "install the package that registers it, or skip the array with drop_variables="
+            ) from err
+        extra = sorted(
+            str(key)
+            for key, value in document.items()
+            if key not in _ARRAY_FIELDS
+            and not (isinstance(value, dict) and value.get("must_understand") is False)
+        )
+        if extra:
+            raise NotVirtualizableError(
+                f"{where} has metadata fields {extra} that a reader must understand and zarr "
+                "does not; skip the array with drop_variables="
+            ) from err
+        raise CorruptFileError(
+            f"{redact(base_url)}/{path + '/' if path else ''}zarr.json is damaged: it is not "
+            f"valid Zarr v3 array metadata ({describe(err)})"
+        ) from err
+
+
+def _unknown_codecs(codecs: Any) -> list[str]:
+    """The names of the codecs in ``codecs`` (a sharding codec's inner ones included) that no
+    implementation is registered for."""
+    from zarr.registry import get_codec_class
+
+    unknown: list[str] = []
+    for codec in codecs if isinstance(codecs, list) else []:
+        name = (
+            codec
+            if isinstance(codec, str)
+            else codec.get("name")
+            if isinstance(codec, dict)
+            else None
+        )
+        if not isinstance(name, str):
+            continue
+        try:
+            get_codec_class(name)
+        except (KeyError, ValueError):  # UnknownCodecError is a ValueError
+            unknown.append(name)
+            continue
+        configuration = codec.get("configuration") if isinstance(codec, dict) else None
+        if isinstance(configuration, dict):
+            for inner in ("codecs", "index_codecs"):
+                unknown += _unknown_codecs(configuration.get(inner))
+    return unknown
 
 
 def _check_sizes(metadata: ArrayV3Metadata, where: str) -> None:
