@@ -359,3 +359,28 @@ def test_metadata_documents_that_are_no_objects_are_damage(tmp_path: Path, docum
     (path / "sub" / "zarr.json").write_text(document)
     with pytest.raises(CorruptFileError, match=r"store.zarr/sub/zarr.json is damaged: it"):
         open_virtual_dataset(str(path))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_names_that_urls_quote_read_their_own_chunks(tmp_path: Path, zarr_format: int) -> None:
+    # Zarr names may hold what a URL reserves ('#', '?', '%'): chunk URLs quote them.
+    path = tmp_path / "odd names.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    inner = group.create_group("sub%41 group")
+    for number, (parent, name) in enumerate(
+        [(group, "x#y"), (group, "q?r"), (group, "p%20q"), (group, "é t"), (inner, "in#ner")]
+    ):
+        dims = ["n"] if zarr_format == 3 else None
+        array = parent.create_array(name, shape=(4,), chunks=(2,), dtype="i2", dimension_names=dims)
+        array[:] = np.arange(4) + 10 * number
+    store = ZarrParser()(str(path))
+    for name, array in zarr.open_group(path, mode="r").arrays():
+        np.testing.assert_array_equal(zarr.open_group(store, mode="r")[name][:], array[:])
+    inside = zarr.open_group(ZarrParser(group="sub%41 group")(str(path)), mode="r")
+    np.testing.assert_array_equal(inside["in#ner"][:], inner["in#ner"][:])
+
+
+def test_a_root_array_is_named_after_its_directory_as_spelled(tmp_path: Path) -> None:
+    path = tmp_path / "air temperature.zarr"
+    zarr.create_array(path, shape=(3,), dtype="i1", zarr_format=3)[:] = 5
+    assert list(ZarrParser()(str(path)).group.arrays) == ["air temperature"]

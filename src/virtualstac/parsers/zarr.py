@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 from obstore.exceptions import BaseError
@@ -41,7 +43,7 @@ from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, read_failure, redact
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.urls import normalize_url
+from virtualstac.storage.urls import join_url, normalize_url
 
 __all__ = ["ZarrParser"]
 
@@ -108,16 +110,20 @@ class ZarrParser:
                 raise CorruptFileError(
                     f"{redact(root_url)}/{key} is damaged: it is not a JSON object"
                 )
-        base_url = "/".join(p for p in (root_url, self.group) if p)
-        root_name = self.array_name or base_url.rsplit("/", 1)[-1].removesuffix(".zarr")
+        # Quoted as a file:// URL quotes it ("a b" as "a%20b"), as every chunk URL below it.
+        base_url = join_url(root_url, self.group) if self.group else root_url
+        last = base_url.rsplit("/", 1)[-1]
+        if base_url.startswith("file://"):
+            last = unquote(last)
+        root_name = self.array_name or last.removesuffix(".zarr")
         with counting_references():
             if documents.get("zarr.json", {}).get("node_type") == "array":
-                array = _v3_array("", documents["zarr.json"], sizes, base_url)
+                array = _v3_array("", documents["zarr.json"], _Listing(sizes), base_url)
                 group = ManifestGroup(arrays={root_name: array})
             elif "zarr.json" in documents:
                 nodes = [key.rpartition("/")[0] for key in documents if key.endswith("zarr.json")]
                 check_group_depth(nodes, source=base_url)
-                group = self._v3_group("", documents, sizes, base_url)
+                group = self._v3_group("", documents, _Listing(sizes), base_url)
             elif ".zgroup" in documents or ".zarray" in documents:
                 from virtualstac.parsers.zarr_v2 import v2_group_from_documents
 
@@ -134,7 +140,7 @@ class ZarrParser:
         self,
         path: str,
         documents: Mapping[str, Any],
-        sizes: Mapping[str, int],
+        listing: _Listing,
         base_url: str,
     ) -> ManifestGroup:
         here = f"{path}/" if path else ""
@@ -150,9 +156,9 @@ class ZarrParser:
             if name in self.drop_variables or not key.endswith("/zarr.json"):
                 continue
             if child.get("node_type") == "array":
-                arrays[name] = _v3_array(f"{here}{name}", child, sizes, base_url)
+                arrays[name] = _v3_array(f"{here}{name}", child, listing, base_url)
             else:
-                groups[name] = self._v3_group(f"{here}{name}", documents, sizes, base_url)
+                groups[name] = self._v3_group(f"{here}{name}", documents, listing, base_url)
         attributes = document.get("attributes")
         if attributes is not None and not isinstance(attributes, dict):
             raise CorruptFileError(
@@ -173,18 +179,14 @@ def _json_document(data: bytes, url: str) -> Any:
 
 
 def _v3_array(
-    path: str, document: dict[str, Any], sizes: Mapping[str, int], base_url: str
+    path: str, document: dict[str, Any], listing: _Listing, base_url: str
 ) -> ManifestArray:
     metadata = _array_metadata(path, document, base_url)
     _check_sizes(metadata, f"{base_url}: array {path or '/'!r}")
     grid = grid_shape(metadata.shape, chunk_shape_of(metadata))
-    here = f"{path}/" if path else ""
-    chunk_keys = {
-        key[len(here) :]: size
-        for key, size in sizes.items()
-        if key.startswith(here) and not key.endswith("zarr.json")
-    }
-    array_url = f"{base_url}/{path}" if path else base_url
+    chunk_keys = listing.below(f"{path}/" if path else "")
+    array_url = join_url(base_url, path) if path else base_url
+    check_references(math.prod(grid), source=base_url, array=path or "/")
     manifest = _manifest(metadata, grid, chunk_keys, array_url)
     if metadata.chunk_key_encoding != _DEFAULT_KEYS:
         # The manifest, not the key, leads to each chunk object: the virtual array's keys are
@@ -296,7 +298,6 @@ def _manifest(
 ) -> ChunkManifest:
     """Reference every chunk object of one array whole; unlisted chunks stay missing."""
     encoding = metadata.chunk_key_encoding
-    check_references(math.prod(grid), source=array_url, array=array_url)
     table: list[str] = [""]
     codes = np.zeros(grid, dtype=np.int64)
     lengths = np.zeros(grid, dtype=np.uint64)
@@ -312,7 +313,28 @@ def _manifest(
         path_codes=codes,
         offsets=np.zeros(grid, dtype=np.uint64),
         lengths=lengths,
+        # Canonical chunk keys are digits, "c" and separators, which need no quoting.
+        validate_paths=False,
     )
+
+
+class _Listing:
+    """The store's objects and their sizes, sorted once so that each array finds its own
+    without going through every object of the store (arrays x objects took minutes)."""
+
+    def __init__(self, sizes: Mapping[str, int]) -> None:
+        self.sizes = sizes
+        self.keys = sorted(sizes)
+
+    def below(self, here: str) -> dict[str, int]:
+        """The objects below ``here`` (``""`` or a path ending in ``/``) but metadata, keyed
+        by their path below it."""
+        # Every key starting with "a/" sorts before "a0" ("0" follows "/").
+        keys = self.keys
+        if here:
+            keys = keys[bisect_left(keys, here) : bisect_left(keys, here[:-1] + "0")]
+        start = len(here)
+        return {k[start:]: self.sizes[k] for k in keys if not k.endswith("zarr.json")}
 
 
 def _list_sizes(store: Any, prefix: str) -> dict[str, int]:

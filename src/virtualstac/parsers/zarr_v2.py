@@ -515,9 +515,13 @@ def v2_group_from_documents(
     keyed by path relative to the store root at ``base_url``. Chunks without an object stay
     missing and read as the fill value.
     """
-    keys = np.asarray(
-        [k for k in sizes if k.rpartition("/")[2] not in _METADATA_NAMES],
-        dtype=np.dtypes.StringDType(),
+    # Sorted, each array's objects are one run, found by bisection: looking for them among
+    # all the store's objects for every array took arrays x objects.
+    keys = np.sort(
+        np.asarray(
+            [k for k in sizes if k.rpartition("/")[2] not in _METADATA_NAMES],
+            dtype=np.dtypes.StringDType(),
+        )
     )
     object_sizes = np.fromiter(
         (sizes[str(k)] for k in keys.tolist()), dtype=np.uint64, count=keys.size
@@ -526,7 +530,11 @@ def v2_group_from_documents(
     def manifest_for(node: V2Node) -> ChunkManifest:
         grid = node.grid
         if node.path:
-            mine = np.strings.startswith(keys, node.path + "/")
+            # Every key starting with "a/" sorts before "a0" ("0" follows "/").
+            mine = slice(
+                int(np.searchsorted(keys, node.path + "/")),
+                int(np.searchsorted(keys, node.path + "0")),
+            )
             chunk_keys = np.strings.slice(keys[mine], len(node.path) + 1, None)
             lengths_of = object_sizes[mine]
         else:
