@@ -384,3 +384,20 @@ def test_a_root_array_is_named_after_its_directory_as_spelled(tmp_path: Path) ->
     path = tmp_path / "air temperature.zarr"
     zarr.create_array(path, shape=(3,), dtype="i1", zarr_format=3)[:] = 5
     assert list(ZarrParser()(str(path)).group.arrays) == ["air temperature"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_drop_variables_by_path_leaves_arrays_of_the_same_name(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    path = tmp_path / "store.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    dims = ["n"] if zarr_format == 3 else None
+    for parent in (group, group.create_group("sub")):
+        array = parent.create_array("v", shape=(2,), dtype="i1", dimension_names=dims)
+        array.attrs["_ARRAY_DIMENSIONS"] = ["n"]
+        array[:] = 1
+    store = ZarrParser(drop_variables=["sub/v"])(str(path))
+    assert list(store.group.arrays) == ["v"] and list(store.group.groups["sub"].arrays) == []
+    store = ZarrParser(drop_variables=["v"])(str(path))
+    assert list(store.group.arrays) == [] and list(store.group.groups["sub"].arrays) == []

@@ -58,7 +58,7 @@ class ZarrParser:
     group
         Path of the group to use as root; the store's root by default.
     drop_variables
-        Arrays to leave out.
+        Arrays and groups to leave out, by name (wherever they are) or by path (``"sub/v"``).
     array_name
         Name for the array of a store whose root is an array rather than a group; by default
         the store's directory name without a ``.zarr`` suffix.
@@ -71,7 +71,7 @@ class ZarrParser:
         array_name: str | None = None,
     ) -> None:
         self.group = (group or "").strip("/")
-        self.drop_variables = frozenset(drop_variables)
+        self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
         self.array_name = array_name
 
     def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
@@ -153,7 +153,9 @@ class ZarrParser:
             if not key.startswith(here) or key.count("/") != here.count("/") + 1:
                 continue
             name = key[len(here) :].split("/", 1)[0]
-            if name in self.drop_variables or not key.endswith("/zarr.json"):
+            # By name, or by path as a v2 store's nodes are (the name alone is every such node).
+            dropped = name in self.drop_variables or f"{here}{name}" in self.drop_variables
+            if dropped or not key.endswith("/zarr.json"):
                 continue
             if child.get("node_type") == "array":
                 arrays[name] = _v3_array(f"{here}{name}", child, listing, base_url)
