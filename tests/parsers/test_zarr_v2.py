@@ -184,3 +184,32 @@ def test_fill_values_a_float_type_rounds_mask_as_zarr_rounds_them(
     ours = open_ours(parse_json(write_refs(tmp_path, references)))["v"].values
     np.testing.assert_array_equal(ours, open_fsspec(references)["v"].values)
     assert np.isnan(ours[[0, 2, 3]]).all() and ours[1] == 2
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill_value"),
+    [
+        ("<f8", "1.5"),
+        ("<f8", "nan"),
+        ("<f4", "-inf"),
+        ("<f8", "1e400"),  # inf, as float() reads it
+        ("<c16", [2.5, "-Infinity"]),
+        ("<M8[s]", "NaT"),
+        ("<m8[ms]", "NaT"),
+    ],
+)
+def test_fill_values_spelled_as_text_read_as_zarr_reads_them(
+    tmp_path: Path, dtype: str, fill_value: object
+) -> None:
+    # zarr-python reads a v2 float fill value of any text float() reads, and "NaT" for
+    # dates and durations: the missing chunk reads as that value.
+    path = tmp_path / "store.zarr"
+    (path / "v").mkdir(parents=True)
+    (path / ".zgroup").write_text(ZGROUP)
+    zarray = {**json.loads(SIMPLE_ZARRAY), "dtype": dtype, "fill_value": fill_value}
+    (path / "v" / ".zarray").write_text(json.dumps(zarray))
+    (path / "v" / ".zattrs").write_text(DIMS)
+    expected = zarr.open_array(path / "v", mode="r")[...]
+    ours = zarr.open_group(ZarrParser()(str(path)), mode="r")["v"][...]
+    assert ours.dtype == expected.dtype
+    np.testing.assert_array_equal(ours, expected)

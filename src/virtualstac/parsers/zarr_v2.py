@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 _INT64_MAX = 2**63 - 1
+_NAT = -(2**63)  # NaT's int64
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
 # v2 object codecs with a v3 serializer and data type; the others (pickle, json2, msgpack2,
 # vlen-array) store Python objects no Zarr v3 data type describes.
@@ -291,18 +292,19 @@ def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
                 raise ValueError(f"{value!r} is not an integer")
             return int(number)
         if dtype.kind in "mM":
-            return int(value)
+            # zarr reads "NaT" (some writers spell the missing date so) as numpy does.
+            return _NAT if value == "NaT" else int(value)
         return value
     except (TypeError, ValueError) as err:
         raise V2MetadataError(f"{where}: fill_value {value!r} is not a {dtype} value") from err
 
 
 def _float(value: Any) -> float:
+    """A v2 float as zarr reads it: a number, ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, or
+    any other text Python reads as a float (``"1.5"``, ``"nan"``, ``"1e400"``)."""
     if isinstance(value, str):
         special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        if value not in special:
-            raise ValueError(f"{value!r} is not a number")
-        return special[value]
+        return special[value] if value in special else float(value)
     return float(value)
 
 
