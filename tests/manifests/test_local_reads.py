@@ -164,3 +164,23 @@ def test_a_truncated_chunk_read_into_place_is_named(
     message = r"chunk 'data/c/1/0/0' from 'file://.*cut\.h5' failed: .* only 100 of 4096 bytes"
     with pytest.raises(ChunkReadError, match=message):
         ds["data"].load()
+
+
+@pytest.mark.parametrize("dtype", ["M8[ns]", "m8[s]", ">M8[ms]"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_dates_and_durations_are_read_into_place(
+    tmp_path: Path, no_obstore: None, dtype: str, zarr_format: int
+) -> None:
+    # Uncompressed whole chunks are read straight into the output: numpy makes no buffer of
+    # dates or durations, so their bytes go through a uint8 view.
+    import zarr
+
+    from virtualstac.parsers.zarr import ZarrParser
+
+    path = tmp_path / "times.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    array = group.create_array("t", shape=(6, 4), chunks=(2, 4), dtype=dtype, compressors=None)
+    array[:4] = np.arange(16).reshape(4, 4).astype(dtype)
+    read = zarr.open_group(ZarrParser()(str(path)), mode="r")["t"][:]
+    assert read.dtype == np.dtype(dtype).newbyteorder("=")  # Zarr v3 keeps byte order apart
+    np.testing.assert_array_equal(read, array[:])

@@ -441,7 +441,8 @@ def _read_into_place(
         ):
             others.append(index)
             continue
-        read_local_range_into(raw, memoryview(place).cast("B"))
+        # As bytes through a uint8 view: a buffer of dates or durations cannot be made.
+        read_local_range_into(raw, memoryview(place.reshape(-1).view(np.uint8)))
     return others
 
 
