@@ -213,3 +213,15 @@ def test_fill_values_spelled_as_text_read_as_zarr_reads_them(
     ours = zarr.open_group(ZarrParser()(str(path)), mode="r")["v"][...]
     assert ours.dtype == expected.dtype
     np.testing.assert_array_equal(ours, expected)
+
+
+@pytest.mark.parametrize("dtype", ["<M8", "<m8"])
+def test_dates_without_a_unit_are_refused_when_opened(tmp_path: Path, dtype: str) -> None:
+    # zarr-python opens such an array, then fails on its first read with a ValueError.
+    path = tmp_path / "store.zarr"
+    (path / "v").mkdir(parents=True)
+    (path / ".zgroup").write_text(ZGROUP)
+    zarray = {**json.loads(SIMPLE_ZARRAY), "dtype": dtype, "fill_value": 0}
+    (path / "v" / ".zarray").write_text(json.dumps(zarray))
+    with pytest.raises(V2MetadataError, match=f"array 'v': dtype '{dtype}' has no time unit"):
+        ZarrParser()(str(path))

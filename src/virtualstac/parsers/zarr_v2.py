@@ -123,6 +123,9 @@ def v3_metadata_from_v2(
         dtype = np.dtype(dtype_json)
     except TypeError as err:
         raise V2MetadataError(f"{where}: unknown dtype {dtype_json!r}") from err
+    if dtype.kind in "mM" and np.datetime_data(dtype)[0] == "generic":
+        # zarr fails on the first read of one ("Cannot convert ... with generic units").
+        raise V2MetadataError(f"{where}: dtype {dtype_json!r} has no time unit")
     # Before zarr builds a fill value of one element: "|V2000000000" is two gigabytes of it.
     check_chunk_bytes(math.prod(chunks) * dtype.itemsize, where=where)
     separator = zarray.get("dimension_separator") or "."
