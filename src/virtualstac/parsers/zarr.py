@@ -3,7 +3,10 @@
 Each chunk object is referenced whole (offset 0, its size as length), so the virtual dataset can
 be combined with other virtual datasets and written to Icechunk or Kerchunk like any other. The
 store is listed once (one paginated LIST) to learn every chunk object and its size; chunks that
-were never written stay missing and read as the fill value. Whatever chunk key encoding the
+were never written stay missing and read as the fill value. Over HTTP(S), which has no listing,
+the store's consolidated metadata and a HEAD of each chunk object stand in for the listing
+(:mod:`virtualstac.parsers.zarr_http`); elsewhere consolidated metadata is not read, so a stale
+one does not hide arrays or new sizes. Whatever chunk key encoding the
 source uses (``v2``, ``.`` separators), the virtual arrays have zarr's default one: their
 manifests, not their keys, lead to the chunk objects, and Icechunk stores no other.
 """
@@ -40,8 +43,10 @@ from virtualstac.manifests.chunk_keys import chunk_indices
 from virtualstac.manifests.metadata import chunk_shape_of, grid_shape, replace_metadata
 from virtualstac.parsers.corrupt import FOREIGN_ERRORS, reading
 from virtualstac.parsers.protocol import registry_or_default
+from virtualstac.parsers.zarr_http import http_documents_and_sizes
 from virtualstac.storage import objects
 from virtualstac.storage.failures import describe, read_failure, redact
+from virtualstac.storage.http import HttpStore
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import join_url, normalize_url
 
@@ -87,31 +92,23 @@ class ZarrParser:
         root_url = normalize_url(url).rstrip("/")
         store, root_path = registry.resolve(root_url)
         prefix = "/".join(p for p in (root_path.strip("/"), self.group) if p)
+        # Quoted as a file:// URL quotes it ("a b" as "a%20b"), as every chunk URL below it.
+        base_url = join_url(root_url, self.group) if self.group else root_url
         try:
-            sizes = _list_sizes(store, prefix)
-            names = [
-                key
-                for key in sizes
-                if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
-            ]
-            for key in names:  # before any is read: a store's metadata is read whole
-                check_metadata(sizes[key], source=f"{root_url}/{key}")
-            documents = {
-                key: _json_document(
-                    bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
-                    f"{root_url}/{key}",
+            if isinstance(store, HttpStore):  # no listing: consolidated metadata and HEADs
+                documents, sizes = http_documents_and_sizes(
+                    store, prefix, root_url, self.group, registry
                 )
-                for key in names
-            }
+            else:
+                sizes = _list_sizes(store, prefix)
+                documents = _read_documents(store, prefix, sizes, base_url)
         except BaseError as err:
             raise read_failure(err, root_url, "the Zarr store ") from err
         for key, document in documents.items():
             if key.endswith("zarr.json") and not isinstance(document, dict):
                 raise CorruptFileError(
-                    f"{redact(root_url)}/{key} is damaged: it is not a JSON object"
+                    f"{redact(base_url)}/{key} is damaged: it is not a JSON object"
                 )
-        # Quoted as a file:// URL quotes it ("a b" as "a%20b"), as every chunk URL below it.
-        base_url = join_url(root_url, self.group) if self.group else root_url
         last = base_url.rsplit("/", 1)[-1]
         if base_url.startswith("file://"):
             last = unquote(last)
@@ -168,6 +165,26 @@ class ZarrParser:
                 "object"
             )
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
+
+
+def _read_documents(
+    store: Any, prefix: str, sizes: Mapping[str, int], base_url: str
+) -> dict[str, Any]:
+    """The metadata documents among the listed objects, parsed."""
+    names = [
+        key
+        for key in sizes
+        if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+    ]
+    for key in names:  # before any is read: a store's metadata is read whole
+        check_metadata(sizes[key], source=f"{base_url}/{key}")
+    return {
+        key: _json_document(
+            bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
+            f"{base_url}/{key}",
+        )
+        for key in names
+    }
 
 
 def _json_document(data: bytes, url: str) -> Any:
