@@ -342,3 +342,16 @@ def test_a_relative_stac_url_is_refused_with_the_catalog_dir_spelling(tmp_path: 
         refused.value
     )
     assert '"{{ CATALOG_DIR }}/stac/collection.json"' in str(refused.value)
+
+
+@pytest.mark.parametrize(("driver", "argument"), [("virtual", "urlpath"), ("stac_virtual", "url")])
+def test_an_entry_without_its_location_names_the_missing_argument(
+    tmp_path: Path, driver: str, argument: str
+) -> None:
+    """An entry whose ``args`` forget where the data are: not Python's bare ``TypeError``
+    about a positional argument, which names neither the entry nor the catalog."""
+    catalog = write_catalog(tmp_path, driver, "chunks: {}")
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert str(refused.value).startswith(f"catalog entry 'broken': intake driver '{driver}'")
+    assert f"argument '{argument}' is missing" in str(refused.value)

@@ -85,7 +85,7 @@ class StacVirtualSource(VirtualDataSource):
     @refused_when_used
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         assets: Sequence[str] | str | None = None,
         collections: Sequence[str] | str | None = None,
         bbox: Sequence[float | str] | str | None = None,
@@ -111,6 +111,9 @@ class StacVirtualSource(VirtualDataSource):
             also=OPTION_NAMES,
         )
         super().__init__(metadata=arguments.mapping("metadata", metadata))
+        if url is None:
+            # A required argument Python would refuse unnamed, before the entry is known.
+            raise arguments.refused("url", "is missing: the path or URL of STAC JSON or a STAC API")
         if not isinstance(url, str) or not url.strip():
             raise arguments.error("url", url, "the path or URL of STAC JSON or a STAC API")
         self.url = url

@@ -71,7 +71,7 @@ class VirtualSource(VirtualDataSource):
     @refused_when_used
     def __init__(
         self,
-        urlpath: str | Sequence[str],
+        urlpath: str | Sequence[str] | None = None,
         combine: str = "by_coords",
         concat_dim: str | Sequence[str] | None = None,
         group: str | None = None,
@@ -96,6 +96,9 @@ class VirtualSource(VirtualDataSource):
         arguments = Arguments(self.name, metadata)
         arguments.unknown(unknown, VirtualSource.__init__)
         super().__init__(metadata=arguments.mapping("metadata", metadata))
+        if urlpath is None:
+            # A required argument Python would refuse unnamed, before the entry is known.
+            raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
         named = arguments.paths("urlpath", urlpath)
         if not named:
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
