@@ -355,3 +355,83 @@ def test_an_entry_without_its_location_names_the_missing_argument(
         load(catalog)
     assert str(refused.value).startswith(f"catalog entry 'broken': intake driver '{driver}'")
     assert f"argument '{argument}' is missing" in str(refused.value)
+
+
+@pytest.fixture
+def parameterized(tmp_path: Path) -> Path:
+    """A catalog whose entries take user parameters with types, bounds and allowed values."""
+    write_sample_archive(tmp_path / "data", days=2)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  day:
+    driver: virtual
+    parameters:
+      day: {description: day of January 2024, type: int, default: 1, min: 1, max: 2}
+      variable: {description: what to keep, type: str, default: t2m, allowed: [t2m]}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/temperature_2024-01-0{{ day }}.nc"
+      loadable_variables: ["{{ variable }}"]
+  typo:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/{{ day | zero_padded }}.nc"
+  unclosed:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/stac/{{ day .json"
+  lines:
+    driver: textfiles
+    parameters:
+      day: {description: day, type: int, default: 1, max: 2}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/{{ day }}.txt"
+"""
+    )
+    return catalog
+
+
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ({"day": 3}, "parameter 'day' (type int) refuses 3: day=3 is greater than 2"),
+        ({"day": "x"}, "parameter 'day' (type int) refuses 'x': invalid literal for int()"),
+        ({"variable": "tp"}, "parameter 'variable' (type str) refuses 'tp': variable=tp is not"),
+    ],
+)
+def test_a_parameter_value_refused_names_the_entry_and_the_parameter(
+    parameterized: Path, value: dict[str, object], refusal: str
+) -> None:
+    """Intake checks a parameter's type, bounds and allowed values with a bare ValueError
+    that names no entry, and for a wrong type not even the parameter."""
+    entries = intake.open_catalog(str(parameterized))
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        entries.day(**value)
+    assert str(refused.value).startswith(f"catalog entry 'day': {refusal}")
+    assert entries.day(day=2).read().sizes["time"] == 24
+
+
+@pytest.mark.parametrize(
+    ("entry", "refusal"),
+    [
+        ("typo", "argument 'urlpath': its template '{{ CATALOG_DIR }}/data/{{ day | zero_padded"),
+        ("unclosed", "argument 'url': its template '{{ CATALOG_DIR }}/stac/{{ day .json' "),
+    ],
+)
+def test_a_template_jinja_cannot_render_names_the_entry_and_the_argument(
+    parameterized: Path, entry: str, refusal: str
+) -> None:
+    entries = intake.open_catalog(str(parameterized))
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        entries[entry].to_dask()
+    assert str(refused.value).startswith(f"catalog entry {entry!r}: {refusal}")
+    assert "cannot be rendered" in str(refused.value)
+
+
+def test_entries_of_other_drivers_keep_intakes_errors(parameterized: Path) -> None:
+    """Only the entries of virtualstac's drivers are named: others fail as Intake makes them."""
+    entries = intake.open_catalog(str(parameterized))
+    with pytest.raises(ValueError, match=r"^day=3 is greater than 2$") as refused:
+        entries.lines(day=3)
+    assert not isinstance(refused.value, InvalidCatalogArgumentError)

@@ -1,0 +1,97 @@
+"""Errors of a catalog entry's parameters and templates, raised named, for our drivers.
+
+Before Intake makes a source it renders the entry's ``args`` with Jinja and checks the user
+parameters (``type``, ``min``, ``max``, ``allowed``); a failure there is Intake's bare
+``ValueError`` (``"invalid literal for int() with base 10: 'x'"``) or a Jinja
+``TemplateSyntaxError``, naming neither the catalog entry nor, often, the parameter. Intake
+has no hook for this step, so :func:`name_entry_errors` wraps it in Intake's catalog entry
+class; entries of other drivers are left exactly as Intake treats them.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jinja2
+from intake.catalog.local import LocalCatalogEntry
+from intake.catalog.utils import expand_defaults
+
+from virtualstac.errors import InvalidCatalogArgumentError, VirtualStacError
+from virtualstac.intake.base import VirtualDataSource
+
+__all__ = ["name_entry_errors"]
+
+#: Whether Intake's entries are already wrapped (importing twice must not wrap twice).
+_WRAPPED = "_virtualstac_names_entries"
+
+
+def name_entry_errors() -> None:
+    """Make the entries of our drivers raise :class:`InvalidCatalogArgumentError` naming the
+    entry (and the parameter or argument) when their parameters or templates are refused."""
+    create = LocalCatalogEntry._create_open_args
+    if getattr(create, _WRAPPED, False):
+        return
+
+    @functools.wraps(create)
+    def create_open_args(entry: LocalCatalogEntry, user_parameters: dict[str, Any]) -> Any:
+        given = dict(user_parameters)  # Intake pops from it
+        try:
+            return create(entry, user_parameters)
+        except (ValueError, TypeError, KeyError, jinja2.TemplateError) as err:
+            if isinstance(err, VirtualStacError) or not _ours(entry):
+                raise
+            raise InvalidCatalogArgumentError(
+                f"catalog entry {entry.name!r}: {_reason(entry, given, err)}"
+            ) from err
+
+    setattr(create_open_args, _WRAPPED, True)
+    LocalCatalogEntry._create_open_args = create_open_args
+
+
+def _ours(entry: LocalCatalogEntry) -> bool:
+    plugins = entry._plugin.values() if isinstance(entry._plugin, Mapping) else entry._plugin
+    return any(isinstance(p, type) and issubclass(p, VirtualDataSource) for p in plugins)
+
+
+def _reason(entry: LocalCatalogEntry, given: Mapping[str, Any], err: Exception) -> str:
+    """What was refused: the parameter whose value does not fit its declaration, or the
+    argument whose template cannot be rendered; Intake's or Jinja's words otherwise."""
+    message = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if isinstance(err, jinja2.TemplateError):
+        for name, text in _texts(entry._open_args):
+            try:
+                jinja2.Environment().from_string(text)  # compiled: filters too
+            except jinja2.TemplateError as bad:
+                return f"argument {name!r}: its template {text!r} cannot be rendered: {bad}"
+        return f"a template of its arguments cannot be rendered: {message}"
+    for parameter in entry._user_parameters:
+        value = given.get(parameter.name, parameter.default)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, str):
+                with warnings.catch_warnings():  # Intake warns of shell() even without one
+                    warnings.simplefilter("ignore")
+                    value = expand_defaults(value, getenv=entry.getenv, getshell=entry.getshell)
+            parameter.validate(value)
+        except (ValueError, TypeError, KeyError) as bad:
+            return (
+                f"parameter {parameter.name!r} (type {parameter.type}) refuses {value!r}: "
+                f"{str(bad).splitlines()[0] if str(bad) else type(bad).__name__}"
+            )
+    return f"its parameters or arguments cannot be used: {message}"
+
+
+def _texts(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
+    """Each string in an entry's ``args``, with the name of the argument holding it."""
+    if isinstance(value, str):
+        yield name, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _texts(item, name or str(key))
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            yield from _texts(item, name)
