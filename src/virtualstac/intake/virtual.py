@@ -20,6 +20,7 @@ its first wildcard, which must not climb out of the catalog's directory); never 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ import xarray as xr
 from virtualstac.errors import UnregisteredURLError, VirtualStacError
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource, refused_when_used
+from virtualstac.intake.intake_xarray import SHARED, from_xarray_kwargs, pattern_fields
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
@@ -62,6 +64,14 @@ class VirtualSource(VirtualDataSource):
     references
         ``true`` makes ``read()`` and ``to_dask()`` return the references (ManifestArrays),
         to assemble or publish, instead of values.
+    xarray_kwargs
+        intake-xarray's spelling of ``xr.open_mfdataset``'s options: those that mean the same
+        for references are taken (``engine`` of a format virtualstac parses, the arguments
+        above, the CF decoding options, ``data_vars``/``coords``/``compat``/``join``/
+        ``combine_attrs``, ``parallel``), any other is refused.
+    path_as_pattern
+        ``false``: braces in ``urlpath`` are part of the file names. intake-xarray's pattern
+        fields (``{year}``), which it makes coordinates, are otherwise refused.
     metadata
         Catalog metadata.
     """
@@ -72,7 +82,7 @@ class VirtualSource(VirtualDataSource):
     def __init__(
         self,
         urlpath: str | Sequence[str] | None = None,
-        combine: str = "by_coords",
+        combine: str | None = "by_coords",
         concat_dim: str | Sequence[str] | None = None,
         group: str | None = None,
         loadable_variables: Sequence[str] | None = None,
@@ -84,6 +94,8 @@ class VirtualSource(VirtualDataSource):
         metadata: dict[str, Any] | None = None,
         authorize: Sequence[str] | str | None = None,
         references: bool = False,
+        xarray_kwargs: dict[str, Any] | None = None,
+        path_as_pattern: bool | None = None,
         **unknown: Any,
     ) -> None:
         """Check the arguments as a catalog gives them.
@@ -96,6 +108,20 @@ class VirtualSource(VirtualDataSource):
         arguments = Arguments(self.name, metadata)
         arguments.unknown(unknown, VirtualSource.__init__)
         super().__init__(metadata=arguments.mapping("metadata", metadata))
+        given: dict[str, Any] = {
+            "group": group,
+            "drop_variables": drop_variables,
+            "decode_times": decode_times,
+            "combine": combine,
+            "concat_dim": concat_dim,
+            "chunks": chunks,
+        }
+        xarray_options = from_xarray_kwargs(arguments, xarray_kwargs)
+        for name in SHARED:
+            if name in xarray_options:
+                given[name] = _once(arguments, name, given[name], xarray_options[name])
+        combine = given["combine"] or "by_coords"  # intake-xarray's None: xarray's default
+        chunks = given["chunks"]
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
@@ -104,13 +130,23 @@ class VirtualSource(VirtualDataSource):
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
             raise arguments.error("combine", combine, "'by_coords' or 'nested'")
+        fields = pattern_fields(named)
+        if fields and arguments.flag("path_as_pattern", path_as_pattern) is not False:
+            # intake-xarray's default: each field becomes a coordinate. Not silently a file
+            # name with braces in it, which would then not exist.
+            raise arguments.refused(
+                "urlpath",
+                f"has pattern field(s) {', '.join(fields)}, which the virtual driver does not "
+                "turn into coordinates: write a glob ('*') in their place, or set "
+                "path_as_pattern: false if the braces are part of the file names",
+            )
         self.urlpath: str | list[str] = named
         self.combine = combine
-        self.concat_dim = arguments.names("concat_dim", concat_dim)
-        self.group = arguments.text("group", group)
+        self.concat_dim = arguments.names("concat_dim", given["concat_dim"])
+        self.group = arguments.text("group", given["group"])
         self.loadable_variables = arguments.variables("loadable_variables", loadable_variables)
-        self.drop_variables = arguments.variables("drop_variables", drop_variables)
-        self.decode_times = arguments.flag("decode_times", decode_times)
+        self.drop_variables = arguments.variables("drop_variables", given["drop_variables"])
+        self.decode_times = arguments.flag("decode_times", given["decode_times"])
         self.overview_level = arguments.overview_level(overview_level)
         self.storage_options = arguments.mapping("storage_options", storage_options) or {}
         if "anon" in self.storage_options:
@@ -134,6 +170,9 @@ class VirtualSource(VirtualDataSource):
                     f"{path!r} is a relative path: write it as "
                     f'"{{{{ CATALOG_DIR }}}}/{path}" to name it in the catalog\'s directory',
                 )
+        self.parallel = xarray_options.get("parallel", False)
+        self.combine_options: dict[str, Any] = xarray_options["combine_options"]
+        self.decoding: dict[str, Any] = xarray_options["decoding"]
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
@@ -165,11 +204,13 @@ class VirtualSource(VirtualDataSource):
                     combine="nested" if self.combine == "nested" else "by_coords",
                     concat_dim=self.concat_dim,
                     progress=False,
+                    parallel=self.parallel,
                     group=self.group,
                     loadable_variables=self.loadable_variables,
                     drop_variables=self.drop_variables,
                     decode_times=self.decode_times,
                     overview_level=self.overview_level,
+                    **self.combine_options,
                 )
             self._registry = registry
         return self._virtual
@@ -230,12 +271,26 @@ class VirtualSource(VirtualDataSource):
         store = virtual.virtual.to_store(self._registry)
         # The references keep times encoded: decoding them is the read's job, as it is
         # xr.open_dataset's.
-        decoding = {} if self.decode_times is None else {"decode_times": self.decode_times}
+        decoding = dict(self.decoding)
+        if self.decode_times is not None:
+            decoding["decode_times"] = self.decode_times
         dataset = open_zarr_values(store, chunks=self.chunks, **decoding)
         return dataset
 
     def _close(self) -> None:
         self._virtual = None
+
+
+def _once(arguments: Arguments, name: str, argument: Any, option: Any) -> Any:
+    """The value of ``name`` given as an argument and in ``xarray_kwargs``: the one given
+    (an argument at its default is not given), refused if both are, differently."""
+    default = inspect.signature(VirtualSource.__init__).parameters[name].default
+    if argument not in (default, None) and argument != option:
+        raise arguments.refused(
+            "xarray_kwargs",
+            f"has {name}: {option!r}, but the entry's argument {name!r} is {argument!r}",
+        )
+    return option
 
 
 def _as_list(names: list[str] | str | None) -> list[str]:

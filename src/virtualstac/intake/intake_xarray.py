@@ -1,0 +1,118 @@
+"""intake-xarray's arguments, so its users can switch ``driver: netcdf`` to ``virtual``.
+
+An intake-xarray entry spells the options of ``xr.open_(mf)dataset`` in ``xarray_kwargs``
+and may name its files with a pattern (``path_as_pattern``). The options that mean the same
+for references are taken (``decode_times``, ``drop_variables``, ``group``, ``combine``, the CF
+decoding options, the combine options, ``parallel``); an ``engine`` whose files virtualstac
+parses is taken too, since the format is read from the files themselves. Anything else is
+refused, saying why, rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from virtualstac.intake.arguments import Arguments
+from virtualstac.xarray.unpacking import CF_DECODING
+
+__all__ = ["SHARED", "from_xarray_kwargs", "pattern_fields"]
+
+#: The CF decoding options applied as values are read (``decode_times`` is an argument).
+DECODING = tuple(name for name in ("decode_cf", *CF_DECODING) if name != "decode_times")
+#: Arguments of the ``virtual`` driver that ``xr.open_mfdataset`` spells the same.
+SHARED = ("group", "drop_variables", "decode_times", "combine", "concat_dim", "chunks")
+#: Options of ``xr.combine_by_coords``/``combine_nested``, passed to the combine, and the
+#: values xarray takes (``data_vars`` and ``coords`` a list of names too).
+_COMBINING = {
+    "data_vars": ("all", "minimal", "different"),
+    "coords": ("all", "minimal", "different"),
+    "compat": ("identical", "equals", "broadcast_equals", "no_conflicts", "override"),
+    "join": ("outer", "inner", "left", "right", "exact", "override"),
+    "combine_attrs": ("drop", "identical", "no_conflicts", "drop_conflicts", "override"),
+}
+#: xarray engines whose files virtualstac parses (it reads the format from the file).
+_ENGINES = ("netcdf4", "h5netcdf", "scipy", "zarr", "rasterio", "kerchunk", "virtualstac")
+#: What the others do not mean for references, and what to do instead.
+_REFUSED = {
+    "preprocess": "a function, which a YAML catalog cannot hold: open the entry with "
+    "virtualstac.open_virtual_mfdataset(..., preprocess=...) in Python",
+    "backend_kwargs": "options of an xarray backend, which virtualstac does not use",
+}
+#: intake-xarray's pattern fields in a path: ``{year}`` or ``{date:%Y%m%d}``.
+_PATTERN_FIELD = re.compile(r"\{[A-Za-z_]\w*(:[^{}]*)?\}")
+
+
+def from_xarray_kwargs(arguments: Arguments, given: Any) -> dict[str, Any]:
+    """The ``virtual`` driver's arguments that ``xarray_kwargs`` (intake-xarray's spelling of
+    ``xr.open_mfdataset``'s options) stand for.
+
+    Returns
+    -------
+    dict
+        Driver arguments (``group``, ``chunks``...), ``parallel``, ``combine_options`` and
+        ``decoding`` (the CF decoding options applied as values are read).
+
+    Raises
+    ------
+    InvalidCatalogArgumentError
+        For an option that means nothing for references, or an engine for another format.
+    """
+    options = arguments.mapping("xarray_kwargs", given) or {}
+    mapped: dict[str, Any] = {"combine_options": {}, "decoding": {}}
+    for name, value in options.items():
+        if name in SHARED:
+            mapped[name] = value
+        elif name in DECODING:
+            value = arguments.rendered_flag(value)
+            if not _decoding(name, value):
+                raise arguments.refused(
+                    "xarray_kwargs", f"has {name}: {value!r}, not true or false"
+                )
+            mapped["decoding"][name] = value
+        elif name in _COMBINING:
+            listed = name in ("data_vars", "coords") and isinstance(value, list)
+            if not (value in _COMBINING[name] or listed):
+                raise arguments.refused(
+                    "xarray_kwargs",
+                    f"has {name}: {value!r}, not one of {', '.join(_COMBINING[name])}",
+                )
+            mapped["combine_options"][name] = value
+        elif name == "parallel":
+            # xarray's parallel=True opens the files as dask.delayed tasks: so do we.
+            parallel = arguments.flag("xarray_kwargs: parallel", value)
+            mapped["parallel"] = "dask" if parallel else False
+        elif name == "engine":
+            if value not in _ENGINES:
+                raise arguments.refused(
+                    "xarray_kwargs",
+                    f"names engine {value!r}, whose files virtualstac does not parse; it reads "
+                    f"what engines {', '.join(_ENGINES)} read, finding the format in the file",
+                )
+        else:
+            reason = _REFUSED.get(name) or "an option of xarray that references do not take"
+            raise arguments.refused(
+                "xarray_kwargs",
+                f"has {name!r}: {reason}; it takes {', '.join(_taken())}",
+            )
+    return mapped
+
+
+def _decoding(name: str, value: Any) -> bool:
+    """Whether ``value`` is what the CF decoding option ``name`` takes: true or false, or
+    one for each variable name; ``decode_coords`` also ``coordinates`` or ``all``."""
+    if name == "decode_coords":
+        return value is None or isinstance(value, bool) or value in ("coordinates", "all")
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and isinstance(v, bool) for k, v in value.items())
+    return value is None or isinstance(value, bool)
+
+
+def _taken() -> list[str]:
+    return ["engine", *SHARED, *DECODING, *_COMBINING, "parallel"]
+
+
+def pattern_fields(urlpath: str | list[str]) -> list[str]:
+    """intake-xarray's pattern fields (``{year}``) in ``urlpath``."""
+    paths = [urlpath] if isinstance(urlpath, str) else urlpath
+    return [field.group(0) for path in paths for field in _PATTERN_FIELD.finditer(path)]

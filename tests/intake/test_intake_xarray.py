@@ -1,0 +1,141 @@
+"""intake-xarray's catalog entries with ``driver: virtual`` in place of ``driver: netcdf``.
+
+Their ``xarray_kwargs`` (``xr.open_mfdataset``'s options) keep meaning what they meant: the
+dataset equals ``xr.open_mfdataset`` with the same options; those references cannot honour
+are refused, naming the option, not ignored.
+"""
+
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+import intake
+from virtualstac.demo import write_sample_archive
+from virtualstac.errors import InvalidCatalogArgumentError
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[Path]:
+    return write_sample_archive(tmp_path / "data", days=2)
+
+
+def entry(directory: Path, args: str) -> object:
+    """The entry ``switched`` of a catalog in ``directory`` whose ``args`` are the YAML lines."""
+    indented = "\n".join("      " + line for line in args.strip().splitlines())
+    catalog = directory / "catalog.yaml"
+    catalog.write_text(f"sources:\n  switched:\n    driver: virtual\n    args:\n{indented}\n")
+    return intake.open_catalog(str(catalog)).switched
+
+
+def test_an_intake_xarray_entry_opens_as_open_mfdataset_does(files: list[Path]) -> None:
+    switched = entry(
+        files[0].parent.parent,
+        """
+urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+chunks: {time: 12}
+combine: nested
+concat_dim: time
+xarray_kwargs:
+  engine: netcdf4
+  decode_times: false
+  use_cftime: false
+  decode_coords: all
+  data_vars: minimal
+  coords: minimal
+  compat: override
+  parallel: true
+""",
+    )
+    dataset = switched.to_dask()
+    assert dataset["t2m"].chunks[0] == (12, 12, 12, 12)
+    with xr.open_mfdataset(
+        files,
+        engine="netcdf4",
+        combine="nested",
+        concat_dim="time",
+        decode_times=False,
+        decode_coords="all",
+        data_vars="minimal",
+        coords="minimal",
+        compat="override",
+    ) as direct:
+        xr.testing.assert_identical(dataset.load(), direct.load())
+
+
+def test_options_given_in_xarray_kwargs_only(files: list[Path]) -> None:
+    """intake-xarray entries often put ``combine`` and ``concat_dim`` in ``xarray_kwargs``."""
+    switched = entry(
+        files[0].parent.parent,
+        """
+urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+combine: null
+xarray_kwargs: {combine: by_coords, use_cftime: true, drop_variables: [lat_bnds]}
+""",
+    )
+    with xr.open_mfdataset(files, engine="netcdf4", use_cftime=True) as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+    assert type(switched.read()["time"].values[0]).__module__.startswith("cftime")
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        ("xarray_kwargs: {engine: cfgrib}", "names engine 'cfgrib', whose files virtualstac"),
+        ("xarray_kwargs: {lock: false}", "has 'lock': an option of xarray that references"),
+        ("xarray_kwargs: {backend_kwargs: {}}", "has 'backend_kwargs': options of an xarray"),
+        (
+            "decode_times: true\nxarray_kwargs: {decode_times: false}",
+            "has decode_times: False, but the entry's argument 'decode_times' is True",
+        ),
+        ("xarray_kwargs: [engine]", "must be a mapping of names to values"),
+    ],
+)
+def test_options_references_cannot_honour_are_refused(
+    files: list[Path], args: str, refusal: str
+) -> None:
+    switched = entry(files[0].parent.parent, f'urlpath: "{{{{ CATALOG_DIR }}}}/data/*.nc"\n{args}')
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        switched.to_dask()
+    assert str(refused.value).startswith("catalog entry 'switched': intake driver 'virtual'")
+    assert "argument 'xarray_kwargs' " + refusal in str(refused.value)
+
+
+def test_a_path_pattern_is_refused_not_read_as_a_file_name(files: list[Path]) -> None:
+    """intake-xarray makes ``{date:%Y-%m-%d}`` a coordinate of each file; as a file name it
+    would name no file, with a message about a percent-encoded URL."""
+    switched = entry(
+        files[0].parent.parent, 'urlpath: "{{ CATALOG_DIR }}/data/temperature_{date:%Y-%m-%d}.nc"'
+    )
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        switched.to_dask()
+    assert "argument 'urlpath' has pattern field(s) {date:%Y-%m-%d}, which" in str(refused.value)
+    assert "write a glob ('*') in their place" in str(refused.value)
+
+
+def test_braces_of_a_file_name_with_path_as_pattern_false(files: list[Path]) -> None:
+    braced = files[0].rename(files[0].with_name("run_{a}.nc"))
+    switched = entry(
+        braced.parent.parent,
+        'urlpath: "{{ CATALOG_DIR }}/data/run_{a}.nc"\npath_as_pattern: false',
+    )
+    with xr.open_dataset(braced, engine="netcdf4") as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+
+
+@pytest.mark.parametrize(
+    ("option", "refusal"),
+    [
+        ("mask_and_scale: perhaps", "has mask_and_scale: 'perhaps', not true or false"),
+        ("compat: loose", "has compat: 'loose', not one of identical, equals"),
+    ],
+)
+def test_option_values_xarray_would_refuse_are_named(
+    files: list[Path], option: str, refusal: str
+) -> None:
+    """Not xarray's error from deep inside combining or decoding, after every file is parsed."""
+    args = f'urlpath: "{{{{ CATALOG_DIR }}}}/data/*.nc"\nxarray_kwargs: {{{option}}}'
+    switched = entry(files[0].parent.parent, args)
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        switched.to_dask()
+    assert "argument 'xarray_kwargs' " + refusal in str(refused.value)
