@@ -139,3 +139,15 @@ def test_option_values_xarray_would_refuse_are_named(
     with pytest.raises(InvalidCatalogArgumentError) as refused:
         switched.to_dask()
     assert "argument 'xarray_kwargs' " + refusal in str(refused.value)
+
+
+def test_an_intake_xarray_zarr_entry_with_consolidated_metadata(tmp_path: Path) -> None:
+    """Pangeo's catalogs write ``consolidated: true`` beside ``urlpath`` (intake-xarray's
+    ``zarr`` driver) or in ``xarray_kwargs``: the store's arrays are the same either way."""
+    files = write_sample_archive(tmp_path / "data", days=1)
+    with xr.open_dataset(files[0], engine="netcdf4") as direct:
+        direct.load().to_zarr(tmp_path / "t2m.zarr", zarr_format=2, consolidated=True)
+    for args in ("consolidated: true", "xarray_kwargs: {engine: zarr, consolidated: true}"):
+        switched = entry(tmp_path, f'urlpath: "{{{{ CATALOG_DIR }}}}/t2m.zarr"\n{args}')
+        with xr.open_zarr(tmp_path / "t2m.zarr", consolidated=True) as direct:
+            xr.testing.assert_identical(switched.read(), direct.load())

@@ -82,6 +82,9 @@ def from_xarray_kwargs(arguments: Arguments, given: Any) -> dict[str, Any]:
             # xarray's parallel=True opens the files as dask.delayed tasks: so do we.
             parallel = arguments.flag("xarray_kwargs: parallel", value)
             mapped["parallel"] = "dask" if parallel else False
+        elif name == "consolidated":
+            # Which of a Zarr store's metadata xarray reads: the same arrays either way.
+            arguments.flag("xarray_kwargs: consolidated", value)
         elif name == "engine":
             if value not in _ENGINES:
                 raise arguments.refused(
@@ -109,7 +112,7 @@ def _decoding(name: str, value: Any) -> bool:
 
 
 def _taken() -> list[str]:
-    return ["engine", *SHARED, *DECODING, *_COMBINING, "parallel"]
+    return ["engine", *SHARED, *DECODING, *_COMBINING, "parallel", "consolidated"]
 
 
 def pattern_fields(urlpath: str | list[str]) -> list[str]:

@@ -69,6 +69,8 @@ class VirtualSource(VirtualDataSource):
         for references are taken (``engine`` of a format virtualstac parses, the arguments
         above, the CF decoding options, ``data_vars``/``coords``/``compat``/``join``/
         ``combine_attrs``, ``parallel``), any other is refused.
+    consolidated
+        intake-xarray's ``zarr`` driver's option, taken: a store's metadata is read either way.
     path_as_pattern
         ``false``: braces in ``urlpath`` are part of the file names. intake-xarray's pattern
         fields (``{year}``), which it makes coordinates, are otherwise refused.
@@ -96,6 +98,7 @@ class VirtualSource(VirtualDataSource):
         references: bool = False,
         xarray_kwargs: dict[str, Any] | None = None,
         path_as_pattern: bool | None = None,
+        consolidated: bool | None = None,
         **unknown: Any,
     ) -> None:
         """Check the arguments as a catalog gives them.
@@ -152,6 +155,9 @@ class VirtualSource(VirtualDataSource):
         if "anon" in self.storage_options:
             # fsspec's spelling, which intake-xarray catalogs use: unsigned requests.
             self.storage_options.setdefault("anonymous", self.storage_options.pop("anon"))
+        # intake-xarray's zarr driver: whether xarray reads a store's consolidated metadata,
+        # which holds the same arrays as the rest of it.
+        arguments.flag("consolidated", consolidated)
         self.authorize = _as_list(arguments.names("authorize", authorize))
         self.chunks = arguments.chunks(chunks)
         self.references = bool(arguments.flag("references", references))
