@@ -378,3 +378,38 @@ sources:
         StacVirtualSource(stac_api.url, collections=COLLECTION, datetime="yesterday").stac()
     assert "search parameters (collections, datetime) make no search of" in str(refused.value)
     assert "invalid datetime component: yesterday" in str(refused.value)
+
+
+def test_an_item_collection_with_hrefs_relative_to_itself(tmp_path: Path) -> None:
+    """A FeatureCollection written by hand (or saved from a search) beside its data: its
+    Items have no self link, and their relative hrefs resolve against the file holding them,
+    as an Item's resolve against its own file."""
+    archive = write_archive(tmp_path / "scenes")
+    features = []
+    for item in archive.items[:2]:
+        feature = item.to_dict(include_self_link=False)
+        feature["links"] = []
+        for key, asset in feature["assets"].items():
+            absolute = Path(item.assets[key].get_absolute_href() or "")
+            asset["href"] = str(absolute.relative_to(tmp_path))  # "scenes/.../B03.tif"
+        features.append(feature)
+    (tmp_path / "scenes.json").write_text(
+        json.dumps({"type": "FeatureCollection", "features": features})
+    )
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  scenes:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/scenes.json"
+      assets: [B03]
+"""
+    )
+    cube = intake.open_catalog(str(catalog)).scenes.read()
+    assert cube.sizes["time"] == 2
+    for step, item in enumerate(archive.items[:2]):
+        np.testing.assert_array_equal(
+            cube["B03"].isel(time=step).values, archive.band(item.id, "B03")
+        )

@@ -39,7 +39,14 @@ def read_stac(
     with reading_stac(url), reading_api(url):
         document = stac_io.read_json(url)
         if document.get("type") == "FeatureCollection":
-            return pystac.ItemCollection.from_dict(document)
+            collection = pystac.ItemCollection.from_dict(document)
+            for item in collection:
+                if item.get_self_href() is None:
+                    # Relative hrefs of an Item without a self link resolve against the
+                    # document holding it (RFC 3986's base URI), as pystac does for an Item
+                    # read from its own file.
+                    item.set_self_href(url)
+            return collection
         if "conformsTo" in document and any(
             link.get("rel") == "search" for link in document.get("links", [])
         ):
