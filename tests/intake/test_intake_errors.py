@@ -435,3 +435,35 @@ def test_entries_of_other_drivers_keep_intakes_errors(parameterized: Path) -> No
     with pytest.raises(ValueError, match=r"^day=3 is greater than 2$") as refused:
         entries.lines(day=3)
     assert not isinstance(refused.value, InvalidCatalogArgumentError)
+
+
+@pytest.mark.parametrize(
+    ("document", "kind"),
+    [
+        ({"type": "Collection"}, "Collection"),
+        ({"type": "Feature"}, "Item"),
+        ({"type": "FeatureCollection", "features": []}, "ItemCollection"),
+    ],
+)
+def test_search_parameters_of_a_static_document_are_refused(
+    tmp_path: Path, document: dict[str, object], kind: str
+) -> None:
+    """``ids``/``datetime``/``bbox`` search a STAC API: beside a static file they were
+    pystac-client's ClientTypeError, naming no entry."""
+    (tmp_path / "static.json").write_text(json.dumps({"stac_version": "1.1.0", **document}))
+    catalog = write_catalog(
+        tmp_path, "stac_virtual", 'url: "{{ CATALOG_DIR }}/static.json"\nids: [one]'
+    )
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert str(refused.value).startswith("catalog entry 'broken': intake driver 'stac_virtual'")
+    assert "the search parameters (ids) need the root of a STAC API, and " in str(refused.value)
+    assert f"static.json is a static {kind}: leave them out" in str(refused.value)
+
+
+def test_a_missing_api_root_is_named(tmp_path: Path) -> None:
+    catalog = write_catalog(
+        tmp_path, "stac_virtual", 'url: "{{ CATALOG_DIR }}/api.json"\ncollections: [era5]'
+    )
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'broken': STAC API .*api\.json"):
+        load(catalog)

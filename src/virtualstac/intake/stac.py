@@ -34,12 +34,14 @@ from typing import Any, get_type_hints
 import pystac
 import xarray as xr
 from pystac_client import Client, ItemSearch
+from pystac_client.errors import ClientTypeError
 
 from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.stac.backend import grid_names
 from virtualstac.stac.documents import read_stac
+from virtualstac.stac.invalid import reading_stac
 from virtualstac.stac.open import _open_stac
 from virtualstac.stac.options import OPTION_NAMES, OpenOptions
 from virtualstac.stac.stac_io import bounded_api_io, reading_api
@@ -47,6 +49,8 @@ from virtualstac.storage.client import DEFAULT_NETWORK
 
 __all__ = ["StacVirtualSource"]
 
+#: What the GeoJSON ``type`` of a static STAC document pystac-client refuses to search is.
+_STATIC = {"Feature": "Item", "FeatureCollection": "ItemCollection"}
 #: Arguments that make ``url`` the root of a STAC API to search.
 SEARCH_PARAMETERS = ("collections", "bbox", "datetime", "ids", "query", "filter", "max_items")
 
@@ -150,14 +154,24 @@ class StacVirtualSource(VirtualDataSource):
         registry = self.options.get("registry")
         network = registry.network if registry is not None else DEFAULT_NETWORK
         if self.search_parameters:
-            with reading_api(self.url):
-                client = Client.open(self.url, stac_io=bounded_api_io(network))
+            where = Arguments(StacVirtualSource.name, self.metadata).where
+            searched = ", ".join(self.search_parameters)
+            with reading_stac(self.url, "STAC API"), reading_api(self.url):
+                try:
+                    client = Client.open(self.url, stac_io=bounded_api_io(network))
+                except ClientTypeError as err:
+                    found = str(err).rpartition("found type=")[2]
+                    found = _STATIC.get(found, found or "document")
+                    raise InvalidCatalogArgumentError(
+                        f"{where}: the search parameters ({searched}) need the root of a STAC "
+                        f"API, and {self.url} is a static {found}: leave them out to open "
+                        "all of its Items, or name the JSON of the Item to open"
+                    ) from err
             try:
                 return client.search(**self.search_parameters)
             except Exception as err:  # pystac-client refuses parameters with bare Exceptions
-                where = Arguments(StacVirtualSource.name, self.metadata).where
                 raise InvalidCatalogArgumentError(
-                    f"{where}: the search parameters ({', '.join(self.search_parameters)}) "
+                    f"{where}: the search parameters ({searched}) "
                     f"make no search of {self.url}: {str(err).splitlines()[0]}"
                 ) from err
         return read_stac(self.url, network)
