@@ -29,6 +29,7 @@ from virtualstac import ManifestArray
 from virtualstac.errors import ChunkReadError, CorruptFileError, InvalidCatalogArgumentError
 from virtualstac.intake import StacVirtualSource
 from virtualstac.stac import publish
+from virtualstac.stac.options import InvalidOptionError
 
 
 def save_static(archive: Archive, root: Path) -> Path:
@@ -413,3 +414,14 @@ sources:
         np.testing.assert_array_equal(
             cube["B03"].isel(time=step).values, archive.band(item.id, "B03")
         )
+
+
+def test_chunks_of_a_dimension_the_items_have_not(static: tuple[Path, Archive]) -> None:
+    """As for the virtual driver: a misspelt dimension is refused, typed and named, not
+    xarray's silence nor a bare ValueError."""
+    catalog, _ = static
+    text = catalog.read_text().replace("assets: [B03]", "assets: [B03]\n      chunks: {tim: 1}")
+    catalog.write_text(text)
+    with pytest.raises(InvalidOptionError) as refused:
+        intake.open_catalog(str(catalog)).listed.to_dask()
+    assert str(refused.value).startswith("catalog entry 'listed': chunks names 'tim', not a")

@@ -38,6 +38,7 @@ from virtualstac.stac.item_assets import ItemAssets
 from virtualstac.stac.options import (
     DECODING_OPTIONS,
     READING_OPTIONS,
+    InvalidOptionError,
     OpenOptions,
     check_option_names,
 )
@@ -197,7 +198,7 @@ def _check_chunks(chunks: object, opened: _Opened) -> None:
     dims = {str(dim) for dataset in datasets for dim in dataset.sizes}
     unknown = [str(dim) for dim in chunks if str(dim) not in dims]
     if unknown:
-        raise ValueError(
+        raise InvalidOptionError(
             f"chunks names {', '.join(map(repr, unknown))}, not a dimension of the opened "
             f"data ({', '.join(sorted(dims))})"
         )

@@ -24,6 +24,7 @@ __all__ = [
     "DECODING_OPTIONS",
     "OPTION_NAMES",
     "READING_OPTIONS",
+    "InvalidOptionError",
     "OpenOptions",
     "UnknownOptionError",
     "check_option_names",
@@ -32,6 +33,10 @@ __all__ = [
 
 class UnknownOptionError(VirtualStacError, TypeError):
     """An option opening STAC objects does not take (often one of odc-stac's ``load``)."""
+
+
+class InvalidOptionError(VirtualStacError, ValueError):
+    """An option's value does not fit what was opened (``chunks`` naming no dimension)."""
 
 
 class OpenOptions(TypedDict, total=False):
