@@ -236,3 +236,21 @@ sources:
         intake.open_catalog(str(catalog)).misread.to_dask()
     assert "argument 'storage_options' cannot make a store for " in str(refused.value)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_list_of_globs_names_the_files_of_each(catalog: Path) -> None:
+    """As fsspec expands a list (intake-xarray's remote urlpaths): each glob's files, in the
+    order the list gives, not a file named '*02.nc'."""
+    files = sorted((catalog.parent / "data").glob("*.nc"))
+    catalog.write_text(
+        """
+sources:
+  both:
+    driver: virtual
+    args:
+      urlpath: ["{{ CATALOG_DIR }}/data/*01.nc", "{{ CATALOG_DIR }}/data/*0[2-9].nc"]
+"""
+    )
+    dataset = intake.open_catalog(str(catalog)).both.read()
+    with xr.open_mfdataset(files, engine="netcdf4") as direct:
+        xr.testing.assert_identical(dataset, direct.load())

@@ -33,7 +33,7 @@ from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.intake.intake_xarray import SHARED, from_xarray_kwargs, pattern_fields
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.open import _expand, open_virtual_dataset, open_virtual_mfdataset
 from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["VirtualSource"]
@@ -182,18 +182,23 @@ class VirtualSource(VirtualDataSource):
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
-    def _urls(self) -> list[str] | str:
+    def _urls(self, registry: ObjectStoreRegistry) -> list[str] | str:
+        """The files: a glob as it is (one listing); a list's files, and the files of each
+        glob in it (sorted), in the order the list names them, as fsspec expands a list."""
         if isinstance(self.urlpath, str):
             return self.urlpath
-        return [normalize_url(u) for u in self.urlpath]
+        urls: list[str] = []
+        for url in self.urlpath:
+            urls += _expand(url, registry) if _is_glob(url) else [normalize_url(url)]
+        return urls
 
     def _open_virtual(self) -> xr.Dataset:
         """Parse the files once; later calls reuse the references."""
         if self._virtual is None:
-            urls = self._urls()
             named = [self.urlpath] if isinstance(self.urlpath, str) else list(self.urlpath)
             registry = self._registry_for(named)
-            if isinstance(urls, str) and not any(c in urls for c in "*?["):
+            urls = self._urls(registry)
+            if isinstance(urls, str) and not _is_glob(urls):
                 self._virtual = open_virtual_dataset(
                     urls,
                     registry=registry,
@@ -297,6 +302,10 @@ def _once(arguments: Arguments, name: str, argument: Any, option: Any) -> Any:
             f"has {name}: {option!r}, but the entry's argument {name!r} is {argument!r}",
         )
     return option
+
+
+def _is_glob(url: str) -> bool:
+    return any(c in url for c in "*?[")
 
 
 def _as_list(names: list[str] | str | None) -> list[str]:
