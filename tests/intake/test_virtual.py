@@ -254,3 +254,22 @@ sources:
     dataset = intake.open_catalog(str(catalog)).both.read()
     with xr.open_mfdataset(files, engine="netcdf4") as direct:
         xr.testing.assert_identical(dataset, direct.load())
+
+
+def test_a_dict_parameter_gives_the_chunks(catalog: Path) -> None:
+    """Intake renders ``"{{ sizes }}"`` of a ``dict`` parameter as the text "{'time': 12}"."""
+    catalog.write_text(
+        """
+sources:
+  chosen:
+    driver: virtual
+    parameters:
+      sizes: {description: dask chunks, type: dict, default: {time: 12}}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      chunks: "{{ sizes }}"
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).chosen
+    assert entry.to_dask()["t2m"].chunks[0] == (12, 12, 12, 12)
+    assert entry(sizes={"time": 24, "lat": -1}).to_dask()["t2m"].chunks[:2] == ((24, 24), (90,))

@@ -102,9 +102,15 @@ class Arguments:
         return value
 
     def mapping(self, name: str, value: Any) -> dict[str, Any] | None:
-        """A mapping with string keys, or None."""
+        """A mapping with string keys, or None; or the text ``"{'time': 24}"`` that a template
+        of a ``dict`` parameter renders (``chunks: "{{ sizes }}"``)."""
         if value is None:
             return None
+        if isinstance(value, str) and value.strip().startswith("{"):
+            try:
+                value = ast.literal_eval(value.strip())
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                pass  # refused below, as the text it is
         if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
             return dict(value)
         raise self.error(name, value, "a mapping of names to values")
