@@ -273,3 +273,35 @@ sources:
     entry = intake.open_catalog(str(catalog)).chosen
     assert entry.to_dask()["t2m"].chunks[0] == (12, 12, 12, 12)
     assert entry(sizes={"time": 24, "lat": -1}).to_dask()["t2m"].chunks[:2] == ((24, 24), (90,))
+
+
+def test_s3fs_spelling_of_storage_options(s3_server: S3Server, tmp_path: Path) -> None:
+    """Pangeo's catalogs of buckets beside AWS (OSN pods, MinIO) name the endpoint in s3fs's
+    ``client_kwargs``; requester pays is ``requester_pays``."""
+    (path,) = write_sample_archive(tmp_path / "data", days=1)
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, f"era5/{path.name}", path, public=True)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        f"""
+sources:
+  public:
+    driver: virtual
+    args:
+      urlpath: {url}
+      storage_options:
+        anon: true
+        requester_pays: false
+        client_kwargs: {{endpoint_url: "{s3_server.endpoint}", region_name: {s3_server.region}}}
+  refused:
+    driver: virtual
+    args:
+      urlpath: {url}
+      storage_options: {{client_kwargs: {{verify: false}}}}
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(entries.public.read(), direct.load())
+    with pytest.raises(InvalidCatalogArgumentError, match="has client_kwargs 'verify', which"):
+        entries.refused.to_dask()

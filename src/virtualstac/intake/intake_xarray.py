@@ -16,7 +16,7 @@ from typing import Any
 from virtualstac.intake.arguments import Arguments
 from virtualstac.xarray.unpacking import CF_DECODING
 
-__all__ = ["SHARED", "from_xarray_kwargs", "pattern_fields"]
+__all__ = ["SHARED", "from_xarray_kwargs", "obstore_options", "pattern_fields"]
 
 #: The CF decoding options applied as values are read (``decode_times`` is an argument).
 DECODING = tuple(name for name in ("decode_cf", *CF_DECODING) if name != "decode_times")
@@ -119,3 +119,50 @@ def pattern_fields(urlpath: str | list[str]) -> list[str]:
     """intake-xarray's pattern fields (``{year}``) in ``urlpath``."""
     paths = [urlpath] if isinstance(urlpath, str) else urlpath
     return [field.group(0) for path in paths for field in _PATTERN_FIELD.finditer(path)]
+
+
+#: fsspec's (s3fs, gcsfs) spellings of object store options, as obstore spells them.
+_FSSPEC_OPTIONS = {
+    "anon": "anonymous",
+    "requester_pays": "request_payer",
+    "endpoint_url": "endpoint",
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+}
+#: s3fs's ``client_kwargs`` (botocore's client arguments), as obstore spells them.
+_CLIENT_KWARGS = {"endpoint_url": "endpoint", "region_name": "region"}
+
+
+def obstore_options(arguments: Arguments, given: Any) -> dict[str, Any]:
+    """``storage_options`` as obstore takes them, fsspec's spellings in intake-xarray's
+    catalogs translated: ``anon: true``, gcsfs's ``token: anon``, ``requester_pays``, s3fs's
+    ``client_kwargs: {endpoint_url, region_name}``, ``endpoint_url``, ``key``/``secret``.
+
+    Raises
+    ------
+    InvalidCatalogArgumentError
+        For a key of ``client_kwargs`` obstore has no option for.
+    """
+    options = arguments.mapping("storage_options", given) or {}
+    translated: dict[str, Any] = {}
+    for name, value in options.items():
+        if name == "token" and value == "anon":
+            translated.setdefault("anonymous", True)
+        elif name == "client_kwargs" and isinstance(value, dict):
+            for key, setting in value.items():
+                if key not in _CLIENT_KWARGS:
+                    raise arguments.refused(
+                        "storage_options",
+                        f"has client_kwargs {key!r}, which no object store option stands for; "
+                        f"client_kwargs may hold {', '.join(_CLIENT_KWARGS)}",
+                    )
+                translated.setdefault(_CLIENT_KWARGS[key], setting)
+        else:
+            translated[_FSSPEC_OPTIONS.get(name, name)] = value
+    endpoint = translated.get("endpoint")
+    if "client_kwargs" in options and isinstance(endpoint, str) and endpoint.startswith("http:"):
+        # s3fs reads the http:// endpoint it is given; obstore needs leave to.
+        client = translated.setdefault("client_options", {})
+        if isinstance(client, dict):
+            client.setdefault("allow_http", True)
+    return translated

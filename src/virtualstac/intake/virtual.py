@@ -30,7 +30,12 @@ import xarray as xr
 from virtualstac.errors import UnregisteredURLError, VirtualStacError
 from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource, refused_when_used
-from virtualstac.intake.intake_xarray import SHARED, from_xarray_kwargs, pattern_fields
+from virtualstac.intake.intake_xarray import (
+    SHARED,
+    from_xarray_kwargs,
+    obstore_options,
+    pattern_fields,
+)
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.open import _expand, open_virtual_dataset, open_virtual_mfdataset
@@ -54,7 +59,8 @@ class VirtualSource(VirtualDataSource):
     storage_options
         Options of the object store the files are read from (``region``, ``endpoint``,
         ``skip_signature``, ...), used for every URL prefix the files live under; fsspec's
-        ``anon: true`` is ``skip_signature``.
+        spellings are translated (``anon: true``, ``token: anon``, ``requester_pays``,
+        ``client_kwargs: {endpoint_url, region_name}``, ``endpoint_url``, ``key``/``secret``).
     authorize
         URL prefixes you trust the files to make us read besides themselves (the sources of
         Kerchunk references), or local files a remote catalog names.
@@ -151,10 +157,8 @@ class VirtualSource(VirtualDataSource):
         self.drop_variables = arguments.variables("drop_variables", given["drop_variables"])
         self.decode_times = arguments.flag("decode_times", given["decode_times"])
         self.overview_level = arguments.overview_level(overview_level)
-        self.storage_options = arguments.mapping("storage_options", storage_options) or {}
-        if "anon" in self.storage_options:
-            # fsspec's spelling, which intake-xarray catalogs use: unsigned requests.
-            self.storage_options.setdefault("anonymous", self.storage_options.pop("anon"))
+        # fsspec's spellings, which intake-xarray catalogs use, as obstore's.
+        self.storage_options = obstore_options(arguments, storage_options)
         # intake-xarray's zarr driver: whether xarray reads a store's consolidated metadata,
         # which holds the same arrays as the rest of it.
         arguments.flag("consolidated", consolidated)
