@@ -7,6 +7,8 @@ are refused, naming the option, not ignored.
 
 from pathlib import Path
 
+import netCDF4
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -151,3 +153,28 @@ def test_an_intake_xarray_zarr_entry_with_consolidated_metadata(tmp_path: Path) 
         switched = entry(tmp_path, f'urlpath: "{{{{ CATALOG_DIR }}}}/t2m.zarr"\n{args}')
         with xr.open_zarr(tmp_path / "t2m.zarr", consolidated=True) as direct:
             xr.testing.assert_identical(switched.read(), direct.load())
+
+
+def test_attributes_that_differ_between_files_are_the_first_files(tmp_path: Path) -> None:
+    """xr.open_mfdataset keeps the first file's attributes (``combine_attrs="override"``),
+    so an intake-xarray entry gave a ``history`` each file writes: so does ``virtual``."""
+    for day in range(2):
+        with netCDF4.Dataset(tmp_path / f"day{day}.nc", "w") as written:
+            written.createDimension("time", None)
+            written.createDimension("x", 3)
+            time = written.createVariable("time", "f8", ("time",))
+            time.units = "days since 2000-01-01"
+            time[:] = [2 * day, 2 * day + 1]
+            values = written.createVariable("v", "f4", ("time", "x"), fill_value=-999.0)
+            values[:] = np.arange(6, dtype="f4").reshape(2, 3) + day
+            values.history = f"calibrated, run {day}"
+            written.history = f"written by run {day}"
+    switched = entry(tmp_path, 'urlpath: "{{ CATALOG_DIR }}/day*.nc"')
+    with xr.open_mfdataset(sorted(tmp_path.glob("day*.nc")), engine="netcdf4") as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+    assert switched.read().attrs["history"] == "written by run 0"
+    kept = entry(
+        tmp_path,
+        'urlpath: "{{ CATALOG_DIR }}/day*.nc"\nxarray_kwargs: {combine_attrs: drop_conflicts}',
+    )
+    assert "history" not in kept.read().attrs

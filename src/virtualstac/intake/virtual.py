@@ -181,7 +181,11 @@ class VirtualSource(VirtualDataSource):
                     f'"{{{{ CATALOG_DIR }}}}/{path}" to name it in the catalog\'s directory',
                 )
         self.parallel = xarray_options.get("parallel", False)
-        self.combine_options: dict[str, Any] = xarray_options["combine_options"]
+        # Attributes as xr.open_mfdataset (and so intake-xarray) gives them: the first file's.
+        self.combine_options: dict[str, Any] = {
+            "combine_attrs": "override",
+            **xarray_options["combine_options"],
+        }
         self.decoding: dict[str, Any] = xarray_options["decoding"]
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
