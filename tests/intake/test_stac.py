@@ -425,3 +425,17 @@ def test_chunks_of_a_dimension_the_items_have_not(static: tuple[Path, Archive]) 
     with pytest.raises(InvalidOptionError) as refused:
         intake.open_catalog(str(catalog)).listed.to_dask()
     assert str(refused.value).startswith("catalog entry 'listed': chunks names 'tim', not a")
+
+
+def test_a_list_parameter_names_the_variables_to_drop(static: tuple[Path, Archive]) -> None:
+    """``drop_variables: "{{ drop }}"`` renders as the text "['lat_bnds']": that list."""
+    catalog, _ = static
+    text = catalog.read_text().replace(
+        "      assets: [B03]\n",
+        '      assets: [B03]\n      drop_variables: "{{ drop }}"\n    parameters:\n'
+        "      drop: {description: left out, type: list, default: [lat_bnds, lon_bnds]}\n",
+    )
+    catalog.write_text(text)
+    listed = intake.open_catalog(str(catalog)).listed
+    assert listed.options["drop_variables"] == ["lat_bnds", "lon_bnds"]
+    assert list(listed.to_dask().data_vars) == ["B03"]

@@ -305,3 +305,23 @@ sources:
         xr.testing.assert_identical(entries.public.read(), direct.load())
     with pytest.raises(InvalidCatalogArgumentError, match="has client_kwargs 'verify', which"):
         entries.refused.to_dask()
+
+
+def test_a_list_parameter_names_the_variables_to_drop(catalog: Path) -> None:
+    """``drop_variables: "{{ drop }}"`` renders as the text "['t2m']": that list, not one
+    variable named "['t2m']" that no file has, which dropped nothing, silently."""
+    catalog.write_text(
+        """
+sources:
+  files:
+    driver: virtual
+    parameters:
+      drop: {description: variables left out, type: list, default: [t2m]}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+      drop_variables: "{{ drop }}"
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).files
+    assert list(entry.to_dask().data_vars) == []
+    assert list(entry(drop=[]).to_dask().data_vars) == ["t2m"]

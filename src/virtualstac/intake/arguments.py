@@ -60,26 +60,21 @@ class Arguments:
         raise self.error(name, value, "a string")
 
     def names(self, name: str, value: Any) -> list[str] | str | None:
-        """A string, a list of strings, or None (a template may render the list as text)."""
+        """A string, a list of strings, or None; the text ``"['a', 'b']"`` that a template of
+        a list parameter renders to (``"{{ files }}"``, ``drop_variables: "{{ drop }}"``) is
+        that list, not one name."""
+        if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+            try:
+                listed = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                return value  # a glob's character class, such as "[ab]"
+            if isinstance(listed, list) and all(isinstance(v, str) for v in listed):
+                return listed
         if value is None or isinstance(value, str):
             return value
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return list(value)
         raise self.error(name, value, "a string or a list of strings")
-
-    def paths(self, name: str, value: Any) -> list[str] | str | None:
-        """As :meth:`names`; and the text ``"['a.nc', 'b.nc']"`` that a template of a list
-        parameter renders to (``"{{ files }}"``, the parameter's default) is that list, not a
-        glob."""
-        names = self.names(name, value)
-        if isinstance(names, str) and names.startswith("[") and names.endswith("]"):
-            try:
-                listed = ast.literal_eval(names)
-            except (ValueError, SyntaxError):
-                return names  # a glob's character class, such as "[ab]"
-            if isinstance(listed, list) and all(isinstance(v, str) for v in listed):
-                return listed
-        return names
 
     def variables(self, name: str, value: Any) -> list[str] | None:
         """Variable names: a list of strings, one string, or None."""

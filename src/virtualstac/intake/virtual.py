@@ -134,7 +134,7 @@ class VirtualSource(VirtualDataSource):
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
-        named = arguments.paths("urlpath", urlpath)
+        named = arguments.names("urlpath", urlpath)
         if not named:
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
