@@ -5,6 +5,8 @@ dataset equals ``xr.open_mfdataset`` with the same options; those references can
 are refused, naming the option, not ignored.
 """
 
+import gc
+import json
 from pathlib import Path
 
 import netCDF4
@@ -13,6 +15,7 @@ import pytest
 import xarray as xr
 
 import intake
+from servers import S3Server
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import InvalidCatalogArgumentError
 
@@ -178,3 +181,59 @@ def test_attributes_that_differ_between_files_are_the_first_files(tmp_path: Path
         'urlpath: "{{ CATALOG_DIR }}/day*.nc"\nxarray_kwargs: {combine_attrs: drop_conflicts}',
     )
     assert "history" not in kept.read().attrs
+
+
+def kerchunk_references(path: Path, url: str) -> dict[str, object]:
+    """kerchunk's references to the netCDF-4 file ``path``, naming it ``url``."""
+    hdf = pytest.importorskip("kerchunk.hdf")
+    # kerchunk holds h5py's lock while it waits for zarr's IO thread; a garbage collection
+    # there freeing an h5py object would deadlock both (see tests/parsers/kerchunk_refs.py).
+    gc.collect()
+    gc.disable()
+    try:
+        with path.open("rb") as opened:
+            references: dict[str, object] = hdf.SingleHdf5ToZarr(opened, url).translate()
+    finally:
+        gc.enable()
+    return references
+
+
+def test_kerchunk_references_as_intake_spells_them(s3_server: S3Server, tmp_path: Path) -> None:
+    """intake's Kerchunk entries open ``reference://`` with the references file as
+    storage_options' ``fo`` and the sources' options as ``remote_options``."""
+    (path,) = write_sample_archive(tmp_path / "data", days=1)
+    bucket = s3_server.create_bucket()
+    url = s3_server.upload(bucket, f"era5/{path.name}", path, public=True)
+    (tmp_path / "refs.json").write_text(json.dumps(kerchunk_references(path, url)))
+    switched = entry(
+        tmp_path,
+        f"""
+urlpath: "reference://"
+consolidated: false
+authorize: ["s3://{bucket}/era5/"]
+storage_options:
+  fo: "{{{{ CATALOG_DIR }}}}/refs.json"
+  remote_protocol: s3
+  remote_options:
+    anon: true
+    client_kwargs: {{endpoint_url: "{s3_server.endpoint}", region_name: {s3_server.region}}}
+""",
+    )
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ("{remote_protocol: s3}", "argument 'urlpath' 'reference://' is fsspec's reference"),
+        ("{fo: /refs.json, max_gap: 10}", "argument 'storage_options' has 'max_gap', which"),
+    ],
+)
+def test_kerchunk_references_without_what_they_need(
+    tmp_path: Path, options: str, refusal: str
+) -> None:
+    switched = entry(tmp_path, f'urlpath: "reference://"\nstorage_options: {options}')
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        switched.to_dask()
+    assert refusal in str(refused.value)

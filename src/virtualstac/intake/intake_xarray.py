@@ -16,7 +16,13 @@ from typing import Any
 from virtualstac.intake.arguments import Arguments
 from virtualstac.xarray.unpacking import CF_DECODING
 
-__all__ = ["SHARED", "from_xarray_kwargs", "obstore_options", "pattern_fields"]
+__all__ = [
+    "SHARED",
+    "from_xarray_kwargs",
+    "fsspec_references",
+    "obstore_options",
+    "pattern_fields",
+]
 
 #: The CF decoding options applied as values are read (``decode_times`` is an argument).
 DECODING = tuple(name for name in ("decode_cf", *CF_DECODING) if name != "decode_times")
@@ -166,3 +172,49 @@ def obstore_options(arguments: Arguments, given: Any) -> dict[str, Any]:
         if isinstance(client, dict):
             client.setdefault("allow_http", True)
     return translated
+
+
+#: The options of fsspec's reference filesystem, as intake catalogs give them for Kerchunk.
+_REFERENCE_OPTIONS = (
+    "fo",
+    "target_options",
+    "remote_options",
+    "target_protocol",
+    "remote_protocol",
+    "skip_instance_cache",
+)
+
+
+def fsspec_references(
+    arguments: Arguments, urlpath: Any, storage_options: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Intake's spelling of Kerchunk references, ``urlpath: "reference://"`` with
+    ``storage_options: {fo: refs.json, remote_options: ...}``, as the references file to
+    open, the options of its store (``target_options``) and of the sources' stores
+    (``remote_options``); any other ``urlpath`` and ``storage_options`` as they are.
+
+    Raises
+    ------
+    InvalidCatalogArgumentError
+        Without ``fo``, or with an option of fsspec's filesystem that means nothing here.
+    """
+    if not (isinstance(urlpath, str) and urlpath.startswith("reference://")):
+        return urlpath, storage_options, {}
+    options = arguments.mapping("storage_options", storage_options) or {}
+    references = options.get("fo")
+    if urlpath != "reference://" or not isinstance(references, str):
+        raise arguments.refused(
+            "urlpath",
+            f"{urlpath!r} is fsspec's reference filesystem: it needs storage_options' fo, "
+            "the Kerchunk references file (or name that file as urlpath)",
+        )
+    unknown = sorted(set(options) - set(_REFERENCE_OPTIONS))
+    if unknown:
+        raise arguments.refused(
+            "storage_options",
+            f"has {', '.join(map(repr, unknown))}, which fsspec's reference filesystem takes "
+            f"but references read here do not; it takes {', '.join(_REFERENCE_OPTIONS)}",
+        )
+    # The protocols are in the URLs themselves.
+    sources = obstore_options(arguments, options.get("remote_options"))
+    return references, options.get("target_options"), sources

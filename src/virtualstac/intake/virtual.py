@@ -33,6 +33,7 @@ from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.intake.intake_xarray import (
     SHARED,
     from_xarray_kwargs,
+    fsspec_references,
     obstore_options,
     pattern_fields,
 )
@@ -131,6 +132,9 @@ class VirtualSource(VirtualDataSource):
                 given[name] = _once(arguments, name, given[name], xarray_options[name])
         combine = given["combine"] or "by_coords"  # intake-xarray's None: xarray's default
         chunks = given["chunks"]
+        urlpath, storage_options, self.source_options = fsspec_references(
+            arguments, urlpath, storage_options
+        )
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
@@ -245,24 +249,35 @@ class VirtualSource(VirtualDataSource):
             location = _named_location(url, catalog_dir)
             if remote_catalog and location.startswith("file://"):
                 continue  # a remote catalog may not make us read local files
-            # A glob's directory (ending in "/") is served by a store of that directory.
-            prefix = store_prefix(location + "x" if location.endswith("/") else location)
+            prefix = _store_of(location)
             if prefix in stores:
                 registry.allow(location)
             else:
-                try:
-                    registry.register(prefix, only=[location], **self.storage_options)
-                except VirtualStacError:
-                    raise
-                except (TypeError, ValueError, obstore.exceptions.BaseError) as err:
-                    raise Arguments(VirtualSource.name, self.metadata).refused(
-                        "storage_options",
-                        f"cannot make a store for {prefix}: {str(err).splitlines()[0]}",
-                    ) from err
+                self._register(registry, prefix, location, self.storage_options)
                 stores.add(prefix)
         for prefix in self.authorize:
-            registry.allow(prefix)
+            store = _store_of(normalize_url(prefix))
+            if self.source_options and store not in stores:
+                # The sources of references: with remote_options, on a store of their own.
+                self._register(registry, store, normalize_url(prefix), self.source_options)
+                stores.add(store)
+            else:
+                registry.allow(prefix)
         return registry
+
+    def _register(
+        self, registry: ObjectStoreRegistry, prefix: str, location: str, options: dict[str, Any]
+    ) -> None:
+        """Register a store for ``prefix`` with ``options``, allowing ``location`` below it."""
+        try:
+            registry.register(prefix, only=[location], **options)
+        except VirtualStacError:
+            raise
+        except (TypeError, ValueError, obstore.exceptions.BaseError) as err:
+            raise Arguments(VirtualSource.name, self.metadata).refused(
+                "storage_options",
+                f"cannot make a store for {prefix}: {str(err).splitlines()[0]}",
+            ) from err
 
     def _parsed(self) -> xr.Dataset:
         return self._open_virtual()
@@ -310,6 +325,11 @@ def _once(arguments: Arguments, name: str, argument: Any, option: Any) -> Any:
             f"has {name}: {option!r}, but the entry's argument {name!r} is {argument!r}",
         )
     return option
+
+
+def _store_of(location: str) -> str:
+    """The prefix of the store serving ``location``; a directory's (ending in "/") too."""
+    return store_prefix(location + "x" if location.endswith("/") else location)
 
 
 def _is_glob(url: str) -> bool:
