@@ -325,3 +325,24 @@ sources:
     entry = intake.open_catalog(str(catalog)).files
     assert list(entry.to_dask().data_vars) == []
     assert list(entry(drop=[]).to_dask().data_vars) == ["t2m"]
+
+
+def test_home_relative_and_pathlib_paths(catalog: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~/data/*.nc`` is below the home directory, as xarray and fsspec read it (it was
+    refused as a relative path); a source made in Python takes ``pathlib`` paths."""
+    monkeypatch.setenv("HOME", str(catalog.parent))
+    catalog.write_text(
+        """
+sources:
+  home:
+    driver: virtual
+    args:
+      urlpath: ~/data/*.nc
+"""
+    )
+    files = sorted((catalog.parent / "data").glob("*.nc"))
+    with xr.open_mfdataset(files, engine="netcdf4") as direct:
+        xr.testing.assert_identical(intake.open_catalog(str(catalog)).home.read(), direct.load())
+        xr.testing.assert_identical(VirtualSource(urlpath=files).read(), direct.load())
+    with xr.open_dataset(files[0], engine="netcdf4") as direct:
+        xr.testing.assert_identical(VirtualSource(files[0]).read(), direct.load())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import inspect
+import os
 import types
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, TypeAliasType, Union, get_args, get_origin
@@ -75,6 +76,18 @@ class Arguments:
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return list(value)
         raise self.error(name, value, "a string or a list of strings")
+
+    def paths(self, name: str, value: Any) -> list[str] | str | None:
+        """As :meth:`names`, for paths and URLs: ``pathlib`` paths are taken, and ``~`` is
+        the user's home directory, as xarray and fsspec read a path."""
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        elif isinstance(value, list | tuple):
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        names = self.names(name, value)
+        if isinstance(names, list):
+            return [os.path.expanduser(path) for path in names]
+        return None if names is None else os.path.expanduser(names)
 
     def variables(self, name: str, value: Any) -> list[str] | None:
         """Variable names: a list of strings, one string, or None."""

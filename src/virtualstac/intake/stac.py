@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import importlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, get_type_hints
 
@@ -89,7 +90,7 @@ class StacVirtualSource(VirtualDataSource):
     @refused_when_used
     def __init__(
         self,
-        url: str | None = None,
+        url: str | os.PathLike[str] | None = None,
         assets: Sequence[str] | str | None = None,
         collections: Sequence[str] | str | None = None,
         bbox: Sequence[float | str] | str | None = None,
@@ -118,9 +119,10 @@ class StacVirtualSource(VirtualDataSource):
         if url is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("url", "is missing: the path or URL of STAC JSON or a STAC API")
-        if not isinstance(url, str) or not url.strip():
+        location = arguments.paths("url", url) if isinstance(url, str | os.PathLike) else url
+        if not isinstance(location, str) or not location.strip():
             raise arguments.error("url", url, "the path or URL of STAC JSON or a STAC API")
-        self.url = url
+        url = self.url = location
         self.assets = _names(arguments, "assets", arguments.names("assets", assets))
         self.search_parameters = _search_parameters(
             arguments,

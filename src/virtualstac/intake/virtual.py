@@ -21,6 +21,7 @@ its first wildcard, which must not climb out of the catalog's directory); never 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,7 +91,7 @@ class VirtualSource(VirtualDataSource):
     @refused_when_used
     def __init__(
         self,
-        urlpath: str | Sequence[str] | None = None,
+        urlpath: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         combine: str | None = "by_coords",
         concat_dim: str | Sequence[str] | None = None,
         group: str | None = None,
@@ -138,7 +139,7 @@ class VirtualSource(VirtualDataSource):
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
-        named = arguments.names("urlpath", urlpath)
+        named = arguments.paths("urlpath", urlpath)
         if not named:
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
