@@ -94,6 +94,10 @@ xarray_kwargs: {combine: by_coords, use_cftime: true, drop_variables: [lat_bnds]
             "has decode_times: False, but the entry's argument 'decode_times' is True",
         ),
         ("xarray_kwargs: [engine]", "must be a mapping of names to values"),
+        (
+            "references: true\nxarray_kwargs: {mask_and_scale: false}",
+            "has mask_and_scale, which decode values: leave them out with references: true",
+        ),
     ],
 )
 def test_options_references_cannot_honour_are_refused(

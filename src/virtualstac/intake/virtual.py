@@ -192,6 +192,13 @@ class VirtualSource(VirtualDataSource):
             **xarray_options["combine_options"],
         }
         self.decoding: dict[str, Any] = xarray_options["decoding"]
+        if self.references and self.decoding:
+            # References are not decoded: the options would be ignored, silently.
+            raise arguments.refused(
+                "xarray_kwargs",
+                f"has {', '.join(self.decoding)}, which decode values: leave them out with "
+                "references: true",
+            )
         self._virtual: xr.Dataset | None = None
         self._registry: ObjectStoreRegistry | None = None
 
