@@ -7,6 +7,7 @@ error comes from ``open_catalog(...).entry.to_dask()`` as a user would call it.
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import netCDF4
@@ -467,3 +468,35 @@ def test_a_missing_api_root_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'broken': STAC API .*api\.json"):
         load(catalog)
+
+
+def test_a_source_pickled_to_a_dask_worker_still_names_its_entry(tmp_path: Path) -> None:
+    """Intake names a source after its entry once it is made; pickling (dask distributed
+    sends sources to workers so) re-made it from its arguments alone, without the name."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  good:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/*.nc"
+  gone:
+    driver: virtual
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/temperature_1999-01-01.nc"
+  stac:
+    driver: stac_virtual
+    args:
+      url: "{{ CATALOG_DIR }}/missing.json"
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'gone': "):
+        pickle.loads(pickle.dumps(entries.gone)).to_dask()
+    with pytest.raises(SourceNotFoundError, match=r"^catalog entry 'stac': "):
+        pickle.loads(pickle.dumps(entries.stac)).discover()
+    copied = pickle.loads(pickle.dumps(entries.good))
+    assert copied.name == "good"
+    assert copied.read().sizes["time"] == 24

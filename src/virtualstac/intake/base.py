@@ -45,6 +45,8 @@ def refused_when_used[Init: Callable[..., None]](init: Init) -> Init:
 class VirtualDataSource(DataSource):  # type: ignore[misc]
     """An Intake v1 source of one xarray dataset (or tree) opened through chunk references."""
 
+    #: The driver's name; Intake names each source of a catalog after its entry.
+    name: str = "virtualstac"
     container = "xarray"
     version = __version__
     partition_access = True
@@ -52,6 +54,19 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
     references: bool = False
     #: An argument of its catalog entry that was refused (see :func:`refused_when_used`).
     _refused: InvalidCatalogArgumentError | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Intake's state (the arguments the source was made with), and the name of its
+        catalog entry, which Intake sets after making it: a copy pickled to a dask worker
+        still names the entry in its errors."""
+        state: dict[str, Any] = super().__getstate__()
+        state["entry"] = (self.name, self.description)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        name, description = state.pop("entry", (type(self).name, None))
+        super().__setstate__(state)
+        self.name, self.description = name, description
 
     @abstractmethod
     def _parsed(self) -> xr.Dataset | xr.DataTree:
