@@ -439,3 +439,16 @@ def test_a_list_parameter_names_the_variables_to_drop(static: tuple[Path, Archiv
     listed = intake.open_catalog(str(catalog)).listed
     assert listed.options["drop_variables"] == ["lat_bnds", "lon_bnds"]
     assert list(listed.to_dask().data_vars) == ["B03"]
+
+
+def test_read_leaves_to_dask_lazy(static: tuple[Path, Archive]) -> None:
+    """read() loads a dataset in place: not the one to_dask() gives next, nor what a caller
+    added to an earlier one."""
+    catalog, _ = static
+    entry = intake.open_catalog(str(catalog)).listed
+    assert isinstance(entry.read()["B03"].data, np.ndarray)
+    cube = entry.to_dask()
+    assert isinstance(cube["B03"].data, dask.array.Array)
+    cube["double"] = cube["B03"] * 2
+    assert list(entry.to_dask().data_vars) == ["B03"]
+    assert isinstance(entry.to_dask()["B03"].data, dask.array.Array)

@@ -194,7 +194,9 @@ class StacVirtualSource(VirtualDataSource):
     def to_dask(self) -> xr.Dataset | xr.DataTree:
         """The dataset, lazy and dask-backed (references with ``references: true``)."""
         with self.naming_entry():
-            return self._parsed()
+            # A copy: read() loads what it is given in place, and a caller may add variables;
+            # neither may change what the next to_dask() gives.
+            return self._parsed().copy()
 
     def _close(self) -> None:
         self._opened = None

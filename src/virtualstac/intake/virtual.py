@@ -300,7 +300,7 @@ class VirtualSource(VirtualDataSource):
         """The dataset read through the references, or the references."""
         virtual = self._open_virtual()
         if self.references:
-            return virtual
+            return virtual.copy()  # what a caller changes is not what the next call gives
         named = self.chunks if isinstance(self.chunks, dict) else {}
         unknown = [dim for dim in named if dim not in virtual.sizes]
         if unknown:
