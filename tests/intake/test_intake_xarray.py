@@ -120,6 +120,14 @@ def test_a_path_pattern_is_refused_not_read_as_a_file_name(files: list[Path]) ->
         switched.to_dask()
     assert "argument 'urlpath' has pattern field(s) {date:%Y-%m-%d}, which" in str(refused.value)
     assert "write a glob ('*') in their place" in str(refused.value)
+    # intake-xarray also takes the pattern on its own, beside a glob
+    switched = entry(
+        files[0].parent.parent,
+        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\n'
+        'path_as_pattern: "{{ CATALOG_DIR }}/data/temperature_{date}.nc"',
+    )
+    with pytest.raises(InvalidCatalogArgumentError, match="argument 'path_as_pattern' '/"):
+        switched.to_dask()
 
 
 def test_braces_of_a_file_name_with_path_as_pattern_false(files: list[Path]) -> None:

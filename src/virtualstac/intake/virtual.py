@@ -144,6 +144,12 @@ class VirtualSource(VirtualDataSource):
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
             raise arguments.error("combine", combine, "'by_coords' or 'nested'")
+        if isinstance(arguments.rendered_flag(path_as_pattern), str):
+            raise arguments.refused(
+                "path_as_pattern",
+                f"{path_as_pattern!r} is a pattern, whose fields intake-xarray makes "
+                "coordinates of each file; the virtual driver does not: leave it out",
+            )
         fields = pattern_fields(named)
         if fields and arguments.flag("path_as_pattern", path_as_pattern) is not False:
             # intake-xarray's default: each field becomes a coordinate. Not silently a file
