@@ -249,3 +249,30 @@ def test_kerchunk_references_without_what_they_need(
     with pytest.raises(InvalidCatalogArgumentError) as refused:
         switched.to_dask()
     assert refusal in str(refused.value)
+
+
+def test_nested_lists_of_files_along_two_dimensions(tmp_path: Path) -> None:
+    """xr.open_mfdataset arranges nested lists of files along one concat_dim per level, as
+    an intake-xarray entry passes them on; refused when the levels and names disagree."""
+    layout: list[list[Path]] = []
+    for step in range(2):
+        layout.append([])
+        for tile in range(2):
+            path = tmp_path / f"t{step}_x{tile}.nc"
+            layout[-1].append(path)
+            with netCDF4.Dataset(path, "w") as written:
+                written.createDimension("time", 2)
+                written.createDimension("x", 3)
+                time = written.createVariable("time", "f8", ("time",))
+                time.units = "days since 2000-01-01"
+                time[:] = [2 * step, 2 * step + 1]
+                written.createVariable("x", "f8", ("x",))[:] = np.arange(3) + 3 * tile
+                values = written.createVariable("v", "f4", ("time", "x"))
+                values[:] = np.arange(6, dtype="f4").reshape(2, 3) + 10 * step + 100 * tile
+    listed = [[f"{{{{ CATALOG_DIR }}}}/{path.name}" for path in row] for row in layout]
+    switched = entry(tmp_path, f"urlpath: {listed}\ncombine: nested\nconcat_dim: [time, x]")
+    with xr.open_mfdataset(layout, combine="nested", concat_dim=["time", "x"]) as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+    flat = entry(tmp_path, f"urlpath: {listed}\ncombine: nested\nconcat_dim: time")
+    with pytest.raises(InvalidCatalogArgumentError, match="'urlpath' is lists 2 deep, which"):
+        flat.to_dask()

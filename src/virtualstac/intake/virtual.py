@@ -52,7 +52,9 @@ class VirtualSource(VirtualDataSource):
     Parameters
     ----------
     urlpath
-        A URL or local path, a list of them, or a glob pattern.
+        A URL or local path, a list of them, or a glob pattern; or, with ``combine:
+        nested``, nested lists of them, one level per ``concat_dim`` (as
+        ``xr.open_mfdataset`` takes them).
     combine, concat_dim
         How several files combine (see :func:`virtualstac.open_virtual_mfdataset`).
     group, loadable_variables, drop_variables, decode_times, overview_level
@@ -139,6 +141,7 @@ class VirtualSource(VirtualDataSource):
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
+        self.layout, urlpath = _nested(arguments, urlpath)
         named = arguments.paths("urlpath", urlpath)
         if not named:
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
@@ -180,6 +183,13 @@ class VirtualSource(VirtualDataSource):
             raise arguments.error("chunks", chunks, "left out with references: true")
         if combine == "nested" and not self.concat_dim:
             raise arguments.refused("concat_dim", "is needed with combine: nested")
+        depth = _depth(self.layout)
+        if depth and (combine != "nested" or len(_as_list(self.concat_dim)) != depth):
+            raise arguments.refused(
+                "urlpath",
+                f"is lists {depth} deep, which combine: nested arranges along {depth} "
+                f"concat_dim names (given: combine {combine}, concat_dim {self.concat_dim})",
+            )
         if self.group and self.overview_level is not None:
             # An overview is a group of its own: the two would name different groups.
             raise arguments.refused("overview_level", "and 'group' cannot both be given")
@@ -223,7 +233,7 @@ class VirtualSource(VirtualDataSource):
         if self._virtual is None:
             named = [self.urlpath] if isinstance(self.urlpath, str) else list(self.urlpath)
             registry = self._registry_for(named)
-            urls = self._urls(registry)
+            urls: Any = self._urls(registry) if self.layout is None else _urls(self.layout)
             if isinstance(urls, str) and not _is_glob(urls):
                 self._virtual = open_virtual_dataset(
                     urls,
@@ -339,6 +349,43 @@ def _once(arguments: Arguments, name: str, argument: Any, option: Any) -> Any:
             f"has {name}: {option!r}, but the entry's argument {name!r} is {argument!r}",
         )
     return option
+
+
+def _nested(arguments: Arguments, urlpath: Any) -> tuple[list[Any] | None, Any]:
+    """``xr.open_mfdataset``'s nested lists of paths (one level per ``concat_dim``, for
+    ``combine: nested``) and their paths in one list; any other ``urlpath`` as it is."""
+    if not (isinstance(urlpath, list) and any(isinstance(p, list) for p in urlpath)):
+        return None, urlpath
+    leaves: list[str] = []
+
+    def arranged(node: Any) -> Any:
+        if isinstance(node, list) and node:
+            return [arranged(inner) for inner in node]
+        path = arguments.paths("urlpath", node) if not isinstance(node, list) else None
+        if not isinstance(path, str) or _is_glob(path):
+            raise arguments.error("urlpath", node, "a path or URL in nested lists (no glob)")
+        leaves.append(path)
+        return path
+
+    layout = arranged(urlpath)
+    _depth(layout, arguments)  # even
+    return layout, leaves
+
+
+def _depth(layout: Any, arguments: Arguments | None = None) -> int:
+    """How many lists deep the paths of ``layout`` lie (0: no nested lists); refused with
+    ``arguments`` if some lie deeper than others."""
+    if not isinstance(layout, list):
+        return 0
+    depths = {_depth(inner, arguments) for inner in layout}
+    if len(depths) > 1 and arguments is not None:
+        raise arguments.refused("urlpath", "has nested lists of uneven depth")
+    return 1 + max(depths, default=0)
+
+
+def _urls(layout: Any) -> Any:
+    """The nested lists of paths with each path as a URL."""
+    return [_urls(inner) for inner in layout] if isinstance(layout, list) else normalize_url(layout)
 
 
 def _store_of(location: str) -> str:
