@@ -452,3 +452,35 @@ def test_read_leaves_to_dask_lazy(static: tuple[Path, Archive]) -> None:
     cube["double"] = cube["B03"] * 2
     assert list(entry.to_dask().data_vars) == ["B03"]
     assert isinstance(entry.to_dask()["B03"].data, dask.array.Array)
+
+
+def test_a_templated_bound_of_a_query_is_a_number(tmp_path: Path) -> None:
+    """Intake renders ``{"lt": "{{ clouds }}"}`` of an int parameter as the text "20", which a
+    STAC API compares with cloud cover as text; ``eq`` keeps text (Landsat's path "042")."""
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+sources:
+  clear:
+    driver: stac_virtual
+    parameters:
+      clouds: {description: most cloud cover, type: int, default: 20}
+      least: {description: least sun elevation, type: float, default: 30.5}
+    args:
+      url: https://stac.example.com/v1
+      collections: [landsat-c2-l2]
+      query:
+        eo:cloud_cover: {lt: "{{ clouds }}"}
+        view:sun_elevation: {gte: "{{ least }}"}
+        landsat:wrs_path: {eq: "042"}
+        start: {gt: "2024-05-01"}
+"""
+    )
+    entry = intake.open_catalog(str(catalog)).clear
+    assert entry.search_parameters["query"] == {
+        "eo:cloud_cover": {"lt": 20},
+        "view:sun_elevation": {"gte": 30.5},
+        "landsat:wrs_path": {"eq": "042"},
+        "start": {"gt": "2024-05-01"},
+    }
+    assert entry(clouds=5).search_parameters["query"]["eo:cloud_cover"] == {"lt": 5}

@@ -29,6 +29,7 @@ import ast
 import datetime as dt
 import importlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, get_type_hints
 
@@ -272,7 +273,32 @@ def _search_parameters(arguments: Arguments, **given: Any) -> dict[str, Any]:
         found["datetime"] = "/".join(map(_rendered_moment, found["datetime"].split("/")))
     if "max_items" in found:
         found["max_items"] = int(found["max_items"])
+    if isinstance(found.get("query"), dict):
+        found["query"] = {name: _ordered(test) for name, test in found["query"].items()}
     return found
+
+
+#: The text of a decimal number, as a template renders an int or float parameter.
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+#: The comparisons of the query extension that order numbers (``eq`` may compare text, such
+#: as a Landsat path "042", which a number would not equal).
+_ORDERING = ("lt", "lte", "gt", "gte")
+
+
+def _ordered(test: Any) -> Any:
+    """A property's query test, its ordering bounds as numbers: ``{"lt": "{{ clouds }}"}``
+    of an int or float parameter renders as the text "20", which a server compares as text."""
+    if not isinstance(test, dict):
+        return test
+    ordered = dict(test)
+    for operator in _ORDERING:
+        bound = ordered.get(operator)
+        # Only the text of a number: a date, or other text, orders as text.
+        if isinstance(bound, str) and _NUMBER.fullmatch(bound.strip()):
+            number = float(bound)
+            whole = number.is_integer() and bound.strip().lstrip("+-").isdigit()
+            ordered[operator] = int(number) if whole else number
+    return ordered
 
 
 def _rendered_moment(text: str) -> str:
