@@ -26,6 +26,7 @@ import xarray as xr
 from virtualstac.stac.aliases import BandSelections
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _open_tasks
 from virtualstac.stac.authorization import Authorization, asset_registry
+from virtualstac.stac.collection_assets import CollectionAssets
 from virtualstac.stac.combining import (
     Grid,
     MixedGridsError,
@@ -382,8 +383,8 @@ def _parse(
     authorization = Authorization.of(
         options.get("authorize"), trust_catalog_endpoints=trust, registry=registry
     )
-    single = isinstance(stac, pystac.Item)
     items = _items_of(stac)
+    single = isinstance(stac, pystac.Item) or isinstance(items[0], CollectionAssets)
     overrides = _overrides(options)
     described = ItemAssets()
     tasks = [

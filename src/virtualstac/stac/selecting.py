@@ -22,6 +22,7 @@ from virtualstac.limits import check_stac_items, get_limits
 from virtualstac.stac.aliases import BandSelections, band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
+from virtualstac.stac.collection_assets import collection_assets
 from virtualstac.stac.fields import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -65,6 +66,9 @@ MEDIA_TYPE_PARSERS: Mapping[str, str | None] = {
 _CRS_FIELDS = ("code", "epsg", "wkt2", "projjson")
 # Kerchunk JSON is plain JSON; only these roles say a JSON asset holds references.
 _REFERENCE_ROLES = frozenset({"references", "index"})
+#: The xarray-assets extension's options of ``xr.open_dataset``, then the Planetary Computer's
+#: spelling of them before the extension.
+_XARRAY_KWARGS_FIELDS = ("xarray:open_kwargs", "xarray:open_dataset_kwargs")
 
 
 class DuplicateItemError(VirtualStacError, ValueError):
@@ -94,6 +98,11 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         return [stac]
     if isinstance(stac, pystac.Catalog):  # Collections are Catalogs
         found = catalog_items(stac)
+        if not found and isinstance(stac, pystac.Collection):
+            # A Collection publishing its data as assets of its own (Kerchunk, Zarr).
+            stand_in = collection_assets(stac)
+            if stand_in is not None:
+                return [stand_in]
     elif isinstance(stac, pystac.ItemCollection):
         found = list(stac.items)
         check_stac_items(len(found), source="the ItemCollection")
@@ -108,10 +117,15 @@ def _items_of(stac: StacSource) -> list[pystac.Item]:
         if not isinstance(entry, pystac.Item):
             raise TypeError(f"expected pystac Items, got {type(entry).__name__}")
     if not found:
-        searched = isinstance(stac, ItemSearch)
-        raise UnsupportedAssetError(
-            f"no STAC items to open{': the search matched no items' if searched else ''}"
-        )
+        reason = ""
+        if isinstance(stac, ItemSearch):
+            reason = ": the search matched no items"
+        elif isinstance(stac, pystac.Catalog):
+            kind = "collection" if isinstance(stac, pystac.Collection) else "catalog"
+            reason = f": {kind} {stac.id!r} has no items"
+            if isinstance(stac, pystac.Collection):
+                reason += " and no source assets of its own"
+        raise UnsupportedAssetError(f"no STAC items to open{reason}")
     collections: dict[str, list[str | None]] = {}
     for item in found:
         collections.setdefault(item.id, []).append(item.collection_id)
@@ -340,7 +354,13 @@ def _task(
             "absolute hrefs"
         )
     loadable = _field(asset, item, LOADABLE_VARIABLES_PROP)
+    xarray_kwargs = _xarray_kwargs(f"asset {key!r} of item {item_id!r}", asset)
     drop = _field(asset, item, DROP_VARIABLES_PROP)
+    if drop is None:
+        drop = xarray_kwargs.get("drop_variables")
+    group = _field(asset, item, GROUP_PROP)
+    if group is None:
+        group = xarray_kwargs.get("group")
     return _AssetTask(
         item_id=item_id,
         key=key,
@@ -348,7 +368,7 @@ def _task(
         url=split_signature(normalize_url(href))[0],
         parser=_parser_name(key, asset, item),
         variable=name if name is not None else _field(asset, item, VARIABLE_PROP),
-        group=overrides.group if overrides.group is not None else _field(asset, item, GROUP_PROP),
+        group=overrides.group if overrides.group is not None else group,
         loadable_variables=(
             overrides.loadable_variables
             if overrides.loadable_variables is not None
@@ -370,6 +390,37 @@ def _task(
             asset, f"asset {key!r} of item {item_id!r}", item.properties if item else None
         ),
     )
+
+
+def _xarray_kwargs(where: str, asset: pystac.Asset) -> dict[str, Any]:
+    """What the xarray-assets extension's ``xarray:open_kwargs`` (or the Planetary Computer's
+    earlier ``xarray:open_dataset_kwargs``) says about which variables the asset holds: its
+    ``group`` and ``drop_variables``, the defaults after the ``virtual:`` fields. How xarray
+    would read it (``engine``, ``consolidated``, ``chunks``, ``storage_options``) does not
+    apply to references."""
+    chosen: dict[str, Any] = {}
+    for name in _XARRAY_KWARGS_FIELDS:
+        kwargs = asset.extra_fields.get(name)
+        if kwargs is None:
+            continue
+        if not isinstance(kwargs, dict):
+            raise InvalidCatalogError(f"{where}: {name} must be an object, not {kwargs!r}")
+        group = kwargs.get("group")
+        if group is not None and not isinstance(group, str):
+            raise InvalidCatalogError(f"{where}: {name}.group must be a string, not {group!r}")
+        drop = kwargs.get("drop_variables")
+        if isinstance(drop, str):
+            drop = [drop]  # one name, as xarray takes it
+        if drop is not None and not (
+            isinstance(drop, list) and all(isinstance(v, str) for v in drop)
+        ):
+            raise InvalidCatalogError(
+                f"{where}: {name}.drop_variables must be a list of strings, not {drop!r}"
+            )
+        for option, value in (("group", group), ("drop_variables", drop)):
+            if value is not None:
+                chosen.setdefault(option, value)
+    return chosen
 
 
 def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _Projection:
