@@ -62,7 +62,7 @@ def collection(tmp_path: Path) -> pystac.Collection:
             pystac.Asset(
                 str(references),
                 media_type="application/json",
-                roles=["references", "data"],
+                roles=["references"],
                 extra_fields={
                     "xarray:open_kwargs": {
                         "engine": "zarr",
@@ -93,6 +93,26 @@ def test_a_collection_without_items_opens_its_own_assets(tmp_path: Path) -> None
     both = "'ACCESS-CM2.ssp245' and 'MIROC6.ssp245' both have a variable 'tas'"
     with pytest.raises(IncompatibleArraysError, match=both):
         open_stac(cmip6, authorize=[f"{tmp_path}/"])
+
+
+def test_kerchunk_references_without_role_data_open_when_nothing_else_does(
+    tmp_path: Path,
+) -> None:
+    cmip6 = collection(tmp_path)
+    del cmip6.assets["ACCESS-CM2.ssp245"]
+    opened = open_stac(cmip6, authorize=[f"{tmp_path}/"])  # the Planetary Computer's roles
+    with xr.open_dataset(tmp_path / "tas_MIROC6_ssp245.nc", engine="netcdf4") as expected:
+        xr.testing.assert_identical(opened["tas"].load(), expected["tas"].load())
+    # Beside the netCDF file they index, the references are left out: not every value twice.
+    cmip6.add_asset(
+        "data",
+        pystac.Asset(
+            str(tmp_path / "tas_MIROC6_ssp245.nc"),
+            media_type="application/x-netcdf",
+            roles=["data"],
+        ),
+    )
+    assert set(open_stac(cmip6).data_vars) == {"tas"}
 
 
 def test_a_collection_without_items_or_assets_says_so(tmp_path: Path) -> None:

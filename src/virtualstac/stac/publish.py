@@ -47,7 +47,7 @@ from virtualstac.stac.published_asset import (
     storage_scheme,
 )
 from virtualstac.stac.relocation import publishing_root, relocation
-from virtualstac.stac.selecting import _is_source
+from virtualstac.stac.selecting import _default_keys
 from virtualstac.stac.storage import (
     StorageScheme,
     bucket_scheme,
@@ -354,9 +354,7 @@ def _sources(item: pystac.Item, wanted: list[str] | None) -> list[SourceAsset]:
             "save the catalog first (collection.normalize_hrefs(...), collection.save()) or "
             "publish items read from files or an API"
         )
-    keys = (
-        wanted if wanted is not None else [k for k, a in item.assets.items() if _is_source(a, item)]
-    )
+    keys = wanted if wanted is not None else _default_keys(item.assets, item)
     return [SourceAsset.of(item, key) for key in keys if key in item.assets]
 
 

@@ -169,7 +169,7 @@ def _tasks_for(
             for key, name in _resolved(item, wanted, filled, selections)
         ]
     assets = {key: _checked(item, key, described.asset(item, key)) for key in item.assets}
-    keys = [key for key, asset in assets.items() if _is_source(asset, item)]
+    keys = _default_keys(assets, item)
     if not keys:
         listed = ", ".join(
             f"{key} ({asset.media_type or 'no type'}; roles {asset.roles or []})"
@@ -292,6 +292,25 @@ def _main_media_type(asset: pystac.Asset) -> str | None:
     return asset.media_type.split(";", 1)[0].strip().lower()
 
 
+def _default_keys(assets: Mapping[str, pystac.Asset], item: pystac.Item) -> list[str]:
+    """The keys of the assets opened when none are named: the sources, or else the Kerchunk
+    references (JSON of role ``references`` or ``index`` without role ``data``, as the
+    Planetary Computer publishes them) that stand for the data. Beside source assets such
+    references index the same files, and opening both would give every variable twice."""
+    keys = [key for key, asset in assets.items() if _is_source(asset, item)]
+    if keys:
+        return keys
+    return [key for key, asset in assets.items() if _is_reference_json(asset)]
+
+
+def _is_reference_json(asset: pystac.Asset) -> bool:
+    return (
+        FORMAT_PROP not in asset.extra_fields
+        and _main_media_type(asset) == "application/json"
+        and bool(_REFERENCE_ROLES & set(asset.roles or []))
+    )
+
+
 def _is_source(asset: pystac.Asset, item: pystac.Item) -> bool:
     if FORMAT_PROP in asset.extra_fields:
         return False
@@ -299,10 +318,7 @@ def _is_source(asset: pystac.Asset, item: pystac.Item) -> bool:
         return True
     if "data" not in (asset.roles or []):
         return False
-    media_type = _main_media_type(asset)
-    if media_type in MEDIA_TYPE_PARSERS:
-        return True
-    return media_type == "application/json" and bool(_REFERENCE_ROLES & set(asset.roles or []))
+    return _main_media_type(asset) in MEDIA_TYPE_PARSERS or _is_reference_json(asset)
 
 
 def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str | None:
