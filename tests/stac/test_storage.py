@@ -265,6 +265,45 @@ def test_aws_and_azure_schemes_set_region_payer_and_account() -> None:
     assert "request_payer" not in store.config
 
 
+def planetary_computer_zarr(**fields: Any) -> pystac.Item:
+    """An ERA5 Item of the Planetary Computer: a Zarr store in an Azure container, its account
+    given only by the xarray-assets fields (or ``msft:``), no storage scheme."""
+    item = pystac.Item("era5-pds-2020-01-fc", None, None, WHEN, {})
+    href = "abfs://era5/ERA5/2020/01/air_temperature_at_2_metres.zarr"
+    item.add_asset(
+        "air_temperature_at_2_metres",
+        pystac.Asset(href, media_type="application/vnd+zarr", roles=["data"], extra_fields=fields),
+    )
+    return item
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"xarray:open_kwargs": {"engine": "zarr", "storage_options": {"account_name": "era5"}}},
+        {"xarray:storage_options": {"account_name": "era5"}},
+        {"msft:storage_account": "era5"},
+    ],
+)
+def test_azure_assets_take_their_account_from_the_planetary_computers_fields(
+    fields: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_NAME", raising=False)
+    item = planetary_computer_zarr(**fields)
+    store, path = stac_registry(item).resolve(item.assets["air_temperature_at_2_metres"].href)
+    assert store.config == {"account_name": "era5", "container_name": "era5"}
+    assert path == "ERA5/2020/01/air_temperature_at_2_metres.zarr"
+
+
+def test_an_azure_asset_without_an_account_is_refused_saying_how_to_give_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_NAME", raising=False)
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT", raising=False)
+    with pytest.raises(StorageSchemeError, match=r"air_temperature_at_2_metres.*account_name"):
+        open_stac(planetary_computer_zarr())
+
+
 def test_unusable_schemes_are_refused_with_what_is_declared(make_item: MakeItem) -> None:
     item = stored_item(
         make_item,

@@ -25,11 +25,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pystac
+from obstore.exceptions import BaseError as ObstoreError
 
-from virtualstac.errors import InvalidPathError, VirtualStacError
+from virtualstac.errors import InvalidPathError, VirtualStacError, redact
 from virtualstac.stac.authorization import Authorization, check_link, is_remote
 from virtualstac.stac.invalid import linked_object
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
+from virtualstac.storage.failures import describe
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix
 from virtualstac.storage.signing import PresignedQueries, SigningRegistry, split_signature
 from virtualstac.storage.urls import normalize_url, url_prefix
@@ -155,6 +157,26 @@ class StorageScheme:
             if not trust_endpoint:
                 options["skip_signature"] = True
         return options
+
+
+def azure_account(asset: pystac.Asset, item: pystac.Item | None) -> str | None:
+    """The storage account of an Azure asset (``abfs://container/path``) without a storage
+    scheme, as the Planetary Computer gives it: ``account_name`` in the asset's
+    ``xarray:storage_options`` (or in its ``xarray:open_kwargs``' ``storage_options``), else
+    ``msft:storage_account`` on the asset or in the Item's properties; None if none says."""
+    open_kwargs = asset.extra_fields.get("xarray:open_kwargs")
+    candidates = [
+        asset.extra_fields.get("xarray:storage_options"),
+        open_kwargs.get("storage_options") if isinstance(open_kwargs, Mapping) else None,
+    ]
+    for options in candidates:
+        if isinstance(options, Mapping) and isinstance(options.get("account_name"), str):
+            return str(options["account_name"])
+    for fields in (asset.extra_fields, item.properties if item is not None else {}):
+        account = fields.get("msft:storage_account")
+        if isinstance(account, str) and account:
+            return account
+    return None
 
 
 def _implied_type(platform: str) -> str:
@@ -316,11 +338,24 @@ def stac_registry(
                 if applicable is not None
                 else {}
             )
+            if applicable is None and url.partition("://")[0].lower() in _AZURE_URL_SCHEMES:
+                account = azure_account(asset, item)
+                if account is not None:
+                    options = {"account_name": account}
             # The scheme that configures the store decides; an http(s) asset has none, so the
             # first scheme it names does.
             named = [s.key for s in ([applicable] if applicable else []) + schemes]
             chosen = next((per_scheme[k] for k in named if k in per_scheme), None)
-            _allow(registry, registered, _allowed_prefix(url), url, options, chosen)
+            try:
+                _allow(registry, registered, _allowed_prefix(url), url, options, chosen)
+            except ObstoreError as err:
+                raise StorageSchemeError(
+                    f"asset {key!r} of item {item.id!r}: no store can read {redact(url)}: "
+                    f"{describe(err)}. Say how to reach it: storage:schemes with storage:refs "
+                    "on the asset (for Azure, type ms-azure with its account), the account in "
+                    "xarray:storage_options (account_name), or a registry of your own "
+                    "(registry=)"
+                ) from err
             if query:
                 queries[_allowed_prefix(url)] = query
             for scheme in schemes:
