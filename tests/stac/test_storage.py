@@ -302,6 +302,10 @@ def test_an_azure_asset_without_an_account_is_refused_saying_how_to_give_one(
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT", raising=False)
     with pytest.raises(StorageSchemeError, match=r"air_temperature_at_2_metres.*account_name"):
         open_stac(planetary_computer_zarr())
+    # Kerchunk references into a container the user authorizes, the account unknown.
+    item = planetary_computer_zarr(**{"xarray:storage_options": {"account_name": "era5"}})
+    with pytest.raises(StorageSchemeError, match=r"authorize=\['abfs://nex-gddp-cmip6/'\]"):
+        stac_registry(item, authorize=["abfs://nex-gddp-cmip6/"])
 
 
 def test_unusable_schemes_are_refused_with_what_is_declared(make_item: MakeItem) -> None:

@@ -367,10 +367,17 @@ def stac_registry(
                     buckets.setdefault(f"s3://{bucket}", (options, per_scheme.get(scheme.key)))
     for prefix in authorization.prefixes:
         bucket = url_prefix(prefix)
-        if bucket in buckets and bucket not in registered:
-            _allow(registry, registered, bucket, prefix, *buckets[bucket])
-        else:
-            registry.allow(prefix)
+        try:
+            if bucket in buckets and bucket not in registered:
+                _allow(registry, registered, bucket, prefix, *buckets[bucket])
+            else:
+                registry.allow(prefix)
+        except ObstoreError as err:
+            raise StorageSchemeError(
+                f"authorize=[{redact(prefix)!r}]: no store can read there: {describe(err)}. "
+                "Pass a registry of your own whose store for it is configured (e.g. "
+                "ObjectStoreRegistry().register(prefix, account_name=...) for Azure)"
+            ) from err
     if sign is None and queries:
         sign = PresignedQueries(queries)
     return registry if sign is None else SigningRegistry.wrap(registry, sign)
