@@ -9,7 +9,7 @@ defaults, say how (group, variables, name), and the caller's options override th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -196,12 +196,13 @@ def _resolved(
     a multi-band asset goes to ``selections`` (its asset opened whole), or is refused."""
     chosen: list[tuple[str, str | None]] = []
     missing = []
+    opened = _opened_by_default(assets, item)
     for name in wanted:
         if name in assets:
             if (name, None) not in chosen:
                 chosen.append((name, None))
             continue
-        bands = band_aliases(item, name, assets, lambda asset: _is_source(asset, item))
+        bands = band_aliases(item, name, assets, opened)
         if not bands:
             missing.append(name)
             continue
@@ -253,9 +254,10 @@ def _alias_keys(item: pystac.Item, wanted: list[str]) -> dict[str, str]:
     described = ItemAssets()
     assets = {key: described.asset(item, key) for key in item.assets}
     keys = {}
+    opened = _opened_by_default(assets, item)
     for name in wanted:
         if name not in assets:
-            band = unique_alias(band_aliases(item, name, assets, lambda a: _is_source(a, item)))
+            band = unique_alias(band_aliases(item, name, assets, opened))
             if band is not None:
                 keys[name] = band.key
     return keys
@@ -293,14 +295,33 @@ def _main_media_type(asset: pystac.Asset) -> str | None:
 
 
 def _default_keys(assets: Mapping[str, pystac.Asset], item: pystac.Item) -> list[str]:
-    """The keys of the assets opened when none are named: the sources, or else the Kerchunk
-    references (JSON of role ``references`` or ``index`` without role ``data``, as the
-    Planetary Computer publishes them) that stand for the data. Beside source assets such
-    references index the same files, and opening both would give every variable twice."""
+    """The keys of the assets opened when none are named: the sources; or else, in a catalog
+    that gives its assets no roles (they are optional), those of a media type a parser reads,
+    as odc-stac takes them; or else the Kerchunk references (JSON of role ``references`` or
+    ``index`` without role ``data``, as the Planetary Computer publishes them) that stand for
+    the data. Beside source assets such references index the same files, and opening both
+    would give every variable twice."""
     keys = [key for key, asset in assets.items() if _is_source(asset, item)]
     if keys:
         return keys
+    keys = [
+        key
+        for key, asset in assets.items()
+        if not asset.roles
+        and FORMAT_PROP not in asset.extra_fields
+        and _main_media_type(asset) in MEDIA_TYPE_PARSERS
+    ]
+    if keys:
+        return keys
     return [key for key, asset in assets.items() if _is_reference_json(asset)]
+
+
+def _opened_by_default(
+    assets: Mapping[str, pystac.Asset], item: pystac.Item
+) -> Callable[[pystac.Asset], bool]:
+    """Whether an asset of ``assets`` is one :func:`_default_keys` opens (for aliases)."""
+    opened = {id(assets[key]) for key in _default_keys(assets, item)}
+    return lambda asset: id(asset) in opened
 
 
 def _is_reference_json(asset: pystac.Asset) -> bool:

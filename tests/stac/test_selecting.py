@@ -1,0 +1,57 @@
+"""Which assets open when none are named, in catalogs that give their assets no roles.
+
+Roles are optional in STAC: older catalogs (Earth Search v0, CBERS on AWS) type their COGs but
+give them none. odc-stac (a peer, only compared with here) loads every image asset that is not
+a thumbnail; virtualstac opens the role-less assets a parser reads when no asset has role
+``data``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import odc.stac
+import pystac
+import pytest
+from providers import earth_search_item
+
+from virtualstac.stac import open_stac
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning"),
+]
+
+
+def without_roles(item: pystac.Item) -> pystac.Item:
+    """``item`` with the 10 m bands, their JPEG 2000 twins, a thumbnail and metadata, none of
+    them with roles."""
+    kept = {"blue", "red", "nir", "blue-jp2", "red-jp2", "nir-jp2", "thumbnail"}
+    kept |= {"granule_metadata"}
+    for key in list(item.assets):
+        if key not in kept:
+            del item.assets[key]
+        else:
+            item.assets[key].roles = None
+    return item
+
+
+def test_role_less_assets_a_parser_reads_open_as_odc_stac_loads_them(tmp_path: Path) -> None:
+    item = without_roles(earth_search_item(tmp_path))
+    ours = open_stac([item], mask_and_scale=False)
+    assert set(ours.data_vars) == {"blue", "red", "nir"}  # not the JPEG 2000s nor the rest
+    theirs = odc.stac.load([item], bands=["blue", "red", "nir"])
+    for name in ("blue", "red", "nir"):
+        np.testing.assert_array_equal(ours[name].values, theirs[name].values)
+    np.testing.assert_array_equal(ours["x"].values, theirs["x"].values)
+    np.testing.assert_array_equal(ours["y"].values, theirs["y"].values)
+    # Band names find them as well: "B04" is the red COG's band.
+    by_name = open_stac(item, ["B04"], mask_and_scale=False)
+    np.testing.assert_array_equal(by_name["B04"].values, ours["red"].isel(time=0).values)
+
+
+def test_role_less_assets_stay_out_beside_assets_of_role_data(tmp_path: Path) -> None:
+    item = without_roles(earth_search_item(tmp_path))
+    item.assets["red"].roles = ["data"]
+    assert set(open_stac(item).data_vars) == {"red"}
