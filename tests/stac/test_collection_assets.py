@@ -152,6 +152,22 @@ def test_the_group_and_dropped_variables_of_xarray_open_kwargs_are_opened(
     assert set(opened.data_vars) == {"history_len"}
 
 
+def test_a_netcdf_whose_variables_are_all_in_groups_is_refused_naming_them(
+    tmp_path: Path,
+) -> None:
+    product = tmp_path / "S5P_OFFL_L2__NO2.nc"  # as Sentinel-5P's: nothing in the root
+    with netCDF4.Dataset(product, "w") as root:
+        root.createGroup("METADATA")
+        group = root.createGroup("PRODUCT")
+        group.createDimension("scanline", 4)
+        group.createVariable("no2", "f4", ("scanline",))[:] = [1, 2, 3, 4]
+    item = netcdf_item(product, {"engine": "h5netcdf"})
+    refused = "group '/' holds no variables; its groups '/PRODUCT' do"
+    with pytest.raises(UnsupportedAssetError, match=refused):
+        open_stac(item)
+    assert open_stac(item, group="PRODUCT")["no2"].values.tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize(
     "open_kwargs", [["group", "PRODUCT"], {"group": 3}, {"drop_variables": [1]}]
 )

@@ -20,6 +20,8 @@ import pyproj
 import xarray as xr
 
 from virtualstac.errors import InvalidCatalogError, UnknownFormatError
+from virtualstac.manifests.array import ManifestArray
+from virtualstac.manifests.group import ManifestGroup
 from virtualstac.parallel import executor_for, map_batched
 from virtualstac.parsers import (
     HDFParser,
@@ -37,7 +39,7 @@ from virtualstac.stac.combining import (
     MixedGridsError,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray.open import open_virtual_dataset
+from virtualstac.xarray.open import open_parsed
 
 _log = logging.getLogger(__name__)
 
@@ -110,7 +112,7 @@ def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Pa
 def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
     """Parse one asset and shape it for merging: rename, squeeze single bands, georeference."""
     drop = task.drop_variables or ()
-    dataset = open_virtual_dataset(
+    dataset, store, path = open_parsed(
         task.url,
         parser=_make_parser(task.parser, drop, task.overview_level is not None),
         registry=registry,
@@ -120,6 +122,8 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
         decode_times=task.decode_times,
         overview_level=task.overview_level,
     )
+    if not dataset.variables:
+        _check_not_elsewhere(task, store.group, path)
     raster = "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims)
     if raster or _band_variables(dataset):
         dataset = _shape_raster(task, dataset)
@@ -133,6 +137,28 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
             )
         dataset = dataset.rename({names[0]: task.variable})
     return dataset
+
+
+def _check_not_elsewhere(task: _AssetTask, root: ManifestGroup, path: str) -> None:
+    """Refuse an asset whose group opened holds no variable while groups below it do (Sentinel-5P's
+    ``PRODUCT``, ICESat-2's beams): it would add nothing to the dataset, silently."""
+    prefix = f"{path}/" if path else ""
+    holding = sorted(
+        {
+            name.rpartition("/")[0]
+            for name, node in root.walk()
+            if isinstance(node, ManifestArray) and name.startswith(prefix)
+        }
+    )
+    if not holding:
+        return
+    shown = ", ".join(repr("/" + group) for group in holding[:8])
+    more = f" and {len(holding) - 8} more" if len(holding) > 8 else ""
+    raise UnsupportedAssetError(
+        f"asset {task.key!r} of item {task.item_id!r}: its group '/{path}' holds no variables; "
+        f"its groups {shown}{more} do. Choose one with virtual:group or xarray:open_kwargs' "
+        "group on the asset, or group= when opening"
+    )
 
 
 def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
