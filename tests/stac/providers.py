@@ -16,6 +16,15 @@
     USGS Landsat Collection 2 Level-2: scaled reflectances, the scaled surface temperature
     ``lwir11``, the ``qa_pixel`` bit field and the scene's metadata files (MTL, ANG) and
     thumbnail.
+:func:`naip_item`
+    Planetary Computer NAIP: one four-band uint8 pixel-interleaved COG ``image`` (``eo:bands``
+    Red, Green, Blue, NIR with common names), a thumbnail and the FGDC metadata.
+:func:`sentinel1_rtc_item`
+    Planetary Computer Sentinel-1 RTC: float32 ``vv`` and ``vh`` COGs whose no-data pixels are
+    NaN (``raster:bands`` nodata ``"nan"``), ``sar:`` fields, a rendered preview and a tilejson.
+:func:`copernicus_dem_items`
+    Copernicus DEM GLO-30: one float32 ``data`` COG per one-degree tile in EPSG:4326, every
+    tile stamped with the same datetime.
 """
 
 from __future__ import annotations
@@ -283,3 +292,129 @@ def landsat_item(directory: Path, item_id: str = "LC09_L2SP_190035_20240601_02_T
         href = str(directory / item_id / f"{item_id}_{key.replace('.', '_')}")
         item.add_asset(key, pystac.Asset(href, media_type=media, roles=[role]))
     return item
+
+
+def _item(
+    item_id: str, when: dt.datetime, crs: int, shape: int, transform: list[float]
+) -> pystac.Item:
+    west, north = transform[2], transform[5]
+    return pystac.Item(
+        item_id,
+        None,
+        [west, north - 1, west + 1, north] if crs == 4326 else None,
+        when,
+        {"proj:code": f"EPSG:{crs}", "proj:shape": [shape, shape], "proj:transform": transform},
+        stac_extensions=EXTENSIONS,
+    )
+
+
+def naip_item(directory: Path, item_id: str = "tx_m_2609719_se_14_060_20201217") -> pystac.Item:
+    """A Planetary Computer NAIP Item over a 512 x 512 0.6 m tile in EPSG:26914."""
+    transform = [0.6, 0, 630000.0, 0, -0.6, 2900000.0]
+    item = _item(item_id, dt.datetime(2020, 12, 17, tzinfo=dt.UTC), 26914, 512, transform)
+    values = np.random.default_rng(26914).integers(0, 256, (4, 512, 512), dtype="uint8")
+    path = directory / f"{item_id}.tif"
+    with rasterio.open(
+        path,
+        "w",
+        driver="COG",
+        width=512,
+        height=512,
+        count=4,
+        dtype="uint8",
+        crs="EPSG:26914",
+        transform=from_origin(630000.0, 2900000.0, 0.6, 0.6),
+        blocksize=256,
+        compress="DEFLATE",
+    ) as dst:
+        dst.write(values)  # pixel-interleaved, GDAL's default for several bands
+    bands = [("Red", "red"), ("Green", "green"), ("Blue", "blue"), ("NIR", "nir")]
+    item.add_asset(
+        "image",
+        pystac.Asset(
+            str(path),
+            media_type=COG,
+            roles=["data"],
+            title="RGBIR COG tile",
+            extra_fields={
+                "eo:bands": [{"name": n, "common_name": c} for n, c in bands],
+                "raster:bands": [{"data_type": "uint8", "spatial_resolution": 0.6}] * 4,
+            },
+        ),
+    )
+    item.add_asset(
+        "thumbnail",
+        pystac.Asset(
+            str(directory / f"{item_id}.200.jpg"), media_type="image/jpeg", roles=["thumbnail"]
+        ),
+    )
+    item.add_asset(
+        "metadata",
+        pystac.Asset(
+            str(directory / f"{item_id}.txt"), media_type="text/plain", roles=["metadata"]
+        ),
+    )
+    return item
+
+
+def sentinel1_rtc_item(directory: Path, day: int = 1) -> pystac.Item:
+    """A Planetary Computer Sentinel-1 RTC Item (IW, VV+VH) of ``day`` June 2024."""
+    item_id = f"S1A_IW_GRDH_1SDV_202406{day:02d}T051000_rtc"
+    transform = [10.0, 0, WEST, 0, -10.0, NORTH]
+    when = dt.datetime(2024, 6, day, 5, 10, tzinfo=dt.UTC)
+    item = _item(item_id, when, 32633, 512, transform)
+    item.properties |= {"sar:polarizations": ["VV", "VH"], "sar:instrument_mode": "IW"}
+    rng = np.random.default_rng(day)
+    for key in ("vv", "vh"):
+        values = rng.gamma(2.0, 0.05, (1, 512, 512)).astype("float32")
+        values[:, :, :40] = np.nan  # outside the swath
+        path = write_cog(directory / item_id / f"{key}.tif", values, 10, "EPSG:32633", np.nan)
+        fields = {"raster:bands": [{"nodata": "nan", "data_type": "float32", "unit": "natural"}]}
+        item.add_asset(
+            key, pystac.Asset(str(path), media_type=COG, roles=["data"], extra_fields=fields)
+        )
+    for key, media_type, role in [
+        ("rendered_preview", "image/png", "overview"),
+        ("tilejson", "application/json", "tiles"),
+    ]:
+        item.add_asset(
+            key,
+            pystac.Asset(
+                f"https://example.org/{item_id}/{key}", media_type=media_type, roles=[role]
+            ),
+        )
+    return item
+
+
+def copernicus_dem_items(directory: Path, side: int = 512) -> list[pystac.Item]:
+    """Four Copernicus DEM GLO-30 tiles (2 x 2 degrees from 10 E, 45 N), ``side`` pixels each,
+    in 512-pixel blocks, all dated 2021-04-22 as the Planetary Computer dates them."""
+    items = []
+    when = dt.datetime(2021, 4, 22, tzinfo=dt.UTC)
+    for lon in (10, 11):
+        for lat in (45, 46):
+            item_id = f"Copernicus_DSM_COG_10_N{lat:02d}_00_E{lon:03d}_00_DEM"
+            transform = [1 / side, 0, float(lon), 0, -1 / side, float(lat + 1)]
+            item = _item(item_id, when, 4326, side, transform)
+            heights = np.random.default_rng(lon * 100 + lat).uniform(0, 4000, (1, side, side))
+            path = directory / f"{item_id}.tif"
+            with rasterio.open(
+                path,
+                "w",
+                driver="COG",
+                width=side,
+                height=side,
+                count=1,
+                dtype="float32",
+                crs="EPSG:4326",
+                transform=from_origin(lon, lat + 1, 1 / side, 1 / side),
+                blocksize=512,
+                compress="DEFLATE",
+            ) as dst:
+                dst.write(heights.astype("float32"))
+            fields = {"raster:bands": [{"data_type": "float32", "unit": "metre"}]}
+            item.add_asset(
+                "data", pystac.Asset(str(path), media_type=COG, roles=["data"], extra_fields=fields)
+            )
+            items.append(item)
+    return items
