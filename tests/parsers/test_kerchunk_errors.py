@@ -43,6 +43,8 @@ pytestmark = [
     ("references", "match"),
     [
         ({"version": 2, "refs": {}}, r"unknown reference version 2"),
+        ({"type": "FeatureCollection", "features": []}, r"holds no Zarr metadata \(\.zgroup"),
+        ({"version": 1, "refs": {"x/0": ["/data.bin"]}}, r"so it is no Kerchunk reference set"),
         (
             {"version": 1, "refs": {"v/.zarray": SIMPLE_ZARRAY, "v/0": ["{{nope}}/x.bin", 0, 8]}},
             r"uses template \{\{nope\}\}, which is not defined",

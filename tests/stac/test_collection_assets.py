@@ -16,6 +16,7 @@ import xarray as xr
 from kerchunk_refs import hdf5_refs
 
 from virtualstac.errors import IncompatibleArraysError, InvalidCatalogError
+from virtualstac.parsers.kerchunk import KerchunkReferenceError
 from virtualstac.stac import UnsupportedAssetError, VirtualExtension, open_stac
 
 START = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
@@ -122,6 +123,34 @@ def test_a_collection_without_items_or_assets_says_so(tmp_path: Path) -> None:
         UnsupportedAssetError, match="'nasa-nex-gddp-cmip6' has no items and no source"
     ):
         open_stac(empty)
+
+
+@pytest.mark.parametrize(
+    ("media_type", "roles"),
+    [
+        ("application/vnd+zarr", ["data"]),  # NASA VEDA's 2023 CMIP6 references
+        ("application/vnd.zarr; version=2", ["data", "references"]),
+        ("application/json", ["data"]),  # named: its bytes tell
+    ],
+)
+def test_kerchunk_references_typed_as_zarr_or_plain_json_open_by_their_bytes(
+    tmp_path: Path, media_type: str, roles: list[str]
+) -> None:
+    cmip6 = collection(tmp_path)
+    references = cmip6.assets["MIROC6.ssp245"]
+    references.media_type, references.roles = media_type, roles
+    opened = open_stac(cmip6, ["MIROC6.ssp245"], authorize=[f"{tmp_path}/"])
+    with xr.open_dataset(tmp_path / "tas_MIROC6_ssp245.nc", engine="netcdf4") as expected:
+        xr.testing.assert_identical(opened["tas"].load(), expected["tas"].load())
+
+
+def test_a_json_asset_that_is_no_reference_set_is_refused(tmp_path: Path) -> None:
+    area = tmp_path / "area.geojson"
+    area.write_text(json.dumps({"type": "FeatureCollection", "features": []}))
+    item = pystac.Item("aoi", None, None, START, {})
+    item.add_asset("area", pystac.Asset(str(area), media_type="application/json", roles=["data"]))
+    with pytest.raises(KerchunkReferenceError, match=r"area\.geojson' holds no Zarr metadata"):
+        open_stac(item, ["area"])
 
 
 def netcdf_item(path: Path, open_kwargs: object) -> pystac.Item:

@@ -137,6 +137,13 @@ class KerchunkJSONParser(KerchunkParser):
             raise KerchunkReferenceError(f"{url!r}: 'refs' and 'templates' must be JSON objects")
         resolver = URLResolver(url, registry, self._options, templates)
         entries = _Entries(refs)
+        if not entries.is_metadata.any():
+            # Any JSON object passes for version 0 references: a GeoJSON or a STAC document
+            # would open as an empty dataset.
+            raise KerchunkReferenceError(
+                f"{url!r} holds no Zarr metadata (.zgroup, .zarray, .zattrs or .zmetadata "
+                "keys), so it is no Kerchunk reference set"
+            )
         documents = {
             entries.keys[i]: parse_document(entries.keys[i], entries.values[i], url)
             for i in np.flatnonzero(entries.is_metadata).tolist()

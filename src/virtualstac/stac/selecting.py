@@ -22,7 +22,7 @@ from virtualstac.limits import check_stac_items, get_limits
 from virtualstac.stac.aliases import BandSelections, band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
-from virtualstac.stac.collection_assets import collection_assets
+from virtualstac.stac.collection_assets import CollectionAssets, collection_assets
 from virtualstac.stac.fields import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -69,6 +69,8 @@ _REFERENCE_ROLES = frozenset({"references", "index"})
 #: The xarray-assets extension's options of ``xr.open_dataset``, then the Planetary Computer's
 #: spelling of them before the extension.
 _XARRAY_KWARGS_FIELDS = ("xarray:open_kwargs", "xarray:open_dataset_kwargs")
+#: File names of Kerchunk references, which a Zarr media type may stand for.
+_REFERENCE_SUFFIXES = (".json", ".json.gz", ".parq", ".parquet")
 
 
 class DuplicateItemError(VirtualStacError, ValueError):
@@ -175,8 +177,9 @@ def _tasks_for(
             f"{key} ({asset.media_type or 'no type'}; roles {asset.roles or []})"
             for key, asset in assets.items()
         )
+        kind = "collection" if isinstance(item, CollectionAssets) else "item"
         raise UnsupportedAssetError(
-            f"item {item.id!r} has no asset to open: none has virtual:parser, or role 'data' and "
+            f"{kind} {item.id!r} has no asset to open: none has virtual:parser, or role 'data' and "
             f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}). "
             f"Its assets: {listed or 'none'}. Name assets with assets=[...] and set "
             "virtual:parser on them."
@@ -356,10 +359,18 @@ def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str
     if media_type is None:
         # An asset named without a type (the field is optional) is told by its bytes.
         return None
+    references = bool(_REFERENCE_ROLES & set(asset.roles or []))
+    if MEDIA_TYPE_PARSERS.get(media_type) == "zarr" and (
+        references or asset.href.lower().rstrip("/").endswith(_REFERENCE_SUFFIXES)
+    ):
+        # Kerchunk references typed as the Zarr they stand for (NASA VEDA's): their bytes tell.
+        return None
     if media_type in MEDIA_TYPE_PARSERS:
         return MEDIA_TYPE_PARSERS[media_type]
-    if media_type == "application/json" and _REFERENCE_ROLES & set(asset.roles or []):
-        return "kerchunk-json"
+    if media_type == "application/json":
+        # Named JSON without role references may still be Kerchunk's: its bytes tell (and
+        # anything else is refused as no format virtualstac reads).
+        return "kerchunk-json" if references else None
     raise UnsupportedAssetError(
         f"asset {key!r} has media type {asset.media_type!r}, which virtualstac does not parse; "
         f"supported: {', '.join(MEDIA_TYPE_PARSERS)}, or set virtual:parser"
