@@ -24,10 +24,12 @@ from virtualstac.errors import ChunkReadError, NetworkTimeoutError, Unregistered
 from virtualstac.stac import (
     StorageScheme,
     StorageSchemeError,
+    VirtualExtension,
     open_stac,
     stac_registry,
     storage_schemes,
 )
+from virtualstac.stac.collection_assets import collection_assets
 from virtualstac.stac.stac_io import reading_with
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
@@ -302,6 +304,27 @@ def test_an_azure_asset_without_an_account_is_refused_saying_how_to_give_one(
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT", raising=False)
     with pytest.raises(StorageSchemeError, match=r"air_temperature_at_2_metres.*account_name"):
         open_stac(planetary_computer_zarr())
+    # A Collection's own Zarr asset (Daymet's), opened alone.
+    daymet = pystac.Collection(
+        "daymet-daily-hi",
+        "Daymet daily Hawaii",
+        pystac.Extent(
+            pystac.SpatialExtent([[-160, 18, -154, 23]]), pystac.TemporalExtent([[WHEN, None]])
+        ),
+    )
+    daymet.add_asset(
+        "zarr-abfs",
+        pystac.Asset(
+            "abfs://daymet-zarr/daily/hi.zarr", media_type="application/vnd+zarr", roles=["data"]
+        ),
+    )
+    with pytest.raises(StorageSchemeError, match=r"'zarr-abfs' of collection 'daymet-daily-hi'"):
+        VirtualExtension.ext(daymet.assets["zarr-abfs"], add_if_missing=True).to_xarray()
+    daymet.extra_fields["msft:storage_account"] = "daymeteuwest"
+    stand_in = collection_assets(daymet)
+    assert stand_in is not None
+    store, _ = stac_registry(stand_in).resolve("abfs://daymet-zarr/daily/hi.zarr")
+    assert store.config["account_name"] == "daymeteuwest"
     # Kerchunk references into a container the user authorizes, the account unknown.
     item = planetary_computer_zarr(**{"xarray:storage_options": {"account_name": "era5"}})
     with pytest.raises(StorageSchemeError, match=r"authorize=\['abfs://nex-gddp-cmip6/'\]"):

@@ -16,7 +16,7 @@ import pystac
 
 from virtualstac.stac.fields import FORMAT_PROP
 
-__all__ = ["CollectionAssets", "collection_assets"]
+__all__ = ["CollectionAssets", "collection_assets", "owner_name"]
 
 # A stand-in needs a datetime; it is never a coordinate, as one Item gains no time axis.
 _NO_TIME = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -57,3 +57,9 @@ def collection_assets(collection: pystac.Collection) -> CollectionAssets | None:
     for key, asset in sources.items():
         stand_in.add_asset(key, asset.clone())
     return stand_in
+
+
+def owner_name(item: pystac.Item) -> str:
+    """How messages name the owner of an asset: ``item 'x'``, or ``collection 'x'``."""
+    kind = "collection" if isinstance(item, CollectionAssets) else "item"
+    return f"{kind} {item.id!r}"

@@ -26,7 +26,7 @@ import xarray as xr
 from virtualstac.stac.aliases import BandSelections
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _open_tasks
 from virtualstac.stac.authorization import Authorization, asset_registry
-from virtualstac.stac.collection_assets import CollectionAssets
+from virtualstac.stac.collection_assets import CollectionAssets, collection_assets
 from virtualstac.stac.combining import (
     Grid,
     MixedGridsError,
@@ -271,6 +271,13 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
     given = [name for name in _ITEMS_ONLY if named.get(name) is not None]
     if given:
         raise TypeError(f"{', '.join(given)} combine Items; one asset has nothing to combine")
+    if isinstance(asset.owner, pystac.Collection):
+        # A Collection's own asset opens as its assets do (collection_assets.py), with the
+        # storage and msft: fields of the Collection.
+        key = next((k for k, a in asset.owner.assets.items() if a is asset), None)
+        stand_in = collection_assets(asset.owner)
+        if key is not None and stand_in is not None and key in stand_in.assets:
+            asset = stand_in.assets[key]
     owner = asset.owner if isinstance(asset.owner, pystac.Item) else None
     key = next((k for k, a in (owner.assets if owner else {}).items() if a is asset), None)
     item_id = owner.id if owner is not None else "(no item)"

@@ -22,7 +22,7 @@ from virtualstac.limits import check_stac_items, get_limits
 from virtualstac.stac.aliases import BandSelections, band_aliases, unique_alias
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _AssetTask, _Projection
 from virtualstac.stac.bands import asset_bands
-from virtualstac.stac.collection_assets import CollectionAssets, collection_assets
+from virtualstac.stac.collection_assets import collection_assets, owner_name
 from virtualstac.stac.fields import (
     CONCAT_DIM_PROP,
     DROP_VARIABLES_PROP,
@@ -177,9 +177,8 @@ def _tasks_for(
             f"{key} ({asset.media_type or 'no type'}; roles {asset.roles or []})"
             for key, asset in assets.items()
         )
-        kind = "collection" if isinstance(item, CollectionAssets) else "item"
         raise UnsupportedAssetError(
-            f"{kind} {item.id!r} has no asset to open: none has virtual:parser, or role 'data' and "
+            f"{owner_name(item)} has no asset to open: none has virtual:parser, or role 'data' and "
             f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}). "
             f"Its assets: {listed or 'none'}. Name assets with assets=[...] and set "
             "virtual:parser on them."

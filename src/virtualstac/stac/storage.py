@@ -29,6 +29,7 @@ from obstore.exceptions import BaseError as ObstoreError
 
 from virtualstac.errors import InvalidPathError, VirtualStacError, redact
 from virtualstac.stac.authorization import Authorization, check_link, is_remote
+from virtualstac.stac.collection_assets import owner_name
 from virtualstac.stac.invalid import linked_object
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.failures import describe
@@ -350,7 +351,7 @@ def stac_registry(
                 _allow(registry, registered, _allowed_prefix(url), url, options, chosen)
             except ObstoreError as err:
                 raise StorageSchemeError(
-                    f"asset {key!r} of item {item.id!r}: no store can read {redact(url)}: "
+                    f"asset {key!r} of {owner_name(item)}: no store can read {redact(url)}: "
                     f"{describe(err)}. Say how to reach it: storage:schemes with storage:refs "
                     "on the asset (for Azure, type ms-azure with its account), the account in "
                     "xarray:storage_options (account_name), or a registry of your own "
