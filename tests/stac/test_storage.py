@@ -320,6 +320,9 @@ def test_an_azure_asset_without_an_account_is_refused_saying_how_to_give_one(
     )
     with pytest.raises(StorageSchemeError, match=r"'zarr-abfs' of collection 'daymet-daily-hi'"):
         VirtualExtension.ext(daymet.assets["zarr-abfs"], add_if_missing=True).to_xarray()
+    alone = pystac.Asset("abfs://daymet-zarr/daily/hi.zarr", media_type="application/vnd+zarr")
+    with pytest.raises(StorageSchemeError, match=r"'data' \(abfs://daymet-zarr/daily/hi\.zarr\)"):
+        VirtualExtension.ext(alone).to_xarray()  # an asset of no Item or Collection
     daymet.extra_fields["msft:storage_account"] = "daymeteuwest"
     stand_in = collection_assets(daymet)
     assert stand_in is not None

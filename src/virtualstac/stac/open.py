@@ -22,7 +22,9 @@ from typing import Any, Literal, Unpack, overload
 
 import pystac
 import xarray as xr
+from obstore.exceptions import BaseError as ObstoreError
 
+from virtualstac.errors import redact
 from virtualstac.stac.aliases import BandSelections
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _open_tasks
 from virtualstac.stac.authorization import Authorization, asset_registry
@@ -58,8 +60,9 @@ from virtualstac.stac.selecting import (
     _tasks_for,
 )
 from virtualstac.stac.stac_io import reading_with
-from virtualstac.stac.storage import stac_registry
+from virtualstac.stac.storage import StorageSchemeError, stac_registry
 from virtualstac.storage.client import DEFAULT_NETWORK
+from virtualstac.storage.failures import describe
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.signing import SigningRegistry
 from virtualstac.xarray.unpacking import open_zarr_values
@@ -297,7 +300,14 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
         )
     else:
         if registry is None:
-            registry = asset_registry(task.url, asset.owner, authorization)
+            try:
+                registry = asset_registry(task.url, asset.owner, authorization)
+            except ObstoreError as err:
+                raise StorageSchemeError(
+                    f"asset {task.key!r} ({redact(task.url)}): no store can read it, or what "
+                    f"authorize= names: {describe(err)}. Pass a registry of your own whose "
+                    "store is configured (for Azure, with account_name=)"
+                ) from err
         if sign is not None:
             registry = SigningRegistry.wrap(registry, sign)
     dataset = _open_tasks([task], registry, False, False)[0]
