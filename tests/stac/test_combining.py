@@ -185,3 +185,34 @@ def test_tiles_giving_a_band_another_common_name_are_refused_naming_both(
         match=r"common_name of band 'B2': 'nir' in item 'tile0', 'rededge' in item 'tile1'",
     ):
         open_stac([west, east])
+
+
+def scan(path: Path, hours: float, value: float) -> Path:
+    """A netCDF4 file of one scan, as GOES or daily SST files are: ``v(y)`` and a scalar
+    ``time`` saying when."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("y", 3)
+        time = nc.createVariable("time", "f8", ())
+        time.units = "hours since 2024-01-01 00:00"
+        time[:] = hours
+        nc.createVariable("v", "f4", ("y",))[:] = value
+    return path
+
+
+# xarray's own, while open_mfdataset promotes the files' scalar times.
+@pytest.mark.filterwarnings("ignore:No index created for dimension time:UserWarning")
+def test_a_scalar_time_in_each_file_is_the_axis_as_open_mfdataset_takes_it(
+    tmp_path: Path, make_item: MakeItem
+) -> None:
+    # The Items are stamped at the start of each day; the files' scans at 12:30.
+    paths = [scan(tmp_path / f"scan_{day}.nc", 24 * day + 12.5, day) for day in (2, 0, 1)]
+    items = [file_item(make_item, path, day) for path, day in zip(paths, (2, 0, 1), strict=True)]
+    cube = open_stac(items)
+    with xr.open_mfdataset(sorted(paths), combine="nested", concat_dim="time") as expected:
+        xr.testing.assert_identical(cube.load(), expected.load())
+    assert str(cube["time"].values[0]) == "2024-01-01T12:30:00.000000000"
+    # Dropped, the Items' datetimes are the axis; kept virtual, it cannot be one.
+    dropped = open_stac(items, drop_variables=["time"])
+    assert str(dropped["time"].values[0]) == "2024-01-01T00:00:00.000000000"
+    with pytest.raises(IncompatibleArraysError, match=r"scalar 'time' of their own.*loadable_"):
+        open_stac(items, loadable_variables=[])

@@ -39,7 +39,7 @@ from virtualstac.stac.combining import (
     MixedGridsError,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.xarray.open import open_parsed
+from virtualstac.xarray.open import group_dataset, open_parsed
 
 _log = logging.getLogger(__name__)
 
@@ -124,6 +124,19 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
     )
     if not dataset.variables:
         _check_not_elsewhere(task, store.group, path)
+    scalar = dataset.variables.get("time")
+    if task.loadable_variables is None and scalar is not None and scalar.ndim == 0:
+        # A file's scalar time (one step per file), read as xarray reads it: Items stacked
+        # along time take it as their axis, as xr.open_mfdataset does (stac/combining.py).
+        loaded = [str(name) for name in dataset.coords if name in dataset.dims]
+        dataset = group_dataset(
+            store,
+            path,
+            task.url,
+            loadable_variables=[*loaded, "time"],
+            drop_variables=drop,
+            decode_times=task.decode_times,
+        )
     raster = "band_data" in dataset.data_vars and {"band", "y", "x"} <= set(dataset.dims)
     if raster or _band_variables(dataset):
         dataset = _shape_raster(task, dataset)

@@ -22,6 +22,7 @@ import xarray as xr
 from virtualstac.errors import (
     IncompatibleArraysError,
 )
+from virtualstac.manifests.array import ManifestArray
 from virtualstac.stac.grouping import (
     GroupBy,
     OverlappingItemsError,
@@ -331,7 +332,20 @@ def _concat_items(
     added: dict[np.datetime64, str] = {}
     for item in items:
         dataset = datasets[item.id]
-        if dim not in dataset.dims:
+        own = dataset.variables.get(dim)
+        if dim not in dataset.dims and own is not None and own.ndim == 0:
+            # The file's own scalar time: the axis, as xr.open_mfdataset takes it. Expanding
+            # along the Items' datetimes would replace it silently.
+            if isinstance(own.data, ManifestArray):
+                raise IncompatibleArraysError(
+                    f"item {item.id!r}: its data have a scalar {dim!r} of their own, which "
+                    f"stacking the items along their datetimes would replace: pass "
+                    f"loadable_variables=[{dim!r}] to stack them along the files' {dim!r} "
+                    f"values, or drop_variables=[{dim!r}] to stack them along the items' "
+                    "datetimes"
+                )
+            dataset = dataset.set_coords(dim).expand_dims(dim)
+        elif dim not in dataset.dims:
             if dim == "time":
                 time = times[item.id]
                 if time in added:
