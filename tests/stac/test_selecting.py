@@ -1,4 +1,5 @@
-"""Which assets open when none are named, in catalogs that give their assets no roles.
+"""Which assets open when none are named, in catalogs that give their assets no roles, and
+how assets of generic media types open when named.
 
 Roles are optional in STAC: older catalogs (Earth Search v0, CBERS on AWS) type their COGs but
 give them none. odc-stac (a peer, only compared with here) loads every image asset that is not
@@ -8,17 +9,22 @@ a thumbnail; virtualstac opens the role-less assets a parser reads when no asset
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
+import h5py
 import numpy as np
 import odc.stac
 import pystac
 import pytest
+import rasterio
 from providers import earth_search_item
 
-from virtualstac.stac import open_stac
+from virtualstac.stac import UnsupportedAssetError, open_stac
 
+WHEN = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
 pytestmark = [
+    pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning"),
     pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
     pytest.mark.filterwarnings("ignore:The 'shapely.ops.transform:DeprecationWarning"),
 ]
@@ -55,3 +61,27 @@ def test_role_less_assets_stay_out_beside_assets_of_role_data(tmp_path: Path) ->
     item = without_roles(earth_search_item(tmp_path))
     item.assets["red"].roles = ["data"]
     assert set(open_stac(item).data_vars) == {"red"}
+
+
+@pytest.mark.parametrize("media_type", ["application/x-hdf", "application/octet-stream"])
+def test_assets_of_generic_types_named_open_as_their_bytes_say(
+    tmp_path: Path, media_type: str
+) -> None:
+    """CMR-STAC types HDF-EOS5 granules ``application/x-hdf``; some catalogs type any file
+    ``application/octet-stream``."""
+    granule = tmp_path / "VNP46A1.h5"
+    with h5py.File(granule, "w") as h5:
+        h5.create_dataset("radiance", data=np.arange(12, dtype="float32").reshape(3, 4))
+    image = tmp_path / "B04.tif"
+    with rasterio.open(
+        image, "w", driver="GTiff", width=4, height=3, count=1, dtype="uint16"
+    ) as dst:
+        dst.write(np.arange(12, dtype="uint16").reshape(1, 3, 4))
+    item = pystac.Item("granule", None, None, WHEN, {})
+    for key, path in (("granule", granule), ("image", image)):
+        item.add_asset(key, pystac.Asset(str(path), media_type=media_type, roles=["data"]))
+    opened = open_stac(item, ["granule", "image"])
+    np.testing.assert_array_equal(opened["radiance"].values, np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(opened["image"].values, np.arange(12).reshape(3, 4))
+    with pytest.raises(UnsupportedAssetError, match="no asset to open"):
+        open_stac(item)  # not opened unless named: the type does not say a parser reads them

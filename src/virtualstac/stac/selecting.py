@@ -69,6 +69,11 @@ _REFERENCE_ROLES = frozenset({"references", "index"})
 #: The xarray-assets extension's options of ``xr.open_dataset``, then the Planetary Computer's
 #: spelling of them before the extension.
 _XARRAY_KWARGS_FIELDS = ("xarray:open_kwargs", "xarray:open_dataset_kwargs")
+#: Media types too generic to say whether a parser reads the file: told by the bytes of an
+#: asset named with assets=[...] (``application/x-hdf``: HDF5 such as HDF-EOS5, or HDF4).
+_GENERIC_MEDIA_TYPES = frozenset(
+    {"application/x-hdf", "application/octet-stream", "binary/octet-stream"}
+)
 #: File names of Kerchunk references, which a Zarr media type may stand for.
 _REFERENCE_SUFFIXES = (".json", ".json.gz", ".parq", ".parquet")
 
@@ -370,6 +375,9 @@ def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str
         # Named JSON without role references may still be Kerchunk's: its bytes tell (and
         # anything else is refused as no format virtualstac reads).
         return "kerchunk-json" if references else None
+    if media_type in _GENERIC_MEDIA_TYPES:
+        # Types that say little (HDF of either version, bytes): a named asset's bytes tell.
+        return None
     raise UnsupportedAssetError(
         f"asset {key!r} has media type {asset.media_type!r}, which virtualstac does not parse; "
         f"supported: {', '.join(MEDIA_TYPE_PARSERS)}, or set virtual:parser"
