@@ -275,3 +275,33 @@ def test_items_of_a_time_range_are_placed_at_their_start_as_odc_stac_places_them
     np.testing.assert_array_equal(
         ours["reflectance"].isel(band=0).values, theirs["reflectance.1"].values
     )
+
+
+# xarray's own, as it decodes such times: to cftime dates.
+@pytest.mark.filterwarnings("ignore:Unable to decode time axis:xarray.SerializationWarning")
+def test_datetimes_beyond_what_nanoseconds_hold_keep_their_years_and_order(
+    tmp_path: Path,
+) -> None:
+    # Yearly items of an extended climate scenario, to 2300; nanoseconds end in 2262.
+    items = []
+    for year in (2300, 2261, 2262):
+        path = write_gdal(
+            tmp_path / f"tas_{year}.tif",
+            driver="GTiff",
+            width=4,
+            height=2,
+            crs=UTM,
+            transform=from_origin(WEST, NORTH, 10, 10),
+            data=np.full((1, 2, 4), year, "uint16"),
+        )
+        item = pystac.Item(f"tas-{year}", None, None, dt.datetime(year, 7, 1, tzinfo=dt.UTC), {})
+        item.add_asset("tas", pystac.Asset(str(path), media_type=COG, roles=["data"]))
+        items.append(item)
+    assert [group.items[0].id for group in group_items(items)] == [
+        "tas-2261",
+        "tas-2262",
+        "tas-2300",
+    ]
+    cube = open_stac(items)
+    assert [(t.year, t.month) for t in cube["time"].values] == [(2261, 7), (2262, 7), (2300, 7)]
+    assert cube["tas"].values[:, 0, 0].tolist() == [2261, 2262, 2300]

@@ -28,6 +28,7 @@ from virtualstac.stac.grouping import (
     OverlappingItemsError,
     group_items,
     item_time,
+    time_order,
 )
 from virtualstac.stac.mosaic import MosaicError, mosaic
 from virtualstac.xarray.combine import check_labels_agree, concat_virtual
@@ -205,7 +206,9 @@ def _combine_items(
 ) -> xr.Dataset | dict[Grid | None, xr.Dataset]:
     """Join the Items' datasets: time steps as ``groupby`` forms them, tiles side by side."""
     times = {item.id: group.time for group in group_items(items, groupby) for item in group.items}
-    ordered = sorted(items, key=lambda item: (times[item.id], item_time(item), item.id))
+    ordered = sorted(
+        items, key=lambda item: (time_order(times[item.id]), time_order(item_time(item)), item.id)
+    )
     if group_by is None:
         for item in ordered:
             rasters = [grid for grid in grouped[item.id] if grid is not None]
@@ -330,6 +333,7 @@ def _concat_items(
         )
     parts = []
     added: dict[np.datetime64, str] = {}
+    nanoseconds = all(times[item.id].dtype == np.dtype("datetime64[ns]") for item in items)
     for item in items:
         dataset = datasets[item.id]
         own = dataset.variables.get(dim)
@@ -347,7 +351,8 @@ def _concat_items(
             dataset = dataset.set_coords(dim).expand_dims(dim)
         elif dim not in dataset.dims:
             if dim == "time":
-                time = times[item.id]
+                # One unit for every step: microseconds if any Item lies beyond 1678-2262.
+                time = times[item.id] if nanoseconds else time_order(times[item.id])
                 if time in added:
                     raise _overlap_error(added[time], item, time)
                 added[time] = item.id

@@ -45,6 +45,7 @@ __all__ = [
     "assign_groups",
     "group_items",
     "item_time",
+    "time_order",
 ]
 
 #: What ``groupby=`` accepts: ``"time"``, ``"solar_day"``, ``"id"``, a property name, or a
@@ -72,6 +73,11 @@ class TimeGroup:
     items: tuple[pystac.Item, ...]
 
 
+#: Whole days within what a nanosecond datetime64 holds (1677-09-21 to 2262-04-11).
+_NANOSECONDS_FROM = dt.datetime(1677, 9, 22)
+_NANOSECONDS_UNTIL = dt.datetime(2262, 4, 11)
+
+
 def item_time(item: pystac.Item) -> np.datetime64:
     """An Item's ``datetime`` (or ``start_datetime``) as naive UTC nanoseconds."""
     moment = item.datetime
@@ -83,7 +89,17 @@ def item_time(item: pystac.Item) -> np.datetime64:
         raise GroupingError(f"item {item.id!r} has neither datetime nor start_datetime")
     if moment.tzinfo is not None:
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    if not _NANOSECONDS_FROM <= moment <= _NANOSECONDS_UNTIL:
+        # numpy would wrap the nanoseconds around silently (2300 becomes 1715); pystac's
+        # microseconds hold any year, as xarray keeps times beyond 1678-2262.
+        return np.datetime64(moment, "us")
     return np.datetime64(moment, "ns")
+
+
+def time_order(time: np.datetime64) -> np.datetime64:
+    """``time`` in microseconds, to compare times of either unit of :func:`item_time`: numpy
+    compares them in nanoseconds, which overflows beyond 2262."""
+    return np.datetime64(time, "us")
 
 
 def group_items(items: Sequence[pystac.Item], groupby: GroupBy = "time") -> list[TimeGroup]:
@@ -94,11 +110,11 @@ def group_items(items: Sequence[pystac.Item], groupby: GroupBy = "time") -> list
         members.setdefault(key(item), []).append(item)
     groups = []
     for group in members.values():
-        ordered = tuple(sorted(group, key=lambda item: (item_time(item), item.id)))
+        ordered = tuple(sorted(group, key=lambda item: (time_order(item_time(item)), item.id)))
         groups.append(TimeGroup(item_time(ordered[0]), ordered))
-    groups.sort(key=lambda group: group.time)
+    groups.sort(key=lambda group: time_order(group.time))
     for before, after in itertools.pairwise(groups):
-        if before.time == after.time:
+        if time_order(before.time) == time_order(after.time):
             raise DuplicateTimeError(_duplicate_message(before, after, groupby))
     return groups
 
