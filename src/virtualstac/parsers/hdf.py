@@ -73,7 +73,6 @@ from virtualstac.parsers.hdf_filters import (
     UnsupportedFilterError,
     codecs_for_filters,
     pipeline,
-    skippable_filters,
 )
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
@@ -442,9 +441,7 @@ class _FileWalker:
                 # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
                 # check the chunk sizes, as for referenced chunks, before trusting the values.
                 chunks = member.chunks
-                chunked_manifest(
-                    member, shape, chunks, self.chunk_url, self.size, self.fail, unfiltered=True
-                )
+                chunked_manifest(member, shape, chunks, self.chunk_url, self.size, self.fail)
             try:
                 values = ds[()]
             except (OSError, ValueError):
@@ -465,30 +462,15 @@ class _FileWalker:
         problem = stored_bits_problem(ds.id.get_type())
         if problem is not None:
             raise self.fail(member.path, problem)
-        try:
-            filters = codecs_for_filters(pipeline(dcpl))
-        except UnsupportedFilterError as err:
-            raise self.fail(
-                member.path,
-                f"is compressed with HDF5 filter {err.filter_id} ({err.name}), which {err.reason}",
-            ) from err
-        endian = "big" if dtype.byteorder == ">" else "little"
-        codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filters]
+        filters = pipeline(dcpl)
         if member.chunks:
             chunks = member.chunks
             count = math.prod(grid_shape(shape, chunks))
             check_references(count, source=self.url, array=member.path)
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
-            manifest = chunked_manifest(
-                member,
-                shape,
-                chunks,
-                self.chunk_url,
-                self.size,
-                self.fail,
-                unfiltered=not filters,
-                skippable=skippable_filters(pipeline(dcpl)),
+            filters, manifest = chunked_manifest(
+                member, shape, chunks, self.chunk_url, self.size, self.fail, filters=filters
             )
         else:
             chunks, manifest = contiguous_manifest(
@@ -501,6 +483,15 @@ class _FileWalker:
                 max_chunk_bytes=self.parser.max_chunk_bytes,
                 source=self.url,
             )
+        try:
+            filter_codecs = codecs_for_filters(filters)
+        except UnsupportedFilterError as err:
+            raise self.fail(
+                member.path,
+                f"is compressed with HDF5 filter {err.filter_id} ({err.name}), which {err.reason}",
+            ) from err
+        endian = "big" if dtype.byteorder == ">" else "little"
+        codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filter_codecs]
         if not fill_defined:
             check_undefined_fill(member, manifest, self.fail)
         metadata = create_v3_array_metadata(

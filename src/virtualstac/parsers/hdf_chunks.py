@@ -9,6 +9,7 @@ wrong size are refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from virtualstac.limits import check_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import grid_shape
 from virtualstac.parsers.blocks import block_chunks
+from virtualstac.parsers.hdf_filters import Filter, lzf_frame, skippable_filters
 from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
@@ -43,13 +45,16 @@ def chunked_manifest(
     file_size: int | None,
     fail: Fail,
     *,
-    unfiltered: bool,
-    skippable: int = 0,
-) -> ChunkManifest:
-    """The manifest of a chunked dataset whose array has ``shape`` (at least the dataset's).
+    filters: Sequence[Filter] = (),
+) -> tuple[list[Filter], ChunkManifest]:
+    """The filters the chunks of a chunked dataset went through and its manifest, for an array
+    of ``shape`` (at least the dataset's).
 
-    ``skippable`` is the filter mask of the filters whose codec reads a chunk they skipped
-    too (:func:`~virtualstac.parsers.hdf_filters.skippable_filters`).
+    HDF5 skips an optional filter for a chunk it fails on (LZF and szip, for a chunk they
+    cannot compress), recording it in the chunk's filter mask. A filter every stored chunk
+    skipped is left out of the returned ``filters``; chunks that skipped a filter others went
+    through are referenced where that filter's codec tells them apart by their size
+    (:func:`~virtualstac.parsers.hdf_filters.skippable_filters`), and refused otherwise.
     """
     ds = member.node
     grid = grid_shape(shape, chunks)
@@ -63,7 +68,7 @@ def chunked_manifest(
     ds.id.chunk_iter(collect)
     rows = [r for r in rows if r[3] > 0]
     if not rows:
-        return missing_manifest(grid)
+        return list(filters), missing_manifest(grid)
     coords = np.array([r[0] for r in rows], dtype=np.int64).reshape(len(rows), len(chunks))
     masks = np.array([r[1] for r in rows], dtype=np.int64)
     offsets = np.array([r[2] for r in rows], dtype=np.uint64)
@@ -76,6 +81,8 @@ def chunked_manifest(
         offsets[inside],
         lengths[inside],
     )
+    kept, masks = _skipped_by_all(filters, masks)
+    skippable = skippable_filters(kept)
     if (masks & ~skippable).any():
         at = int(np.flatnonzero(masks & ~skippable)[0])
         raise fail(
@@ -85,13 +92,14 @@ def chunked_manifest(
         )
     _check_ranges(member, offsets, lengths, file_size, fail)
     expected = math.prod(chunks) * member.dtype.itemsize
-    if unfiltered and (lengths != expected).any():
+    if not kept and (lengths != expected).any():
         at = int(np.flatnonzero(lengths != expected)[0])
         raise fail(
             member.path,
             f"has an unfiltered chunk {_index(indices[at])} of {int(lengths[at])} bytes; a "
             f"chunk of shape {chunks} holds {expected}",
         )
+    _check_lzf_sizes(member, kept, masks, lengths, expected, indices, fail)
     codes = np.zeros(grid, dtype=np.uint8)
     full_offsets = np.zeros(grid, dtype=np.uint64)
     full_lengths = np.zeros(grid, dtype=np.uint64)
@@ -99,13 +107,67 @@ def chunked_manifest(
     codes[where] = 1
     full_offsets[where] = offsets
     full_lengths[where] = lengths
-    return ChunkManifest.from_path_table(
+    return kept, ChunkManifest.from_path_table(
         path_table=["", chunk_url],
         path_codes=codes,
         offsets=full_offsets,
         lengths=full_lengths,
         validate_paths=False,
     )
+
+
+def _skipped_by_all(
+    filters: Sequence[Filter], masks: npt.NDArray[np.int64]
+) -> tuple[list[Filter], npt.NDArray[np.int64]]:
+    """The filters some stored chunk went through, and the masks of the chunks against them.
+
+    A filter every chunk skipped (an incompressible dataset through LZF) is one no chunk
+    needs decoding with: the chunks then read through the other filters alone.
+    """
+    everywhere = int(np.bitwise_and.reduce(masks)) & ((1 << len(filters)) - 1)
+    if not everywhere:
+        return list(filters), masks
+    kept: list[Filter] = []
+    squeezed = np.zeros_like(masks)
+    for position, pipeline_filter in enumerate(filters):
+        if not everywhere >> position & 1:
+            squeezed |= ((masks >> position) & 1) << len(kept)
+            kept.append(pipeline_filter)
+    # Bits of no filter stay set, past the kept filters' bits, and are refused.
+    return kept, squeezed | (masks >> len(filters)) << len(kept)
+
+
+def _check_lzf_sizes(
+    member: Member,
+    filters: Sequence[Filter],
+    masks: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.uint64],
+    chunk_bytes: int,
+    indices: npt.NDArray[np.int64],
+    fail: Fail,
+) -> None:
+    """Refuse a dataset whose chunks with and without LZF cannot be told apart by size.
+
+    ``imagecodecs_lzf`` passes through a chunk the size of LZF's input (with or without a
+    checksum), as HDF5 stores a chunk it skipped LZF for; a chunk LZF compressed to exactly
+    that size would be misread.
+    """
+    frame = lzf_frame(filters)
+    if frame is None or not (masks >> frame.position & 1).any():
+        return
+    sizes = lengths.astype(np.int64) - 4 * frame.checksums_after
+    skipped = (masks >> frame.position & 1).astype(bool)
+    raw = chunk_bytes + 4 * frame.checksums_before
+    wrong = skipped & (sizes != raw)
+    ambiguous = ~skipped & np.isin(sizes, (chunk_bytes, chunk_bytes + 4))
+    if wrong.any() or ambiguous.any():
+        at = int(np.flatnonzero(wrong | ambiguous)[0])
+        state = "skipped" if skipped[at] else "went through"
+        raise fail(
+            member.path,
+            f"has chunks stored with LZF skipped, and chunk {_index(indices[at])} of "
+            f"{int(lengths[at])} bytes {state} LZF; its size does not tell whether to decode it",
+        )
 
 
 def contiguous_manifest(

@@ -31,12 +31,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec, SzipH5Codec
 from virtualstac.parsers.hdf_metadata import decode_text
 
-__all__ = ["UnsupportedFilterError", "codecs_for_filters", "pipeline", "skippable_filters"]
+__all__ = [
+    "Filter",
+    "LZFFrame",
+    "UnsupportedFilterError",
+    "codecs_for_filters",
+    "lzf_frame",
+    "pipeline",
+    "skippable_filters",
+]
+
+#: One filter of a pipeline: its id, its client data (``cd_values``) and its name.
+type Filter = tuple[int, tuple[int, ...], str]
 
 _DEFLATE = 1
 _SHUFFLE = 2
@@ -148,9 +159,7 @@ def _blosc_compressors() -> frozenset[str]:
     return frozenset(blosc.list_compressors())
 
 
-def _leaves_partial_values(
-    earlier: Sequence[tuple[int, Sequence[int], str]], cd_values: Sequence[int]
-) -> bool:
+def _leaves_partial_values(earlier: Sequence[Filter], cd_values: Sequence[int]) -> bool:
     """Whether a shuffle after the filters ``earlier`` may get bytes that are not whole
     elements: after a compressor, or after fletcher32's 4-byte checksum of 8-byte values."""
     element_size = _first(cd_values, 1)
@@ -159,7 +168,7 @@ def _leaves_partial_values(
     return (4 * len(earlier)) % element_size != 0
 
 
-def pipeline(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:
+def pipeline(dcpl: Any) -> list[Filter]:
     """The filters of a dataset creation property list, as ``(id, cd_values, name)``."""
     filters = []
     for i in range(dcpl.get_nfilters()):
@@ -168,19 +177,45 @@ def pipeline(dcpl: Any) -> list[tuple[int, tuple[int, ...], str]]:
     return filters
 
 
-def skippable_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> int:
+class LZFFrame(NamedTuple):
+    """Where LZF sits in a pipeline whose other filters change sizes predictably (shuffle,
+    fletcher32), so that a chunk's size tells whether LZF was skipped for it."""
+
+    position: int
+    #: fletcher32 checksums (4 bytes each) added before LZF ran, and after.
+    checksums_before: int
+    checksums_after: int
+
+
+def lzf_frame(filters: Sequence[Filter]) -> LZFFrame | None:
+    """LZF's place in ``filters``, if the size of a chunk tells whether it was skipped."""
+    ids = [filter_id for filter_id, _, _ in filters]
+    if ids.count(_LZF) != 1 or not set(ids) - {_LZF} <= {_SHUFFLE, _FLETCHER32}:
+        return None
+    position = ids.index(_LZF)
+    before = ids[:position].count(_FLETCHER32)
+    return LZFFrame(position, before, ids.count(_FLETCHER32) - before)
+
+
+def skippable_filters(filters: Sequence[Filter]) -> int:
     """The filter mask of the filters of a pipeline whose codec also reads the chunks HDF5
-    stored with that filter skipped: szip, last in the pipeline (the first to decode).
+    stored with that filter skipped: szip, last in the pipeline (the first to decode), and
+    LZF (:func:`lzf_frame`).
 
-    szip is an optional filter: HDF5 stores a chunk it cannot compress as it got it, and
-    ``imagecodecs_szip`` passes through a chunk of exactly that size.
+    Both are optional filters (h5py's ``compression="lzf"`` is): HDF5 stores a chunk they
+    cannot compress as they got it, and ``imagecodecs_szip`` and ``imagecodecs_lzf`` pass
+    through a chunk of exactly that size.
     """
+    mask = 0
     if filters and filters[-1][0] == _SZIP:
-        return 1 << (len(filters) - 1)
-    return 0
+        mask |= 1 << (len(filters) - 1)
+    lzf = lzf_frame(filters)
+    if lzf is not None:
+        mask |= 1 << lzf.position
+    return mask
 
 
-def codecs_for_filters(filters: Sequence[tuple[int, Sequence[int], str]]) -> list[dict[str, Any]]:
+def codecs_for_filters(filters: Sequence[Filter]) -> list[dict[str, Any]]:
     """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``."""
     codecs = []
     for position, (filter_id, cd_values, name) in enumerate(filters):
