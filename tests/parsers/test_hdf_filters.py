@@ -118,3 +118,18 @@ def test_a_chunk_skipping_a_filter_others_went_through_is_refused(tmp_path: Path
     np.testing.assert_array_equal(
         zarr.open_group(store, mode="r")["every_chunk"][...], np.arange(20, dtype="i4")
     )
+
+
+def test_chunks_szip_could_not_compress_before_a_checksum_read_as_h5py_reads_them(
+    tmp_path: Path,
+) -> None:
+    # h5py runs fletcher32 after szip: a chunk szip skipped is its bytes and their checksum.
+    values = noise("i4")
+    values[:50] = 7
+    path = tmp_path / "szip.h5"
+    with h5py.File(path, "w") as f:
+        options = {"compression": "szip", "fletcher32": True}
+        dataset = f.create_dataset("szip", data=values, chunks=(25, 40), **options)
+        assert filter_masks(dataset) == {0, 1}
+    actual = zarr.open_group(parse(path, inline_threshold=0), mode="r")["szip"][...]
+    np.testing.assert_array_equal(actual, values, strict=True)

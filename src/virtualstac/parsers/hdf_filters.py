@@ -199,16 +199,20 @@ def lzf_frame(filters: Sequence[Filter]) -> LZFFrame | None:
 
 def skippable_filters(filters: Sequence[Filter]) -> int:
     """The filter mask of the filters of a pipeline whose codec also reads the chunks HDF5
-    stored with that filter skipped: szip, last in the pipeline (the first to decode), and
-    LZF (:func:`lzf_frame`).
+    stored with that filter skipped: szip, last in the pipeline or followed by fletcher32
+    only (as h5py orders them), which checks the bytes szip got back; and LZF
+    (:func:`lzf_frame`).
 
     Both are optional filters (h5py's ``compression="lzf"`` is): HDF5 stores a chunk they
     cannot compress as they got it, and ``imagecodecs_szip`` and ``imagecodecs_lzf`` pass
     through a chunk of exactly that size.
     """
     mask = 0
-    if filters and filters[-1][0] == _SZIP:
-        mask |= 1 << (len(filters) - 1)
+    ids = [filter_id for filter_id, _, _ in filters]
+    if _SZIP in ids:
+        szip = len(ids) - 1 - ids[::-1].index(_SZIP)
+        if set(ids[szip + 1 :]) <= {_FLETCHER32}:
+            mask |= 1 << szip
     lzf = lzf_frame(filters)
     if lzf is not None:
         mask |= 1 << lzf.position
