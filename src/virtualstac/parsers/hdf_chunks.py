@@ -124,7 +124,7 @@ def _skipped_by_all(
     A filter every chunk skipped (an incompressible dataset through LZF) is one no chunk
     needs decoding with: the chunks then read through the other filters alone.
     """
-    everywhere = int(np.bitwise_and.reduce(masks)) & ((1 << len(filters)) - 1)
+    everywhere = int(np.bitwise_and.reduce(masks)) & ((1 << len(filters)) - 1) if masks.size else 0
     if not everywhere:
         return list(filters), masks
     kept: list[Filter] = []
