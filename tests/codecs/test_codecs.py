@@ -18,6 +18,7 @@ from zarr.registry import get_codec_class
 import virtualstac.codecs as codecs
 from virtualstac.codecs import (
     FloatPredictorCodec,
+    HDF5BitshuffleCodec,
     HDF5ShuffleCodec,
     HorizontalPredictorCodec,
     JPEGCodec,
@@ -64,6 +65,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "imagecodecs_lz4h5",
         "imagecodecs_szip",
         "virtualstac.hdf5_shuffle",
+        "virtualstac.hdf5_bitshuffle",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -262,6 +264,40 @@ def test_hdf5_shuffle_keeps_the_bytes_past_the_last_whole_element() -> None:
     np.testing.assert_array_equal(array[...], np.arange(6.0))
     with pytest.raises(ValueError, match="positive integer elementsize"):
         HDF5ShuffleCodec(elementsize=0)
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("chunks", [(100,), (45,), (5,)], ids=["blocks", "short_block", "few"])
+def test_hdf5_bitshuffle_round_trips_and_its_twin_reads_the_same(
+    compression: str, chunks: tuple[int, ...]
+) -> None:
+    # 45 values: two blocks of 16, one of 8 (45 - 32 rounded down to 8s), 5 left as they are.
+    values = np.random.default_rng(3).normal(size=100)
+    codec = HDF5BitshuffleCodec(elementsize=8, blocksize=16, compression=compression)
+    array = roundtrip(values, chunks, compressors=[codec])
+    np.testing.assert_array_equal(array[...], values)
+    stored = array.store_path.store._store_dict["c/0"].to_bytes()  # type: ignore[attr-defined]
+    twin = numcodecs.get_codec(
+        {"id": "virtualstac.hdf5_bitshuffle", **codec.to_dict()["configuration"]}
+    )
+    first = values[: chunks[0]].tobytes()
+    assert bytes(twin.decode(stored)) == first
+    assert bytes(twin.encode(first)) == stored
+
+
+def test_hdf5_bitshuffle_refuses_a_header_claiming_more_than_its_chunk() -> None:
+    codec = HDF5BitshuffleCodec(elementsize=4, compression="lz4")
+    array = roundtrip(np.arange(64, dtype="<i4"), (64,), compressors=[codec])
+    store = array.store_path.store._store_dict  # type: ignore[attr-defined]
+    stored = store["c/0"].to_bytes()
+    claimed = (10**12).to_bytes(8, "big") + stored[8:]
+    store["c/0"] = store["c/0"].from_bytes(claimed)
+    with pytest.raises(Exception, match=r"claims 1000000000000 bytes, more than its"):
+        array[...]
+    with pytest.raises(ValueError, match="blocksize of 8s"):
+        HDF5BitshuffleCodec(elementsize=4, blocksize=12)
+    with pytest.raises(ValueError, match="one of"):
+        HDF5BitshuffleCodec(elementsize=4, compression="lzf")
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
+import pytest
 
 
 def write_netcdf_everything(path: Path) -> Path:
@@ -328,6 +333,26 @@ def write_hdf5_plain(path: Path) -> Path:
     return path
 
 
+def write_with_plugins(writer: str, path: Path) -> Path:
+    """Run ``hdf_files.<writer>(path)`` in a fresh interpreter, where hdf5plugin's filters load.
+
+    Once netCDF4 is imported, h5py loads netCDF4's filter plugins (netCDF4 points
+    HDF5_PLUGIN_PATH at plugins built for its own HDF5 library), which cannot write.
+    """
+    pytest.importorskip("hdf5plugin")
+    script = (
+        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import hdf_files; "
+        f"hdf_files.{writer}(pathlib.Path(sys.argv[2]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"}
+    subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).parent), str(path)],
+        check=True,
+        env=env,
+    )
+    return path
+
+
 FILTER_DATA = np.arange(20000, dtype="<f4").reshape(100, 200) % 97
 
 
@@ -361,7 +386,7 @@ def write_hdf5_filters(path: Path) -> Path:
 
 
 def write_hdf5_unknown_filter(path: Path) -> Path:
-    """A bitshuffle dataset (a filter no zarr codec decodes) next to a gzip one.
+    """A ZFP dataset (a filter no zarr codec decodes) next to a gzip one.
 
     Call it as :func:`write_hdf5_filters` is called, in a fresh interpreter.
     """
@@ -369,9 +394,52 @@ def write_hdf5_unknown_filter(path: Path) -> Path:
 
     with h5py.File(path, "w") as f:
         f.create_dataset(
-            "bitshuffled", data=FILTER_DATA, chunks=(25, 50), **hdf5plugin.Bitshuffle()
+            "zfp", data=FILTER_DATA, chunks=(25, 50), **hdf5plugin.Zfp(reversible=True)
         )
         f.create_dataset("gzipped", data=FILTER_DATA, chunks=(25, 50), compression="gzip")
+    return path
+
+
+def bitshuffle_data(dtype: str) -> np.ndarray[Any, Any]:
+    """The 100 x 200 values of :func:`write_hdf5_bitshuffle`'s datasets of ``dtype``."""
+    values = np.random.default_rng(5).normal(scale=100, size=(100, 200))
+    return values.astype(dtype)
+
+
+#: The datasets of :func:`write_hdf5_bitshuffle`: name -> (dtype, chunk shape, compression).
+BITSHUFFLE_DATASETS = {
+    f"{dtype.replace('>', 'be_').lstrip('<')}_{compression}_{'x'.join(map(str, chunks))}": (
+        dtype,
+        chunks,
+        compression,
+    )
+    for dtype in ("u1", "<i2", ">f4", "<f8")
+    for chunks in ((25, 50), (7, 13), (100, 200))
+    for compression in ("none", "lz4", "zstd")
+}
+
+
+def write_hdf5_bitshuffle(path: Path) -> Path:
+    """Datasets through hdf5plugin's bitshuffle filter (:data:`BITSHUFFLE_DATASETS`), whose
+    chunks hold whole blocks of elements, a short block and fewer than 8 left (7 x 13), and
+    blocks of 1000 elements (100 x 200), plus ``checksummed``, followed by fletcher32.
+
+    Call it as :func:`write_hdf5_filters` is called, in a fresh interpreter.
+    """
+    import hdf5plugin
+
+    with h5py.File(path, "w") as f:
+        for name, (dtype, chunks, compression) in BITSHUFFLE_DATASETS.items():
+            nelems = 1000 if chunks == (100, 200) else 0
+            bitshuffle = hdf5plugin.Bitshuffle(nelems=nelems, cname=compression)
+            f.create_dataset(name, data=bitshuffle_data(dtype), chunks=chunks, **bitshuffle)
+        f.create_dataset(
+            "checksummed",
+            data=bitshuffle_data("<i4"),
+            chunks=(30, 30),
+            fletcher32=True,
+            **hdf5plugin.Bitshuffle(cname="lz4"),
+        )
     return path
 
 

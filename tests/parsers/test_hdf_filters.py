@@ -1,4 +1,5 @@
-"""HDF5 chunks stored with an optional filter skipped (their filter mask), read through Zarr.
+"""HDF5 filters read through Zarr: chunks stored with an optional filter skipped (their filter
+mask), and hdf5plugin's bitshuffle.
 
 HDF5 stores a chunk an optional filter fails on as it got it and records the skipped filter in
 the chunk's filter mask. h5py's ``compression="lzf"`` is optional: LZF cannot compress noise,
@@ -10,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import h5py
+import hdf_files
 import imagecodecs
 import numpy as np
 import pytest
@@ -133,3 +136,36 @@ def test_chunks_szip_could_not_compress_before_a_checksum_read_as_h5py_reads_the
         assert filter_masks(dataset) == {0, 1}
     actual = zarr.open_group(parse(path, inline_threshold=0), mode="r")["szip"][...]
     np.testing.assert_array_equal(actual, values, strict=True)
+
+
+# -- bitshuffle --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bitshuffled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bitshuffle") / "bitshuffle.h5"
+    return hdf_files.write_with_plugins("write_hdf5_bitshuffle", path)
+
+
+def test_bitshuffled_chunks_read_as_hdf5plugin_wrote_them(bitshuffled: Path) -> None:
+    # As X-ray detectors write them (hdf5plugin's Bitshuffle, through LZ4 by default).
+    store = parse(bitshuffled, inline_threshold=0)
+    root = zarr.open_group(store, mode="r")
+    for name, (dtype, _, compression) in hdf_files.BITSHUFFLE_DATASETS.items():
+        expected = hdf_files.bitshuffle_data(dtype.lstrip("<>"))
+        np.testing.assert_array_equal(root[name][...], expected, strict=True, err_msg=name)
+        codec = store.group[name].metadata.to_dict()["codecs"][1]
+        assert codec["name"] == "virtualstac.hdf5_bitshuffle"
+        assert codec["configuration"]["compression"] == compression
+    np.testing.assert_array_equal(root["checksummed"][...], hdf_files.bitshuffle_data("<i4"))
+
+
+def test_bitshuffled_chunks_read_through_kerchunk_references(bitshuffled: Path) -> None:
+    from virtualstac import open_virtual_dataset
+
+    references = open_virtual_dataset(str(bitshuffled)).virtual.to_kerchunk()
+    mapper = fsspec.filesystem("reference", fo=references).get_mapper("")
+    root = zarr.open_group(mapper, mode="r", zarr_format=2)
+    for name in ("u1_lz4_7x13", "be_f4_zstd_25x50", "f8_none_100x200"):
+        dtype = hdf_files.BITSHUFFLE_DATASETS[name][0]
+        np.testing.assert_array_equal(root[name][...], hdf_files.bitshuffle_data(dtype))

@@ -2,27 +2,28 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac. ``virtualstac.pad`` and ``virtualstac.hdf5_shuffle``, the codecs without an
-imagecodecs or numcodecs twin, also have a numcodecs form (``numcodecs.codecs`` entry point)
-for Zarr v2 readers of Kerchunk references.
+importing virtualstac. ``virtualstac.pad``, ``virtualstac.hdf5_shuffle`` and
+``virtualstac.hdf5_bitshuffle``, the codecs without an imagecodecs or numcodecs twin, also have
+a numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of Kerchunk references.
 
-============================  ======================  ======================================
-name                          kind                    TIFF
-============================  ======================  ======================================
-``imagecodecs_lzw``           bytes -> bytes          compression 5 (LZW)
-``imagecodecs_packbits``      bytes -> bytes          compression 32773 (PackBits)
-``imagecodecs_zstd``          bytes -> bytes          compression 50000 (Zstandard)
-``imagecodecs_jpeg``          bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
-``imagecodecs_lerc``          bytes -> bytes (image)  compression 34887 (LERC, with masks)
-``imagecodecs_webp``          bytes -> bytes (image)  compression 50001 (WebP)
-``virtualstac.pad``           bytes -> bytes          short last strip, padded to a whole chunk
-``imagecodecs_lzf``           bytes -> bytes          HDF5 LZF filter (32000)
-``imagecodecs_lz4h5``         bytes -> bytes          HDF5 LZ4 filter (32004)
-``imagecodecs_szip``          bytes -> bytes          HDF5 szip filter (4), its size header
-``virtualstac.hdf5_shuffle``  bytes -> bytes          HDF5 shuffle (2), tail left in place
-``imagecodecs_delta``         array -> array          predictor 2 (horizontal differencing)
-``imagecodecs_floatpred``     array -> array          predictor 3 (floating point)
-============================  ======================  ======================================
+================================  ======================  ======================================
+name                              kind                    TIFF
+================================  ======================  ======================================
+``imagecodecs_lzw``               bytes -> bytes          compression 5 (LZW)
+``imagecodecs_packbits``          bytes -> bytes          compression 32773 (PackBits)
+``imagecodecs_zstd``              bytes -> bytes          compression 50000 (Zstandard)
+``imagecodecs_jpeg``              bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
+``imagecodecs_lerc``              bytes -> bytes (image)  compression 34887 (LERC, with masks)
+``imagecodecs_webp``              bytes -> bytes (image)  compression 50001 (WebP)
+``virtualstac.pad``               bytes -> bytes          short last strip, padded to a whole chunk
+``imagecodecs_lzf``               bytes -> bytes          HDF5 LZF filter (32000)
+``imagecodecs_lz4h5``             bytes -> bytes          HDF5 LZ4 filter (32004)
+``imagecodecs_szip``              bytes -> bytes          HDF5 szip filter (4), its size header
+``virtualstac.hdf5_shuffle``      bytes -> bytes          HDF5 shuffle (2), tail left in place
+``virtualstac.hdf5_bitshuffle``   bytes -> bytes          HDF5 bitshuffle (32008), LZ4 or Zstd
+``imagecodecs_delta``             array -> array          predictor 2 (horizontal differencing)
+``imagecodecs_floatpred``         array -> array          predictor 3 (floating point)
+================================  ======================  ======================================
 
 Deflate and LZMA use ``numcodecs.zlib`` and ``numcodecs.lzma``, which zarr ships.
 """
@@ -33,6 +34,7 @@ import numcodecs
 import zarr
 from zarr.registry import register_codec
 
+from virtualstac.codecs._bitshuffle import HDF5BitshuffleCodec, HDF5BitshuffleNumcodec
 from virtualstac.codecs._bytes import (
     JPEGCodec,
     LZ4H5Codec,
@@ -52,6 +54,8 @@ from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredic
 __all__ = [
     "CODECS",
     "FloatPredictorCodec",
+    "HDF5BitshuffleCodec",
+    "HDF5BitshuffleNumcodec",
     "HDF5ShuffleCodec",
     "HDF5ShuffleNumcodec",
     "HorizontalPredictorCodec",
@@ -83,6 +87,7 @@ CODECS = {
         LZ4H5Codec,
         SzipH5Codec,
         HDF5ShuffleCodec,
+        HDF5BitshuffleCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )
@@ -96,3 +101,4 @@ for _name, _codec in CODECS.items():
         zarr.config.set({f"codecs.{_name}": f"{_codec.__module__}.{_codec.__qualname__}"})
 numcodecs.register_codec(PadNumcodec)
 numcodecs.register_codec(HDF5ShuffleNumcodec)
+numcodecs.register_codec(HDF5BitshuffleNumcodec)

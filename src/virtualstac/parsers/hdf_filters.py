@@ -14,6 +14,8 @@ bzip2 (307)                 ``numcodecs.bz2``
 lzf (32000)                 ``imagecodecs_lzf``    raw LZF, no header (defined here)
 blosc (32001)               ``numcodecs.blosc``    the blosc frame describes itself
 lz4 (32004)                 ``imagecodecs_lz4h5``  the HDF5 LZ4 block framing (defined here)
+bitshuffle (32008)          ``virtualstac.``       LZ4 or Zstandard blocks (defined here)
+                            ``hdf5_bitshuffle``
 szip (4)                    ``imagecodecs_szip``   libaec after HDF5's size header (defined here)
 zstd (32015)                ``numcodecs.zstd``
 ==========================  =====================  =========================================
@@ -33,7 +35,13 @@ import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from virtualstac.codecs import HDF5ShuffleCodec, LZ4H5Codec, LZFCodec, SzipH5Codec
+from virtualstac.codecs import (
+    HDF5BitshuffleCodec,
+    HDF5ShuffleCodec,
+    LZ4H5Codec,
+    LZFCodec,
+    SzipH5Codec,
+)
 from virtualstac.parsers.hdf_metadata import decode_text
 
 __all__ = [
@@ -59,6 +67,7 @@ _BZIP2 = 307
 _LZF = 32000
 _BLOSC = 32001
 _LZ4 = 32004
+_BITSHUFFLE = 32008
 _ZSTD = 32015
 
 _NAMES = {
@@ -72,6 +81,7 @@ _NAMES = {
     _LZF: "lzf",
     _BLOSC: "blosc",
     _LZ4: "lz4",
+    _BITSHUFFLE: "bitshuffle",
     _ZSTD: "zstd",
 }
 
@@ -119,6 +129,8 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
         return {"name": LZFCodec.codec_name, "configuration": {"header": False}}
     if filter_id == _LZ4:
         return {"name": LZ4H5Codec.codec_name, "configuration": {}}
+    if filter_id == _BITSHUFFLE and len(cd_values) >= 3:
+        return _bitshuffle(cd_values, name)
     if filter_id == _SZIP and len(cd_values) >= 4:
         # cd_values as the filter's set_local leaves them: options mask, pixels per block,
         # bits per pixel, pixels per scanline.
@@ -149,6 +161,25 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
             filter_id, name, "rewrites the bits of the values and no zarr codec decodes it"
         )
     raise UnsupportedFilterError(filter_id, name, "has no zarr codec")
+
+
+def _bitshuffle(cd_values: Sequence[int], name: str) -> dict[str, Any]:
+    """bitshuffle's codec; cd_values: version (2), element size, block size, compression."""
+    compression = int(cd_values[4]) if len(cd_values) > 4 else 0
+    names = {code: text for text, code in HDF5BitshuffleCodec.compressions.items()}
+    if compression not in names:
+        raise UnsupportedFilterError(
+            _BITSHUFFLE, name, f"compresses with bitshuffle's compressor {compression}"
+        )
+    block = int(cd_values[3]) if len(cd_values) > 3 else 0
+    try:
+        codec = HDF5BitshuffleCodec(
+            elementsize=int(cd_values[2]), blocksize=block, compression=names[compression]
+        )
+    except ValueError as err:
+        reason = f"has parameters it refuses: {err}"
+        raise UnsupportedFilterError(_BITSHUFFLE, name, reason) from err
+    return codec.to_dict()
 
 
 @functools.cache
