@@ -19,7 +19,7 @@ from virtualstac.limits import check_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import grid_shape
 from virtualstac.parsers.blocks import block_chunks
-from virtualstac.parsers.hdf_filters import Filter, lzf_frame, skippable_filters
+from virtualstac.parsers.hdf_filters import Filter, filter_name, lzf_frame, skippable_filters
 from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
@@ -81,15 +81,19 @@ def chunked_manifest(
         offsets[inside],
         lengths[inside],
     )
-    kept, masks = _skipped_by_all(filters, masks)
+    kept, kept_masks = _skipped_by_all(filters, masks)
     skippable = skippable_filters(kept)
-    if (masks & ~skippable).any():
-        at = int(np.flatnonzero(masks & ~skippable)[0])
+    if (kept_masks & ~skippable).any():
+        at = int(np.flatnonzero(kept_masks & ~skippable)[0])
+        mask = int(masks[at])
+        skipped = [filter_name(f) for i, f in enumerate(filters) if mask >> i & 1]
         raise fail(
             member.path,
             f"has chunks stored with some filters skipped (chunk {_index(indices[at])} has "
-            f"filter mask {int(masks[at])}); one Zarr codec chain cannot decode them",
+            f"filter mask {mask}: {', '.join(skipped) or 'no filter of its pipeline'}); one "
+            "Zarr codec chain cannot decode them",
         )
+    masks = kept_masks
     _check_ranges(member, offsets, lengths, file_size, fail)
     expected = math.prod(chunks) * member.dtype.itemsize
     if not kept and (lengths != expected).any():

@@ -49,6 +49,7 @@ __all__ = [
     "LZFFrame",
     "UnsupportedFilterError",
     "codecs_for_filters",
+    "filter_name",
     "lzf_frame",
     "pipeline",
     "skippable_filters",
@@ -100,6 +101,12 @@ class UnsupportedFilterError(ValueError):
         self.filter_id = filter_id
         self.name = name
         self.reason = reason
+
+
+def filter_name(pipeline_filter: Filter) -> str:
+    """A filter's short name (``"blosc"``), or the name its plugin gives it."""
+    filter_id, _, name = pipeline_filter
+    return _NAMES.get(filter_id, name)
 
 
 def _numcodecs(name: str, **configuration: Any) -> dict[str, Any]:
