@@ -13,12 +13,14 @@ import pytest
 import zarr
 from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
+from zarr.core.buffer import default_buffer_prototype
 from zarr.registry import get_codec_class
 
 import virtualstac.codecs as codecs
 from virtualstac.codecs import (
     FloatPredictorCodec,
     HDF5BitshuffleCodec,
+    HDF5ScaleOffsetCodec,
     HDF5ShuffleCodec,
     HorizontalPredictorCodec,
     JPEGCodec,
@@ -66,6 +68,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "imagecodecs_szip",
         "virtualstac.hdf5_shuffle",
         "virtualstac.hdf5_bitshuffle",
+        "virtualstac.hdf5_scaleoffset",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -298,6 +301,21 @@ def test_hdf5_bitshuffle_refuses_a_header_claiming_more_than_its_chunk() -> None
         HDF5BitshuffleCodec(elementsize=4, blocksize=12)
     with pytest.raises(ValueError, match="one of"):
         HDF5BitshuffleCodec(elementsize=4, compression="lzf")
+
+
+def test_hdf5_scale_offset_refuses_parameters_claiming_more_than_its_chunk() -> None:
+    # int32 (class 0, 4 bytes, signed, little-endian) without a fill value, in chunks said to
+    # hold 10**9 values where the array's hold 8.
+    cd_values = [2, 0, 10**9, 0, 4, 1, 0, 0] + [0] * 12
+    codec = HDF5ScaleOffsetCodec(cd_values=cd_values)
+    assert codec.to_dict()["configuration"] == {"cd_values": cd_values}
+    array = zarr.create_array(store={}, shape=(8,), chunks=(8,), dtype="<i4", compressors=[codec])
+    chunks = array.store_path.store._store_dict  # type: ignore[attr-defined]
+    chunks["c/0"] = default_buffer_prototype().buffer.from_bytes(bytes(24))
+    with pytest.raises(Exception, match=r"would hold 4000000000 bytes, over its"):
+        array[...]
+    with pytest.raises(ValueError, match="decodes integers of 1 to 8 bytes"):
+        HDF5ScaleOffsetCodec(cd_values=[0, 0, 8, 0, 3, 1, 0, 0] + [0] * 12)
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

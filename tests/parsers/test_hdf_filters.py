@@ -171,3 +171,74 @@ def test_bitshuffled_chunks_read_through_kerchunk_references(bitshuffled: Path) 
     for name in ("u1_lz4_7x13", "be_f4_zstd_25x50", "f8_none_100x200"):
         dtype = hdf_files.BITSHUFFLE_DATASETS[name][0]
         np.testing.assert_array_equal(root[name][...], hdf_files.bitshuffle_data(dtype))
+
+
+# -- scale-offset ------------------------------------------------------------------------
+
+#: dtype -> values of the scale-offset datasets: offsets of a few bits, a full range (stored
+#: unpacked) and a constant (no bits at all).
+_SCALE_OFFSET_VALUES = {
+    "u1": np.arange(40 * 30).reshape(40, 30) % 50 + 60,
+    "i1": np.arange(40 * 30).reshape(40, 30) % 100 - 50,
+    ">i2": np.arange(40 * 30).reshape(40, 30) * 7 - 4000,
+    "<u4": np.arange(40 * 30).reshape(40, 30) ** 2,
+    ">i8": (np.arange(40 * 30).reshape(40, 30) - 600) * 10**12,
+    "<i8": np.random.default_rng(1).integers(-(2**63), 2**63 - 1, (40, 30), endpoint=True),
+    "<u2": np.full((40, 30), 7),
+}
+
+
+def write_scale_offset(path: Path) -> Path:
+    """Each of :data:`_SCALE_OFFSET_VALUES` with and without a fill value (whose stored values
+    the filter marks apart), and floats scaled by 0, 2 and 5 decimal digits; chunks of 16 x 7
+    leave short edge chunks."""
+    floats = np.random.default_rng(2).normal(scale=100, size=(40, 30))
+    with h5py.File(path, "w") as f:
+        for fill in (None, 9):
+            for dtype, values in _SCALE_OFFSET_VALUES.items():
+                stored = values.astype(dtype)
+                if fill is not None:
+                    stored[0, :5] = fill
+                name = f"{dtype.replace('>', 'be_').lstrip('<')}_fill_{fill}"
+                options = {"chunks": (16, 7), "scaleoffset": 0, "fillvalue": fill}
+                f.create_dataset(name, data=stored, **options)
+            for dtype in ("<f4", ">f8"):
+                for digits in (0, 2, 5):
+                    stored = floats.astype(dtype)
+                    if fill is not None:
+                        stored[0, :5] = fill
+                    name = f"{dtype.replace('>', 'be_').lstrip('<')}_{digits}_fill_{fill}"
+                    options = {"chunks": (16, 7), "scaleoffset": digits, "fillvalue": fill}
+                    f.create_dataset(name, data=stored, **options)
+        options = {"chunks": (16, 7), "scaleoffset": 0, "compression": "gzip"}
+        f.create_dataset("with_gzip", data=floats.astype("i4"), **options)
+        partial = f.create_dataset("partly_written", (40, 30), "i2", chunks=(16, 7), scaleoffset=0)
+        partial[:10] = 5
+    return path
+
+
+@pytest.fixture(scope="module")
+def scale_offset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_scale_offset(tmp_path_factory.mktemp("scaleoffset") / "scaleoffset.h5")
+
+
+def test_scale_offset_values_read_as_hdf5_decodes_them(scale_offset: Path) -> None:
+    # Lossy in what HDF5 stored; read back, bit for bit what h5py reads.
+    root = zarr.open_group(parse(scale_offset, inline_threshold=0), mode="r")
+    with h5py.File(scale_offset) as f:
+        for name, dataset in f.items():
+            expected = dataset[()]
+            actual = root[name][...]
+            assert actual.dtype == expected.dtype.newbyteorder("="), name
+            assert actual.tobytes() == expected.astype(actual.dtype).tobytes(), name
+
+
+def test_scale_offset_values_read_through_kerchunk_references(scale_offset: Path) -> None:
+    from virtualstac import open_virtual_dataset
+
+    references = open_virtual_dataset(str(scale_offset)).virtual.to_kerchunk()
+    mapper = fsspec.filesystem("reference", fo=references).get_mapper("")
+    root = zarr.open_group(mapper, mode="r", zarr_format=2)
+    with h5py.File(scale_offset) as f:
+        for name in ("be_i2_fill_9", "f4_2_fill_None", "be_f8_5_fill_9"):
+            np.testing.assert_array_equal(root[name][...], f[name][()], err_msg=name)

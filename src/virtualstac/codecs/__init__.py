@@ -2,9 +2,9 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac. ``virtualstac.pad``, ``virtualstac.hdf5_shuffle`` and
-``virtualstac.hdf5_bitshuffle``, the codecs without an imagecodecs or numcodecs twin, also have
-a numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of Kerchunk references.
+importing virtualstac. ``virtualstac.pad`` and the ``virtualstac.hdf5_*`` codecs, those without
+an imagecodecs or numcodecs twin, also have a numcodecs form (``numcodecs.codecs`` entry point)
+for Zarr v2 readers of Kerchunk references.
 
 ================================  ======================  ======================================
 name                              kind                    TIFF
@@ -21,6 +21,7 @@ name                              kind                    TIFF
 ``imagecodecs_szip``              bytes -> bytes          HDF5 szip filter (4), its size header
 ``virtualstac.hdf5_shuffle``      bytes -> bytes          HDF5 shuffle (2), tail left in place
 ``virtualstac.hdf5_bitshuffle``   bytes -> bytes          HDF5 bitshuffle (32008), LZ4 or Zstd
+``virtualstac.hdf5_scaleoffset``  bytes -> bytes          HDF5 scale-offset (6), decoding only
 ``imagecodecs_delta``             array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``         array -> array          predictor 3 (floating point)
 ================================  ======================  ======================================
@@ -50,12 +51,15 @@ from virtualstac.codecs._bytes import (
 from virtualstac.codecs._hdf5 import HDF5ShuffleCodec, HDF5ShuffleNumcodec
 from virtualstac.codecs._lerc import LERCCodec
 from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
+from virtualstac.codecs._scaleoffset import HDF5ScaleOffsetCodec, HDF5ScaleOffsetNumcodec
 
 __all__ = [
     "CODECS",
     "FloatPredictorCodec",
     "HDF5BitshuffleCodec",
     "HDF5BitshuffleNumcodec",
+    "HDF5ScaleOffsetCodec",
+    "HDF5ScaleOffsetNumcodec",
     "HDF5ShuffleCodec",
     "HDF5ShuffleNumcodec",
     "HorizontalPredictorCodec",
@@ -88,6 +92,7 @@ CODECS = {
         SzipH5Codec,
         HDF5ShuffleCodec,
         HDF5BitshuffleCodec,
+        HDF5ScaleOffsetCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )
@@ -102,3 +107,4 @@ for _name, _codec in CODECS.items():
 numcodecs.register_codec(PadNumcodec)
 numcodecs.register_codec(HDF5ShuffleNumcodec)
 numcodecs.register_codec(HDF5BitshuffleNumcodec)
+numcodecs.register_codec(HDF5ScaleOffsetNumcodec)

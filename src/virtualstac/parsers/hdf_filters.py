@@ -17,6 +17,8 @@ lz4 (32004)                 ``imagecodecs_lz4h5``  the HDF5 LZ4 block framing (d
 bitshuffle (32008)          ``virtualstac.``       LZ4 or Zstandard blocks (defined here)
                             ``hdf5_bitshuffle``
 szip (4)                    ``imagecodecs_szip``   libaec after HDF5's size header (defined here)
+scaleoffset (6)             ``virtualstac.``       packed offsets from each chunk's minimum
+                            ``hdf5_scaleoffset``   (defined here)
 zstd (32015)                ``numcodecs.zstd``
 ==========================  =====================  =========================================
 
@@ -25,8 +27,8 @@ A shuffle whose input need not be whole values (after a compressor, or after fle
 together) leaves the bytes past the last whole value in place, which ``numcodecs.shuffle``
 refuses; it becomes ``virtualstac.hdf5_shuffle``, which does as HDF5 does.
 
-nbit (5) and scaleoffset (6) change the bits of the values in ways no zarr codec undoes, so
-datasets using them, or any other filter, cannot be referenced.
+nbit (5) changes the bits of the values in ways no zarr codec undoes, so datasets using it, or
+any other filter, cannot be referenced.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, NamedTuple
 
 from virtualstac.codecs import (
     HDF5BitshuffleCodec,
+    HDF5ScaleOffsetCodec,
     HDF5ShuffleCodec,
     LZ4H5Codec,
     LZFCodec,
@@ -163,7 +166,12 @@ def codec_for_filter(filter_id: int, cd_values: Sequence[int], name: str) -> dic
             shuffle=int(values[5]),
             blocksize=0,
         )
-    if filter_id in (_SZIP, _NBIT, _SCALEOFFSET):
+    if filter_id == _SCALEOFFSET:
+        try:
+            return HDF5ScaleOffsetCodec(cd_values=cd_values).to_dict()
+        except ValueError as err:
+            raise UnsupportedFilterError(filter_id, name, str(err)) from err
+    if filter_id in (_SZIP, _NBIT):
         raise UnsupportedFilterError(
             filter_id, name, "rewrites the bits of the values and no zarr codec decodes it"
         )

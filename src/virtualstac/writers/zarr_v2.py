@@ -22,7 +22,7 @@ from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
 from zarr.codecs import TransposeCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualstac.codecs import HDF5BitshuffleCodec, HDF5ShuffleCodec, PadCodec
+from virtualstac.codecs import PadCodec
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.manifests.array_api import transpose
@@ -177,8 +177,7 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
         return {"id": name.removeprefix("numcodecs."), **configuration}
     if name.startswith("imagecodecs_"):
         return {"id": name, **configuration}
-    own = (PadCodec.codec_name, HDF5ShuffleCodec.codec_name, HDF5BitshuffleCodec.codec_name)
-    if name in ("gzip", "zstd", *own):
+    if name in ("gzip", "zstd", PadCodec.codec_name) or name.startswith("virtualstac.hdf5_"):
         return {"id": name, **configuration}
     if name == "blosc":
         shuffles = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
