@@ -40,7 +40,8 @@ from virtualstac.intake.intake_xarray import (
 )
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
-from virtualstac.xarray.open import _expand, open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.open import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac.xarray.paths import expand_paths
 from virtualstac.xarray.unpacking import open_zarr_values
 
 __all__ = ["VirtualSource"]
@@ -225,7 +226,7 @@ class VirtualSource(VirtualDataSource):
             return self.urlpath
         urls: list[str] = []
         for url in self.urlpath:
-            urls += _expand(url, registry) if _is_glob(url) else [normalize_url(url)]
+            urls += expand_paths(url, registry) if _is_glob(url) else [normalize_url(url)]
         return urls
 
     def _open_virtual(self) -> xr.Dataset:
