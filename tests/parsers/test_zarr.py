@@ -309,8 +309,13 @@ LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
             "uses codec 'frobnicate'",
         ),
         ({"extension": {"level": 3}}, r"has metadata fields \['extension'\] that a reader must"),
+        ({"data_type": "float128"}, "has data type 'float128', which zarr has no implementation"),
+        (
+            {"chunk_grid": {"name": "rectilinear", "configuration": {"chunk_shapes": [[1, 3]]}}},
+            "has a 'rectilinear' chunk grid",
+        ),
     ],
-    ids=["codec", "codec-inside-shards", "field-to-understand"],
+    ids=["codec", "codec-inside-shards", "field-to-understand", "data-type", "chunk-grid"],
 )
 def test_arrays_zarr_cannot_read_are_refused_by_name(
     tmp_path: Path, changes: dict[str, object], reason: str
@@ -336,7 +341,7 @@ def test_fields_that_need_not_be_understood_are_ignored(tmp_path: Path) -> None:
     ("changes", "reason"),
     [
         ({"shape": [-4]}, "not valid Zarr v3 array metadata"),
-        ({"data_type": "float128"}, "not valid Zarr v3 array metadata"),
+        ({"data_type": 128}, "not valid Zarr v3 array metadata"),
         ({"dimension_names": ["a", "b"]}, "not valid Zarr v3 array metadata"),
     ],
 )

@@ -234,9 +234,18 @@ _ARRAY_FIELDS = frozenset(
 
 def _array_metadata(path: str, document: Any, base_url: str) -> ArrayV3Metadata:
     """The array's metadata as zarr reads it; what zarr refuses raises a typed error naming the
-    array: :class:`NotVirtualizableError` for a codec or extension field zarr does not know
-    (the array may be sound), :class:`CorruptFileError` for anything else."""
+    array: :class:`NotVirtualizableError` for a codec, data type or extension field zarr does
+    not know and for a chunk grid that is not regular (the array may be sound),
+    :class:`CorruptFileError` for anything else."""
     where = f"{base_url}: array {path or '/'!r}"
+    grid = document.get("chunk_grid")
+    grid_name = grid.get("name") if isinstance(grid, dict) else grid
+    if isinstance(grid_name, str) and grid_name != "regular":
+        # Manifests hold regular grids; zarr reads some others (rectilinear) when enabled.
+        raise NotVirtualizableError(
+            f"{where} has a {grid_name!r} chunk grid; virtualstac references regular chunk grids "
+            "only: skip the array with drop_variables="
+        )
     try:
         return ArrayV3Metadata.from_dict(document)
     except FOREIGN_ERRORS as err:  # zarr's UnknownCodecError is a ValueError
@@ -244,6 +253,12 @@ def _array_metadata(path: str, document: Any, base_url: str) -> ArrayV3Metadata:
         if unknown:
             raise NotVirtualizableError(
                 f"{where} uses codec {unknown[0]!r}, which zarr has no implementation of; "
+                "install the package that registers it, or skip the array with drop_variables="
+            ) from err
+        data_type = _unknown_data_type(document.get("data_type"))
+        if data_type:
+            raise NotVirtualizableError(
+                f"{where} has data type {data_type!r}, which zarr has no implementation of; "
                 "install the package that registers it, or skip the array with drop_variables="
             ) from err
         extra = sorted(
@@ -261,6 +276,21 @@ def _array_metadata(path: str, document: Any, base_url: str) -> ArrayV3Metadata:
             f"{redact(base_url)}/{path + '/' if path else ''}zarr.json is damaged: it is not "
             f"valid Zarr v3 array metadata ({describe(err)})"
         ) from err
+
+
+def _unknown_data_type(data_type: Any) -> str | None:
+    """The name of ``data_type`` (a name, or an object with one) if zarr knows no such type;
+    None for one it knows or for what is no data type at all (damage)."""
+    from zarr.core.dtype import data_type_registry
+
+    name = data_type.get("name") if isinstance(data_type, dict) else data_type
+    if not isinstance(name, str):
+        return None
+    try:
+        data_type_registry.match_json(data_type, zarr_format=3)
+    except (TypeError, ValueError, KeyError):
+        return name
+    return None
 
 
 def _unknown_codecs(codecs: Any) -> list[str]:
