@@ -6,9 +6,9 @@ store is listed once (one paginated LIST) to learn every chunk object and its si
 were never written stay missing and read as the fill value. Over HTTP(S), which has no listing,
 the store's consolidated metadata and a HEAD of each chunk object stand in for the listing
 (:mod:`virtualstac.parsers.zarr_http`); elsewhere consolidated metadata is not read, so a stale
-one does not hide arrays or new sizes. Whatever chunk key encoding the
-source uses (``v2``, ``.`` separators), the virtual arrays have zarr's default one: their
-manifests, not their keys, lead to the chunk objects, and Icechunk stores no other.
+one does not hide arrays or new sizes. Whatever chunk key encoding the source uses (``v2``, ``.``
+separators), the virtual arrays have zarr's default one: their manifests, not their keys, lead
+to the chunk objects, and Icechunk stores no other.
 """
 
 from __future__ import annotations
