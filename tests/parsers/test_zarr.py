@@ -406,3 +406,37 @@ def test_drop_variables_by_path_leaves_arrays_of_the_same_name(
     assert list(store.group.arrays) == ["v"] and list(store.group.groups["sub"].arrays) == []
     store = ZarrParser(drop_variables=["v"])(str(path))
     assert list(store.group.arrays) == [] and list(store.group.groups["sub"].arrays) == []
+
+
+@pytest.mark.parametrize(
+    ("data_type", "fill_value"),
+    [
+        ("float32", "0x7fc00001"),  # a NaN with a payload
+        ("float64", "0xfff8000000000000"),  # a negative NaN
+        ("complex64", ["0x7fc00002", "-Infinity"]),
+    ],
+)
+def test_nan_fill_values_keep_their_bits(
+    tmp_path: Path, data_type: str, fill_value: object
+) -> None:
+    # zarr reads a hex fill value's bits exactly but writes every NaN as "NaN": chunks never
+    # written read back with other bits unless the fill value is written in hex again.
+    path = store_with_array_metadata(tmp_path / "store.zarr", fill_value=fill_value)
+    document = json.loads((path / "v" / "zarr.json").read_text())
+    (path / "v" / "zarr.json").write_text(json.dumps({**document, "data_type": data_type}))
+    for chunk in (path / "v" / "c").iterdir():
+        chunk.unlink()  # every chunk reads as the fill value
+    expected = zarr.open_array(path / "v", mode="r")[:]
+    virtual = open_virtual_dataset(str(path))
+    registry = ObjectStoreRegistry.for_url(str(path))
+    read = zarr.open_group(virtual.virtual.to_store(registry), mode="r")["v"][:]
+    assert read.tobytes() == expected.tobytes()
+    containers = required_containers(virtual.virtual.to_group())
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="nan")
+    published = zarr.open_group(repository.readonly_session("main").store, mode="r")["v"][:]
+    assert published.tobytes() == expected.tobytes()

@@ -34,6 +34,7 @@ __all__ = [
     "grid_shape",
     "json_safe",
     "metadata_for_variable",
+    "nan_payload_fill",
     "parse_metadata",
     "replace_metadata",
     "same_value",
@@ -213,6 +214,9 @@ def replace_metadata(metadata: ArrayV3Metadata, **changes: Any) -> ArrayV3Metada
     its JSON spelling.
     """
     as_dict = metadata.to_dict()
+    payload = nan_payload_fill(metadata)
+    if payload is not None:  # to_dict spells every NaN "NaN"
+        as_dict["fill_value"] = payload
     if "chunk_shape" in changes:
         chunk_shape = tuple(int(c) for c in changes.pop("chunk_shape"))
         as_dict["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": chunk_shape}}
@@ -493,3 +497,35 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(item) for item in value]
     return value
+
+
+def nan_payload_fill(metadata: Any) -> Any:
+    """The JSON of ``metadata``'s fill value if it is a NaN other than the canonical one (a
+    payload or a sign, ``"0x7fc00001"``), spelled in hex as the Zarr v3 spec allows; None
+    otherwise. zarr writes every NaN as ``"NaN"``, so chunks never written would read with
+    other bits than the source's (zarr reads the hex spelling exactly)."""
+    fill = getattr(metadata, "fill_value", None)
+    if isinstance(fill, np.floating):
+        parts = [fill]
+    elif isinstance(fill, np.complexfloating):
+        parts = [fill.real, fill.imag]
+    else:
+        return None
+    spelled = [_nan_bits(part) for part in parts]
+    if all(part is None for part in spelled):
+        return None
+    if len(parts) == 1:
+        return spelled[0]
+    plain = (json_safe(float(part)) for part in parts)
+    return [hex_ if hex_ is not None else value for hex_, value in zip(spelled, plain, strict=True)]
+
+
+def _nan_bits(value: np.floating[Any]) -> str | None:
+    """``value``'s bits in hex (big-endian, as the spec writes them) if it is a NaN other
+    than numpy's own; None otherwise."""
+    if not np.isnan(value):
+        return None
+    stored = np.asarray(value)
+    if stored.tobytes() == np.asarray(np.nan, dtype=stored.dtype).tobytes():
+        return None
+    return "0x" + stored.astype(stored.dtype.newbyteorder(">")).tobytes().hex()

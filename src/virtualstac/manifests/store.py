@@ -14,6 +14,7 @@ version it names (conditional requests); one that changed raises
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from virtualstac.manifests.chunk_keys import (
 )
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.manifest import INLINED_CHUNK_PATH
+from virtualstac.manifests.metadata import nan_payload_fill
 from virtualstac.manifests.ranges import RangeRequest, clamp, fetch_ranges
 from virtualstac.storage.conditions import ReadCondition
 from virtualstac.storage.failures import redact
@@ -201,6 +203,9 @@ class ManifestStore(Store):
             node = self._nodes[node_path]
             buffers = node.metadata.to_buffer_dict(default_buffer_prototype())
             cached = buffers[_METADATA_KEY].to_bytes()
+            fill = nan_payload_fill(node.metadata)
+            if fill is not None:  # zarr spells every NaN "NaN": its payload would be lost
+                cached = json.dumps({**json.loads(cached), "fill_value": fill}).encode()
             self._metadata_cache[node_path] = cached
         return cached
 

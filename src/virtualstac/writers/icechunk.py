@@ -28,6 +28,7 @@ from virtualstac.manifests.metadata import (
     check_combinable,
     chunk_shape_of,
     json_safe,
+    nan_payload_fill,
     replace_metadata,
 )
 from virtualstac.manifests.sources import LocalFileStamp, SourceStamp
@@ -241,6 +242,9 @@ def _metadata_json_from(metadata: ArrayV3Metadata | GroupMetadata) -> bytes:
     )
     if "attributes" in document:
         document["attributes"] = json_safe(document["attributes"])
+    fill = nan_payload_fill(metadata)
+    if fill is not None:  # zarr spells every NaN "NaN": its payload would be lost
+        document["fill_value"] = fill
     return json.dumps(document, allow_nan=False).encode()
 
 
