@@ -23,6 +23,7 @@ from virtualstac.storage.failures import describe, redact
 from virtualstac.storage.http import HttpStore
 from virtualstac.storage.reader import read_document
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.stats import record_head
 
 __all__ = ["http_documents_and_sizes"]
 
@@ -144,6 +145,7 @@ def _chunk_keys(path: str, document: dict[str, Any], base_url: str) -> list[str]
 
 def _sizes(store: HttpStore, prefix: str, keys: list[str]) -> Iterator[tuple[str, int]]:
     def size(key: str) -> int | None:
+        record_head()
         try:
             return int(store.head(f"{prefix}/{key}" if prefix else key)["size"])
         except FileNotFoundError:
