@@ -482,3 +482,15 @@ def test_a_registry_survives_pickling(s3_server: S3Server, tmp_path: Path) -> No
     copy.register("s3://another-bucket", region="us-east-1", skip_signature=True)
     assert "s3://another-bucket/x" in copy
     assert "s3://another-bucket/x" not in registry
+
+
+def test_object_keys_holding_a_hash_or_question_mark_resolve_whole(s3_server: S3Server) -> None:
+    # An object store's keys are literal (a Zarr array may be named "x#y"): what follows "#"
+    # or "?" is part of the key, not a fragment or a query.
+    bucket = s3_server.create_bucket()
+    s3_server.upload(bucket, "store/x#y/c?0", b"literal key")
+    registry = ObjectStoreRegistry()
+    store = registry.register(f"s3://{bucket}", **s3_server.store_options)
+
+    assert registry.resolve(f"s3://{bucket}/store/x#y/c?0") == (store, "store/x#y/c?0")
+    assert read(registry, f"s3://{bucket}/store/x#y/c?0") == b"literal key"

@@ -384,7 +384,13 @@ class ObjectStoreRegistry:
         root = self._roots[prefix]
         if root is None:
             return url[len(prefix) :].lstrip("/")
-        return _path_below(urlsplit(url).path, urlsplit(root).path)
+        if prefix.partition("://")[0] in _DECODED_SCHEMES:
+            path = urlsplit(url).path
+        else:
+            # An object store's key is literal: "#" and "?" (a Zarr array named "x#y") are part
+            # of it, not a fragment or a query.
+            path = "/" + url.partition("://")[2].partition("/")[2]
+        return _path_below(path, urlsplit(root).path)
 
     def head(self, url: str) -> dict[str, Any]:
         """Return the metadata of ``url``: ``size``, ``last_modified``, ``e_tag``, ``version``."""
