@@ -500,3 +500,42 @@ sources:
     copied = pickle.loads(pickle.dumps(entries.good))
     assert copied.name == "good"
     assert copied.read().sizes["time"] == 24
+
+
+def test_a_template_naming_no_parameter_is_refused(tmp_path: Path) -> None:
+    """Jinja renders a name nothing defines as nothing: ``{{ dya }}`` would make
+    'temperature_2024-01-.nc', another file, silently. Parameters of the catalog, arguments
+    given when calling the entry, and Intake's ``env(NAME)`` stay usable."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        """
+metadata:
+  parameters:
+    month: {description: month of 2024, type: str, default: "01"}
+sources:
+  misspelt:
+    driver: virtual
+    parameters:
+      day: {description: day of January 2024, type: str, default: "01"}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/temperature_2024-01-{{ dya }}.nc"
+  spelt:
+    driver: virtual
+    parameters:
+      day: {description: day of January 2024, type: str, default: "01"}
+    args:
+      urlpath: "{{ CATALOG_DIR }}/data/temperature_2024-{{ month }}-{{ day }}{{ env(NO_VAR) }}.nc"
+      group: "{{ where }}"
+"""
+    )
+    entries = intake.open_catalog(str(catalog))
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        entries.misspelt.to_dask()
+    assert str(refused.value).startswith("catalog entry 'misspelt': argument 'urlpath': its ")
+    assert "names 'dya', which is neither a parameter of the entry (month, day) nor an " in str(
+        refused.value
+    )
+    assert entries.spelt(where="/").read().sizes["time"] == 24
+    with pytest.raises(InvalidCatalogArgumentError, match=r"its template '\{\{ where \}\}' names"):
+        entries.spelt.discover()

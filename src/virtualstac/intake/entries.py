@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jinja2
+import jinja2.meta
+import jinja2.nodes
 from intake.catalog.local import LocalCatalogEntry
 from intake.catalog.utils import expand_defaults
 
@@ -39,16 +41,30 @@ def name_entry_errors() -> None:
     def create_open_args(entry: LocalCatalogEntry, user_parameters: dict[str, Any]) -> Any:
         given = dict(user_parameters)  # Intake pops from it
         try:
-            return create(entry, user_parameters)
+            created = create(entry, user_parameters)
         except (ValueError, TypeError, KeyError, jinja2.TemplateError) as err:
             if isinstance(err, VirtualStacError) or not _ours(entry):
                 raise
             raise InvalidCatalogArgumentError(
                 f"catalog entry {entry.name!r}: {_reason(entry, given, err)}"
             ) from err
+        return created
+
+    get = LocalCatalogEntry.get
+
+    @functools.wraps(get)
+    def checked_get(entry: LocalCatalogEntry, **user_parameters: Any) -> Any:
+        source = get(entry, **user_parameters)
+        if isinstance(source, VirtualDataSource) and source._refused is None:
+            # Refused when used, not now: Intake makes the default source of an entry as
+            # soon as it is named (cat.entry), before it can be called with what a template
+            # names (cat.entry(where=...)).
+            source._refused = _unnamed(entry, user_parameters)
+        return source
 
     setattr(create_open_args, _WRAPPED, True)
     LocalCatalogEntry._create_open_args = create_open_args
+    LocalCatalogEntry.get = checked_get
 
 
 def _ours(entry: LocalCatalogEntry) -> bool:
@@ -83,6 +99,47 @@ def _reason(entry: LocalCatalogEntry, given: Mapping[str, Any], err: Exception) 
                 f"{str(bad).splitlines()[0] if str(bad) else type(bad).__name__}"
             )
     return f"its parameters or arguments cannot be used: {message}"
+
+
+def _unnamed(
+    entry: LocalCatalogEntry, given: Mapping[str, Any]
+) -> InvalidCatalogArgumentError | None:
+    """The refusal of a template naming what is neither a parameter, an argument the entry
+    was called with, one of its arguments, ``CATALOG_DIR`` nor one of Intake's functions:
+    Jinja renders it as nothing, so a misspelt parameter (``{{ dya }}``) would name another
+    file, silently."""
+    parameters = [parameter.name for parameter in entry._user_parameters]
+    known = {*parameters, *given, *entry._open_args, "CATALOG_DIR", "metadata", *_FUNCTIONS}
+    environment = jinja2.Environment()
+    for name, text in _texts(entry._open_args):
+        if "{" not in text:
+            continue
+        parsed = environment.parse(text)
+        named = jinja2.meta.find_undeclared_variables(parsed) - _function_arguments(parsed)
+        unknown = sorted(named - known - set(environment.globals))
+        if unknown:
+            return InvalidCatalogArgumentError(
+                f"argument {name!r}: its template {text!r} names "
+                f"{', '.join(map(repr, unknown))}, which is neither a parameter of the entry "
+                f"({', '.join(parameters) or 'it has none'}) nor an argument it was called "
+                "with, and would render as nothing"
+            )
+    return None
+
+
+#: The functions Intake gives templates: environment variables and shell commands.
+_FUNCTIONS = ("env", "client_env", "shell", "client_shell")
+
+
+def _function_arguments(template: jinja2.nodes.Template) -> set[str]:
+    """The names Intake's functions take as bare words (``env(HOME)``): not variables."""
+    return {
+        argument.name
+        for call in template.find_all(jinja2.nodes.Call)
+        if isinstance(call.node, jinja2.nodes.Name) and call.node.name in _FUNCTIONS
+        for argument in call.args
+        if isinstance(argument, jinja2.nodes.Name)
+    }
 
 
 def _texts(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
