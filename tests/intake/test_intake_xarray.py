@@ -233,6 +233,23 @@ storage_options:
     )
     with xr.open_dataset(path, engine="netcdf4") as direct:
         xr.testing.assert_identical(switched.read(), direct.load())
+    # xarray's kerchunk engine takes the same options as its storage_options
+    engine = entry(
+        tmp_path,
+        f"""
+urlpath: "{{{{ CATALOG_DIR }}}}/refs.json"
+authorize: ["s3://{bucket}/era5/"]
+xarray_kwargs:
+  engine: kerchunk
+  storage_options:
+    remote_protocol: s3
+    remote_options:
+      anon: true
+      client_kwargs: {{endpoint_url: "{s3_server.endpoint}", region_name: {s3_server.region}}}
+""",
+    )
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(engine.read(), direct.load())
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,9 @@ def from_xarray_kwargs(arguments: Arguments, given: Any) -> dict[str, Any]:
             # xarray's parallel=True opens the files as dask.delayed tasks: so do we.
             parallel = arguments.flag("xarray_kwargs: parallel", value)
             mapped["parallel"] = "dask" if parallel else False
+        elif name == "storage_options":
+            # The kerchunk engine's options of fsspec's reference filesystem.
+            mapped["source_options"] = _sources(arguments, value)
         elif name == "consolidated":
             # Which of a Zarr store's metadata xarray reads: the same arrays either way.
             arguments.flag("xarray_kwargs: consolidated", value)
@@ -118,7 +121,15 @@ def _decoding(name: str, value: Any) -> bool:
 
 
 def _taken() -> list[str]:
-    return ["engine", *SHARED, *DECODING, *_COMBINING, "parallel", "consolidated"]
+    return [
+        "engine",
+        *SHARED,
+        *DECODING,
+        *_COMBINING,
+        "parallel",
+        "consolidated",
+        "storage_options",
+    ]
 
 
 def pattern_fields(urlpath: str | list[str]) -> list[str]:
@@ -218,3 +229,19 @@ def fsspec_references(
     # The protocols are in the URLs themselves.
     sources = obstore_options(arguments, options.get("remote_options"))
     return references, options.get("target_options"), sources
+
+
+def _sources(arguments: Arguments, given: Any) -> dict[str, Any]:
+    """The options of the stores of the sources of references, from the kerchunk engine's
+    ``storage_options`` (``remote_protocol``, ``remote_options``)."""
+    options = arguments.mapping("xarray_kwargs", given) or {}
+    taken = ("remote_options", "remote_protocol", "target_protocol", "skip_instance_cache")
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise arguments.refused(
+            "xarray_kwargs",
+            f"has storage_options {', '.join(map(repr, unknown))}, which references read here "
+            f"do not take (the file's own store options are the entry's storage_options); "
+            f"it takes {', '.join(taken)}",
+        )
+    return obstore_options(arguments, options.get("remote_options"))

@@ -139,6 +139,7 @@ class VirtualSource(VirtualDataSource):
         urlpath, storage_options, self.source_options = fsspec_references(
             arguments, urlpath, storage_options
         )
+        self.source_options = xarray_options.get("source_options") or self.source_options
         if urlpath is None:
             # A required argument Python would refuse unnamed, before the entry is known.
             raise arguments.refused("urlpath", "is missing: the files' path or URL, or a glob")
