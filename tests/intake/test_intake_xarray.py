@@ -68,6 +68,18 @@ xarray_kwargs:
         xr.testing.assert_identical(dataset.load(), direct.load())
 
 
+def test_engine_null_and_decoding_per_variable(files: list[Path]) -> None:
+    """``engine: null`` is xarray's guess; ``mask_and_scale`` may name variables."""
+    switched = entry(
+        files[0].parent.parent,
+        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\n'
+        "xarray_kwargs: {engine: null, mask_and_scale: {t2m: false}}",
+    )
+    with xr.open_mfdataset(files, engine="netcdf4", mask_and_scale={"t2m": False}) as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+    assert switched.read()["t2m"].dtype == np.int16
+
+
 def test_options_given_in_xarray_kwargs_only(files: list[Path]) -> None:
     """intake-xarray entries often put ``combine`` and ``concat_dim`` in ``xarray_kwargs``."""
     switched = entry(

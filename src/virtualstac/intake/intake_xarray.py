@@ -5,7 +5,9 @@ and may name its files with a pattern (``path_as_pattern``). The options that me
 for references are taken (``decode_times``, ``drop_variables``, ``group``, ``combine``, the CF
 decoding options, the combine options, ``parallel``); an ``engine`` whose files virtualstac
 parses is taken too, since the format is read from the files themselves. Anything else is
-refused, saying why, rather than silently ignored.
+refused, saying why, rather than silently ignored. fsspec's spellings of ``storage_options``
+are translated to obstore's, and Kerchunk references opened through fsspec's reference
+filesystem (``urlpath: "reference://"``) name the references file and its sources' options.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def from_xarray_kwargs(arguments: Arguments, given: Any) -> dict[str, Any]:
             # Which of a Zarr store's metadata xarray reads: the same arrays either way.
             arguments.flag("xarray_kwargs: consolidated", value)
         elif name == "engine":
-            if value not in _ENGINES:
+            if value is not None and value not in _ENGINES:  # None: xarray guesses
                 raise arguments.refused(
                     "xarray_kwargs",
                     f"names engine {value!r}, whose files virtualstac does not parse; it reads "
