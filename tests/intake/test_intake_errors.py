@@ -539,3 +539,19 @@ sources:
     assert entries.spelt(where="/").read().sizes["time"] == 24
     with pytest.raises(InvalidCatalogArgumentError, match=r"its template '\{\{ where \}\}' names"):
         entries.spelt.discover()
+
+
+def test_a_template_in_a_parameters_default_is_named_as_such(tmp_path: Path) -> None:
+    """Intake renders the arguments once, not a parameter's default: a default of
+    "{{ CATALOG_DIR }}/data" stays that text, which is not a path relative to anything."""
+    catalog = write_catalog(tmp_path, "virtual", 'urlpath: "{{ where }}/*.nc"')
+    parameter = 'where: {description: d, type: str, default: "{{ CATALOG_DIR }}/data"}'
+    declared = f"    parameters:\n      {parameter}\n    args:"
+    text = catalog.read_text().replace("    args:", declared)
+    catalog.write_text(text)
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert "'{{ CATALOG_DIR }}/data/*.nc' holds a template Intake leaves as it is" in str(
+        refused.value
+    )
+    assert "is a relative path" not in str(refused.value)

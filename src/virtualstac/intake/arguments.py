@@ -41,6 +41,23 @@ class Arguments:
         """The error for argument ``name``, of the right type but unusable for ``reason``."""
         return InvalidCatalogArgumentError(f"{self.where}: argument {name!r} {reason}")
 
+    def relative(self, name: str, path: str) -> InvalidCatalogArgumentError:
+        """The refusal of ``path``, relative: to the catalog, or to wherever Python runs?"""
+        if "{{" in path or "{%" in path:
+            # Intake renders an argument once: a parameter's value (its default included)
+            # that holds a template stays that template.
+            return self.refused(
+                name,
+                f"{path!r} holds a template Intake leaves as it is (it renders the "
+                "arguments, not the values of parameters): write the template in the argument "
+                'itself, such as "{{ CATALOG_DIR }}/{{ name }}" with a relative parameter',
+            )
+        return self.refused(
+            name,
+            f"{path!r} is a relative path: write it as "
+            f'"{{{{ CATALOG_DIR }}}}/{path}" to name it in the catalog\'s directory',
+        )
+
     def unknown(
         self, given: Collection[str], driver: Callable[..., Any], also: Iterable[str] = ()
     ) -> None:

@@ -141,11 +141,7 @@ class StacVirtualSource(VirtualDataSource):
         self.references = bool(self.options.get("references"))
         if "://" not in url and not url.startswith("/"):
             # Relative to the catalog, or to wherever Python runs? As for urlpath, say which.
-            raise arguments.refused(
-                "url",
-                f"{url!r} is a relative path: write it as "
-                f'"{{{{ CATALOG_DIR }}}}/{url}" to name it in the catalog\'s directory',
-            )
+            raise arguments.relative("url", url)
         self._opened: xr.Dataset | xr.DataTree | None = None
 
     def stac(self) -> pystac.Item | pystac.Catalog | pystac.ItemCollection | ItemSearch:

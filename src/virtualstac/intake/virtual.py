@@ -198,11 +198,7 @@ class VirtualSource(VirtualDataSource):
         for path in [named] if isinstance(named, str) else named:
             # Relative to what: the catalog, or wherever Python happens to run? Say which.
             if "://" not in path and not path.startswith("/"):
-                raise arguments.refused(
-                    "urlpath",
-                    f"{path!r} is a relative path: write it as "
-                    f'"{{{{ CATALOG_DIR }}}}/{path}" to name it in the catalog\'s directory',
-                )
+                raise arguments.relative("urlpath", path)
         self.parallel = xarray_options.get("parallel", False)
         # Attributes as xr.open_mfdataset (and so intake-xarray) gives them: the first file's.
         self.combine_options: dict[str, Any] = {
