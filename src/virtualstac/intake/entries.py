@@ -5,7 +5,9 @@ parameters (``type``, ``min``, ``max``, ``allowed``); a failure there is Intake'
 ``ValueError`` (``"invalid literal for int() with base 10: 'x'"``) or a Jinja
 ``TemplateSyntaxError``, naming neither the catalog entry nor, often, the parameter. Intake
 has no hook for this step, so :func:`name_entry_errors` wraps it in Intake's catalog entry
-class; entries of other drivers are left exactly as Intake treats them.
+class; entries of other drivers are left exactly as Intake treats them. It also makes the
+sources of our entries refuse, when used, a template naming no parameter, which Jinja would
+render as nothing.
 """
 
 from __future__ import annotations
