@@ -296,8 +296,8 @@ def _field(asset: pystac.Asset, item: pystac.Item | None, name: str) -> Any:
 
 
 def _main_media_type(asset: pystac.Asset) -> str | None:
-    if not asset.media_type:
-        return None
+    if not asset.media_type or not isinstance(asset.media_type, str):
+        return None  # a type that is no text is refused where the asset is used (_checked)
     return asset.media_type.split(";", 1)[0].strip().lower()
 
 
@@ -326,9 +326,17 @@ def _default_keys(assets: Mapping[str, pystac.Asset], item: pystac.Item) -> list
 def _opened_by_default(
     assets: Mapping[str, pystac.Asset], item: pystac.Item
 ) -> Callable[[pystac.Asset], bool]:
-    """Whether an asset of ``assets`` is one :func:`_default_keys` opens (for aliases)."""
-    opened = {id(assets[key]) for key in _default_keys(assets, item)}
-    return lambda asset: id(asset) in opened
+    """Whether an asset of ``assets`` is one :func:`_default_keys` opens (for aliases): decided
+    when first asked, as names that are asset keys need no alias."""
+    opened: set[int] = set()
+
+    def is_opened(asset: pystac.Asset) -> bool:
+        if not opened:
+            opened.update(id(assets[key]) for key in _default_keys(assets, item))
+            opened.add(0)  # decided, even if nothing opens by default
+        return id(asset) in opened
+
+    return is_opened
 
 
 def _is_reference_json(asset: pystac.Asset) -> bool:
