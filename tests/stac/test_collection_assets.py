@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 from kerchunk_refs import hdf5_refs
 
+from virtualstac import open_virtual_dataset
 from virtualstac.errors import IncompatibleArraysError, InvalidCatalogError
 from virtualstac.parsers.kerchunk import KerchunkReferenceError
 from virtualstac.stac import UnsupportedAssetError, VirtualExtension, open_stac
@@ -206,3 +207,25 @@ def test_xarray_open_kwargs_that_are_malformed_are_refused(
     path = write_model(tmp_path / "product.nc", seed=3, group="PRODUCT")
     with pytest.raises(InvalidCatalogError, match="xarray:open_kwargs"):
         open_stac(netcdf_item(path, open_kwargs))
+
+
+@pytest.mark.parametrize(
+    ("media_type", "roles"),
+    [
+        ("application/vnd.apache.parquet", ["references"]),
+        ("application/x-parquet", ["index"]),
+        ("application/vnd+zarr", ["data"]),  # a .parq directory typed as the Zarr it holds
+    ],
+)
+def test_kerchunk_parquet_references_open_named(
+    tmp_path: Path, media_type: str, roles: list[str]
+) -> None:
+    source = write_model(tmp_path / "tas_MIROC6_ssp245.nc", seed=1)
+    open_virtual_dataset(str(source)).virtual.to_kerchunk(tmp_path / "refs.parq", format="parquet")
+    item = pystac.Item("miroc6", None, None, START, {})
+    item.add_asset(
+        "refs", pystac.Asset(str(tmp_path / "refs.parq"), media_type=media_type, roles=roles)
+    )
+    opened = open_stac(item, ["refs"], authorize=[f"{tmp_path}/"])
+    with xr.open_dataset(source, engine="netcdf4") as expected:
+        xr.testing.assert_identical(opened["tas"].load(), expected["tas"].load())

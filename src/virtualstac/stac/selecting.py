@@ -74,6 +74,8 @@ _XARRAY_KWARGS_FIELDS = ("xarray:open_kwargs", "xarray:open_dataset_kwargs")
 _GENERIC_MEDIA_TYPES = frozenset(
     {"application/x-hdf", "application/octet-stream", "binary/octet-stream"}
 )
+#: Parquet's media types, for Kerchunk parquet references of role references or index.
+_PARQUET_MEDIA_TYPES = frozenset({"application/vnd.apache.parquet", "application/x-parquet"})
 #: File names of Kerchunk references, which a Zarr media type may stand for.
 _REFERENCE_SUFFIXES = (".json", ".json.gz", ".parq", ".parquet")
 
@@ -383,6 +385,8 @@ def _parser_name(key: str, asset: pystac.Asset, item: pystac.Item | None) -> str
         # Named JSON without role references may still be Kerchunk's: its bytes tell (and
         # anything else is refused as no format virtualstac reads).
         return "kerchunk-json" if references else None
+    if references and media_type in _PARQUET_MEDIA_TYPES:
+        return "kerchunk-parquet"  # Kerchunk's parquet references, a directory
     if media_type in _GENERIC_MEDIA_TYPES:
         # Types that say little (HDF of either version, bytes): a named asset's bytes tell.
         return None
