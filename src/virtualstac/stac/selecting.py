@@ -330,13 +330,12 @@ def _opened_by_default(
 ) -> Callable[[pystac.Asset], bool]:
     """Whether an asset of ``assets`` is one :func:`_default_keys` opens (for aliases): decided
     when first asked, as names that are asset keys need no alias."""
-    opened: set[int] = set()
+    decided: list[set[int]] = []
 
     def is_opened(asset: pystac.Asset) -> bool:
-        if not opened:
-            opened.update(id(assets[key]) for key in _default_keys(assets, item))
-            opened.add(0)  # decided, even if nothing opens by default
-        return id(asset) in opened
+        if not decided:
+            decided.append({id(assets[key]) for key in _default_keys(assets, item)})
+        return id(asset) in decided[0]
 
     return is_opened
 
