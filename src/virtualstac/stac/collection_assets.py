@@ -38,8 +38,9 @@ def collection_assets(collection: pystac.Collection) -> CollectionAssets | None:
     }
     if not sources:
         return None
-    interval = collection.extent.temporal.intervals[0] if collection.extent else [None, None]
-    start = next((moment for moment in interval if moment is not None), None)
+    intervals = collection.extent.temporal.intervals if collection.extent else []
+    moments = intervals[0] if intervals else []
+    start = next((moment for moment in moments if moment is not None), None)
     stand_in = CollectionAssets(
         collection.id,
         None,
