@@ -25,15 +25,13 @@ expects it; the Zarr fill value is the ``_FillValue``, or netCDF's default fill 
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from virtualstac import limits
-from virtualstac.errors import NotVirtualizableError, UnknownFormatError, VirtualStacError
+from virtualstac.errors import NotVirtualizableError, VirtualStacError
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import with_character_fill, with_types
 from virtualstac.manifests.group import ManifestGroup
@@ -49,6 +47,13 @@ from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.blocks import DEFAULT_MAX_CHUNK_BYTES, slices
 from virtualstac.parsers.corrupt import reading
+from virtualstac.parsers.netcdf3_header import (
+    HEADER_READ,
+    Header,
+    HeaderDecoder,
+    NetCDF3FormatError,
+    Variable,
+)
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.reader import BlockCachedReader
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -63,59 +68,6 @@ __all__ = [
 
 #: Variables holding at most this many bytes are read at parse time and stored inlined.
 DEFAULT_INLINE_THRESHOLD = 512
-_MAGIC = b"CDF"
-_TAG_DIMENSION = 0x0A
-_TAG_VARIABLE = 0x0B
-_TAG_ATTRIBUTE = 0x0C
-_HEADER_READ = 64 * 1024
-
-
-@dataclass(frozen=True)
-class _NCType:
-    """A netCDF external type: its numpy data type and netCDF's default fill value."""
-
-    dtype: np.dtype[Any]
-    default_fill: Any
-
-
-# netcdf.h NC_BYTE .. NC_UINT64 and their NC_FILL_* values; types 7-11 exist only in CDF-5.
-_NC_TYPES: dict[int, _NCType] = {
-    1: _NCType(np.dtype("i1"), -127),
-    2: _NCType(np.dtype("S1"), b"\x00"),
-    3: _NCType(np.dtype(">i2"), -32767),
-    4: _NCType(np.dtype(">i4"), -2147483647),
-    5: _NCType(np.dtype(">f4"), 9.9692099683868690e36),
-    6: _NCType(np.dtype(">f8"), 9.9692099683868690e36),
-    7: _NCType(np.dtype("u1"), 255),
-    8: _NCType(np.dtype(">u2"), 65535),
-    9: _NCType(np.dtype(">u4"), 4294967295),
-    10: _NCType(np.dtype(">i8"), -9223372036854775806),
-    11: _NCType(np.dtype(">u8"), 18446744073709551614),
-}
-_CLASSIC_TYPES = frozenset(range(1, 7))
-
-
-class NetCDF3FormatError(UnknownFormatError):
-    """A netCDF3 header is malformed or truncated (the file is not netCDF3, or is damaged)."""
-
-
-@dataclass
-class _Variable:
-    name: str
-    dimids: tuple[int, ...]
-    attributes: dict[str, np.ndarray[Any, Any]]
-    nc_type: _NCType
-    begin: int
-
-
-@dataclass
-class _Header:
-    version: int
-    numrecs: int | None  # None: streaming, count the records from the file size
-    dimensions: list[tuple[str, int]]  # length 0 marks the record dimension
-    attributes: dict[str, np.ndarray[Any, Any]]
-    variables: list[_Variable] = field(default_factory=list)
-    size: int = 0  # bytes, where the data may start
 
 
 class NetCDF3Parser:
@@ -176,170 +128,16 @@ class NetCDF3Parser:
     def parse_file(self, url: str, reader: BlockCachedReader) -> ManifestGroup:
         """Build the group of the netCDF3 file ``url``, whose bytes ``reader`` reads."""
         with reading(url, "its netCDF-3 header"):
-            header = _HeaderDecoder(url, reader).header()
+            header = HeaderDecoder(url, reader).header()
         with reading(url, "its variables' data layout"):
             return _GroupBuilder(normalize_url(url), reader, header, self).group()
-
-
-class _HeaderDecoder:
-    """Decodes the header (netcdf-c ``docs/file_format_specifications.md``) from a reader."""
-
-    def __init__(self, url: str, reader: BlockCachedReader) -> None:
-        self.url = url
-        self.reader = reader
-        self.buffer = reader.read_range(0, min(reader.size, _HEADER_READ))
-        self.position = 0
-        self.version = 1
-
-    def need(self, count: int) -> None:
-        """Make sure ``count`` bytes from the current position are in the buffer."""
-        end = self.position + count
-        if end <= len(self.buffer):
-            return
-        self.check_end(end)
-        # Headers with thousands of variables: grow geometrically, one request each time.
-        grown = min(self.reader.size, max(end, 2 * len(self.buffer)))
-        self.buffer += self.reader.read_range(len(self.buffer), grown)
-
-    def check_end(self, end: int, why: str = "") -> None:
-        """Refuse a header that reaches byte ``end`` (``why``, if said) past the end of the
-        file or beyond ``metadata_bytes``."""
-        if end > self.reader.size:
-            raise NetCDF3FormatError(
-                f"{self.url!r}: the netCDF3 header is truncated (it needs byte {end}{why}, "
-                f"the file has {self.reader.size})"
-            )
-        # A damaged count (of dimension ids, say) would read on through the data otherwise.
-        reaches = f"its netCDF-3 header reaches byte {end:,}{why}"
-        limits.check_metadata(end, source=self.url, what=reaches)
-
-    def unpack(self, fmt: str) -> tuple[Any, ...]:
-        size = struct.calcsize(fmt)
-        self.need(size)
-        values = struct.unpack_from(fmt, self.buffer, self.position)
-        self.position += size
-        return values
-
-    def int32(self) -> int:
-        return int(self.unpack(">i")[0])
-
-    def non_neg(self) -> int:
-        """A count or length: 32-bit, or 64-bit in CDF-5."""
-        return int(self.unpack(">Q" if self.version == 5 else ">I")[0])
-
-    def offset(self) -> int:
-        """A file offset (``begin``): 32-bit in CDF-1, 64-bit in CDF-2 and CDF-5."""
-        return int(self.unpack(">I" if self.version == 1 else ">Q")[0])
-
-    def padded(self, count: int) -> bytes:
-        """``count`` bytes followed by padding to a multiple of 4."""
-        total = count + (-count % 4)
-        self.need(total)
-        data = self.buffer[self.position : self.position + count]
-        self.position += total
-        return data
-
-    def name(self) -> str:
-        # netCDF-C hands names out as C strings, so a name padded with NULs ends at the first.
-        raw = self.padded(self.non_neg()).split(b"\x00", 1)[0]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise NetCDF3FormatError(f"{self.url!r}: a name in the header is not UTF-8") from err
-
-    def list_count(self, tag: int, what: str) -> int:
-        """The element count of a list that is either ABSENT or starts with ``tag``."""
-        found = self.int32()
-        count = self.non_neg()
-        if found == 0 and count == 0:
-            return 0
-        if found != tag:
-            raise NetCDF3FormatError(
-                f"{self.url!r}: expected the {what} list (tag {tag:#x}) in the header, "
-                f"found tag {found:#x}"
-            )
-        # A damaged count is refused at once, not after decoding millions of elements (of
-        # zeros, say: a nameless dimension of length 0 is 8 bytes).
-        each = self.minimum_bytes(tag)
-        self.check_end(
-            self.position + count * each, f": {count:,} {what}s of at least {each} bytes each"
-        )
-        return count
-
-    def minimum_bytes(self, tag: int) -> int:
-        """The fewest bytes an element of the list ``tag`` takes (its name empty)."""
-        non_neg = 8 if self.version == 5 else 4
-        if tag == _TAG_DIMENSION:  # name, length
-            return 2 * non_neg
-        if tag == _TAG_ATTRIBUTE:  # name, type, count
-            return 2 * non_neg + 4
-        # name, dimension count, an absent attribute list, type, vsize, begin
-        return non_neg + non_neg + (4 + non_neg) + 4 + non_neg + (4 if self.version == 1 else 8)
-
-    def nc_type(self, where: str) -> _NCType:
-        code = self.int32()
-        if code not in _NC_TYPES or (self.version != 5 and code not in _CLASSIC_TYPES):
-            raise NetCDF3FormatError(
-                f"{self.url!r}: {where} has type code {code}, which is not a netCDF3 type "
-                f"of format CDF-{self.version}"
-            )
-        return _NC_TYPES[code]
-
-    def attributes(self, where: str) -> dict[str, np.ndarray[Any, Any]]:
-        attributes: dict[str, np.ndarray[Any, Any]] = {}
-        for _ in range(self.list_count(_TAG_ATTRIBUTE, "attribute")):
-            name = self.name()
-            nc_type = self.nc_type(f"attribute {name!r} of {where}")
-            count = self.non_neg()
-            raw = self.padded(count * nc_type.dtype.itemsize)
-            # netCDF-C finds attributes by name: of two of one name (damaged, or padded with
-            # NULs), the first.
-            attributes.setdefault(name, np.frombuffer(raw, dtype=nc_type.dtype))
-        return attributes
-
-    def header(self) -> _Header:
-        magic = self.padded(4)
-        if magic[:3] != _MAGIC or magic[3] not in (1, 2, 5):
-            raise NetCDF3FormatError(
-                f"{self.url!r} is not a netCDF3 file: it starts with {magic!r}, "
-                "not CDF\\x01, CDF\\x02 or CDF\\x05"
-            )
-        self.version = magic[3]
-        numrecs: int | None = int(self.unpack(">Q" if self.version == 5 else ">I")[0])
-        if numrecs == (0xFFFFFFFFFFFFFFFF if self.version == 5 else 0xFFFFFFFF):
-            numrecs = None
-        dimensions = [
-            (self.name(), self.non_neg()) for _ in range(self.list_count(_TAG_DIMENSION, "dim"))
-        ]
-        header = _Header(self.version, numrecs, dimensions, self.attributes("the file"))
-        for _ in range(self.list_count(_TAG_VARIABLE, "variable")):
-            name = self.name()
-            ndims = self.non_neg()
-            dimids = self.unpack(f">{ndims}{'Q' if self.version == 5 else 'I'}")
-            for position, dimid in enumerate(dimids):
-                if dimid >= len(dimensions):
-                    raise NetCDF3FormatError(
-                        f"{self.url!r}: variable {name!r} uses dimension id {dimid}, "
-                        f"but the file defines {len(dimensions)} dimensions"
-                    )
-                if position and dimensions[dimid][1] == 0:
-                    raise NetCDF3FormatError(
-                        f"{self.url!r}: variable {name!r} uses the record dimension "
-                        f"{dimensions[dimid][0]!r} other than as its first dimension"
-                    )
-            attributes = self.attributes(f"variable {name!r}")
-            nc_type = self.nc_type(f"variable {name!r}")
-            self.non_neg()  # vsize: capped at 2**32-1 for large variables, so it is recomputed
-            header.variables.append(_Variable(name, dimids, attributes, nc_type, self.offset()))
-        header.size = self.position
-        return header
 
 
 class _GroupBuilder:
     """Turns a decoded header into a group of manifest arrays."""
 
     def __init__(
-        self, url: str, reader: BlockCachedReader, header: _Header, options: NetCDF3Parser
+        self, url: str, reader: BlockCachedReader, header: Header, options: NetCDF3Parser
     ) -> None:
         self.url = url
         self.reader = reader
@@ -350,10 +148,10 @@ class _GroupBuilder:
         self.recsize = self.record_size()
         self.numrecs = self.record_count()
 
-    def is_record(self, variable: _Variable) -> bool:
+    def is_record(self, variable: Variable) -> bool:
         return bool(variable.dimids) and self.header.dimensions[variable.dimids[0]][1] == 0
 
-    def slab_bytes(self, variable: _Variable) -> int:
+    def slab_bytes(self, variable: Variable) -> int:
         """Bytes of one record of a record variable, or of a whole fixed-size variable."""
         dims = variable.dimids[1:] if self.is_record(variable) else variable.dimids
         return (
@@ -414,7 +212,7 @@ class _GroupBuilder:
         arrays = {variable.name: self.array(variable) for variable in kept}
         return ManifestGroup(arrays=arrays, attributes=_attributes(self.header.attributes))
 
-    def data_end(self, variable: _Variable) -> int:
+    def data_end(self, variable: Variable) -> int:
         """The byte after the variable's last value (0 if it has none)."""
         if not self.is_record(variable):
             return variable.begin + self.slab_bytes(variable)
@@ -422,7 +220,7 @@ class _GroupBuilder:
             return 0
         return variable.begin + self.recsize * (self.numrecs - 1) + self.slab_bytes(variable)
 
-    def check_extents(self, variables: list[_Variable]) -> None:
+    def check_extents(self, variables: list[Variable]) -> None:
         """Refuse variables whose values lie past the end of the file, all of them at once (a
         file cut short cuts the last record of every record variable), before the offsets of
         their records are built: a header can claim 2**32 records."""
@@ -437,13 +235,13 @@ class _GroupBuilder:
                 f"Pass drop_variables={cut!r} to skip {'it' if one else 'them'}."
             )
 
-    def fail(self, variable: _Variable, reason: str) -> NotVirtualizableError:
+    def fail(self, variable: Variable, reason: str) -> NotVirtualizableError:
         return NotVirtualizableError(
             f"{self.url}: variable {variable.name!r} {reason}. "
             f"Pass drop_variables=[{variable.name!r}] to skip it."
         )
 
-    def array(self, variable: _Variable) -> ManifestArray:
+    def array(self, variable: Variable) -> ManifestArray:
         if variable.name == METADATA_NAME:
             raise self.fail(variable, METADATA_NAME_REASON)
         if variable.name in ("", ".", "..") or "/" in variable.name:
@@ -485,7 +283,7 @@ class _GroupBuilder:
                 with_character_fill(attributes, fill_value)
         nbytes = math.prod(shape) * dtype.itemsize
         span = end - int(starts[0]) if starts.size else 0
-        if nbytes and nbytes <= self.options.inline_threshold and span <= _HEADER_READ:
+        if nbytes and nbytes <= self.options.inline_threshold and span <= HEADER_READ:
             chunks = tuple(max(1, s) for s in shape)
             manifest = self.inlined(starts, block_bytes, chunks)
         else:
@@ -515,7 +313,7 @@ class _GroupBuilder:
             raise self.fail(variable, f"has metadata Zarr cannot hold: {err}") from err
         return ManifestArray(metadata, manifest)
 
-    def fill_value(self, variable: _Variable) -> Any:
+    def fill_value(self, variable: Variable) -> Any:
         """The variable's ``_FillValue`` as a Python scalar of its type."""
         values = variable.attributes["_FillValue"]
         dtype = variable.nc_type.dtype
