@@ -294,3 +294,56 @@ def test_an_axis_with_several_scales_is_named_by_the_last_as_netcdf4_names_it(
     store = parse(path)
     assert store.group["a"].metadata.dimension_names == ("y2", "x")
     assert_reads_like_netcdf4(path, store)
+
+
+def _unlimited_per_group(path: Path, store: ManifestStore) -> dict[str, tuple[Any, Any]]:
+    """Each group's unlimited dimensions: ours, and what the netcdf4 engine reports."""
+    found = {}
+    for group, node in store.group.walk():
+        if not isinstance(node, type(store.group)):
+            continue
+        with xr.open_dataset(path, engine="netcdf4", group=group or None) as expected:
+            found[group] = (node.unlimited_dims, expected.encoding["unlimited_dims"])
+    return found
+
+
+def test_each_group_has_its_own_unlimited_dimensions_as_netcdf4_reports_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "groups.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("x", 3)
+        nc.createDimension("never_written", None)  # length 0, no variable
+        nc.createVariable("time", "f8", ("time",))[:] = [1, 2]
+        run = nc.createGroup("run")
+        run.createDimension("member", None)
+        run.createDimension("level", 4)
+        run.createVariable("t", "i4", ("time", "level"))[:] = np.ones((2, 4))  # the root's time
+        run.createVariable("spread", "i4", ("member",))
+        run.createGroup("empty")
+    store = parse(path)
+    per_group = _unlimited_per_group(path, store)
+    assert per_group == {
+        "": ({"time", "never_written"},) * 2,
+        "run": ({"member"},) * 2,
+        "run/empty": (set(),) * 2,
+    }
+    assert store.to_virtual_dataset("run").encoding == {"unlimited_dims": {"member"}}
+    assert HDFParser(group="run")(str(path)).group.unlimited_dims == {"member"}
+
+
+def test_hdf5_files_have_the_unlimited_dimensions_netcdf4_makes_of_them(tmp_path: Path) -> None:
+    path = tmp_path / "plain.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("growing", shape=(3, 2), maxshape=(None, 2), dtype="f4")
+        f.create_dataset("bounded", shape=(4,), maxshape=(10,), dtype="f4")
+        f.create_dataset("empty", shape=(0,), dtype="f4")  # length 0: NC_UNLIMITED
+        group = f.create_group("sub")
+        scale = group.create_dataset("step", shape=(2,), maxshape=(None,), dtype="f4")
+        scale.make_scale("step")
+        group.create_dataset("fixed_scale", shape=(0,), dtype="f4").make_scale("fixed_scale")
+        group.create_dataset("v", shape=(2,), dtype="f4").dims[0].attach_scale(scale)
+    per_group = _unlimited_per_group(path, parse(path))
+    assert per_group[""][0] == per_group[""][1] == {"phony_dim_3", "phony_dim_4"}
+    assert per_group["sub"][0] == per_group["sub"][1] == {"step", "fixed_scale"}

@@ -583,3 +583,49 @@ def test_unregistered_url(everything: Path, tmp_path: Path) -> None:
     registry = ObjectStoreRegistry.for_url(str(tmp_path / "elsewhere" / "x.nc"))
     with pytest.raises(UnregisteredURLError, match="not allowed"):
         NetCDF3Parser()(str(everything), registry)
+
+
+def _netcdf4_unlimited(path: Path) -> set[str]:
+    with xr.open_dataset(path, engine="netcdf4") as expected:
+        unlimited: set[str] = expected.encoding["unlimited_dims"]
+        return unlimited
+
+
+@pytest.mark.parametrize("records", [3, 0])
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_record_dimension_is_unlimited_as_netcdf4_reports_it(
+    tmp_path: Path, version: int, records: int
+) -> None:
+    path = tmp_path / "records.nc"
+    with scipy.io.netcdf_file(path, "w", version=version) as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 2)
+        f.createVariable("x", "f4", ("x",))[:] = [1, 2]
+        temperature = f.createVariable("t", "f4", ("time", "x"))
+        if records:
+            temperature[:] = np.ones((records, 2))
+    store = parse(path)
+    assert store.group.unlimited_dims == {"time"} == _netcdf4_unlimited(path)
+    assert store.to_virtual_dataset().encoding == {"unlimited_dims": {"time"}}
+    assert "time" not in str(store.group.metadata.attributes)  # no attribute says so
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_record_dimension_no_variable_uses_is_unlimited_all_the_same(
+    tmp_path: Path, fmt: str
+) -> None:
+    path = tmp_path / "unused.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as nc:
+        nc.createDimension("x", 2)
+        nc.createDimension("step", None)
+        nc.createVariable("x", "i4", ("x",))[:] = [1, 2]
+    assert parse(path).group.unlimited_dims == {"step"} == _netcdf4_unlimited(path)
+
+
+def test_a_file_without_record_dimension_has_no_unlimited_dimension(tmp_path: Path) -> None:
+    path = tmp_path / "fixed.nc"
+    with scipy.io.netcdf_file(path, "w") as f:
+        f.createDimension("x", 2)
+        f.createVariable("x", "f4", ("x",))[:] = [1, 2]
+    assert parse(path).group.unlimited_dims == set() == _netcdf4_unlimited(path)
+    assert parse(path).to_virtual_dataset().encoding == {"unlimited_dims": set()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zarr.core.group import GroupMetadata
@@ -22,17 +22,28 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
 
     It maps member names to :class:`ManifestArray` and nested :class:`ManifestGroup` objects,
     and carries the group's attributes. ``group["a/b"]`` reaches nested members.
+
+    ``unlimited_dims`` names the group's own unlimited dimensions, for files that have them
+    (netCDF3's record dimension, netCDF-4's growable ones; ``None`` for formats without the
+    notion). It is a fact about the source file, not Zarr metadata: it becomes the virtual
+    dataset's ``encoding["unlimited_dims"]``, as xarray's netcdf4 engine gives it, and is
+    written to no store.
     """
 
-    __slots__ = ("_arrays", "_groups", "_metadata")
+    __slots__ = ("_arrays", "_groups", "_metadata", "_unlimited_dims")
 
     def __init__(
         self,
         arrays: Mapping[str, ManifestArray] | None = None,
         groups: Mapping[str, ManifestGroup] | None = None,
         attributes: Mapping[str, Any] | None = None,
+        unlimited_dims: Iterable[str] | None = None,
     ) -> None:
-        """Create a group from arrays, sub-groups and group attributes."""
+        """Create a group from arrays, sub-groups, group attributes and the names of the
+        group's unlimited dimensions (``None``: the source has no such notion)."""
+        if isinstance(unlimited_dims, str):
+            unlimited_dims = [unlimited_dims]
+        self._unlimited_dims = None if unlimited_dims is None else frozenset(unlimited_dims)
         self._arrays = dict(arrays or {})
         self._groups = dict(groups or {})
         clash = set(self._arrays) & set(self._groups)
@@ -67,6 +78,19 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
     def groups(self) -> dict[str, ManifestGroup]:
         """Sub-groups contained in this group."""
         return dict(self._groups)
+
+    @property
+    def unlimited_dims(self) -> frozenset[str] | None:
+        """The group's own unlimited dimensions; ``None`` if its source has no such notion."""
+        return self._unlimited_dims
+
+    def dataset_encoding(self) -> dict[str, Any]:
+        """The ``encoding`` of this group's dataset: ``unlimited_dims`` (a set, as xarray's
+        netcdf4 and scipy engines give it) when the source has the notion, so ``to_netcdf``
+        keeps those dimensions unlimited."""
+        if self._unlimited_dims is None:
+            return {}
+        return {"unlimited_dims": set(self._unlimited_dims)}
 
     @property
     def nbytes_virtual(self) -> int:
@@ -118,6 +142,7 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
             arrays={n: a.with_source_stamps(stamps) for n, a in self._arrays.items()},
             groups={n: g.with_source_stamps(stamps) for n, g in self._groups.items()},
             attributes=self._metadata.attributes,
+            unlimited_dims=self._unlimited_dims,
         )
 
     def to_virtual_dataset(self) -> xr.Dataset:
@@ -132,7 +157,9 @@ class ManifestGroup(Mapping[str, "ManifestArray | ManifestGroup"]):
         variables, coord_names = self.virtual_variables()
         coords = xr.Coordinates({n: variables[n] for n in coord_names}, indexes={})
         data_vars = {n: v for n, v in variables.items() if n not in coord_names}
-        return xr.Dataset(data_vars, coords=coords, attrs=self.dataset_attributes())
+        dataset = xr.Dataset(data_vars, coords=coords, attrs=self.dataset_attributes())
+        dataset.encoding = self.dataset_encoding()
+        return dataset
 
     def virtual_variables(self) -> tuple[dict[str, xr.Variable], set[str]]:
         """The variables of :meth:`to_virtual_dataset`, and the names of those that are coordinates.

@@ -80,7 +80,9 @@ def virtual_dataset_from_store(
         # xarray indexes exactly the loaded dimension coordinates, as below.
         plain = {n: variables[n] for n in coord_names if n not in load}
         loaded = {n: variables[n] for n in load if n in coord_names}
-        return _dataset(data_vars, {**plain, **loaded}, attrs)
+        dataset = _dataset(data_vars, {**plain, **loaded}, attrs)
+        dataset.encoding = node.dataset_encoding()
+        return dataset
     # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
     # virtual ones cannot, since an index needs the values. One Dataset is built from both.
     indexed = xr.Coordinates({n: variables[n] for n in load if n in coord_names})
@@ -92,7 +94,9 @@ def virtual_dataset_from_store(
         },
         indexes={**indexed.xindexes, **ranged.xindexes},
     )
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    dataset = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    dataset.encoding = node.dataset_encoding()
+    return dataset
 
 
 def _dataset(

@@ -68,6 +68,7 @@ from virtualstac.parsers.hdf_dimensions import (
     count_dimension_scales,
     is_netcdf_dimension_only,
     netcdf_name,
+    unlimited_dimensions,
 )
 from virtualstac.parsers.hdf_filters import (
     UnsupportedFilterError,
@@ -358,7 +359,8 @@ class _FileWalker:
                     if member.dropped:  # its broken scales concern no array
                         warnings.simplefilter("ignore", RuntimeWarning)
                     self.dimensions.name_dimensions(member, phony)
-            return _GroupPlan(group, path, datasets, groups)
+            unlimited = unlimited_dimensions(datasets, phony)
+            return _GroupPlan(group, path, datasets, groups, unlimited)
         finally:
             self.open_groups.discard(group.id)
 
@@ -382,7 +384,9 @@ class _FileWalker:
         attributes = hdf_metadata.attributes(
             Attributes(plan.group), plan.path or "/", self.file, self.fail_group, is_scale=False
         )
-        return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
+        return ManifestGroup(
+            arrays=arrays, groups=groups, attributes=attributes, unlimited_dims=plan.unlimited
+        )
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -570,6 +574,7 @@ class _GroupPlan(NamedTuple):
     path: str
     datasets: list[Member]
     groups: dict[str, _GroupPlan]
+    unlimited: list[str]
 
 
 def _local_file(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:

@@ -19,7 +19,13 @@ import numpy as np
 from virtualstac.errors import CorruptFileError
 from virtualstac.parsers.hdf_metadata import Dimension, Member, decode_text
 
-__all__ = ["DimensionNamer", "count_dimension_scales", "is_netcdf_dimension_only", "netcdf_name"]
+__all__ = [
+    "DimensionNamer",
+    "count_dimension_scales",
+    "is_netcdf_dimension_only",
+    "netcdf_name",
+    "unlimited_dimensions",
+]
 
 _NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable"
 # netCDF-4 names the scale of dimension "x" like this when a variable "x" is not its coordinate.
@@ -238,6 +244,25 @@ def is_netcdf_dimension_only(member: Member) -> bool:
         return False
     value = member.attrs["NAME"]
     return isinstance(value, bytes | np.bytes_) and bytes(value).startswith(_NETCDF_DIMENSION_ONLY)
+
+
+def unlimited_dimensions(datasets: list[Member], phony: list[tuple[str, int, bool]]) -> list[str]:
+    """The unlimited dimensions of one group, as netCDF-4 reports them (``isunlimited()``).
+
+    ``datasets`` are the group's (dropped ones too: their scales are dimensions all the same)
+    and ``phony`` its phony dimensions as (name, length, unlimited). A dimension scale makes
+    an unlimited dimension when HDF5 lets it grow (its maximum size unlimited) or when it is
+    empty: length 0 is netCDF's ``NC_UNLIMITED``.
+    """
+    unlimited = [name for name, _, growable in phony if growable]
+    for member in datasets:
+        shape = member.node.shape
+        if not member.is_scale or not shape:
+            continue
+        maxshape = member.maxshape or shape
+        if maxshape[0] is None or shape[0] == 0:
+            unlimited.append(netcdf_name(member.name))
+    return unlimited
 
 
 def netcdf_name(dataset_name: str) -> str:

@@ -210,7 +210,17 @@ class _GroupBuilder:
         counts = [self.numrecs for v in referenced if self.numrecs * self.slab_bytes(v) > limit]
         limits.check_open_references(sum(counts), source=self.url)
         arrays = {variable.name: self.array(variable) for variable in kept}
-        return ManifestGroup(arrays=arrays, attributes=_attributes(self.header.attributes))
+        return ManifestGroup(
+            arrays=arrays,
+            attributes=_attributes(self.header.attributes),
+            unlimited_dims=self.unlimited_dims(),
+        )
+
+    def unlimited_dims(self) -> list[str]:
+        """The record dimension, however many records (none too) and whichever variables use
+        it: the first dimension of length 0, the one netCDF-C reports as unlimited."""
+        records = [name for name, length in self.header.dimensions if length == 0]
+        return records[:1]
 
     def data_end(self, variable: Variable) -> int:
         """The byte after the variable's last value (0 if it has none)."""
