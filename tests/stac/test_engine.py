@@ -82,6 +82,19 @@ def test_netcdf_items_decode_like_the_netcdf4_engine(
     assert raw["t2m"].dtype == np.dtype("int16")
 
 
+def test_netcdf_items_keep_the_files_unlimited_dims_as_references_and_values(
+    netcdf_items: tuple[list[pystac.Item], list[Path]],
+) -> None:
+    items, paths = netcdf_items
+    with xr.open_dataset(paths[0], engine="netcdf4") as direct:
+        expected = direct.encoding["unlimited_dims"]
+    assert expected == {"time"}
+    assert open_stac(items[0], references=True).encoding["unlimited_dims"] == expected
+    for stac in (items[0], pystac.ItemCollection(items)):
+        opened = xr.open_dataset(stac, engine="virtualstac")
+        assert opened.encoding["unlimited_dims"] == expected
+
+
 def test_sign_is_applied_to_items_and_files(http_server: HTTPServer) -> None:
     directory = http_server.directory("signed")
     archive = write_archive(directory, http_server.url_for)

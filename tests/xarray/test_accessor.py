@@ -13,6 +13,7 @@ from virtualstac import (
     ManifestGroup,
     ManifestStore,
     open_virtual_dataset,
+    open_virtual_datatree,
     open_virtual_mfdataset,
 )
 from virtualstac.demo import write_sample_archive
@@ -243,3 +244,49 @@ def test_loaded_coordinates_keep_their_missing_value(tmp_path: Path) -> None:
         assert direct["time"].isnull().values.tolist() == [False, True, False]
         reread = xr.open_zarr(virtual.virtual.to_store(registry), chunks=None)
         xr.testing.assert_identical(reread.load(), direct.load())
+
+
+def test_unlimited_dims_travel_with_the_group_but_into_no_store(tmp_path: Path) -> None:
+    """The source's unlimited dimensions are an encoding: kept by a group and the virtual
+    dataset made of it, written to neither Kerchunk nor Icechunk, which read back as before."""
+    import icechunk
+
+    from virtualstac.writers import authorize_containers, ensure_containers, required_containers
+
+    (path,) = write_sample_archive(tmp_path / "archive", days=1)
+    virtual = open_virtual_dataset(path)
+    assert virtual.encoding == {"unlimited_dims": {"time"}}
+    group = virtual.virtual.to_group()
+    assert group.unlimited_dims == {"time"}
+    assert "unlimited" not in str(group.metadata.attributes)
+    assert group.to_virtual_dataset().encoding == {"unlimited_dims": {"time"}}
+    assert virtual.virtual.to_store().to_virtual_dataset().encoding == virtual.encoding
+
+    bare = virtual.copy()
+    bare.encoding = {}
+    assert virtual.virtual.to_kerchunk() == bare.virtual.to_kerchunk()
+
+    containers = required_containers(group)
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+        config=ensure_containers(icechunk.RepositoryConfig.default(), containers),
+        authorize_virtual_chunk_access=authorize_containers(containers),
+    )
+    virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="one day")
+    published = xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(published.load(), direct.load())
+    assert "unlimited_dims" not in published.encoding
+
+
+def test_a_tree_keeps_each_groups_unlimited_dims(tmp_path: Path) -> None:
+    path = tmp_path / "groups.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createVariable("time", "f8", ("time",))[:] = [0, 1]
+        run = nc.createGroup("run")
+        run.createDimension("member", None)
+        run.createVariable("member", "i4", ("member",))[:] = [1, 2, 3]
+    group = open_virtual_datatree(str(path)).virtual.to_group()
+    assert group.unlimited_dims == {"time"}
+    assert group["run"].unlimited_dims == {"member"}  # type: ignore[union-attr]

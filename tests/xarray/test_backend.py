@@ -143,3 +143,57 @@ def test_coordinates_attributes_are_the_files_as_with_the_netcdf4_engine(
     opened = xr.open_dataset(path, engine="virtualstac", **undecoded)
     with xr.open_dataset(path, engine="netcdf4", **undecoded) as direct:
         xr.testing.assert_identical(opened.load(), direct.load())
+
+
+def _unlimited(path: Path) -> set[str]:
+    """The dimensions the netCDF library reports unlimited (``isunlimited()``)."""
+    with netCDF4.Dataset(path) as nc:
+        return {name for name, dim in nc.dimensions.items() if dim.isunlimited()}
+
+
+@pytest.mark.parametrize("records", [2, 0])
+def test_unlimited_dims_are_encoded_and_written_back_like_the_netcdf4_engine(
+    tmp_path: Path, records: int
+) -> None:
+    source = tmp_path / "records.nc"
+    with scipy.io.netcdf_file(source, "w") as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        f.createVariable("x", "i4", ("x",))[:] = [1, 2, 3]
+        values = f.createVariable("v", "f8", ("time", "x"))
+        if records:
+            values[:] = np.ones((records, 3))
+    opened = xr.open_dataset(source, engine="virtualstac")
+    with xr.open_dataset(source, engine="netcdf4") as direct:
+        assert opened.encoding["unlimited_dims"] == direct.encoding["unlimited_dims"] == {"time"}
+    assert "unlimited_dims" not in opened.attrs
+    opened.to_netcdf(tmp_path / "written.nc")
+    assert _unlimited(tmp_path / "written.nc") == _unlimited(source) == {"time"}
+
+
+def test_each_group_opens_with_its_own_unlimited_dims(tmp_path: Path) -> None:
+    source = tmp_path / "groups.nc"
+    with netCDF4.Dataset(source, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createVariable("time", "f8", ("time",))[:] = [0, 1]
+        member = nc.createGroup("ensemble")
+        member.createDimension("member", None)
+        member.createDimension("x", 2)
+        member.createVariable("spread", "f4", ("member", "x"))[:] = np.ones((3, 2))
+    for group in (None, "ensemble"):
+        opened = xr.open_dataset(source, engine="virtualstac", group=group)
+        references = xr.open_dataset(source, engine="virtualstac", group=group, references=True)
+        with xr.open_dataset(source, engine="netcdf4", group=group) as direct:
+            expected = direct.encoding["unlimited_dims"]
+        assert opened.encoding["unlimited_dims"] == expected, group
+        assert references.encoding["unlimited_dims"] == expected, group
+    tree = xr.open_datatree(source, engine="virtualstac")
+    assert tree["ensemble"].to_dataset().encoding["unlimited_dims"] == {"member"}
+    ensemble = xr.open_dataset(source, engine="virtualstac", group="ensemble")
+    ensemble.to_netcdf(tmp_path / "ensemble.nc")
+    assert _unlimited(tmp_path / "ensemble.nc") == {"member"}
+
+
+def test_formats_without_unlimited_dimensions_encode_none(tmp_path: Path) -> None:
+    path = write_gdal(tmp_path / "plain.tif", width=4, height=4)
+    assert "unlimited_dims" not in xr.open_dataset(path, engine="virtualstac").encoding

@@ -235,3 +235,18 @@ def test_coordinates_that_differ_by_rounding(tmp_path: Path) -> None:
         open_virtual_mfdataset(paths, join="exact", **NESTED)
     with pytest.raises(UnsupportedIndexingError, match=r"coordinates lat differ .*join='exact'"):
         open_virtual_mfdataset(paths, **NESTED)
+
+
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_unlimited_dims_are_kept_as_open_mfdataset_keeps_them(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """nested keeps the first file's encoding, by_coords none, as xarray's combining does."""
+    paths = [write_days(tmp_path / f"day{day}.nc", [day]) for day in range(3)]
+    combined = open_virtual_mfdataset(paths, **options)
+    with xr.open_mfdataset(paths, engine="netcdf4", **options) as direct:
+        expected = direct.encoding.get("unlimited_dims")
+    assert combined.encoding.get("unlimited_dims") == expected
+    assert expected == ({"time"} if options else None)
+    store = combined.virtual.to_store(ObjectStoreRegistry.for_url(paths[0]))
+    assert open_zarr_values(store).encoding.get("unlimited_dims") == expected

@@ -8,7 +8,7 @@ whole dataset and reads back identically.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -155,19 +155,40 @@ def _lost_encoding(encoding: Mapping[str, Any], attrs: Mapping[Any, Any]) -> dic
 
 
 def dataset_to_group(dataset: xr.Dataset) -> ManifestGroup:
-    """Return a ManifestGroup holding every variable of ``dataset`` and its attributes."""
+    """Return a ManifestGroup holding every variable of ``dataset``, its attributes and the
+    unlimited dimensions its ``encoding`` names (which no store records, but a virtual dataset
+    of the group gives back)."""
     # Record which variables are coordinates in CF "coordinates" attributes, as xarray's own
     # writers do, so reopening the group restores them as coordinates.
     variables, attributes = xr.conventions.encode_dataset_coordinates(dataset)
     arrays = {str(name): variable_to_array(name, var) for name, var in variables.items()}
-    return ManifestGroup(arrays=arrays, attributes=_json_attrs(attributes))
+    return ManifestGroup(
+        arrays=arrays,
+        attributes=_json_attrs(attributes),
+        unlimited_dims=_unlimited_dims(dataset.encoding.get("unlimited_dims")),
+    )
 
 
 def datatree_to_group(tree: xr.DataTree) -> ManifestGroup:
     """Return a ManifestGroup of a DataTree: nodes become nested groups."""
     groups = {str(name): datatree_to_group(child) for name, child in tree.children.items()}
     node = dataset_to_group(tree.to_dataset(inherit=False))
-    return ManifestGroup(arrays=node.arrays, groups=groups, attributes=node.metadata.attributes)
+    return ManifestGroup(
+        arrays=node.arrays,
+        groups=groups,
+        attributes=node.metadata.attributes,
+        unlimited_dims=node.unlimited_dims,
+    )
+
+
+def _unlimited_dims(value: Any) -> list[str] | None:
+    """``encoding["unlimited_dims"]`` as names: one name, or any iterable of them, as
+    ``to_netcdf`` takes it."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return [str(value)]
+    return [str(name) for name in value]
 
 
 def _json_attrs(attrs: Mapping[Any, Any]) -> dict[str, Any]:

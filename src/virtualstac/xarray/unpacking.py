@@ -14,6 +14,8 @@ from typing import Any
 import xarray as xr
 
 from virtualstac.manifests.attribute_types import TYPES_KEY, typed_attributes, typed_fill_value
+from virtualstac.manifests.group import ManifestGroup
+from virtualstac.manifests.store import ManifestStore
 
 __all__ = ["CF_DECODING", "open_zarr_values"]
 
@@ -31,10 +33,20 @@ CF_DECODING = (
 def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
     """``xr.open_zarr(store, **options)``, packed variables unpacked to the recorded types of
     their ``scale_factor``/``add_offset`` (``decode_cf=False``: those attributes typed), and
-    integer fill values of their variable's type, as netCDF4 gives them."""
+    integer fill values of their variable's type, as netCDF4 gives them.
+
+    A :class:`ManifestStore`'s group also gives what Zarr does not hold: the source file's
+    unlimited dimensions (``encoding["unlimited_dims"]``, as the netcdf4 engine gives them),
+    so ``to_netcdf`` keeps them unlimited.
+    """
     decoding = {name: options.pop(name) for name in CF_DECODING if name in options}
     decode = options.pop("decode_cf", None) is not False
     raw: xr.Dataset = xr.open_zarr(store, decode_cf=False, **options)
+    if isinstance(store, ManifestStore):
+        path = (options.get("group") or "").strip("/")
+        node = store.group[path] if path else store.group
+        if isinstance(node, ManifestGroup):
+            raw.encoding.update(node.dataset_encoding())
     for variable in raw.variables.values():
         if TYPES_KEY in variable.attrs:
             variable.attrs = typed_attributes(variable.attrs)
