@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from virtualstac import open_virtual_dataset, open_virtual_mfdataset
+from virtualstac import open_virtual_dataset, open_virtual_datatree, open_virtual_mfdataset
 
 
 @pytest.fixture
@@ -46,6 +46,13 @@ def test_a_relative_path_opens_against_the_working_directory(
     virtual = open_virtual_dataset(path)
 
     assert referenced_files(virtual) == {(data_dir / "day_1.nc").as_uri()}
+
+
+@pytest.mark.parametrize("path", ["data/day_1.nc", Path("data/day_1.nc")])
+def test_a_datatree_opens_relative_and_pathlib_paths(data_dir: Path, path: str | Path) -> None:
+    tree = open_virtual_datatree(path)
+
+    assert referenced_files(tree.to_dataset()) == {(data_dir / "day_1.nc").as_uri()}
 
 
 def test_an_absolute_pathlib_path_opens(data_dir: Path) -> None:

@@ -32,7 +32,6 @@ from virtualstac.progress import progress as progress_bar
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
-from virtualstac.storage.urls import normalize_url
 from virtualstac.xarray.batch_combine import (
     MAX_BATCH_FILES,
     Partial,
@@ -241,7 +240,7 @@ def _check_group(root: ManifestGroup, group: str, url: str) -> None:
 
 
 def open_virtual_datatree(
-    url: str,
+    url: PathOrURL,
     *,
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
@@ -262,7 +261,7 @@ def open_virtual_datatree(
     url, parser, registry, loadable_variables, drop_variables, decode_times
         As in :func:`open_virtual_dataset`, applied to every group.
     """
-    url = normalize_url(url)
+    url = source_url(url)
     store, _ = parse_file(
         url, parser=parser, registry=registry, drop_variables=drop_variables, pyramid=True
     )
