@@ -176,6 +176,36 @@ def test_nczarr_store_is_named_by_its_dimension_references(tmp_path: Path) -> No
                 np.testing.assert_array_equal(ours[name].values, values)
 
 
+def test_nczarr_unlimited_dimensions_are_encoded_as_the_netcdf4_engine_gives_them(
+    tmp_path: Path,
+) -> None:
+    import netCDF4
+
+    path = tmp_path / "records.nczarr"
+    with netCDF4.Dataset(nczarr_url(path), "w") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("x", 2)
+        ds.createVariable("v", "f4", ("time", "x"))[:] = np.ones((3, 2))
+        run = ds.createGroup("run")
+        run.createDimension("member", None)
+        run.createVariable("w", "i4", ("member",))[:] = [1, 2]
+        ds.createGroup("fixed")
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    for group in ("", "run", "fixed"):
+        with xr.open_dataset(nczarr_url(path), engine="netcdf4", group=group or None) as direct:
+            expected = direct.encoding["unlimited_dims"]
+        assert store.to_virtual_dataset(group).encoding["unlimited_dims"] == expected, group
+    assert store.group.unlimited_dims == {"time"}
+    assert store.group.metadata.attributes == {}  # the bookkeeping stays hidden
+    # A store netCDF-C did not write has no notion of unlimited dimensions, as in xr.open_zarr.
+    plain = tmp_path / "plain.zarr"
+    zarr.open_group(plain, mode="w", zarr_format=2).create_array("a", data=np.arange(3))
+    assert (
+        ZarrParser()(str(plain), ObjectStoreRegistry.for_url(str(plain))).group.unlimited_dims
+        is None
+    )
+
+
 def test_nczarr_1_dimension_references_in_zarray(tmp_path: Path) -> None:
     # netCDF-C 4.8 (NCZarr 1.0) kept its metadata in .zgroup and .zarray, as built here.
     path = tmp_path / "v1.nczarr"

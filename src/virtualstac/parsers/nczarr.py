@@ -16,12 +16,19 @@ from typing import Any
 
 from virtualstac.manifests.attribute_types import TYPES_KEY, packing_types
 
-__all__ = ["SCALAR_DIMENSION", "nczarr_dimensions", "without_netcdf_attributes"]
+__all__ = [
+    "SCALAR_DIMENSION",
+    "nczarr_dimensions",
+    "nczarr_unlimited_dims",
+    "without_netcdf_attributes",
+]
 
 #: The dimension netCDF-C gives the one axis of a scalar it stores as a one-element array.
 SCALAR_DIMENSION = "_scalar_"
 
 _ARRAY_KEYS = ("_nczarr_array", "_NCZARR_ARRAY")
+_GROUP_KEYS = ("_nczarr_group", "_NCZARR_GROUP")
+_DIMENSION_KEYS = ("dimensions", "dims")
 _REFERENCE_KEYS = ("dimension_references", "dimrefs")
 
 
@@ -48,6 +55,30 @@ def nczarr_dimensions(
                 if not references and shape == (1,):
                     return [SCALAR_DIMENSION]
                 return [posixpath.basename(r.rstrip("/")) for r in references]
+    return None
+
+
+def nczarr_unlimited_dims(zgroup: Mapping[str, Any], zattrs: Mapping[str, Any]) -> list[str] | None:
+    """The group's unlimited dimensions as netCDF-C reports them for an NCZarr group, or None
+    for a group NCZarr did not write (Zarr has no such notion).
+
+    NCZarr records a group's dimensions under ``_nczarr_group`` (in ``.zattrs``; NCZarr 1's
+    ``_NCZARR_GROUP`` in ``.zgroup``), each a length or ``{"size": n, "unlimited": 1}``.
+    """
+    for document in (zattrs, zgroup):
+        for key in _GROUP_KEYS:
+            info = document.get(key)
+            if not isinstance(info, Mapping):
+                continue
+            for field in _DIMENSION_KEYS:
+                dimensions = info.get(field)
+                if isinstance(dimensions, Mapping):
+                    return [
+                        str(name)
+                        for name, dimension in dimensions.items()
+                        if isinstance(dimension, Mapping) and dimension.get("unlimited")
+                    ]
+            return []
     return None
 
 

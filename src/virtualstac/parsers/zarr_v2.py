@@ -46,7 +46,11 @@ from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import chunk_shape_of, create_v3_array_metadata, grid_shape
-from virtualstac.parsers.nczarr import nczarr_dimensions, without_netcdf_attributes
+from virtualstac.parsers.nczarr import (
+    nczarr_dimensions,
+    nczarr_unlimited_dims,
+    without_netcdf_attributes,
+)
 from virtualstac.storage.urls import join_url
 
 __all__ = [
@@ -489,10 +493,14 @@ def build_v2_group(
             if not _dropped(child, name, drop):
                 groups[name] = group(child)
         try:
+            zgroup = documents.get(f"{path}/.zgroup" if path else ".zgroup")
             return ManifestGroup(
                 arrays=arrays,
                 groups=groups,
                 attributes=without_netcdf_attributes(attributes(path)),
+                unlimited_dims=nczarr_unlimited_dims(
+                    zgroup if isinstance(zgroup, dict) else {}, attributes(path)
+                ),
             )
         except InvalidManifestError as err:
             raise InvalidManifestError(f"{source}: group {path or '/'!r}: {err}") from err
