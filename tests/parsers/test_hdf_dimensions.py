@@ -15,6 +15,7 @@ import xarray as xr
 import zarr
 
 from virtualstac.errors import CorruptFileError, NotVirtualizableError
+from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.hdf import HDFParser
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -300,7 +301,7 @@ def _unlimited_per_group(path: Path, store: ManifestStore) -> dict[str, tuple[An
     """Each group's unlimited dimensions: ours, and what the netcdf4 engine reports."""
     found = {}
     for group, node in store.group.walk():
-        if not isinstance(node, type(store.group)):
+        if not isinstance(node, ManifestGroup):
             continue
         with xr.open_dataset(path, engine="netcdf4", group=group or None) as expected:
             found[group] = (node.unlimited_dims, expected.encoding["unlimited_dims"])
