@@ -20,6 +20,7 @@ import virtualstac.codecs as codecs
 from virtualstac.codecs import (
     FloatPredictorCodec,
     HDF5BitshuffleCodec,
+    HDF5OptionalCodec,
     HDF5ScaleOffsetCodec,
     HDF5ShuffleCodec,
     HorizontalPredictorCodec,
@@ -69,6 +70,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "virtualstac.hdf5_shuffle",
         "virtualstac.hdf5_bitshuffle",
         "virtualstac.hdf5_scaleoffset",
+        "virtualstac.hdf5_optional",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -316,6 +318,24 @@ def test_hdf5_scale_offset_refuses_parameters_claiming_more_than_its_chunk() -> 
         array[...]
     with pytest.raises(ValueError, match="decodes integers of 1 to 8 bytes"):
         HDF5ScaleOffsetCodec(cd_values=[0, 0, 8, 0, 3, 1, 0, 0] + [0] * 12)
+
+
+def test_hdf5_optional_passes_chunks_of_its_size_through() -> None:
+    # A deflated chunk decodes; one of the filter's input size is as HDF5 stored it, raw.
+    zlib = {"name": "numcodecs.zlib", "configuration": {"level": 1}}
+    codec = HDF5OptionalCodec(size=40, codec=zlib)
+    assert HDF5OptionalCodec.from_dict(codec.to_dict()) == codec
+    array = roundtrip(np.arange(20, dtype="<i4"), (10,), compressors=[codec])
+    chunks = array.store_path.store._store_dict  # type: ignore[attr-defined]
+    chunks["c/1"] = chunks["c/1"].from_bytes(np.arange(10, 20, dtype="<i4").tobytes())
+    np.testing.assert_array_equal(array[...], np.arange(20))
+    twin = numcodecs.get_codec(
+        {"id": "virtualstac.hdf5_optional", "size": 40, "codec": {"id": "zlib", "level": 1}}
+    )
+    assert bytes(twin.decode(chunks["c/1"].to_bytes())) == np.arange(10, 20, dtype="<i4").tobytes()
+    assert bytes(twin.decode(chunks["c/0"].to_bytes())) == np.arange(10, dtype="<i4").tobytes()
+    with pytest.raises(ValueError, match="wraps a bytes-to-bytes codec"):
+        HDF5OptionalCodec(size=40, codec={"name": "bytes", "configuration": {}})
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

@@ -8,6 +8,7 @@ so a noisy dataset has every chunk, or some, stored without it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,12 @@ def test_chunks_lzf_could_not_compress_read_as_h5py_reads_them(
     store = parse(path, inline_threshold=0)
     actual = zarr.open_group(store, mode="r")[name][...]
     np.testing.assert_array_equal(actual, values, strict=True)
-    codecs = [c["name"] for c in store.group[name].metadata.to_dict()["codecs"]]
-    # A filter no chunk went through is left out of the codecs.
-    assert ("imagecodecs_lzf" in codecs) == half
+    codecs = store.group[name].metadata.to_dict()["codecs"]
+    # A filter no chunk went through is left out of the codecs; one some chunks skipped passes
+    # those through by their size.
+    names = [c["name"] for c in codecs]
+    assert ("virtualstac.hdf5_optional" in names) == half
+    assert ("imagecodecs_lzf" in json.dumps(codecs)) == half
 
 
 def test_a_chunk_lzf_compressed_to_its_own_size_is_refused(tmp_path: Path) -> None:
@@ -95,49 +99,51 @@ def test_a_chunk_lzf_compressed_to_its_own_size_is_refused(tmp_path: Path) -> No
     with h5py.File(path) as f:
         # Both chunks as HDF5 reads them: the raw one as stored, the other decompressed.
         np.testing.assert_array_equal(f["same_size"][()], values)
-    message = r"'same_size' has chunks stored with LZF skipped, and chunk \(1, 0\) of 200 bytes"
+    message = r"'same_size' has chunks stored with lzf skipped, and chunk \(1, 0\) of 200 bytes"
     with pytest.raises(NotVirtualizableError, match=message):
         parse(path, inline_threshold=0)
     store = parse(path, inline_threshold=0, drop_variables=["same_size"])
     np.testing.assert_array_equal(zarr.open_group(store, mode="r")["fine"][...], values)
 
 
-def test_a_chunk_skipping_a_filter_others_went_through_is_refused(tmp_path: Path) -> None:
-    # gzip is optional in h5py too, but a zlib stream of the chunk's size may be either.
+def test_chunks_written_raw_with_their_filter_masked_read_as_h5py_reads_them(
+    tmp_path: Path,
+) -> None:
+    # Written through write_direct_chunk, as HDF5's own tests write them: a deflated chunk and
+    # one stored raw, its mask saying deflate was skipped.
     path = tmp_path / "gzip.h5"
-    gzip = {"compression": "gzip"}
     with h5py.File(path, "w") as f:
-        dataset = f.create_dataset("masked", shape=(20,), dtype="i4", chunks=(10,), **gzip)
+        dataset = f.create_dataset("masked", (20,), "i4", chunks=(10,), compression="gzip")
         dataset[:10] = np.arange(10)
         raw = np.arange(10, 20, dtype="i4").tobytes()
         dataset.id.write_direct_chunk((10,), raw, filter_mask=1)
-        every = f.create_dataset("every_chunk", shape=(20,), dtype="i4", chunks=(10,), **gzip)
-        for start in (0, 10):
-            raw = np.arange(start, start + 10, dtype="i4").tobytes()
-            every.id.write_direct_chunk((start,), raw, filter_mask=1)
-    with pytest.raises(
-        NotVirtualizableError, match=r"'masked' has chunks .* filter mask 1: deflate\)"
-    ):
-        parse(path, inline_threshold=0)
-    store = parse(path, inline_threshold=0, drop_variables=["masked"])
+        # Two compressors: the size of a chunk no longer tells whether deflate ran.
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((10,))
+        dcpl.set_deflate(6)
+        dcpl.set_filter(h5py.h5z.FILTER_LZF, h5py.h5z.FLAG_OPTIONAL)
+        space = h5py.h5s.create_simple((20,))
+        twice = h5py.Dataset(h5py.h5d.create(f.id, b"twice", h5py.h5t.STD_I32LE, space, dcpl))
+        twice[:10] = np.arange(10)
+        twice.id.write_direct_chunk((10,), raw, filter_mask=3)
+        assert filter_masks(twice) == {0, 3}
+    store = parse(path, inline_threshold=0, drop_variables=["twice"])
+    codecs = store.group["masked"].metadata.to_dict()["codecs"]
+    assert codecs[1]["name"] == "virtualstac.hdf5_optional"
+    assert codecs[1]["configuration"] == {"size": 40, "codec": codecs[1]["configuration"]["codec"]}
     np.testing.assert_array_equal(
-        zarr.open_group(store, mode="r")["every_chunk"][...], np.arange(20, dtype="i4")
+        zarr.open_group(store, mode="r")["masked"][...], np.arange(20, dtype="i4"), strict=True
     )
+    message = r"'twice' has chunks .* \(chunk \(1,\) has filter mask 3: deflate, lzf\)"
+    with pytest.raises(NotVirtualizableError, match=message):
+        parse(path, inline_threshold=0)
+    # Kerchunk references keep the codec, for Zarr v2 readers.
+    from virtualstac import open_virtual_dataset
 
-
-def test_chunks_szip_could_not_compress_before_a_checksum_read_as_h5py_reads_them(
-    tmp_path: Path,
-) -> None:
-    # h5py runs fletcher32 after szip: a chunk szip skipped is its bytes and their checksum.
-    values = noise("i4")
-    values[:50] = 7
-    path = tmp_path / "szip.h5"
-    with h5py.File(path, "w") as f:
-        options = {"compression": "szip", "fletcher32": True}
-        dataset = f.create_dataset("szip", data=values, chunks=(25, 40), **options)
-        assert filter_masks(dataset) == {0, 1}
-    actual = zarr.open_group(parse(path, inline_threshold=0), mode="r")["szip"][...]
-    np.testing.assert_array_equal(actual, values, strict=True)
+    references = open_virtual_dataset(str(path), drop_variables=["twice"]).virtual.to_kerchunk()
+    mapper = fsspec.filesystem("reference", fo=references).get_mapper("")
+    v2 = zarr.open_group(mapper, mode="r", zarr_format=2)
+    np.testing.assert_array_equal(v2["masked"][...], np.arange(20, dtype="i4"))
 
 
 # -- bitshuffle --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ name                              kind                    TIFF
 ``virtualstac.hdf5_shuffle``      bytes -> bytes          HDF5 shuffle (2), tail left in place
 ``virtualstac.hdf5_bitshuffle``   bytes -> bytes          HDF5 bitshuffle (32008), LZ4 or Zstd
 ``virtualstac.hdf5_scaleoffset``  bytes -> bytes          HDF5 scale-offset (6), decoding only
+``virtualstac.hdf5_optional``     bytes -> bytes          an HDF5 filter some chunks skipped
 ``imagecodecs_delta``             array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``         array -> array          predictor 3 (floating point)
 ================================  ======================  ======================================
@@ -48,7 +49,12 @@ from virtualstac.codecs._bytes import (
     WebPCodec,
     ZstdCodec,
 )
-from virtualstac.codecs._hdf5 import HDF5ShuffleCodec, HDF5ShuffleNumcodec
+from virtualstac.codecs._hdf5 import (
+    HDF5OptionalCodec,
+    HDF5OptionalNumcodec,
+    HDF5ShuffleCodec,
+    HDF5ShuffleNumcodec,
+)
 from virtualstac.codecs._lerc import LERCCodec
 from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
 from virtualstac.codecs._scaleoffset import HDF5ScaleOffsetCodec, HDF5ScaleOffsetNumcodec
@@ -58,6 +64,8 @@ __all__ = [
     "FloatPredictorCodec",
     "HDF5BitshuffleCodec",
     "HDF5BitshuffleNumcodec",
+    "HDF5OptionalCodec",
+    "HDF5OptionalNumcodec",
     "HDF5ScaleOffsetCodec",
     "HDF5ScaleOffsetNumcodec",
     "HDF5ShuffleCodec",
@@ -93,6 +101,7 @@ CODECS = {
         HDF5ShuffleCodec,
         HDF5BitshuffleCodec,
         HDF5ScaleOffsetCodec,
+        HDF5OptionalCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )
@@ -108,3 +117,4 @@ numcodecs.register_codec(PadNumcodec)
 numcodecs.register_codec(HDF5ShuffleNumcodec)
 numcodecs.register_codec(HDF5BitshuffleNumcodec)
 numcodecs.register_codec(HDF5ScaleOffsetNumcodec)
+numcodecs.register_codec(HDF5OptionalNumcodec)

@@ -473,10 +473,11 @@ class _FileWalker:
             check_references(count, source=self.url, array=member.path)
             if fill_off and netcdf:
                 check_edge_chunks(member, shape, chunks, self.fail)
-            filters, manifest = chunked_manifest(
+            filters, skipped, manifest = chunked_manifest(
                 member, shape, chunks, self.chunk_url, self.size, self.fail, filters=filters
             )
         else:
+            skipped = {}
             chunks, manifest = contiguous_manifest(
                 member,
                 shape,
@@ -488,7 +489,7 @@ class _FileWalker:
                 source=self.url,
             )
         try:
-            filter_codecs = codecs_for_filters(filters)
+            filter_codecs = codecs_for_filters(filters, skipped)
         except UnsupportedFilterError as err:
             raise self.fail(
                 member.path,

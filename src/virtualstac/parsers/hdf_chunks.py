@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -19,10 +19,17 @@ from virtualstac.limits import check_references
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import grid_shape
 from virtualstac.parsers.blocks import block_chunks
-from virtualstac.parsers.hdf_filters import Filter, filter_name, lzf_frame, skippable_filters
+from virtualstac.parsers.hdf_filters import (
+    Filter,
+    filter_name,
+    is_szip,
+    skip_frame,
+    skippable_filters,
+)
 from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
+    "ChunkedStorage",
     "check_edge_chunks",
     "check_undefined_fill",
     "chunked_manifest",
@@ -46,14 +53,14 @@ def chunked_manifest(
     fail: Fail,
     *,
     filters: Sequence[Filter] = (),
-) -> tuple[list[Filter], ChunkManifest]:
+) -> ChunkedStorage:
     """The filters the chunks of a chunked dataset went through and its manifest, for an array
     of ``shape`` (at least the dataset's).
 
-    HDF5 skips an optional filter for a chunk it fails on (LZF and szip, for a chunk they
-    cannot compress), recording it in the chunk's filter mask. A filter every stored chunk
-    skipped is left out of the returned ``filters``; chunks that skipped a filter others went
-    through are referenced where that filter's codec tells them apart by their size
+    HDF5 skips an optional filter for a chunk it fails on (one it cannot compress), storing
+    the chunk as the filter got it and recording it in the chunk's filter mask. A filter every
+    stored chunk skipped is left out of the returned ``filters``; chunks that skipped a filter
+    others went through are referenced where their size tells them apart
     (:func:`~virtualstac.parsers.hdf_filters.skippable_filters`), and refused otherwise.
     """
     ds = member.node
@@ -68,7 +75,7 @@ def chunked_manifest(
     ds.id.chunk_iter(collect)
     rows = [r for r in rows if r[3] > 0]
     if not rows:
-        return list(filters), missing_manifest(grid)
+        return ChunkedStorage(list(filters), {}, missing_manifest(grid))
     coords = np.array([r[0] for r in rows], dtype=np.int64).reshape(len(rows), len(chunks))
     masks = np.array([r[1] for r in rows], dtype=np.int64)
     offsets = np.array([r[2] for r in rows], dtype=np.uint64)
@@ -86,11 +93,11 @@ def chunked_manifest(
     if (kept_masks & ~skippable).any():
         at = int(np.flatnonzero(kept_masks & ~skippable)[0])
         mask = int(masks[at])
-        skipped = [filter_name(f) for i, f in enumerate(filters) if mask >> i & 1]
+        names = [filter_name(f) for i, f in enumerate(filters) if mask >> i & 1]
         raise fail(
             member.path,
             f"has chunks stored with some filters skipped (chunk {_index(indices[at])} has "
-            f"filter mask {mask}: {', '.join(skipped) or 'no filter of its pipeline'}); one "
+            f"filter mask {mask}: {', '.join(names) or 'no filter of its pipeline'}); one "
             "Zarr codec chain cannot decode them",
         )
     masks = kept_masks
@@ -103,7 +110,7 @@ def chunked_manifest(
             f"has an unfiltered chunk {_index(indices[at])} of {int(lengths[at])} bytes; a "
             f"chunk of shape {chunks} holds {expected}",
         )
-    _check_lzf_sizes(member, kept, masks, lengths, expected, indices, fail)
+    skipped = _skipped_sizes(member, kept, masks, lengths, expected, indices, fail)
     codes = np.zeros(grid, dtype=np.uint8)
     full_offsets = np.zeros(grid, dtype=np.uint64)
     full_lengths = np.zeros(grid, dtype=np.uint64)
@@ -111,13 +118,25 @@ def chunked_manifest(
     codes[where] = 1
     full_offsets[where] = offsets
     full_lengths[where] = lengths
-    return kept, ChunkManifest.from_path_table(
+    manifest = ChunkManifest.from_path_table(
         path_table=["", chunk_url],
         path_codes=codes,
         offsets=full_offsets,
         lengths=full_lengths,
         validate_paths=False,
     )
+    return ChunkedStorage(kept, skipped, manifest)
+
+
+class ChunkedStorage(NamedTuple):
+    """What :func:`chunked_manifest` found of a chunked dataset."""
+
+    #: The filters the stored chunks went through (the pipeline less those all skipped).
+    filters: list[Filter]
+    #: The positions in ``filters`` of those some chunks skipped, and the size of such a chunk
+    #: as the filter would have got it (see ``codecs_for_filters``).
+    skipped: dict[int, int]
+    manifest: ChunkManifest
 
 
 def _skipped_by_all(
@@ -141,7 +160,7 @@ def _skipped_by_all(
     return kept, squeezed | (masks >> len(filters)) << len(kept)
 
 
-def _check_lzf_sizes(
+def _skipped_sizes(
     member: Member,
     filters: Sequence[Filter],
     masks: npt.NDArray[np.int64],
@@ -149,29 +168,31 @@ def _check_lzf_sizes(
     chunk_bytes: int,
     indices: npt.NDArray[np.int64],
     fail: Fail,
-) -> None:
-    """Refuse a dataset whose chunks with and without LZF cannot be told apart by size.
-
-    ``imagecodecs_lzf`` passes through a chunk the size of LZF's input (with or without a
-    checksum), as HDF5 stores a chunk it skipped LZF for; a chunk LZF compressed to exactly
-    that size would be misread.
-    """
-    frame = lzf_frame(filters)
-    if frame is None or not (masks >> frame.position & 1).any():
-        return
-    sizes = lengths.astype(np.int64) - 4 * frame.checksums_after
-    skipped = (masks >> frame.position & 1).astype(bool)
-    raw = chunk_bytes + 4 * frame.checksums_before
-    wrong = skipped & (sizes != raw)
-    ambiguous = ~skipped & np.isin(sizes, (chunk_bytes, chunk_bytes + 4))
-    if wrong.any() or ambiguous.any():
-        at = int(np.flatnonzero(wrong | ambiguous)[0])
-        state = "skipped" if skipped[at] else "went through"
-        raise fail(
-            member.path,
-            f"has chunks stored with LZF skipped, and chunk {_index(indices[at])} of "
-            f"{int(lengths[at])} bytes {state} LZF; its size does not tell whether to decode it",
-        )
+) -> dict[int, int]:
+    """The size of a chunk, as each filter some chunks skipped would have got it, by the
+    filter's position; refused where the size of a chunk does not tell whether to decode it
+    (a chunk the filter compressed to exactly that size)."""
+    sizes: dict[int, int] = {}
+    for position, pipeline_filter in enumerate(filters):
+        frame = skip_frame(filters, position)
+        skipped = (masks >> position & 1).astype(bool)
+        if frame is None or is_szip(pipeline_filter) or not skipped.any():
+            continue  # szip's codec tells its own apart
+        size = chunk_bytes + 4 * frame.checksums_before
+        # A chunk's size as the filter gave it or got it: without the checksums added after.
+        at_filter = lengths.astype(np.int64) - 4 * frame.checksums_after
+        wrong = skipped & (at_filter != size) | ~skipped & (at_filter == size)
+        if wrong.any():
+            at = int(np.flatnonzero(wrong)[0])
+            state = "skipped" if skipped[at] else "went through"
+            raise fail(
+                member.path,
+                f"has chunks stored with {filter_name(pipeline_filter)} skipped, and chunk "
+                f"{_index(indices[at])} of {int(lengths[at])} bytes {state} it; its size does "
+                "not tell whether to decode it",
+            )
+        sizes[position] = size
+    return sizes
 
 
 def contiguous_manifest(

@@ -27,6 +27,11 @@ A shuffle whose input need not be whole values (after a compressor, or after fle
 together) leaves the bytes past the last whole value in place, which ``numcodecs.shuffle``
 refuses; it becomes ``virtualstac.hdf5_shuffle``, which does as HDF5 does.
 
+A chunk an optional filter failed on (one it could not compress) is stored as the filter got
+it, its filter mask saying so. Where the pipeline's other filters are shuffle or fletcher32, the
+chunk's size tells it apart, and the filter's codec is wrapped in ``virtualstac.hdf5_optional``,
+which passes such chunks through (szip's codec does so itself).
+
 nbit (5) changes the bits of the values in ways no zarr codec undoes, so datasets using it, or
 any other filter, cannot be referenced.
 """
@@ -34,11 +39,12 @@ any other filter, cannot be referenced.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from virtualstac.codecs import (
     HDF5BitshuffleCodec,
+    HDF5OptionalCodec,
     HDF5ScaleOffsetCodec,
     HDF5ShuffleCodec,
     LZ4H5Codec,
@@ -49,12 +55,13 @@ from virtualstac.parsers.hdf_metadata import decode_text
 
 __all__ = [
     "Filter",
-    "LZFFrame",
+    "SkipFrame",
     "UnsupportedFilterError",
     "codecs_for_filters",
     "filter_name",
-    "lzf_frame",
+    "is_szip",
     "pipeline",
+    "skip_frame",
     "skippable_filters",
 ]
 
@@ -223,35 +230,39 @@ def pipeline(dcpl: Any) -> list[Filter]:
     return filters
 
 
-class LZFFrame(NamedTuple):
-    """Where LZF sits in a pipeline whose other filters change sizes predictably (shuffle,
-    fletcher32), so that a chunk's size tells whether LZF was skipped for it."""
+class SkipFrame(NamedTuple):
+    """The fletcher32 checksums (4 bytes each) added to a chunk before a filter ran, and
+    after: what a chunk's size is made of besides that filter's output."""
 
-    position: int
-    #: fletcher32 checksums (4 bytes each) added before LZF ran, and after.
     checksums_before: int
     checksums_after: int
 
 
-def lzf_frame(filters: Sequence[Filter]) -> LZFFrame | None:
-    """LZF's place in ``filters``, if the size of a chunk tells whether it was skipped."""
+def skip_frame(filters: Sequence[Filter], position: int) -> SkipFrame | None:
+    """The checksums around the filter at ``position`` where the size of a chunk tells
+    whether the filter was skipped for it: the other filters change sizes predictably
+    (shuffle, fletcher32) and it is neither of those."""
     ids = [filter_id for filter_id, _, _ in filters]
-    if ids.count(_LZF) != 1 or not set(ids) - {_LZF} <= {_SHUFFLE, _FLETCHER32}:
+    predictable = {_SHUFFLE, _FLETCHER32}
+    if ids[position] in predictable or not {*ids[:position], *ids[position + 1 :]} <= predictable:
         return None
-    position = ids.index(_LZF)
-    before = ids[:position].count(_FLETCHER32)
-    return LZFFrame(position, before, ids.count(_FLETCHER32) - before)
+    return SkipFrame(ids[:position].count(_FLETCHER32), ids[position + 1 :].count(_FLETCHER32))
+
+
+def is_szip(pipeline_filter: Filter) -> bool:
+    """Whether the filter is szip, whose codec passes a chunk szip skipped through itself."""
+    return pipeline_filter[0] == _SZIP
 
 
 def skippable_filters(filters: Sequence[Filter]) -> int:
-    """The filter mask of the filters of a pipeline whose codec also reads the chunks HDF5
-    stored with that filter skipped: szip, last in the pipeline or followed by fletcher32
-    only (as h5py orders them), which checks the bytes szip got back; and LZF
-    (:func:`lzf_frame`).
+    """The filter mask of the filters of a pipeline that chunks may have skipped, HDF5 having
+    stored them as the filter got them, and still be read: szip, last in the pipeline or
+    followed by fletcher32 only (as h5py orders them), whose codec passes such chunks through
+    itself; and any filter whose skipped chunks their size tells apart (:func:`skip_frame`),
+    through ``virtualstac.hdf5_optional``.
 
-    Both are optional filters (h5py's ``compression="lzf"`` is): HDF5 stores a chunk they
-    cannot compress as they got it, and ``imagecodecs_szip`` and ``imagecodecs_lzf`` pass
-    through a chunk of exactly that size.
+    Filters are skipped when optional (h5py's deflate and LZF, hdf5plugin's blosc) and they
+    fail on a chunk, one they cannot compress.
     """
     mask = 0
     ids = [filter_id for filter_id, _, _ in filters]
@@ -259,19 +270,27 @@ def skippable_filters(filters: Sequence[Filter]) -> int:
         szip = len(ids) - 1 - ids[::-1].index(_SZIP)
         if set(ids[szip + 1 :]) <= {_FLETCHER32}:
             mask |= 1 << szip
-    lzf = lzf_frame(filters)
-    if lzf is not None:
-        mask |= 1 << lzf.position
+    for position in range(len(filters)):
+        if skip_frame(filters, position) is not None:
+            mask |= 1 << position
     return mask
 
 
-def codecs_for_filters(filters: Sequence[Filter]) -> list[dict[str, Any]]:
-    """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``."""
+def codecs_for_filters(
+    filters: Sequence[Filter], skipped: Mapping[int, int] | None = None
+) -> list[dict[str, Any]]:
+    """The zarr v3 bytes-to-bytes codecs for an HDF5 pipeline of ``(id, cd_values, name)``.
+
+    ``skipped`` maps the positions of filters some chunks skipped to the size of such a chunk
+    when the filter would have got it; their codecs pass chunks of that size through.
+    """
     codecs = []
     for position, (filter_id, cd_values, name) in enumerate(filters):
         if filter_id == _SHUFFLE and _leaves_partial_values(filters[:position], cd_values):
-            shuffle = HDF5ShuffleCodec(elementsize=_first(cd_values, 1))
-            codecs.append(shuffle.to_dict())
+            codec = HDF5ShuffleCodec(elementsize=_first(cd_values, 1)).to_dict()
         else:
-            codecs.append(codec_for_filter(filter_id, cd_values, name))
+            codec = codec_for_filter(filter_id, cd_values, name)
+        if skipped and position in skipped:
+            codec = HDF5OptionalCodec(size=skipped[position], codec=codec).to_dict()
+        codecs.append(codec)
     return codecs
