@@ -469,7 +469,7 @@ def write_hdf5_filter_mask(path: Path) -> Path:
 
 def write_hdf5_unsupported(path: Path) -> Path:
     """One dataset per thing that cannot be referenced, next to ones that can (``fine``, and
-    ``szip`` and ``scaleoffset``, through filters HDF5 has built in)."""
+    ``szip``, ``scaleoffset`` and ``nbit``, through filters HDF5 has built in)."""
     data = np.arange(400, dtype="i4").reshape(20, 20)
     with h5py.File(path, "w") as f:
         f["fine"] = np.arange(10)

@@ -32,8 +32,9 @@ it, its filter mask saying so. Where the pipeline's other filters are shuffle or
 chunk's size tells it apart, and the filter's codec is wrapped in ``virtualstac.hdf5_optional``,
 which passes such chunks through (szip's codec does so itself).
 
-nbit (5) changes the bits of the values in ways no zarr codec undoes, so datasets using it, or
-any other filter, cannot be referenced.
+nbit (5) packs the bits of values narrower than their type in ways no zarr codec undoes, so
+datasets using it, or any other filter, cannot be referenced; on types of full precision it
+stores the values as they are (its "need not compress" parameter), and is passed over.
 """
 
 from __future__ import annotations
@@ -286,6 +287,8 @@ def codecs_for_filters(
     """
     codecs = []
     for position, (filter_id, cd_values, name) in enumerate(filters):
+        if filter_id == _NBIT and len(cd_values) > 1 and cd_values[1] == 1:
+            continue  # every value has all its bits: nbit stored them as they are
         if filter_id == _SHUFFLE and _leaves_partial_values(filters[:position], cd_values):
             codec = HDF5ShuffleCodec(elementsize=_first(cd_values, 1)).to_dict()
         else:
