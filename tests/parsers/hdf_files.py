@@ -400,6 +400,28 @@ def write_hdf5_unknown_filter(path: Path) -> Path:
     return path
 
 
+def half_noise() -> np.ndarray[Any, Any]:
+    """100 x 200 bytes, the first 50 rows zeros and the others random: the chunks of the noise
+    are ones no compressor shrinks."""
+    values = np.random.default_rng(9).integers(0, 256, (100, 200), dtype="u1")
+    values[:50] = 0
+    return values
+
+
+def write_hdf5_blosc_half_noise(path: Path) -> Path:
+    """``blosc``: :func:`half_noise` through hdf5plugin's blosc, an optional filter HDF5 skips
+    for the chunks of noise, which blosc cannot compress.
+
+    Call it as :func:`write_hdf5_filters` is called, in a fresh interpreter.
+    """
+    import hdf5plugin
+
+    with h5py.File(path, "w") as f:
+        blosc = hdf5plugin.Blosc(cname="lz4", shuffle=hdf5plugin.Blosc.NOSHUFFLE)
+        f.create_dataset("blosc", data=half_noise(), chunks=(25, 50), **blosc)
+    return path
+
+
 def bitshuffle_data(dtype: str) -> np.ndarray[Any, Any]:
     """The 100 x 200 values of :func:`write_hdf5_bitshuffle`'s datasets of ``dtype``."""
     values = np.random.default_rng(5).normal(scale=100, size=(100, 200))

@@ -146,6 +146,18 @@ def test_chunks_written_raw_with_their_filter_masked_read_as_h5py_reads_them(
     np.testing.assert_array_equal(v2["masked"][...], np.arange(20, dtype="i4"))
 
 
+def test_chunks_blosc_could_not_compress_read_as_stored(tmp_path: Path) -> None:
+    path = hdf_files.write_with_plugins("write_hdf5_blosc_half_noise", tmp_path / "blosc.h5")
+    with h5py.File(path) as f:
+        assert filter_masks(f["blosc"]) == {0, 1}
+    store = parse(path, inline_threshold=0)
+    codec = store.group["blosc"].metadata.to_dict()["codecs"][1]
+    assert codec["name"] == "virtualstac.hdf5_optional"
+    assert codec["configuration"]["codec"]["name"] == "numcodecs.blosc"
+    actual = zarr.open_group(store, mode="r")["blosc"][...]
+    np.testing.assert_array_equal(actual, hdf_files.half_noise(), strict=True)
+
+
 # -- bitshuffle --------------------------------------------------------------------------
 
 
