@@ -60,6 +60,7 @@ from virtualstac.parsers.hdf_chunks import (
     chunked_manifest,
     contiguous_manifest,
     inlined_manifest,
+    stored_elsewhere,
     strings_by_chunk,
     unwritten_chunks,
 )
@@ -394,12 +395,9 @@ class _FileWalker:
         ds: h5py.Dataset = member.node
         dcpl = member.create_plist
         layout = dcpl.get_layout()
-        if layout == h5py.h5d.VIRTUAL:
-            raise self.fail(
-                member.path, "is an HDF5 virtual dataset; virtualize its source files instead"
-            )
-        if dcpl.get_external_count():
-            raise self.fail(member.path, "stores its data in external raw files")
+        elsewhere = stored_elsewhere(dcpl)
+        if elsewhere is not None:
+            raise self.fail(member.path, elsewhere)
         dims = [d.name for d in member.dims]
         shape = self.dimensions.shape(member)
         attributes = hdf_metadata.attributes(

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import h5py
 import numpy as np
 import numpy.typing as npt
 
@@ -26,7 +27,7 @@ from virtualstac.parsers.hdf_filters import (
     skip_frame,
     skippable_filters,
 )
-from virtualstac.parsers.hdf_metadata import Fail, Member
+from virtualstac.parsers.hdf_metadata import Fail, Member, decode_text
 
 __all__ = [
     "ChunkedStorage",
@@ -36,9 +37,13 @@ __all__ = [
     "contiguous_manifest",
     "inlined_manifest",
     "missing_manifest",
+    "stored_elsewhere",
     "strings_by_chunk",
     "unwritten_chunks",
 ]
+
+#: How many source or external files an error names.
+_NAMED = 3
 
 #: Contiguous storage is cut into slices no smaller than this (unless it is smaller itself).
 _MIN_SLICE_BYTES = 64 * 1024
@@ -247,6 +252,30 @@ def contiguous_manifest(
         lengths=np.full(grid, chunk_bytes, dtype=np.uint64),
         validate_paths=False,
     )
+
+
+def stored_elsewhere(dcpl: Any) -> str | None:
+    """Why a dataset's values are not in its file (a virtual dataset's sources, external raw
+    files), naming where they are; None when they are in it."""
+    if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+        count = dcpl.get_virtual_count()
+        files = [str(dcpl.get_virtual_filename(i)) for i in range(min(count, _NAMED))]
+        sources = [
+            f"{str(dcpl.get_virtual_dsetname(i))!r} in "
+            + ("this file" if name == "." else repr(name))
+            for i, name in enumerate(files)
+        ]
+        more = ", ..." if count > _NAMED else ""
+        return (
+            f"is an HDF5 virtual dataset of {', '.join(sources)}{more}; virtualize its source "
+            "files instead"
+        )
+    count = dcpl.get_external_count()
+    if count:
+        files = [decode_text(dcpl.get_external(i)[0]) for i in range(min(count, _NAMED))]
+        more = ", ..." if count > _NAMED else ""
+        return f"stores its data in external raw files ({', '.join(map(repr, files))}{more})"
+    return None
 
 
 def check_undefined_fill(member: Member, manifest: ChunkManifest, fail: Fail) -> None:
