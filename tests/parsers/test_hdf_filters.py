@@ -112,38 +112,45 @@ def test_chunks_written_raw_with_their_filter_masked_read_as_h5py_reads_them(
     # Written through write_direct_chunk, as HDF5's own tests write them: a deflated chunk and
     # one stored raw, its mask saying deflate was skipped.
     path = tmp_path / "gzip.h5"
+    values = np.arange(2000, dtype="i4")
+    raw = values[1000:].tobytes()
     with h5py.File(path, "w") as f:
-        dataset = f.create_dataset("masked", (20,), "i4", chunks=(10,), compression="gzip")
-        dataset[:10] = np.arange(10)
-        raw = np.arange(10, 20, dtype="i4").tobytes()
-        dataset.id.write_direct_chunk((10,), raw, filter_mask=1)
+        dataset = f.create_dataset("masked", (2000,), "i4", chunks=(1000,), compression="gzip")
+        dataset[:1000] = values[:1000]
+        dataset.id.write_direct_chunk((1000,), raw, filter_mask=1)
         # Two compressors: the size of a chunk no longer tells whether deflate ran.
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        dcpl.set_chunk((10,))
+        dcpl.set_chunk((1000,))
         dcpl.set_deflate(6)
         dcpl.set_filter(h5py.h5z.FILTER_LZF, h5py.h5z.FLAG_OPTIONAL)
-        space = h5py.h5s.create_simple((20,))
+        space = h5py.h5s.create_simple((2000,))
         twice = h5py.Dataset(h5py.h5d.create(f.id, b"twice", h5py.h5t.STD_I32LE, space, dcpl))
-        twice[:10] = np.arange(10)
-        twice.id.write_direct_chunk((10,), raw, filter_mask=3)
+        twice[:1000] = values[:1000]
+        twice.id.write_direct_chunk((1000,), raw, filter_mask=3)
         assert filter_masks(twice) == {0, 3}
     store = parse(path, inline_threshold=0, drop_variables=["twice"])
-    codecs = store.group["masked"].metadata.to_dict()["codecs"]
-    assert codecs[1]["name"] == "virtualstac.hdf5_optional"
-    assert codecs[1]["configuration"] == {"size": 40, "codec": codecs[1]["configuration"]["codec"]}
-    np.testing.assert_array_equal(
-        zarr.open_group(store, mode="r")["masked"][...], np.arange(20, dtype="i4"), strict=True
-    )
+    codec = store.group["masked"].metadata.to_dict()["codecs"][1]
+    assert codec["name"] == "virtualstac.hdf5_optional"
+    assert codec["configuration"]["size"] == 4000
+    masked = zarr.open_group(store, mode="r")["masked"][...]
+    np.testing.assert_array_equal(masked, values, strict=True)
     message = r"'twice' has chunks .* \(chunk \(1,\) has filter mask 3: deflate, lzf\)"
     with pytest.raises(NotVirtualizableError, match=message):
         parse(path, inline_threshold=0)
-    # Kerchunk references keep the codec, for Zarr v2 readers.
+    # Kerchunk references keep the codec, for Zarr v2 readers and for the Kerchunk parser.
     from virtualstac import open_virtual_dataset
 
     references = open_virtual_dataset(str(path), drop_variables=["twice"]).virtual.to_kerchunk()
+    assert json.loads(references["refs"]["masked/.zarray"])["compressor"] == {
+        "id": "virtualstac.hdf5_optional",
+        "size": 4000,
+        "codec": {"id": "zlib", "level": 4},
+    }
     mapper = fsspec.filesystem("reference", fo=references).get_mapper("")
-    v2 = zarr.open_group(mapper, mode="r", zarr_format=2)
-    np.testing.assert_array_equal(v2["masked"][...], np.arange(20, dtype="i4"))
+    np.testing.assert_array_equal(zarr.open_group(mapper, mode="r")["masked"][...], values)
+    (tmp_path / "refs.json").write_text(json.dumps(references))
+    reopened = open_virtual_dataset(str(tmp_path / "refs.json"), loadable_variables=["masked"])
+    np.testing.assert_array_equal(reopened["masked"].values, values)
 
 
 def test_chunks_blosc_could_not_compress_read_as_stored(tmp_path: Path) -> None:

@@ -132,14 +132,30 @@ class HDF5ShuffleNumcodec(numcodecs.abc.Codec):  # type: ignore[misc]
 
 
 def _bytes_codec(codec: Any) -> BytesBytesCodec:
-    """The bytes-to-bytes codec ``codec`` (one, or its zarr v3 JSON form) is."""
+    """The bytes-to-bytes codec ``codec`` is: one, its zarr v3 JSON form, or the numcodecs
+    configuration a Zarr v2 array (Kerchunk references) gives it."""
+    if isinstance(codec, dict) and "name" not in codec and isinstance(codec.get("id"), str):
+        configuration = {k: v for k, v in codec.items() if k != "id"}
+        codec = {"name": f"numcodecs.{codec['id']}", "configuration": configuration}
+        try:
+            _registered(codec["name"])
+        except ValueError:
+            codec["name"] = codec["name"].removeprefix("numcodecs.")
     if isinstance(codec, dict):
-        from zarr.registry import get_codec_class
-
-        codec = get_codec_class(str(codec.get("name"))).from_dict(codec)
+        codec = _registered(str(codec.get("name"))).from_dict(codec)
     if not isinstance(codec, BytesBytesCodec):
         raise ValueError(f"virtualstac.hdf5_optional wraps a bytes-to-bytes codec, not {codec!r}")
     return codec
+
+
+def _registered(name: str) -> Any:
+    """The codec class zarr has registered as ``name`` (a ValueError if none)."""
+    from zarr.registry import get_codec_class
+
+    try:
+        return get_codec_class(name)
+    except KeyError as err:
+        raise ValueError(f"no codec is registered as {name!r}") from err
 
 
 def _check_size(size: Any) -> int:
