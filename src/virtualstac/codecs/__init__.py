@@ -21,7 +21,7 @@ name                              kind                    TIFF
 ``imagecodecs_szip``              bytes -> bytes          HDF5 szip filter (4), its size header
 ``virtualstac.hdf5_shuffle``      bytes -> bytes          HDF5 shuffle (2), tail left in place
 ``virtualstac.hdf5_bitshuffle``   bytes -> bytes          HDF5 bitshuffle (32008), LZ4 or Zstd
-``virtualstac.hdf5_scaleoffset``  bytes -> bytes          HDF5 scale-offset (6), decoding only
+``virtualstac.hdf5_scaleoffset``  bytes -> bytes          HDF5 scale-offset (6), lossless encoding
 ``virtualstac.hdf5_optional``     bytes -> bytes          an HDF5 filter some chunks skipped
 ``imagecodecs_delta``             array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``         array -> array          predictor 3 (floating point)

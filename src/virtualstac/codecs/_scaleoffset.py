@@ -127,10 +127,25 @@ def decode(data: bytes, cd_values: tuple[int, ...]) -> bytes:
     return values.astype(stored).tobytes()
 
 
+def encode(data: bytes, cd_values: tuple[int, ...]) -> bytes:
+    """``data`` (values in the dataset's byte order) as the filter stores a chunk whose values
+    need every bit: losslessly, which the filter decodes as it would its own chunks."""
+    size = cd_values[_SIZE]
+    floating = cd_values[_CLASS] == 1
+    if not floating and cd_values[_SCALE_FACTOR] == size * 8:
+        return data
+    kind = "f" if floating else ("i" if cd_values[_SIGN] else "u")
+    stored = np.dtype(f"{'>' if cd_values[_ORDER] == 1 else '<'}{kind}{size}")
+    values = np.frombuffer(data, dtype=stored).astype(stored.newbyteorder("<"))
+    header = (size * 8).to_bytes(4, "little") + bytes([8]) + bytes(_HEADER - 5)
+    return header + values.tobytes()
+
+
 @dataclass(frozen=True)
 class HDF5ScaleOffsetCodec(BytesBytesCodec):
     """HDF5's scale-offset filter: ``virtualstac.hdf5_scaleoffset {cd_values}``, the filter's
-    20 parameters as stored in the file. It decodes only: the filter is lossy."""
+    20 parameters as stored in the file. It encodes losslessly, every value with all its bits,
+    as the filter stores a chunk whose values need them (chunks of a fill value, say)."""
 
     is_fixed_size = False
     codec_name: ClassVar[str] = "virtualstac.hdf5_scaleoffset"
@@ -162,7 +177,8 @@ class HDF5ScaleOffsetCodec(BytesBytesCodec):
         return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        raise NotImplementedError("virtualstac.hdf5_scaleoffset only decodes")
+        encoded = encode(chunk_bytes.to_bytes(), self.cd_values)
+        return chunk_spec.prototype.buffer.from_bytes(encoded)
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         """Unknown in advance: the filter packs the values."""
@@ -176,12 +192,12 @@ class HDF5ScaleOffsetNumcodec(numcodecs.abc.Codec):  # type: ignore[misc]
     codec_id = HDF5ScaleOffsetCodec.codec_name
 
     def __init__(self, cd_values: Any) -> None:
-        """Decode the chunks of a filter with these parameters."""
+        """Decode and encode the chunks of a filter with these parameters."""
         self.cd_values = list(check_parameters(cd_values))
 
     def encode(self, buf: Any) -> Any:
-        """Not supported: the filter is lossy."""
-        raise NotImplementedError("virtualstac.hdf5_scaleoffset only decodes")
+        """``buf`` as the filter stores values that need every bit (losslessly)."""
+        return encode(ensure_bytes(buf), tuple(self.cd_values))
 
     def decode(self, buf: Any, out: Any = None) -> Any:
         """The chunk's values, in the dataset's byte order."""
