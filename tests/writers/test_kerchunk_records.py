@@ -19,6 +19,7 @@ from virtualstac.writers.kerchunk_records import (
     Piece,
     Rows,
     array_directory,
+    reference_path,
     write_pieces,
     write_region_records,
 )
@@ -30,7 +31,7 @@ CHUNKS_PER_DAY = {"t2m": 16, "time": 1}
 
 def rows_of(array: ManifestArray) -> list[dict[str, Any]]:
     """The rows a single writer puts into the records, in order."""
-    rows = Rows.of(array, array.manifest.path_table)
+    rows = Rows.of(array, [reference_path(url) for url in array.manifest.path_table])
     return [
         {
             "path": None if code < 0 else rows.table[code],

@@ -28,7 +28,8 @@ def open_references(references: object, **options: object) -> xr.Dataset:
 def test_dict_references_read_like_the_source(virtual: xr.Dataset, direct: xr.Dataset) -> None:
     references = virtual.virtual.to_kerchunk()
     assert references["version"] == 1
-    assert references["refs"]["t2m/0.0.0"][0].startswith("file:///")
+    # Local files are named by their path, as Kerchunk names them and fsspec reads them.
+    assert references["refs"]["t2m/0.0.0"][0].startswith("/")
     xr.testing.assert_identical(open_references(references).load(), direct)
 
 
@@ -38,7 +39,7 @@ def test_json_with_paths_relative_to_a_root(
     output = tmp_path / "refs.json"
     virtual.virtual.to_kerchunk(output, format="json", root=str(tmp_path))
     written = json.loads(output.read_text())
-    assert written["templates"] == {"root": tmp_path.as_uri()}
+    assert written["templates"] == {"root": str(tmp_path)}
     assert written["refs"]["t2m/0.0.0"][0] == "{{root}}/archive/temperature_2024-01-01.nc"
     xr.testing.assert_identical(open_references(str(output)).load(), direct)
 
@@ -189,7 +190,7 @@ def test_source_versions_are_recorded(
     output = tmp_path / "refs.parq"
     virtual.virtual.to_kerchunk(output, format="parquet")
     zmetadata = json.loads((output / ".zmetadata").read_text())
-    assert set(zmetadata["virtualstac"]["sources"]) == {p.as_uri() for p in archive}
+    assert set(zmetadata["virtualstac"]["sources"]) == {str(p) for p in archive}
 
 
 def test_our_parsers_read_our_references(
@@ -302,7 +303,7 @@ def test_small_chunks_are_read_into_the_references_below_the_threshold(
             assert written == "base64:" + base64.b64encode(raw).decode()
             inlined += 1
         else:
-            assert written == [entry["path"], entry["offset"], entry["length"]]
+            assert written == [file_url_to_path(entry["path"]), entry["offset"], entry["length"]]
     assert 0 < inlined < manifest.lengths.size
     xr.testing.assert_identical(open_references(references).load(), direct)
     output = tmp_path / "refs.parq"

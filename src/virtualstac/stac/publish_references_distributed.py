@@ -49,6 +49,7 @@ from virtualstac.writers.kerchunk import (
 from virtualstac.writers.kerchunk_records import (
     Piece,
     Rows,
+    reference_path,
     write_array_records,
     write_pieces,
     write_region_records,
@@ -267,7 +268,7 @@ class ReferenceBatches:
         section = {**notes, **({"sources": self._stamps} if self._stamps else {})}
         write_parquet_index(directory, nodes_metadata(nodes, complete), record_size, section)
         for path, array in loaded.items():
-            rows = Rows.of(array, array.manifest.path_table)
+            rows = Rows.of(array, [reference_path(url) for url in array.manifest.path_table])
             write_array_records(rows, directory / path, record_size)
         writes = [
             self._client.submit(

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import numpy as np
 from zarr.core.group import GroupMetadata
@@ -24,7 +25,12 @@ from virtualstac.manifests.metadata import json_safe
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import normalize_url
 from virtualstac.writers.inlining import inline_small_chunks
-from virtualstac.writers.kerchunk_records import Rows, array_directory, write_array_records
+from virtualstac.writers.kerchunk_records import (
+    Rows,
+    array_directory,
+    reference_path,
+    write_array_records,
+)
 from virtualstac.writers.staging import replacing
 from virtualstac.writers.zarr_v2 import in_v2_layout, v2_metadata
 
@@ -93,14 +99,20 @@ def nodes_metadata(
 
 
 def _relative_paths(table: tuple[str, ...], root: str | None) -> list[str]:
+    """The paths of ``table`` as references write them (:func:`reference_path`), below
+    ``{{root}}`` when given."""
     if root is None:
-        return list(table)
+        return [reference_path(path) for path in table]
     prefix = root.rstrip("/") + "/"
     relative = []
     for path in table:
         if not path.startswith(prefix):
             raise InvalidPathError(f"reference {path!r} does not lie below root {root!r}")
-        relative.append("{{" + ROOT_TEMPLATE + "}}/" + path[len(prefix) :])
+        rest = path[len(prefix) :]
+        # The root template holds a plain local path, so what follows it is plain too.
+        relative.append(
+            "{{" + ROOT_TEMPLATE + "}}/" + (unquote(rest) if path.startswith("file://") else rest)
+        )
     return relative
 
 
@@ -145,7 +157,7 @@ def kerchunk_refs(
             refs[f"{path}/{key}"] = "base64:" + base64.standard_b64encode(data).decode("ascii")
     result: dict[str, Any] = {"version": 1, "refs": refs}
     if root_url is not None:
-        result["templates"] = {ROOT_TEMPLATE: root_url.rstrip("/")}
+        result["templates"] = {ROOT_TEMPLATE: reference_path(root_url).rstrip("/")}
     section = _section(group, root_url, notes)
     if section:
         result[SOURCES_KEY] = section

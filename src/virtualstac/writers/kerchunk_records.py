@@ -25,11 +25,13 @@ import pyarrow.parquet as pq
 
 from virtualstac.errors import InvalidManifestError
 from virtualstac.manifests import ManifestArray, ManifestGroup
+from virtualstac.storage.urls import file_url_to_path
 
 __all__ = [
     "Piece",
     "Rows",
     "array_directory",
+    "reference_path",
     "write_array_records",
     "write_pieces",
     "write_region_records",
@@ -138,6 +140,17 @@ class Piece:
         return f"{self.path}/piece.{self.record}.{self.start}.parq"
 
 
+def reference_path(url: str) -> str:
+    """How a reference names the object at ``url``: a local file by its plain absolute path.
+
+    fsspec's local file system reads the text after ``file://`` as the path itself, so a
+    percent-encoded ``file://`` URL (``my%20data``) names a file that is not there; Kerchunk
+    writes local files by their path, and VirtualiZarr reads that path back into a URL.
+    Object-store and HTTP URLs are kept as they are.
+    """
+    return file_url_to_path(url) if url.startswith("file://") else url
+
+
 def array_directory(directory: Path, path: str) -> Path:
     """The directory of array ``path``'s records below the reference set's ``directory``.
 
@@ -181,7 +194,7 @@ def write_region_records(
         if not isinstance(node, ManifestArray):
             continue
         records = array_directory(directory, path)
-        rows = Rows.of(node, node.manifest.path_table)
+        rows = Rows.of(node, [reference_path(url) for url in node.manifest.path_table])
         if path not in places:
             if first:
                 write_array_records(rows, records, record_size)
