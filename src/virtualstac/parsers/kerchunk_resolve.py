@@ -36,6 +36,7 @@ __all__ = [
     "KerchunkOptions",
     "KerchunkReferenceError",
     "URLResolver",
+    "literal_file_url",
     "merge_consolidated",
     "parse_document",
     "with_recorded_sources",
@@ -43,6 +44,8 @@ __all__ = [
 
 #: A ``{{expression}}`` in a template or ``gen`` field.
 TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
+# What a percent-encoded path holds: what ``urllib.parse.quote`` leaves alone, and escapes.
+_ENCODED_PATH = re.compile(r"(?:[A-Za-z0-9_.~/-]|%[0-9A-Fa-f]{2})*")
 #: Length placeholder of a whole-object reference, until its size is known.
 WHOLE = -1
 NEEDS_URL = (
@@ -193,6 +196,25 @@ def merge_consolidated(documents: dict[str, Any], source: str) -> None:
             documents.setdefault(prefix + name, parse_document(prefix + name, value, source))
 
 
+def literal_file_url(text: str) -> str:
+    """A ``file://`` URL that cannot be percent-encoded, as the plain path fsspec reads it as.
+
+    fsspec (and so Kerchunk's own references) takes what follows ``file://`` as the path
+    itself: ``file:///data/a#b/x.nc`` names a file in ``a#b``, not ``a`` with a fragment.
+    virtualstac wrote percent-encoded ``file://`` URLs before it wrote plain paths; a URL
+    made only of what encoding leaves (``my%20data``) is read as one of those, anything else
+    (a space, ``#``, ``?``, ``[``, a stray ``%``, non-ASCII) as a plain path.
+    """
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() != "file":
+        return text
+    if rest.startswith("localhost/"):
+        rest = rest[len("localhost") :]
+    if not rest.startswith("/") or _ENCODED_PATH.fullmatch(rest):
+        return text
+    return rest
+
+
 class URLResolver:
     """Turns the URLs of references into absolute URLs, each distinct URL once."""
 
@@ -242,6 +264,7 @@ class URLResolver:
         text = self.substitute(url) if "{{" in url else url
         if self.options.remote_protocol and "://" not in text and not text.startswith("/"):
             text = f"{self.options.remote_protocol}://{text}"
+        text = literal_file_url(text)
         try:
             resolved = normalize_url(text, root=self.root)
         except InvalidPathError as err:

@@ -1,0 +1,106 @@
+"""Reading Kerchunk references to local files whose paths hold spaces, '%', '#', '?', '[' or
+non-ASCII characters: Kerchunk's own (plain paths and plain ``file://`` URLs, as fsspec reads
+them), the percent-encoded ``file://`` URLs earlier virtualstac versions wrote, and references
+to a moved directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import netCDF4
+import numpy as np
+import pytest
+from kerchunk_refs import hdf5_refs, open_ours, parse_json
+
+from virtualstac import open_virtual_dataset
+from virtualstac.parsers.kerchunk_resolve import literal_file_url
+
+DIRECTORIES = ["my data", "100% done", "a#b", "q?x", "ünïcode", "x[1]"]
+
+
+def write_netcdf(path: Path) -> Path:
+    """A netCDF4 file with two zlib chunks, too large to be inlined."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("x", 40_000)
+        v = ds.createVariable("v", "f4", ("x",), zlib=True, chunksizes=(20_000,))
+        v[:] = np.random.default_rng(0).random(40_000).astype("f4")
+    return path
+
+
+def netcdf_values(path: Path) -> np.ndarray[Any, Any]:
+    with netCDF4.Dataset(path) as ds:
+        return np.asarray(ds["v"][:])
+
+
+def saved(references: dict[str, Any], path: Path) -> Path:
+    path.write_text(json.dumps(references))
+    return path
+
+
+def with_paths(references: dict[str, Any], path: str) -> dict[str, Any]:
+    """The references with every chunk's path replaced."""
+    copy = json.loads(json.dumps(references))
+    for value in copy["refs"].values():
+        if isinstance(value, list):
+            value[0] = path
+    return copy
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES)
+@pytest.mark.parametrize("spelling", ["path", "file-url"])
+def test_kerchunk_references_to_special_paths_read_as_fsspec_reads_them(
+    tmp_path: Path, directory: str, spelling: str
+) -> None:
+    source = write_netcdf(tmp_path / directory / "f.nc")
+    # Kerchunk writes the path or URL it was given as it is; fsspec reads both literally.
+    url = str(source) if spelling == "path" else "file://" + str(source)
+    references = with_paths(hdf5_refs(source, inline_threshold=0), url)
+    store = parse_json(saved(references, tmp_path / "refs.json"))
+    np.testing.assert_array_equal(open_ours(store)["v"].values, netcdf_values(source))
+
+
+@pytest.mark.parametrize("directory", [*DIRECTORIES, "p%20q"])
+def test_percent_encoded_references_of_earlier_versions_still_read(
+    tmp_path: Path, directory: str
+) -> None:
+    source = write_netcdf(tmp_path / directory / "f.nc")
+    references = open_virtual_dataset(str(source)).virtual.to_kerchunk()
+    # What earlier versions wrote: percent-encoded file URLs, sources keyed the same way.
+    earlier = with_paths(references, source.as_uri())
+    stamp = references["virtualstac"]["sources"][str(source)]
+    earlier["virtualstac"]["sources"] = {source.as_uri(): stamp}
+    store = parse_json(saved(earlier, tmp_path / "refs.json"))
+    np.testing.assert_array_equal(open_ours(store)["v"].values, netcdf_values(source))
+    relative = with_paths(references, "{{root}}/f.nc")
+    relative["templates"] = {"root": source.parent.as_uri()}
+    store = parse_json(saved(relative, tmp_path / "relative.json"))
+    np.testing.assert_array_equal(open_ours(store)["v"].values, netcdf_values(source))
+
+
+def test_references_to_a_moved_special_directory_read_with_relocate(tmp_path: Path) -> None:
+    source = write_netcdf(tmp_path / "my data #1" / "ünïcode[1].nc")
+    output = tmp_path / "refs.json"
+    open_virtual_dataset(str(source)).virtual.to_kerchunk(output, format="json")
+    moved = source.parent.rename(tmp_path / "moved 100%") / source.name
+    relocate = {source.parent.as_uri() + "/": moved.parent.as_uri() + "/"}
+    store = parse_json(output, relocate=relocate)
+    np.testing.assert_array_equal(open_ours(store)["v"].values, netcdf_values(moved))
+
+
+@pytest.mark.parametrize(
+    ("url", "read_as"),
+    [
+        ("file:///d/my%20data/f.nc", "file:///d/my%20data/f.nc"),  # encoded: decoded later
+        ("file:///d/my data/f.nc", "/d/my data/f.nc"),
+        ("file:///d/a#b/f.nc", "/d/a#b/f.nc"),
+        ("file:///d/100%/f.nc", "/d/100%/f.nc"),
+        ("file://localhost/d/q?x", "/d/q?x"),
+        ("s3://bucket/my data/f.nc", "s3://bucket/my data/f.nc"),
+        ("/d/my data/f.nc", "/d/my data/f.nc"),
+    ],
+)
+def test_which_file_urls_are_read_as_plain_paths(url: str, read_as: str) -> None:
+    assert literal_file_url(url) == read_as
