@@ -14,6 +14,7 @@ import xarray as xr
 from rasterio.transform import from_origin
 
 from virtualstac import open_virtual_dataset
+from virtualstac.errors import InvalidPathError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 DIRECTORIES = ["my data", "100% done", "a#b", "q?x", "ünïcode", "x[1]", "p%20q"]
@@ -131,3 +132,13 @@ def test_a_geotiff_in_a_special_directory_reads_like_rasterio(tmp_path: Path) ->
     with rasterio.open(source) as src:
         expected = src.read(1)
     np.testing.assert_array_equal(np.squeeze(read[name].values), expected)
+
+
+def test_braces_below_a_root_are_refused_as_fsspec_cannot_read_them(tmp_path: Path) -> None:
+    source = write_netcdf(tmp_path / "run{1}" / "f.nc")
+    virtual = open_virtual_dataset(str(source))
+    # fsspec fills {{root}} with str.format, which would take "{1}" for a field.
+    with pytest.raises(InvalidPathError, match=r"run\{1\}/f.nc.*write it without root="):
+        virtual.virtual.to_kerchunk(root=str(tmp_path))
+    references = virtual.virtual.to_kerchunk()
+    np.testing.assert_array_equal(through_fsspec(references)["v"].values, netcdf_values(source))

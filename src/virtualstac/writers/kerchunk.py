@@ -110,9 +110,15 @@ def _relative_paths(table: tuple[str, ...], root: str | None) -> list[str]:
             raise InvalidPathError(f"reference {path!r} does not lie below root {root!r}")
         rest = path[len(prefix) :]
         # The root template holds a plain local path, so what follows it is plain too.
-        relative.append(
-            "{{" + ROOT_TEMPLATE + "}}/" + (unquote(rest) if path.startswith("file://") else rest)
-        )
+        rest = unquote(rest) if path.startswith("file://") else rest
+        if "{" in rest or "}" in rest:
+            # fsspec fills templates with str.format, which takes any brace for a field.
+            raise InvalidPathError(
+                f"reference {reference_path(path)!r} holds '{{' or '}}' below root "
+                f"{reference_path(root)!r}, which fsspec "
+                "cannot read after the {{root}} template; write it without root="
+            )
+        relative.append("{{" + ROOT_TEMPLATE + "}}/" + rest)
     return relative
 
 
