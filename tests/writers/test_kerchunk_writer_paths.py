@@ -1,9 +1,12 @@
 """Kerchunk references to local files whose paths hold spaces, '%', '#', '?', '[' or non-ASCII
 characters, read back by fsspec (Kerchunk's own reader), by VirtualiZarr and by our parsers."""
 
+from __future__ import annotations
+
 import gc
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import fsspec
 import netCDF4
@@ -16,6 +19,9 @@ from rasterio.transform import from_origin
 from virtualstac import open_virtual_dataset
 from virtualstac.errors import InvalidPathError
 from virtualstac.storage.registry import ObjectStoreRegistry
+
+if TYPE_CHECKING:
+    from servers import HTTPServer, S3Server
 
 DIRECTORIES = ["my data", "100% done", "a#b", "q?x", "ünïcode", "x[1]", "p%20q"]
 
@@ -142,3 +148,43 @@ def test_braces_below_a_root_are_refused_as_fsspec_cannot_read_them(tmp_path: Pa
         virtual.virtual.to_kerchunk(root=str(tmp_path))
     references = virtual.virtual.to_kerchunk()
     np.testing.assert_array_equal(through_fsspec(references)["v"].values, netcdf_values(source))
+
+
+def read_back(references: Path, registry: ObjectStoreRegistry) -> np.ndarray[Any, Any]:
+    """The values of ``v`` through our parser of the references, read through ``registry``."""
+    reopened = open_virtual_dataset(str(references), registry=registry)
+    return xr.open_zarr(reopened.virtual.to_store(registry), consolidated=False)["v"].values
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_object_keys_are_written_as_they_are_and_read_back(
+    s3_server: S3Server, tmp_path: Path, form: str
+) -> None:
+    source = write_netcdf(tmp_path / "f.nc")
+    bucket = s3_server.create_bucket()
+    # An object key is literal: s3fs, like obstore, reads it as it is written.
+    url = s3_server.upload(bucket, "my data/100% a#b[1] ü.nc", source)
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}", **s3_server.store_options)
+    registry.register(tmp_path.as_uri() + "/")
+    virtual = open_virtual_dataset(url, registry=registry)
+    output = tmp_path / f"refs.{form}"
+    virtual.virtual.to_kerchunk(output, format=form)
+    assert virtual.virtual.to_kerchunk()["refs"]["v/0"][0] == url
+    np.testing.assert_array_equal(read_back(output, registry), netcdf_values(source))
+
+
+def test_http_urls_are_written_percent_encoded_and_read_back(
+    http_server: HTTPServer, tmp_path: Path
+) -> None:
+    source = write_netcdf(http_server.directory() / "my data #1" / "100% ü[1].nc")
+    # An HTTP URL is percent-encoded ('#' would start a fragment), as fsspec's HTTP reader needs.
+    directory = http_server.url_for(source.parents[1])
+    url = f"{directory}/{quote('my data #1/100% ü[1].nc')}"
+    registry = ObjectStoreRegistry.for_url(url)
+    registry.register(tmp_path.as_uri() + "/")
+    virtual = open_virtual_dataset(url, registry=registry)
+    output = tmp_path / "refs.json"
+    virtual.virtual.to_kerchunk(output, format="json")
+    assert virtual.virtual.to_kerchunk()["refs"]["v/0"][0] == url
+    np.testing.assert_array_equal(read_back(output, registry), netcdf_values(source))
