@@ -261,7 +261,10 @@ class URLResolver:
             return cached
         if not isinstance(url, str) or not url:
             raise KerchunkReferenceError(f"{self.source}: {user()} references {url!r}; {NEEDS_URL}")
-        text = self.substitute(url) if "{{" in url else url
+        # fsspec fills templates only in a reference set that defines some: a plain path
+        # such as /data/{{x}}/f.nc is read as it is. One that starts with a template uses it.
+        templated = "{{" in url and (bool(self.templates) or url.startswith("{{"))
+        text = self.substitute(url) if templated else url
         if self.options.remote_protocol and "://" not in text and not text.startswith("/"):
             text = f"{self.options.remote_protocol}://{text}"
         text = literal_file_url(text)
