@@ -2,7 +2,9 @@
 
 Reference paths can be written relative to a root directory or URL: they then start with the
 ``{{root}}`` template, which the ``templates`` section maps to the root, so the references move
-with their data and any reader (fsspec, our parser) resolves them back.
+with their data and any reader (fsspec, our parser) resolves them back. Local files are named
+by their plain absolute path, as Kerchunk names them and fsspec reads them
+(:func:`~virtualstac.writers.kerchunk_records.reference_path`).
 """
 
 from __future__ import annotations
