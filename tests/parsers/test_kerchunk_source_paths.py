@@ -12,6 +12,7 @@ from typing import Any
 import netCDF4
 import numpy as np
 import pytest
+import rasterio
 from kerchunk_refs import hdf5_refs, open_ours, parse_json
 
 from virtualstac import open_virtual_dataset
@@ -104,3 +105,24 @@ def test_references_to_a_moved_special_directory_read_with_relocate(tmp_path: Pa
 )
 def test_which_file_urls_are_read_as_plain_paths(url: str, read_as: str) -> None:
     assert literal_file_url(url) == read_as
+
+
+@pytest.mark.parametrize("spelling", ["path", "file-url"])
+def test_kerchunk_tiff_references_in_a_special_directory_read_like_rasterio(
+    tmp_path: Path, spelling: str
+) -> None:
+    tiff = pytest.importorskip("kerchunk.tiff")
+    source = tmp_path / "scène #2 [100%]" / "band.tif"
+    source.parent.mkdir()
+    data = np.random.default_rng(1).integers(0, 1000, (512, 512), dtype="uint16")
+    profile = {"width": 512, "height": 512, "count": 1, "dtype": "uint16", "tiled": True}
+    with rasterio.open(source, "w", driver="GTiff", blockxsize=256, **profile) as dst:
+        dst.write(data, 1)
+    # kerchunk.tiff writes the path or URL it is given as it is.
+    references = tiff.tiff_to_zarr(str(source) if spelling == "path" else f"file://{source}")
+    # A root array is named after the reference file.
+    store = parse_json(saved(references, tmp_path / "band.json"))
+    # kerchunk.tiff gives the array fill value 0, which xarray masks as NaN.
+    with rasterio.open(source) as src:
+        expected = np.where(src.read(1) == 0, np.nan, src.read(1))
+    np.testing.assert_array_equal(open_ours(store)["band"].values, expected)
