@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ import pystac
 import pytest
 
 from virtualstac import ObjectStoreRegistry
+from virtualstac.errors import InvalidPathError
 from virtualstac.stac import PublishError, StoreRecordedElsewhereError, open_stac, publish
 
 if TYPE_CHECKING:
@@ -215,3 +217,34 @@ def test_recorded_references_rewritten_by_someone_else_are_not_appended_to(
             collection, target, format="kerchunk", kerchunk_format=kerchunk_format, assets=["B02"]
         )
     assert (files_at(target), collection.assets["kerchunk"].to_dict()) == before
+
+
+@pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
+@pytest.mark.parametrize(
+    "target", ["https://user:secret@example.com/store", "http://example.com/store", "memory://x/y"]
+)
+def test_a_target_nothing_can_be_written_to_is_refused_by_its_scheme(
+    scenes: Scenes, format: str, target: str
+) -> None:
+    """An HTTP server is only read from: the refusal names the schemes a store can go to."""
+    collection = collection_of(scenes)
+    with pytest.raises(InvalidPathError) as raised:
+        publish(collection, target, format=format)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert "a store is written at a local path or a URL of an object store (s3," in message
+    assert "secret" not in message
+    assert "icechunk" not in collection.assets and "kerchunk" not in collection.assets
+
+
+def test_an_object_store_that_cannot_be_set_up_is_named_in_one_line(
+    scenes: Scenes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Azure target without an account: obstore's error, first line only, naming it."""
+    for name in [name for name in os.environ if name.startswith("AZURE_")]:
+        monkeypatch.delenv(name)
+    collection = collection_of(scenes)
+    with pytest.raises(PublishError) as raised:
+        publish(collection, "az://container/store", format="kerchunk")
+    message = str(raised.value)
+    assert message.startswith("cannot reach the target az://container/store: ")
+    assert "Account must be specified" in message and "\n" not in message

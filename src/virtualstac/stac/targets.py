@@ -43,6 +43,8 @@ __all__ = ["PublishError", "Target", "icechunk_failures", "store_options"]
 
 # Icechunk's own storages; other schemes can hold Kerchunk files but not repositories.
 _ICECHUNK_SCHEMES = ("file", "s3", "s3a", "gs", "gcs")
+# Where obstore writes objects: an HTTP server is only read from.
+_WRITABLE_SCHEMES = (*_ICECHUNK_SCHEMES, "az", "azure", "abfs", "abfss")
 _PARQUET_METADATA = ".zmetadata"
 # Written into a staged directory once all its files are uploaded: the files to move in.
 _JOURNAL = ".virtualstac-staged"
@@ -101,6 +103,12 @@ class Target:
         """
         url = normalize_url(str(Path(location).resolve()) if _is_local(location) else str(location))
         url = url.rstrip("/")
+        scheme = url.partition("://")[0]
+        if scheme not in _WRITABLE_SCHEMES:
+            raise InvalidPathError(
+                f"cannot publish at {url!r}: a store is written at a local path or a URL of "
+                f"an object store ({', '.join(_WRITABLE_SCHEMES[1:])}), not at a {scheme} URL"
+            )
         if options is None:
             options = store_options(url, registry)
         return cls(url, dict(options or {}))
@@ -207,7 +215,13 @@ class Target:
             registry.register("file:///")
         else:
             registry = ObjectStoreRegistry()
-            registry.register(f"{self.scheme}://{self.bucket}", **self.options)
+            try:
+                registry.register(f"{self.scheme}://{self.bucket}", **self.options)
+            except obstore.exceptions.BaseError as err:
+                # A missing account or a malformed option, say: obstore's message continues
+                # with a debug dump of its internals.
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+                raise PublishError(f"cannot reach the target {self.url}: {reason}") from err
         return registry.resolve(self.url)
 
     def exists(self) -> bool:
