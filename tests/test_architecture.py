@@ -21,7 +21,7 @@ LAYERS = (
     ("manifests",),
     ("codecs", "parsers", "writers"),
     ("xarray",),
-    ("stac", "intake", "cli", "cli_summary", "demo"),
+    ("stac", "intake", "cli", "cli_summary", "demo", "__main__"),
 )
 SHARED = ("errors", "limits", "progress", "parallel", "registry")
 

@@ -468,3 +468,14 @@ def test_a_local_prefix_to_authorize_may_be_relative_to_the_working_directory(
         main(["info", str(catalog), "--authorize", ""])
     assert exited.value.code == 2
     assert "argument --authorize: must be a path or URL prefix, got ''" in capsys.readouterr().err
+
+
+def test_the_summary_of_one_item_says_item(
+    catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    collection = pystac.Collection.from_file(str(catalog))
+    collection.remove_item("S1")
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    target = tmp_path / "s.icechunk"
+    assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
+    assert "published 1 item (1 new, 0 appended, 0 already present)" in capsys.readouterr().out

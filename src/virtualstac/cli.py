@@ -4,8 +4,9 @@
 writes an Icechunk repository (or Kerchunk references) at TARGET and saves the collection with
 the store recorded as an asset. ``virtualstac info URL`` prints the dataset of an Item or
 Collection (from its published store when it has one), or with ``--json`` a summary of it.
-Errors are reported in one line, with an exit status of 1; usage errors exit with 2. Progress
-bars are on unless ``--no-progress``; ``--verbose`` logs what is read and written.
+Errors are reported in one line (credentials redacted), with an exit status of 1; usage errors
+exit with 2, Ctrl-C with 130. Progress bars are on unless ``--no-progress``; ``--verbose`` logs
+what is read and written.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import pystac
 
-from virtualstac.errors import VirtualStacError
+from virtualstac.errors import VirtualStacError, redact
 from virtualstac.stac.invalid import reading_stac
 
 __all__ = ["main"]
@@ -55,10 +56,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C: what was written is left as a killed publish leaves it, and the next
+        # publish completes it. 130 is what shells report for a command ended by SIGINT.
+        print(f"{_PROGRAM}: interrupted", file=sys.stderr)
+        return 130
     except (VirtualStacError, pystac.STACError, OSError, ValueError, KeyError, TypeError) as err:
         print(f"{_PROGRAM}: error: {_one_line(err)}", file=sys.stderr)
         return 1
     return status
+
+
+class _RedactingFormatter(logging.Formatter):
+    """Log lines with the credentials of URLs in them (signed hrefs, user:password@) hidden."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 @contextmanager
@@ -69,7 +82,7 @@ def _logging_to_stderr(*, verbose: bool) -> Iterator[None]:
     """
     logger = logging.getLogger("virtualstac")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{_PROGRAM}: %(message)s"))
+    handler.setFormatter(_RedactingFormatter(f"{_PROGRAM}: %(message)s"))
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
@@ -242,8 +255,10 @@ def _executor(how: str, workers: int) -> Iterator[Any]:
 
 
 def _one_line(err: BaseException) -> str:
+    """The message of ``err`` on one line, credentials redacted: errors of pystac, obstore or
+    the standard library quote URLs as they were given."""
     text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
-    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or repr(err)
+    return redact(" ".join(line.strip() for line in text.splitlines() if line.strip()) or repr(err))
 
 
 def _publish(arguments: argparse.Namespace) -> int:
@@ -287,7 +302,7 @@ def _publish(arguments: argparse.Namespace) -> int:
     _save(collection, output, include_self_link=had_self_link)
     logging.getLogger(__name__).info("saved the collection at %s", output)
     asset = collection.assets[key]
-    print(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}")
+    print(redact(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}"))
     return 0
 
 
@@ -323,7 +338,8 @@ def _counts(before: tuple[str, tuple[str, ...]] | None, after: pystac.Asset) -> 
     already = sum(item in present for item in items)
     new = 0 if same_store else len(items)
     appended = len(items) - new - already
-    return f"{len(items)} items ({new} new, {appended} appended, {already} already present)"
+    noun = "item" if len(items) == 1 else "items"
+    return f"{len(items)} {noun} ({new} new, {appended} appended, {already} already present)"
 
 
 def _save(collection: pystac.Collection, path: Path, *, include_self_link: bool) -> None:
@@ -360,7 +376,8 @@ def _info(arguments: argparse.Namespace) -> int:
         )
     if isinstance(stac, pystac.ItemCollection) and not stac.items:
         raise ValueError(f"{arguments.url} is a FeatureCollection holding no Items")
-    name = getattr(stac, "id", None) or arguments.url  # an ItemCollection or a search has none
+    # An ItemCollection or a search has no id: named by its URL, which may be signed.
+    name = getattr(stac, "id", None) or redact(arguments.url)
     # Sources are summarised by their references; a published store by what it holds.
     parse = arguments.sources or not opened_stores(stac)
     datasets = open_stac(
@@ -375,7 +392,7 @@ def _info(arguments: argparse.Namespace) -> int:
         isinstance(v.data, ManifestArray) for d in datasets.values() for v in d.variables.values()
     )
     assets = [] if virtual else opened_stores(stac)
-    stores = [asset.get_absolute_href() or asset.href for asset in assets]
+    stores = [redact(asset.get_absolute_href() or asset.href) for asset in assets]
     if arguments.json:
         summary = {
             "type": kind,
@@ -384,7 +401,7 @@ def _info(arguments: argparse.Namespace) -> int:
             "opened": stores[0] if stores else "parsed sources",
             "stores": stores,
             "datasets": [dataset_summary(grid, dataset) for grid, dataset in datasets.items()],
-            "sources": sources_of(assets, datasets.values()),
+            "sources": [redact(source) for source in sources_of(assets, datasets.values())],
         }
         print(json.dumps(summary, indent=2))
         return 0
