@@ -103,3 +103,19 @@ def test_source_credentials_are_redacted_in_logs_and_summaries(
     assert json.loads(out)["sources"] == [shown]
     assert f"virtualstac: parsed {shown}" in err
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"), [("[1, 2]", "array"), ("null", "null"), ('"x"', "string")]
+)
+def test_json_that_holds_no_object_is_named(
+    text: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "item.json"
+    document.write_text(text)
+    assert main(["info", str(document)]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"virtualstac: error: invalid STAC JSON {document}: it holds a JSON {kind}, "
+        "not a STAC object"
+    )

@@ -265,6 +265,13 @@ def _publish(arguments: argparse.Namespace) -> int:
     from virtualstac.stac.publish import publish
     from virtualstac.stac.writable import check_file_writable
 
+    if "://" in arguments.collection:
+        # The collection is saved where it was read: a URL cannot be (a path would mangle it).
+        raise ValueError(
+            f"cannot publish the collection at {arguments.collection}: publish saves the "
+            "collection it reads, so it takes a local collection.json; download the catalog "
+            "and publish its copy"
+        )
     source = Path(arguments.collection)
     with reading_stac(str(source), "STAC Collection"):
         document = json.loads(source.read_text())

@@ -12,11 +12,22 @@ import os
 import pystac
 from pystac_client import Client, ItemSearch
 
+from virtualstac.errors import InvalidCatalogError
 from virtualstac.stac.invalid import reading_stac
 from virtualstac.stac.stac_io import bounded_api_io, bounded_stac_io, reading_api
 from virtualstac.storage.client import NetworkOptions
 
 __all__ = ["read_stac"]
+
+# What a JSON document holding no object holds, in JSON's own words.
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 def read_stac(
@@ -38,6 +49,11 @@ def read_stac(
     url = url if "://" in url else os.path.abspath(url)
     with reading_stac(url), reading_api(url):
         document = stac_io.read_json(url)
+        if not isinstance(document, dict):
+            kind = _JSON_KINDS.get(type(document), "value")
+            raise InvalidCatalogError(
+                f"invalid STAC JSON {url}: it holds a JSON {kind}, not a STAC object"
+            )
         if document.get("type") == "FeatureCollection":
             collection = pystac.ItemCollection.from_dict(document)
             for item in collection:

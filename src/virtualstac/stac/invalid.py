@@ -71,6 +71,11 @@ def _reason(error: BaseException) -> str:
     """One line saying what is wrong with the document."""
     if isinstance(error, KeyError) and error.args:
         return f"the required field {error.args[0]!r} is missing"
+    if isinstance(error, UnicodeDecodeError):
+        # A data file named where its catalog was meant, most often: say so, not the codec's
+        # words.
+        byte = error.object[error.start : error.start + 1].hex()
+        return f"it is not JSON text but binary data (byte 0x{byte} at offset {error.start})"
     moment = _unparsed_datetime(error)
     if moment is not None:
         return f"the datetime {moment!r} is not RFC 3339 ({describe(error)})"
