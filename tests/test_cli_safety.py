@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -119,3 +120,58 @@ def test_json_that_holds_no_object_is_named(
         f"virtualstac: error: invalid STAC JSON {document}: it holds a JSON {kind}, "
         "not a STAC object"
     )
+
+
+def write_catalog(root: Path, count: int) -> Path:
+    """``catalog/collection.json`` of ``count`` daily items, each a small COG."""
+    items = []
+    for day in range(count):
+        path = root / "data" / f"B02_{day}.tif"
+        path.parent.mkdir(exist_ok=True)
+        profile = {
+            "driver": "COG",
+            "width": 64,
+            "height": 64,
+            "count": 1,
+            "dtype": "uint16",
+            "crs": "EPSG:32633",
+            "transform": from_origin(500000, 4000000, 10, 10),
+        }
+        with rasterio.open(path, "w", **profile) as dst:
+            dst.write(np.full((1, 64, 64), day, "uint16"))
+        item = pystac.Item(
+            f"S{day}",
+            {"type": "Point", "coordinates": [15.0, 36.1]},
+            [15.0, 36.1, 15.0, 36.1],
+            dt.datetime(2024, 5, 1 + day, tzinfo=dt.UTC),
+            {},
+        )
+        item.add_asset("B02", pystac.Asset(str(path), media_type="image/tiff", roles=["data"]))
+        items.append(item)
+    collection = pystac.Collection("scenes", "scenes", pystac.Extent.from_items(items))
+    for item in items:
+        collection.add_item(item)
+    collection.normalize_and_save(str(root / "catalog"), pystac.CatalogType.SELF_CONTAINED)
+    return root / "catalog" / "collection.json"
+
+
+def test_ctrl_c_in_a_terminal_stops_the_worker_processes_quietly(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group, the workers included."""
+    catalog = write_catalog(tmp_path, 8)
+    before = catalog.read_bytes()
+    command = [sys.executable, "-m", "virtualstac", "publish", str(catalog), "--workers", "2"]
+    command += [str(tmp_path / "s.icechunk"), "--parallel", "processes"]
+    with subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as process:
+        assert process.stderr is not None
+        shown = ""
+        while "virtualizing" not in shown and process.poll() is None:
+            shown += process.stderr.read(1)  # the workers are started, the sources submitted
+        time.sleep(0.3)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert err.endswith("virtualstac: interrupted\n")
+    assert process.returncode == 130
+    assert catalog.read_bytes() == before

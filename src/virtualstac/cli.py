@@ -17,9 +17,10 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -247,11 +248,29 @@ def _executor(how: str, workers: int) -> Iterator[Any]:
     elif how == "processes":
         # obstore's runtime does not survive fork (see virtualstac.parallel.check_fork_safe).
         context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(workers, mp_context=context) as processes:
+        # Ctrl-C reaches the whole process group: this process stops the publish, and the
+        # workers, left to end quietly, would each print a KeyboardInterrupt traceback.
+        ignoring = (signal.SIGINT, signal.SIG_IGN)
+        with _stopping(
+            ProcessPoolExecutor(
+                workers, mp_context=context, initializer=signal.signal, initargs=ignoring
+            )
+        ) as processes:
             yield processes
     else:
-        with ThreadPoolExecutor(workers) as threads:
+        with _stopping(ThreadPoolExecutor(workers)) as threads:
             yield threads if workers > 1 else False
+
+
+@contextmanager
+def _stopping(executor: Executor) -> Iterator[Executor]:
+    """``executor``, shut down on leaving without running the tasks still queued: after
+    Ctrl-C or an error, what is left to parse is not wanted (leaving ``with executor`` would
+    run it all first)."""
+    try:
+        yield executor
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _one_line(err: BaseException) -> str:
