@@ -175,3 +175,18 @@ def test_ctrl_c_in_a_terminal_stops_the_worker_processes_quietly(tmp_path: Path)
     assert err.endswith("virtualstac: interrupted\n")
     assert process.returncode == 130
     assert catalog.read_bytes() == before
+
+
+@pytest.mark.parametrize("module", ["virtualstac", "virtualstac.cli"])
+def test_verbose_may_follow_the_command(module: str, tmp_path: Path) -> None:
+    """``-v`` after the command, where users put it, as before it; with either ``-m``."""
+    catalog = write_catalog(tmp_path, 1)
+    target = tmp_path / "s.icechunk"
+    command = [sys.executable, "-m", module, "publish", str(catalog), str(target)]
+    done = subprocess.run(
+        [*command, "--no-progress", "-v"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "virtualstac: wrote 1 new item" in done.stderr
+    assert f"virtualstac: saved the collection at {catalog}" in done.stderr
+    assert done.stdout.startswith("published 1 item (1 new,")

@@ -114,9 +114,20 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log the files read and written on stderr"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    # -v also after the command, where users put it; left unset there so as not to undo a -v
+    # given before it.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log the files read and written on stderr",
+    )
 
     publish = commands.add_parser(
         "publish",
+        parents=[verbose],
         help="publish a static STAC collection as a virtual Zarr store",
         description="Virtualize the source assets of a collection's items, write a virtual "
         "store, and save the collection with the store recorded as an asset. Publishing again "
@@ -178,6 +189,7 @@ def _parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser(
         "info",
+        parents=[verbose],
         help="print the dataset of a STAC Item or Collection",
         description="Open an Item or Collection (its published store when it has one) and "
         "print its dataset.",
@@ -326,7 +338,9 @@ def _publish(arguments: argparse.Namespace) -> int:
             groupby=arguments.groupby,
         )
     _save(collection, output, include_self_link=had_self_link)
-    logging.getLogger(__name__).info("saved the collection at %s", output)
+    # Named, not __name__: run as ``python -m virtualstac.cli`` this module is "__main__",
+    # outside the "virtualstac" logger that -v shows.
+    logging.getLogger("virtualstac.cli").info("saved the collection at %s", output)
     asset = collection.assets[key]
     print(redact(f"published {_counts(before, asset)} to {_href(asset)}; saved {output}"))
     return 0
