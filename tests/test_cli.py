@@ -487,3 +487,9 @@ def test_the_summary_of_one_item_says_item(
     target = tmp_path / "s.icechunk"
     assert main(["publish", str(catalog), str(target), "--assets", "B02", "--no-progress"]) == 0
     assert "published 1 item (1 new, 0 appended, 0 already present)" in capsys.readouterr().out
+
+
+def test_the_help_names_options_as_the_docs_do() -> None:
+    shown = run("publish", "--help")
+    assert shown.returncode == 0
+    assert "[--workers N]" in shown.stdout and "[--output PATH]" in shown.stdout

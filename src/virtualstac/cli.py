@@ -135,7 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     publish.add_argument("collection", help="path of the collection JSON (collection.json)")
     publish.add_argument("target", help="where the store goes: a local path or s3://bucket/prefix")
-    publish.add_argument("--format", choices=("icechunk", "kerchunk"), default="icechunk")
+    publish.add_argument(
+        "--format",
+        choices=("icechunk", "kerchunk"),
+        default="icechunk",
+        help="store format (default icechunk)",
+    )
     publish.add_argument(
         "--kerchunk-format",
         choices=("json", "parquet"),
@@ -171,7 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=_positive,
         default=1,
-        help="sources parsed at a time (threads or processes)",
+        metavar="N",
+        help="sources parsed at a time (threads or processes; default 1)",
     )
     publish.add_argument(
         "--parallel",
@@ -184,7 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     publish.add_argument("--no-progress", action="store_true", help="no progress bars")
     publish.add_argument(
-        "--output", type=Path, help="save the updated collection here (default: in place)"
+        "--output",
+        type=Path,
+        metavar="PATH",
+        help="save the updated collection here (default: in place)",
     )
 
     info = commands.add_parser(
