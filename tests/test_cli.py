@@ -164,8 +164,8 @@ def test_info_prints_the_dataset_of_a_published_collection(
         (["info", "{catalog_dir}"], "catalog is a directory, not a JSON document"),
         (["publish", "{catalog_dir}", "out"], "catalog is a directory, not a JSON document"),
         # A data file named where its catalog was meant.
-        (["info", "{tmp}/data/S0/B02.tif"], "B02.tif: it is not JSON text but binary data"),
-        (["publish", "{tmp}/data/S0/B02.tif", "out"], "it is not JSON text but binary data"),
+        (["info", "{tmp}/data/S0/B02.tif"], "B02.tif: it is not UTF-8 JSON text (byte 0x"),
+        (["publish", "{tmp}/data/S0/B02.tif", "out"], "it is not UTF-8 JSON text"),
         (
             ["publish", "http://example.com/collection.json", "out"],
             "cannot publish the collection at http://example.com/collection.json: publish "

@@ -190,3 +190,21 @@ def test_verbose_may_follow_the_command(module: str, tmp_path: Path) -> None:
     assert "virtualstac: wrote 1 new item" in done.stderr
     assert f"virtualstac: saved the collection at {catalog}" in done.stderr
     assert done.stdout.startswith("published 1 item (1 new,")
+
+
+def test_publish_reads_utf8_json_whatever_the_locale(tmp_path: Path) -> None:
+    """JSON is UTF-8: a collection described in French publishes under an ASCII locale."""
+    catalog = write_catalog(tmp_path, 1)
+    document = json.loads(catalog.read_text())
+    document["description"] = "Scènes d'été"
+    catalog.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    command = [sys.executable, "-X", "utf8=0", "-m", "virtualstac", "publish", str(catalog)]
+    done = subprocess.run(
+        [*command, str(tmp_path / "s.icechunk"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(catalog.read_text(encoding="utf-8"))["description"] == "Scènes d'été"

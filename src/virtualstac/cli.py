@@ -314,7 +314,7 @@ def _publish(arguments: argparse.Namespace) -> int:
         )
     source = Path(arguments.collection)
     with reading_stac(str(source), "STAC Collection"):
-        document = json.loads(source.read_text())
+        document = json.loads(source.read_text(encoding="utf-8"))  # JSON's, whatever the locale
     kind = document.get("type") if isinstance(document, dict) else "JSON array or value"
     if kind != "Collection":
         raise ValueError(

@@ -75,7 +75,7 @@ def _reason(error: BaseException) -> str:
         # A data file named where its catalog was meant, most often: say so, not the codec's
         # words.
         byte = error.object[error.start : error.start + 1].hex()
-        return f"it is not JSON text but binary data (byte 0x{byte} at offset {error.start})"
+        return f"it is not UTF-8 JSON text (byte 0x{byte} at offset {error.start}; a data file?)"
     moment = _unparsed_datetime(error)
     if moment is not None:
         return f"the datetime {moment!r} is not RFC 3339 ({describe(error)})"
