@@ -41,6 +41,7 @@ __all__ = [
     "UnregisteredURLError",
     "UnsupportedIndexingError",
     "UnsupportedOperationError",
+    "UnsupportedOptionError",
     "VirtualStacError",
     "WorkerLostError",
     "redact",
@@ -135,6 +136,12 @@ class UnsupportedIndexingError(VirtualStacError, IndexError, ValueError, NotImpl
 
 class UnsupportedOperationError(VirtualStacError, NotImplementedError):
     """An operation would need the values of virtual chunks (for example loading or arithmetic)."""
+
+
+class UnsupportedOptionError(VirtualStacError, TypeError):
+    """A keyword argument that ``xr.open_mfdataset`` or VirtualiZarr takes has no meaning for
+    references (or is spelled differently here); the message names it and what to use
+    instead."""
 
 
 class ReadOnlyStoreError(UnsupportedOperationError, ValueError):

@@ -449,7 +449,7 @@ def test_files_in_several_directories_share_one_default_registry(
     ("options", "error", "message"),
     [
         ({"combine": "by_rows"}, ValueError, "combine must be 'nested' or 'by_coords'"),
-        ({"combine": "nested"}, ValueError, "combine='nested' needs concat_dim"),
+        ({"concat_dim": "time"}, ValueError, "concat_dim has no effect"),
         ({"paths": [["a.nc"], ["b.nc"]]}, ValueError, "nested lists of paths need combine"),
         ({"paths": "/nowhere/*.nc"}, SourceNotFoundError, "no files match '/nowhere/"),
         ({"paths": []}, SourceNotFoundError, "no files given"),

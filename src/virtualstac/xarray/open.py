@@ -6,10 +6,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
+import pandas as pd
 import xarray as xr
 
 from virtualstac.errors import (
@@ -41,6 +42,7 @@ from virtualstac.xarray.batch_combine import (
     open_batch,
 )
 from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
+from virtualstac.xarray.options import COMBINE_OPTIONS, check_parser, refuse_options
 from virtualstac.xarray.paths import (
     NestedPaths,
     PathOrURL,
@@ -60,6 +62,10 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+#: One level of ``concat_dim``: a dimension's name, a new dimension with its coordinate, or
+#: None (merge, not concatenate).
+type ConcatDim = str | xr.DataArray | pd.Index | None
+
 
 def open_virtual_dataset(
     url: PathOrURL,
@@ -71,6 +77,7 @@ def open_virtual_dataset(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    **options: Any,
 ) -> xr.Dataset:
     """Open one file as a virtual dataset, reading only its metadata and chunk index.
 
@@ -98,7 +105,15 @@ def open_virtual_dataset(
         ``0`` the largest overview, ``1`` the next, ... Its ``x``/``y`` follow GDAL's
         overview transform. A level the file does not have raises
         :class:`~virtualstac.errors.OverviewNotFoundError`.
+
+    Raises
+    ------
+    UnsupportedOptionError
+        For options of ``xr.open_dataset`` or VirtualiZarr that references do not take
+        (``chunks``, ``engine``, ``reader_options``, ...), or a VirtualiZarr ``parser``: the
+        message says what to use instead.
     """
+    refuse_options(options, (), "open_virtual_dataset")
     dataset, _, _ = open_parsed(
         url,
         parser=parser,
@@ -247,6 +262,7 @@ def open_virtual_datatree(
     loadable_variables: Iterable[str] | None = None,
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
+    **options: Any,
 ) -> xr.DataTree:
     """Open one file and all its groups as a virtual ``xarray.DataTree``.
 
@@ -261,6 +277,7 @@ def open_virtual_datatree(
     url, parser, registry, loadable_variables, drop_variables, decode_times
         As in :func:`open_virtual_dataset`, applied to every group.
     """
+    refuse_options(options, (), "open_virtual_datatree")
     url = source_url(url)
     store, _ = parse_file(
         url, parser=parser, registry=registry, drop_variables=drop_variables, pyramid=True
@@ -284,6 +301,7 @@ def _parse(
 ) -> tuple[Parser, ManifestStore]:
     """The file's store, and the parser that read it (chosen by the format when not given)."""
     if parser is not None:
+        check_parser(parser, redact(url))
         return parser, parser(url, registry)
     options: dict[str, Any] = {"drop_variables": drop} if drop else {}
     # The parser starts from the first bytes detection read: one request, not two.
@@ -332,7 +350,7 @@ def open_virtual_mfdataset(
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
     combine: Literal["nested", "by_coords"] = "by_coords",
-    concat_dim: str | Sequence[str] | None = None,
+    concat_dim: ConcatDim | Sequence[ConcatDim] = None,
     parallel: Executor | Literal["dask"] | bool | Any = False,
     preprocess: Callable[[xr.Dataset], xr.Dataset] | None = None,
     progress: bool = False,
@@ -341,6 +359,7 @@ def open_virtual_mfdataset(
     drop_variables: Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
+    attrs_file: PathOrURL | None = None,
     **combine_kwargs: Any,
 ) -> xr.Dataset:
     """Open many files as one virtual dataset, parsing them in parallel.
@@ -358,6 +377,11 @@ def open_virtual_mfdataset(
     combine
         ``"by_coords"`` (``xr.combine_by_coords``, needs loaded dimension coordinates) or
         ``"nested"`` (``xr.combine_nested`` along ``concat_dim``, in the order given).
+    concat_dim
+        With ``combine="nested"``, as in ``xr.open_mfdataset``: a dimension the files have or
+        a new one (a name, or a ``DataArray``/``pandas.Index`` that also gives its
+        coordinate), one per level of nested ``paths``; ``None`` merges the files instead.
+        Refused with ``combine="by_coords"``, which orders the files by their coordinates.
     parallel
         ``False`` (serial, the default); ``True``: a process pool with one worker per available
         core, started once and reused (:func:`~virtualstac.parallel.shared_process_pool`: the
@@ -372,20 +396,32 @@ def open_virtual_mfdataset(
         Applied to each virtual dataset before combining.
     progress
         Show a progress bar (with an ETA) on stderr while files are parsed; off by default.
+    attrs_file
+        The file (one of ``paths``) whose global attributes the result takes, as in
+        ``xr.open_mfdataset``.
     **combine_kwargs
-        Passed to the xarray combine function. Defaults avoid comparing virtual values:
+        ``data_vars``, ``coords``, ``compat``, ``join``, ``combine_attrs`` and ``fill_value``,
+        passed to the xarray combine function. Defaults avoid comparing virtual values:
         ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``.
 
     Raises
     ------
+    UnsupportedOptionError
+        For any other keyword (``chunks``, ``engine``, ``decode_cf``, ...), saying what to use
+        instead.
     IncompatibleArraysError
         If the files' datasets cannot be combined (dimensions that do not align, a variable
         some files lack): the message names the files, how they were combined and why not.
     """
     if combine not in ("nested", "by_coords"):
         raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
-    if combine == "nested" and concat_dim is None:
-        raise ValueError("combine='nested' needs concat_dim")
+    if combine == "by_coords" and concat_dim is not None:
+        raise ValueError(
+            "combine='by_coords' orders the files by their coordinates, so concat_dim has no "
+            "effect: give combine='nested' with concat_dim to join them along it in the order "
+            "given"
+        )
+    refuse_options(combine_kwargs, COMBINE_OPTIONS, "open_virtual_mfdataset")
     layout: NestedPaths | None = None
     if isinstance(paths, str | os.PathLike) or all(is_path(p) for p in paths):
         urls = expand_paths(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)
@@ -418,28 +454,63 @@ def open_virtual_mfdataset(
         "combine_attrs": "drop_conflicts",
         **combine_kwargs,
     }
-    dims = [] if concat_dim is None else _as_list(concat_dim)
+    dims = _as_list(concat_dim)
     flat = layout is None or all(is_path(p) for p in layout)
-    if len(urls) > 1 and (combine == "by_coords" or (len(dims) == 1 and flat)):
-        dim = dims[0] if combine == "nested" else None
-        joined = _open_joined(executor, virtualize, urls, dim, combine_options, progress)
-        if isinstance(joined, xr.Dataset):
-            return joined
-        datasets = joined
+    # A new dimension given with its coordinate, or none (a merge), goes to xarray.
+    named = dims[0] if len(dims) == 1 and isinstance(dims[0], str) and flat else None
+    if len(urls) > 1 and (combine == "by_coords" or named is not None):
+        dim = named if combine == "nested" else None
+        opened = _open_joined(executor, virtualize, urls, dim, combine_options, progress)
     else:
-        datasets = _open_each(executor, virtualize, urls, progress)
+        opened = _open_each(executor, virtualize, urls, progress)
+    datasets = None if isinstance(opened, xr.Dataset) else opened
+    if datasets is None:
+        combined = cast(xr.Dataset, opened)
+    else:
+        combined = _combine(datasets, urls, layout, combine, dims, combine_options)
+    if attrs_file is not None:
+        combined.attrs = _attrs_of(source_url(attrs_file), urls, datasets, virtualize)
+    return combined
+
+
+def _combine(
+    datasets: list[xr.Dataset],
+    urls: list[str],
+    layout: NestedPaths | None,
+    combine: str,
+    dims: list[ConcatDim],
+    options: Mapping[str, Any],
+) -> xr.Dataset:
+    """The files' virtual datasets combined by xarray, its errors naming the files."""
     labels = [redact(url) for url in urls]
     check_time_encodings_agree(datasets, labels)
     if combine == "nested":
         arranged = datasets if layout is None else nest(layout, iter(datasets))
-        how = f"along {', '.join(dims)}"
-        with explaining_combine_errors(datasets, labels, how, along=dims, advise=True):
-            nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **combine_options)
+        names = [_dim_name(dim) for dim in dims]
+        how = f"along {', '.join(str(name) for name in names)}"
+        along = [name for name in names if name is not None]
+        with explaining_combine_errors(datasets, labels, how, along=along, advise=True):
+            nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **options)
         return nested
     with explaining_combine_errors(datasets, labels, "by coordinates", advise=True):
-        combined = xr.combine_by_coords(datasets, **combine_options)
+        combined = xr.combine_by_coords(datasets, **options)
     assert isinstance(combined, xr.Dataset)
     return combined
+
+
+def _attrs_of(
+    url: str,
+    urls: list[str],
+    datasets: list[xr.Dataset] | None,
+    virtualize: Callable[[str], xr.Dataset],
+) -> dict[Any, Any]:
+    """The global attributes of the file ``url`` (``attrs_file``), as opened and preprocessed:
+    from its dataset when the files were combined one by one, else opened again (the batches
+    joined where they were parsed keep no file's own attributes)."""
+    if url not in urls:
+        raise ValueError(f"attrs_file {redact(url)} is not one of the files opened")
+    dataset = datasets[urls.index(url)] if datasets is not None else virtualize(url)
+    return dict(dataset.attrs)
 
 
 def _open_each(
@@ -496,5 +567,17 @@ def _open_joined(
     return datasets
 
 
-def _as_list(dims: str | Sequence[str]) -> list[str]:
-    return [dims] if isinstance(dims, str) else list(dims)
+def _as_list(dims: ConcatDim | Sequence[ConcatDim]) -> list[ConcatDim]:
+    """``concat_dim`` as a list of one item per level, as ``xr.open_mfdataset`` reads it."""
+    if dims is None or isinstance(dims, str | xr.DataArray | pd.Index):
+        return [dims]
+    return list(dims)
+
+
+def _dim_name(dim: ConcatDim) -> Hashable | None:
+    """The name of the dimension ``xr.concat`` makes of ``dim``."""
+    if isinstance(dim, xr.DataArray):
+        return dim.dims[0]
+    if isinstance(dim, pd.Index):
+        return dim.name if dim.name is not None else "concat_dim"
+    return dim

@@ -1,0 +1,123 @@
+"""Keyword arguments of ``xr.open_mfdataset``, ``xr.open_dataset`` and VirtualiZarr that the
+opening functions spell differently, or that mean nothing for references: each is refused with
+an :class:`~virtualstac.errors.UnsupportedOptionError` saying what to use instead, never
+passed on to xarray (which would fail with a bare ``TypeError``) nor silently ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from virtualstac import parsers
+from virtualstac.errors import UnsupportedOptionError
+
+__all__ = ["COMBINE_OPTIONS", "check_parser", "refuse_options"]
+
+#: The options of ``xr.combine_by_coords`` and ``xr.combine_nested`` that
+#: ``open_virtual_mfdataset`` passes on to them.
+COMBINE_OPTIONS = frozenset(
+    {"data_vars", "coords", "compat", "join", "combine_attrs", "fill_value"}
+)
+
+_VALUES = (
+    "references hold the file's bytes and attributes as they are, and values are decoded when "
+    "read: pass it to xr.open_dataset(path, engine='virtualstac', ...), or to "
+    "virtualstac.xarray.unpacking.open_zarr_values(ds.virtual.to_store(registry), ...)"
+)
+_FORMAT = (
+    "the format is detected from the file's first bytes; to choose it, pass parser= "
+    "(virtualstac.parsers.HDFParser(), NetCDF3Parser(), TIFFParser(), ZarrParser(), "
+    "KerchunkJSONParser(), KerchunkParquetParser())"
+)
+_PARSER_OPTIONS = (
+    "a format's options are given to its parser (parser=HDFParser(...)), storage options to "
+    "the registry (registry=ObjectStoreRegistry.for_url(url, region=..., ...) or "
+    "registry.register(prefix, ...))"
+)
+_FILES = "references hold no open file: nothing to lock, cache or close"
+
+#: What to use instead of each option virtualstac does not take.
+INSTEAD: Mapping[str, str] = {
+    "chunks": (
+        "references have no dask chunks: read values with chunks= through "
+        "xr.open_dataset(path, engine='virtualstac', chunks=...) or "
+        "virtualstac.xarray.unpacking.open_zarr_values(ds.virtual.to_store(registry), "
+        "chunks=...)"
+    ),
+    "engine": _FORMAT,
+    "backend": _FORMAT,
+    "filetype": _FORMAT,
+    **dict.fromkeys(
+        (
+            "decode_cf",
+            "mask_and_scale",
+            "decode_coords",
+            "decode_timedelta",
+            "use_cftime",
+            "concat_characters",
+            "use_zarr_fill_value_as_mask",
+        ),
+        _VALUES,
+    ),
+    **dict.fromkeys(("lock", "cache", "inline_array", "autoclose"), _FILES),
+    **dict.fromkeys(
+        ("backend_kwargs", "virtual_backend_kwargs", "reader_options", "storage_options"),
+        _PARSER_OPTIONS,
+    ),
+    "indexes": (
+        "dimension coordinates are loaded with their indexes by default "
+        "(loadable_variables=None); loadable_variables=[] keeps every variable virtual, "
+        "without indexes"
+    ),
+    "cftime_variables": "give them in loadable_variables (decoded unless decode_times=False)",
+    "skip_variables": "drop_variables=[...]",
+    "virtual_array_class": "virtual variables are virtualstac.manifests.ManifestArray",
+}
+
+
+def refuse_options(options: Mapping[str, Any], allowed: Collection[str], where: str) -> None:
+    """Refuse the first of ``options`` (keyword arguments given to ``where``) that is not one
+    of ``allowed``.
+
+    Raises
+    ------
+    UnsupportedOptionError
+        Naming the option and what to use instead.
+    """
+    for name in options:
+        if name in allowed:
+            continue
+        instead = INSTEAD.get(name)
+        if instead is None:
+            taken = f" (it passes {', '.join(sorted(allowed))} to xarray)" if allowed else ""
+            instead = f"it is not one of its parameters{taken}"
+        raise UnsupportedOptionError(f"{where}() does not take {name}=: {instead}")
+
+
+#: The libraries whose parsers return stores virtualstac cannot read, by top-level module.
+_FOREIGN = {"virtualizarr": "VirtualiZarr's", "virtual_tiff": "virtual-tiff's"}
+#: Their parsers named otherwise here.
+_SAME_FORMAT = {"VirtualTIFF": "TIFFParser"}
+
+
+def check_parser(parser: object, url: str) -> None:
+    """Refuse a parser of another library (VirtualiZarr's, virtual-tiff's), whose stores
+    virtualstac cannot read, naming the virtualstac parser to use instead.
+
+    Raises
+    ------
+    UnsupportedOptionError
+        If ``parser`` is one of those libraries' parsers.
+    """
+    module = type(parser).__module__.partition(".")[0]
+    if module not in _FOREIGN:
+        return
+    name = type(parser).__name__
+    same = _SAME_FORMAT.get(name, name)
+    ours = f"virtualstac.parsers.{same}()" if hasattr(parsers, same) else "no parser"
+    raise UnsupportedOptionError(
+        f"{url}: parser={name}() is {_FOREIGN[module]}, whose stores virtualstac cannot read: "
+        f"pass "
+        f"{ours} (parser=None detects the format), with its group= as open_virtual_dataset's "
+        "group= and its skip_variables or drop_variables as drop_variables="
+    )

@@ -1,0 +1,170 @@
+"""The options ``xr.open_mfdataset`` and VirtualiZarr take, given to the opening functions:
+each gives ``xr.open_mfdataset``'s result on the same files, or is refused with a typed error
+saying what to use instead, never silently ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import netCDF4
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+import xarray as xr
+from rasterio.transform import from_origin
+
+from virtualstac import (
+    ObjectStoreRegistry,
+    open_virtual_dataset,
+    open_virtual_datatree,
+    open_virtual_mfdataset,
+)
+from virtualstac.errors import UnsupportedOptionError
+from virtualstac.xarray.unpacking import open_zarr_values
+
+
+def write_member(path: Path, member: int, days: tuple[float, ...] = (0.0, 1.0)) -> str:
+    """An ensemble member's ``tas(time, x)``, with a title of its own."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.title, nc.institution = f"member {member}", "same everywhere"
+        nc.createDimension("time", len(days))
+        nc.createDimension("x", 4)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 2000-01-01"
+        time[:] = days
+        tas = nc.createVariable("tas", "f4", ("time", "x"), chunksizes=(1, 4))
+        tas[:] = np.arange(len(days) * 4.0).reshape(len(days), 4) + 10 * member
+    return str(path)
+
+
+@pytest.fixture
+def members(tmp_path: Path) -> list[str]:
+    return [write_member(tmp_path / f"member{i}.nc", i) for i in range(3)]
+
+
+@pytest.fixture
+def days(tmp_path: Path) -> list[str]:
+    """Three files of consecutive days, each with its own title."""
+    return [write_member(tmp_path / f"day{i}.nc", i, (2.0 * i, 2.0 * i + 1)) for i in range(3)]
+
+
+def assert_reads_as_open_mfdataset(
+    paths: list[str], options: dict[str, Any], xarray_options: dict[str, Any] | None = None
+) -> None:
+    """The files combined as references read back as ``xr.open_mfdataset`` reads them."""
+    combined = open_virtual_mfdataset(paths, **options)
+    values = open_zarr_values(combined.virtual.to_store(ObjectStoreRegistry.for_url(paths[0])))
+    given = {"combine_attrs": "drop_conflicts", **(xarray_options or options)}
+    with xr.open_mfdataset(paths, engine="netcdf4", **given) as direct:
+        xr.testing.assert_identical(values.load(), direct.load())
+
+
+@pytest.mark.parametrize(
+    "concat_dim",
+    [
+        "member",
+        xr.DataArray([10, 20, 30], dims="member", name="member"),
+        pd.Index([10, 20, 30], name="member"),
+    ],
+    ids=["name", "DataArray", "Index"],
+)
+def test_a_new_dimension_stacks_the_files_as_open_mfdataset_does(
+    members: list[str], concat_dim: Any
+) -> None:
+    options = {"combine": "nested", "concat_dim": concat_dim}
+    # xarray reads a bare Index as a sequence of dimensions: it takes one in a list.
+    assert_reads_as_open_mfdataset(members, options, {**options, "concat_dim": [concat_dim]})
+
+
+def test_nested_without_concat_dim_merges_the_files(members: list[str], tmp_path: Path) -> None:
+    other = tmp_path / "pr.nc"
+    with netCDF4.Dataset(other, "w") as nc:
+        nc.createDimension("time", 2)
+        nc.createDimension("x", 4)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = "days since 2000-01-01"
+        time[:] = [0.0, 1.0]
+        nc.createVariable("pr", "f4", ("time", "x"))[:] = np.ones((2, 4))
+    paths = [members[0], str(other)]
+    assert_reads_as_open_mfdataset(paths, {"combine": "nested", "concat_dim": None})
+
+
+@pytest.mark.parametrize(
+    ("files", "options"),
+    [
+        ("days", {}),  # joined a batch at a time
+        ("members", {"combine": "nested", "concat_dim": "member"}),  # combined by xarray
+    ],
+)
+def test_attrs_file_gives_that_files_attributes(
+    files: str, options: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    paths: list[str] = request.getfixturevalue(files)
+    options = {**options, "attrs_file": paths[1]}
+    assert_reads_as_open_mfdataset(paths, options)
+    assert open_virtual_mfdataset(paths, **options).attrs["title"] == "member 1"
+
+
+def test_an_attrs_file_not_among_the_files_is_refused(days: list[str]) -> None:
+    with pytest.raises(ValueError, match=r"attrs_file .*elsewhere\.nc is not one of the files"):
+        open_virtual_mfdataset(days[:2], attrs_file=str(Path(days[0]).parent / "elsewhere.nc"))
+
+
+def test_concat_dim_by_coordinates_is_refused_as_xarray_refuses_it(days: list[str]) -> None:
+    with pytest.raises(ValueError, match="concat_dim has no effect: give combine='nested'"):
+        open_virtual_mfdataset(days, concat_dim="time")
+    with pytest.raises(ValueError, match="has no effect"):
+        xr.open_mfdataset(days, concat_dim="time")
+
+
+@pytest.mark.parametrize(
+    ("option", "instead"),
+    [
+        ({"chunks": {}}, r"chunks=.*engine='virtualstac', chunks="),
+        ({"engine": "h5netcdf"}, "format is detected .* parser=.*HDFParser"),
+        ({"decode_cf": False}, "values are decoded when read"),
+        ({"mask_and_scale": False}, "values are decoded when read"),
+        ({"lock": False}, "no open file"),
+        ({"reader_options": {}}, r"parser=HDFParser\(...\)"),
+        ({"virtual_backend_kwargs": {}}, "storage options to the registry"),
+        ({"indexes": {}}, "loadable_variables=\\[\\] keeps every variable virtual"),
+        ({"skip_variables": ["x"]}, r"drop_variables=\[...\]"),
+        ({"frobnicate": True}, "not one of its parameters"),
+    ],
+)
+def test_options_references_do_not_take_are_refused_saying_what_to_use(
+    days: list[str], option: dict[str, Any], instead: str
+) -> None:
+    (name,) = option
+    for open_files in (open_virtual_dataset, open_virtual_datatree):
+        with pytest.raises(UnsupportedOptionError, match=f"does not take {name}=: .*{instead}"):
+            open_files(days[0], **option)
+    with pytest.raises(UnsupportedOptionError, match=f"does not take {name}=: .*{instead}"):
+        open_virtual_mfdataset(days, **option)
+
+
+def test_xarrays_combine_options_are_passed_on(days: list[str]) -> None:
+    kept = open_virtual_mfdataset(days, combine_attrs="override", join="exact", fill_value=0)
+    assert kept.attrs["title"] == "member 0"
+
+
+def test_a_virtualizarr_parser_is_refused_naming_ours(days: list[str]) -> None:
+    parsers = pytest.importorskip("virtualizarr.parsers")
+    match = r"parser=HDFParser\(\) is VirtualiZarr's.*pass virtualstac.parsers.HDFParser\(\)"
+    with pytest.raises(UnsupportedOptionError, match=match):
+        open_virtual_dataset(days[0], parser=parsers.HDFParser())
+    with pytest.raises(UnsupportedOptionError, match=match):
+        open_virtual_mfdataset(days, parser=parsers.HDFParser())
+
+
+def test_a_virtual_tiff_parser_is_refused_naming_ours(tmp_path: Path) -> None:
+    virtual_tiff = pytest.importorskip("virtual_tiff")
+    path = tmp_path / "scene.tif"
+    profile = {"driver": "GTiff", "width": 8, "height": 8, "count": 1, "dtype": "uint8"}
+    with rasterio.open(path, "w", transform=from_origin(0, 8, 1, 1), **profile) as f:
+        f.write(np.zeros((1, 8, 8), "uint8"))
+    match = r"VirtualTIFF\(\) is virtual-tiff's.*pass virtualstac.parsers.TIFFParser\(\)"
+    with pytest.raises(UnsupportedOptionError, match=match):
+        open_virtual_dataset(path, parser=virtual_tiff.VirtualTIFF())
