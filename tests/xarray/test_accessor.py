@@ -17,7 +17,7 @@ from virtualstac import (
     open_virtual_mfdataset,
 )
 from virtualstac.demo import write_sample_archive
-from virtualstac.errors import UnsupportedOperationError
+from virtualstac.errors import UnsupportedOperationError, UnsupportedOptionError
 from virtualstac.manifests.metadata import create_v3_array_metadata
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.unpacking import open_zarr_values
@@ -92,6 +92,44 @@ def test_rename_paths(two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegist
     (path,) = moved["depth"].data.manifest.path_table
     assert path.startswith("s3://bucket/") and path.endswith("a.bin")
     assert first["depth"].data.manifest.path_table[0].startswith("file:///")
+
+
+def test_rename_paths_keeps_a_virtual_dimension_coordinate_virtual(tmp_path: Path) -> None:
+    path = tmp_path / "depths.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 3000)
+        nc.createVariable("x", "f8", ("x",))[:] = np.arange(3000.0)
+        nc.createVariable("depth", "f4", ("x",))[:] = np.ones(3000)
+    vds = open_virtual_dataset(str(path), loadable_variables=[])
+    moved = vds.virtual.rename_paths("s3://bucket/depths.nc")
+    assert moved["x"].data.manifest.path_table == ("s3://bucket/depths.nc",)
+    assert moved["depth"].data.manifest.path_table == ("s3://bucket/depths.nc",)
+    assert list(moved.coords) == ["x"] and not moved.xindexes
+    assert moved.virtual.nrefs() == vds.virtual.nrefs() == 2
+
+
+@pytest.mark.parametrize(
+    ("write", "option", "instead"),
+    [
+        ("to_icechunk", {"last_updated_at": None}, "last-modified time recorded when it was"),
+        ("to_icechunk", {"mode": "w"}, "replacing those of the same names"),
+        ("to_icechunk", {"region": "auto"}, "append along append_dim="),
+        ("to_kerchunk", {"zarr_format": 3}, "Zarr v2 metadata"),
+        ("to_kerchunk", {"categorical_threshold": 10}, "paths once"),
+    ],
+)
+def test_virtualizarr_writing_options_are_refused_saying_what_to_use(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
+    write: str,
+    option: dict[str, object],
+    instead: str,
+) -> None:
+    first, _, _ = two_files
+    (name,) = option
+    with pytest.raises(
+        UnsupportedOptionError, match=f"{write}\\(\\) does not take {name}=: .*{instead}"
+    ):
+        getattr(first.virtual, write)(None, **option)
 
 
 def test_dask_variables_are_refused(

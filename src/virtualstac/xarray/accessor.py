@@ -12,6 +12,7 @@ import xarray as xr
 from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
+from virtualstac.xarray.options import WRITE_INSTEAD, refuse_options
 
 __all__ = ["VirtualDataTreeAccessor", "VirtualDatasetAccessor"]
 
@@ -39,6 +40,7 @@ class _VirtualAccessor(ABC):
         append_dim: str | None = None,
         validate_containers: bool = True,
         commit: str | None = None,
+        **options: Any,
     ) -> str | None:
         """Write the references (and loaded variables) to an Icechunk session's store.
 
@@ -55,8 +57,16 @@ class _VirtualAccessor(ABC):
         commit
             If given, commit the session with this message and metadata recording what was
             written (sources, references, bytes) and return the snapshot id.
+
+        Raises
+        ------
+        UnsupportedOptionError
+            For VirtualiZarr's ``mode``, ``region`` and ``last_updated_at``, saying what to
+            use instead.
         """
         from virtualstac.writers.icechunk import write_icechunk
+
+        refuse_options(options, (), "to_icechunk", WRITE_INSTEAD)
 
         summary = write_icechunk(
             self.to_group(),
@@ -79,6 +89,7 @@ class _VirtualAccessor(ABC):
         root: str | None = None,
         inline_threshold: int = 0,
         registry: ObjectStoreRegistry | None = None,
+        **options: Any,
     ) -> dict[str, Any] | None:
         """Write Kerchunk references (see ``virtualstac.writers.kerchunk``); groups nest.
 
@@ -86,9 +97,12 @@ class _VirtualAccessor(ABC):
         ``"parquet"`` writes fsspec's parquet layout into the directory ``path``. With ``root``,
         reference paths are written relative to it through a ``{{root}}`` template. With
         ``inline_threshold``, referenced chunks of at most that many bytes are read through
-        ``registry`` and written into the references.
+        ``registry`` and written into the references. VirtualiZarr's ``zarr_format`` and
+        ``categorical_threshold`` raise :class:`~virtualstac.errors.UnsupportedOptionError`.
         """
         from virtualstac.writers.kerchunk import write_kerchunk
+
+        refuse_options(options, (), "to_kerchunk", WRITE_INSTEAD)
 
         return write_kerchunk(
             self.to_group(),
@@ -116,6 +130,15 @@ class VirtualDatasetAccessor(_VirtualAccessor):
             for var in self._ds.variables.values()
         )
 
+    def nrefs(self) -> int:
+        """How many chunk references the virtual variables hold (as VirtualiZarr's
+        ``.vz.nrefs()``); loaded variables count none."""
+        return sum(
+            len(var.data.manifest)
+            for var in self._ds.variables.values()
+            if isinstance(var.data, ManifestArray)
+        )
+
     @property
     def virtual_variables(self) -> list[str]:
         """Names of the variables that hold references rather than values."""
@@ -126,12 +149,27 @@ class VirtualDatasetAccessor(_VirtualAccessor):
         return dataset_to_group(self._ds)
 
     def rename_paths(self, new: str | Callable[[str], str]) -> xr.Dataset:
-        """Return a dataset whose virtual variables point at renamed paths."""
-        renamed = self._ds.copy()
-        for name in self.virtual_variables:
-            variable = renamed.variables[name]
-            renamed[name] = variable.copy(data=variable.data.rename_paths(new))
+        """Return a dataset whose virtual variables point at renamed paths: ``new`` for every
+        chunk, or ``new(path)``."""
+        dataset = self._ds
+        variables = {name: _renamed(var, new) for name, var in dataset.variables.items()}
+        # The indexes as they are: a virtual dimension coordinate (loadable_variables=[]) has
+        # none, and assigning it would build one by reading its values.
+        coords = xr.Coordinates(
+            {name: variables[name] for name in dataset.coords}, indexes=dict(dataset.xindexes)
+        )
+        data_vars = {name: variables[name] for name in dataset.data_vars}
+        renamed = xr.Dataset(data_vars, coords=coords, attrs=dataset.attrs)
+        renamed.encoding = dataset.encoding
         return renamed
+
+
+def _renamed(variable: xr.Variable, new: str | Callable[[str], str]) -> xr.Variable:
+    """``variable`` with its references' paths renamed; a loaded one as it is."""
+    if not isinstance(variable.data, ManifestArray):
+        return variable
+    renamed: Any = variable.data.rename_paths(new)  # xarray's typing knows no duck arrays
+    return variable.copy(data=renamed)
 
 
 @xr.register_datatree_accessor("virtual")  # type: ignore[no-untyped-call]

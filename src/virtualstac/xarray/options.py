@@ -11,7 +11,7 @@ from typing import Any
 from virtualstac import parsers
 from virtualstac.errors import UnsupportedOptionError
 
-__all__ = ["COMBINE_OPTIONS", "check_parser", "refuse_options"]
+__all__ = ["COMBINE_OPTIONS", "INSTEAD", "WRITE_INSTEAD", "check_parser", "refuse_options"]
 
 #: The options of ``xr.combine_by_coords`` and ``xr.combine_nested`` that
 #: ``open_virtual_mfdataset`` passes on to them.
@@ -75,9 +75,31 @@ INSTEAD: Mapping[str, str] = {
 }
 
 
-def refuse_options(options: Mapping[str, Any], allowed: Collection[str], where: str) -> None:
+#: What to use instead of the options of VirtualiZarr's ``.vz`` writers ``.virtual`` does not
+#: take.
+WRITE_INSTEAD: Mapping[str, str] = {
+    "last_updated_at": (
+        "each source's references carry the last-modified time recorded when it was parsed as "
+        "their Icechunk checksum, so a source changed since is refused when read"
+    ),
+    "mode": (
+        "to_icechunk writes the arrays at group= (replacing those of the same names), or "
+        "appends along append_dim="
+    ),
+    "region": "write whole arrays, or append along append_dim=",
+    "zarr_format": "Kerchunk references are written with Zarr v2 metadata, as kerchunk writes",
+    "categorical_threshold": "parquet references always store each record file's paths once",
+}
+
+
+def refuse_options(
+    options: Mapping[str, Any],
+    allowed: Collection[str],
+    where: str,
+    instead: Mapping[str, str] = INSTEAD,
+) -> None:
     """Refuse the first of ``options`` (keyword arguments given to ``where``) that is not one
-    of ``allowed``.
+    of ``allowed``, saying what to use ``instead`` of it.
 
     Raises
     ------
@@ -87,11 +109,11 @@ def refuse_options(options: Mapping[str, Any], allowed: Collection[str], where: 
     for name in options:
         if name in allowed:
             continue
-        instead = INSTEAD.get(name)
-        if instead is None:
+        advice = instead.get(name)
+        if advice is None:
             taken = f" (it passes {', '.join(sorted(allowed))} to xarray)" if allowed else ""
-            instead = f"it is not one of its parameters{taken}"
-        raise UnsupportedOptionError(f"{where}() does not take {name}=: {instead}")
+            advice = f"it is not one of its parameters{taken}"
+        raise UnsupportedOptionError(f"{where}() does not take {name}=: {advice}")
 
 
 #: The libraries whose parsers return stores virtualstac cannot read, by top-level module.
