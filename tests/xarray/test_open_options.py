@@ -168,3 +168,18 @@ def test_a_virtual_tiff_parser_is_refused_naming_ours(tmp_path: Path) -> None:
     match = r"VirtualTIFF\(\) is virtual-tiff's.*pass virtualstac.parsers.TIFFParser\(\)"
     with pytest.raises(UnsupportedOptionError, match=match):
         open_virtual_dataset(path, parser=virtual_tiff.VirtualTIFF())
+
+
+@pytest.mark.parametrize(
+    ("option", "instead"),
+    [
+        ({"lock": False}, "no open file"),
+        ({"format": "NETCDF4"}, "not one of its parameters"),
+        ({"references": True, "decode_times": False}, r"open_virtual_dataset\(path, loadable_"),
+    ],
+)
+def test_the_engine_refuses_other_engines_options_saying_what_to_use(
+    days: list[str], option: dict[str, Any], instead: str
+) -> None:
+    with pytest.raises(UnsupportedOptionError, match=instead):
+        xr.open_dataset(days[0], engine="virtualstac", **option)

@@ -25,6 +25,7 @@ from virtualstac.stac.combining import Grid
 from virtualstac.stac.open import _open_stac, open_asset
 from virtualstac.stac.options import OPTION_NAMES
 from virtualstac.xarray.backend import FILE_OPTIONS, VirtualstacBackendEntrypoint
+from virtualstac.xarray.options import refuse_options
 
 __all__ = ["StacBackendEntrypoint", "grid_names"]
 
@@ -169,7 +170,13 @@ def _check_file_options(
     group_by: Literal["grid"] | None,
     options: Mapping[str, Any],
 ) -> None:
-    """Refuse the options only STAC objects take, given with a file."""
+    """Refuse the options only STAC objects take, given with a file, and those neither takes
+    (another engine's: ``lock``, ``format``, ...) saying what to use instead."""
+    refuse_options(
+        {name: value for name, value in options.items() if name not in _STAC_OPTIONS},
+        FILE_OPTIONS,
+        "xr.open_dataset(..., engine='virtualstac')",
+    )
     stac_only = sorted(name for name in options if name not in FILE_OPTIONS)
     if group_by is not None:
         stac_only.insert(0, "group_by")

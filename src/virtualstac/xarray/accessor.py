@@ -66,7 +66,7 @@ class _VirtualAccessor(ABC):
         """
         from virtualstac.writers.icechunk import write_icechunk
 
-        refuse_options(options, (), "to_icechunk", WRITE_INSTEAD)
+        refuse_options(options, (), "to_icechunk()", WRITE_INSTEAD)
 
         summary = write_icechunk(
             self.to_group(),
@@ -102,7 +102,7 @@ class _VirtualAccessor(ABC):
         """
         from virtualstac.writers.kerchunk import write_kerchunk
 
-        refuse_options(options, (), "to_kerchunk", WRITE_INSTEAD)
+        refuse_options(options, (), "to_kerchunk()", WRITE_INSTEAD)
 
         return write_kerchunk(
             self.to_group(),

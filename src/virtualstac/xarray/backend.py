@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import xarray as xr
 from xarray.backends import BackendEntrypoint
 
+from virtualstac.errors import UnsupportedOptionError
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
 from virtualstac.parsers.protocol import Parser
@@ -164,9 +165,15 @@ def _prepare(
 
 
 def _check_references(references: bool, decoding: dict[str, Any]) -> None:
+    """Refuse decoding options with ``references=True``, whose references keep the file's
+    bytes and attributes as they are."""
     if references and decoding:
-        raise TypeError(
-            f"{', '.join(sorted(decoding))} apply to values, and references=True returns references"
+        raise UnsupportedOptionError(
+            f"{', '.join(sorted(decoding))} apply to values, and references=True returns "
+            "references: decode the values read through them (xr.open_dataset without "
+            "references=True, or open_zarr_values(ds.virtual.to_store(registry), ...)), or "
+            "load and decode variables while parsing with "
+            "open_virtual_dataset(path, loadable_variables=[...], decode_times=...)"
         )
 
 

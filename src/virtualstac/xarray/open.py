@@ -113,7 +113,7 @@ def open_virtual_dataset(
         (``chunks``, ``engine``, ``reader_options``, ...), or a VirtualiZarr ``parser``: the
         message says what to use instead.
     """
-    refuse_options(options, (), "open_virtual_dataset")
+    refuse_options(options, (), "open_virtual_dataset()")
     dataset, _, _ = open_parsed(
         url,
         parser=parser,
@@ -277,7 +277,7 @@ def open_virtual_datatree(
     url, parser, registry, loadable_variables, drop_variables, decode_times
         As in :func:`open_virtual_dataset`, applied to every group.
     """
-    refuse_options(options, (), "open_virtual_datatree")
+    refuse_options(options, (), "open_virtual_datatree()")
     url = source_url(url)
     store, _ = parse_file(
         url, parser=parser, registry=registry, drop_variables=drop_variables, pyramid=True
@@ -421,7 +421,13 @@ def open_virtual_mfdataset(
             "effect: give combine='nested' with concat_dim to join them along it in the order "
             "given"
         )
-    refuse_options(combine_kwargs, COMBINE_OPTIONS, "open_virtual_mfdataset")
+    refuse_options(
+        combine_kwargs,
+        COMBINE_OPTIONS,
+        "open_virtual_mfdataset()",
+        otherwise="it is not one of its parameters, nor one of those it passes to xarray "
+        f"({', '.join(sorted(COMBINE_OPTIONS))})",
+    )
     layout: NestedPaths | None = None
     if isinstance(paths, str | os.PathLike) or all(is_path(p) for p in paths):
         urls = expand_paths(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)

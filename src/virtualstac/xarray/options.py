@@ -97,9 +97,11 @@ def refuse_options(
     allowed: Collection[str],
     where: str,
     instead: Mapping[str, str] = INSTEAD,
+    otherwise: str = "it is not one of its parameters",
 ) -> None:
     """Refuse the first of ``options`` (keyword arguments given to ``where``) that is not one
-    of ``allowed``, saying what to use ``instead`` of it.
+    of ``allowed``, saying what to use ``instead`` of it (``otherwise`` for an option
+    ``instead`` does not name).
 
     Raises
     ------
@@ -109,11 +111,8 @@ def refuse_options(
     for name in options:
         if name in allowed:
             continue
-        advice = instead.get(name)
-        if advice is None:
-            taken = f" (it passes {', '.join(sorted(allowed))} to xarray)" if allowed else ""
-            advice = f"it is not one of its parameters{taken}"
-        raise UnsupportedOptionError(f"{where}() does not take {name}=: {advice}")
+        advice = instead.get(name, otherwise)
+        raise UnsupportedOptionError(f"{where} does not take {name}=: {advice}")
 
 
 #: The libraries whose parsers return stores virtualstac cannot read, by top-level module.
