@@ -132,6 +132,13 @@ def test_virtualizarr_writing_options_are_refused_saying_what_to_use(
         getattr(first.virtual, write)(None, **option)
 
 
+def test_a_trees_inherited_coordinates_option_is_refused(tmp_path: Path) -> None:
+    path = write_sample_archive(tmp_path, days=1)[0]
+    tree = open_virtual_datatree(str(path))
+    with pytest.raises(UnsupportedOptionError, match="write_inherited_coords=: each group is"):
+        tree.virtual.to_icechunk(None, write_inherited_coords=True)
+
+
 def test_dask_variables_are_refused(
     two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry],
 ) -> None:

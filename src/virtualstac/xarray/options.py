@@ -87,6 +87,10 @@ WRITE_INSTEAD: Mapping[str, str] = {
         "appends along append_dim="
     ),
     "region": "write whole arrays, or append along append_dim=",
+    "write_inherited_coords": (
+        "each group is written with its own variables, as the file holds them; readers of "
+        "the tree inherit its parents' coordinates"
+    ),
     "zarr_format": "Kerchunk references are written with Zarr v2 metadata, as kerchunk writes",
     "categorical_threshold": "parquet references always store each record file's paths once",
 }
