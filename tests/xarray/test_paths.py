@@ -87,3 +87,11 @@ def test_the_engine_opens_relative_paths(data_dir: Path, path: str | Path) -> No
     with xr.open_dataset(path, engine="virtualstac") as opened:
         with netCDF4.Dataset(data_dir / "day_2.nc") as nc:
             np.testing.assert_array_equal(opened["t"].values, nc["t"][:])
+
+
+def test_a_file_named_with_glob_characters_opens_as_that_file(data_dir: Path) -> None:
+    named = data_dir / "day[1].nc"
+    named.write_bytes((data_dir / "day_1.nc").read_bytes())
+    for given in ("data/day[1].nc", named, named.as_uri().replace("%5B", "[").replace("%5D", "]")):
+        combined = open_virtual_mfdataset(given)
+        assert referenced_files(combined) == {named.as_uri()}

@@ -84,6 +84,9 @@ def expand_paths(
             else paths.removeprefix("file://")
         )
         found = sorted(globlib.glob(local, recursive=True))
+        if not found and os.path.isfile(local):
+            # A file named with glob characters ("data[2020].nc") is the file, not a pattern.
+            found = [local]
         urls = [normalize_url(p) for p in found if not p.endswith("/")]
     else:
         urls = _glob_object_store(url, registry)
