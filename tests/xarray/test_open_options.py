@@ -183,3 +183,18 @@ def test_the_engine_refuses_other_engines_options_saying_what_to_use(
 ) -> None:
     with pytest.raises(UnsupportedOptionError, match=instead):
         xr.open_dataset(days[0], engine="virtualstac", **option)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"data_vars": "different"},
+        {"coords": "different"},
+        {"data_vars": "different", "combine": "nested", "concat_dim": "time"},
+    ],
+)
+def test_comparing_variables_uses_xarrays_compat_by_default(
+    days: list[str], options: dict[str, Any]
+) -> None:
+    # compat="override", the default otherwise, forbids comparing them.
+    assert_reads_as_open_mfdataset(days, options)

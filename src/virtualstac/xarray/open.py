@@ -402,7 +402,9 @@ def open_virtual_mfdataset(
     **combine_kwargs
         ``data_vars``, ``coords``, ``compat``, ``join``, ``combine_attrs`` and ``fill_value``,
         passed to the xarray combine function. Defaults avoid comparing virtual values:
-        ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``.
+        ``coords="minimal"``, ``compat="override"``, ``combine_attrs="drop_conflicts"``;
+        with ``data_vars`` or ``coords="different"``, which compare variables, ``compat``
+        defaults to xarray's ``"no_conflicts"``.
 
     Raises
     ------
@@ -454,9 +456,12 @@ def open_virtual_mfdataset(
         overview_level=overview_level,
         preprocess=preprocess,
     )
+    # data_vars or coords="different" compare variables, which compat="override" forbids:
+    # then xarray's own default compares them (loaded ones; virtual ones are refused, named).
+    compares = "different" in (combine_kwargs.get("data_vars"), combine_kwargs.get("coords"))
     combine_options: dict[str, Any] = {
         "coords": "minimal",
-        "compat": "override",
+        "compat": "no_conflicts" if compares else "override",
         "combine_attrs": "drop_conflicts",
         **combine_kwargs,
     }
