@@ -198,3 +198,15 @@ def test_comparing_variables_uses_xarrays_compat_by_default(
 ) -> None:
     # compat="override", the default otherwise, forbids comparing them.
     assert_reads_as_open_mfdataset(days, options)
+
+
+def test_one_variable_name_is_a_name_not_its_letters(days: list[str]) -> None:
+    # xr.open_dataset(path, drop_variables="tas") drops tas.
+    assert "tas" not in open_virtual_dataset(days[0], drop_variables="tas")
+    assert "tas" not in open_virtual_datatree(days[0], drop_variables="tas")["/"]
+    assert "tas" not in open_virtual_mfdataset(days, drop_variables="tas")
+    loaded = open_virtual_dataset(days[0], loadable_variables="tas")
+    assert isinstance(loaded["tas"].data, np.ndarray)
+    nested = {"combine": "nested", "concat_dim": "time"}
+    combined = open_virtual_mfdataset(days, loadable_variables="tas", **nested)
+    assert isinstance(combined["tas"].data, np.ndarray)

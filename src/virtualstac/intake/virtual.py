@@ -247,7 +247,9 @@ class VirtualSource(VirtualDataSource):
                     urls,
                     registry=registry,
                     combine="nested" if self.combine == "nested" else "by_coords",
-                    concat_dim=self.concat_dim,
+                    # By coordinates, the files' order comes from their coordinates: catalogs
+                    # naming the dimension anyway (as intake-xarray's do) keep opening.
+                    concat_dim=self.concat_dim if self.combine == "nested" else None,
                     progress=False,
                     parallel=self.parallel,
                     group=self.group,

@@ -73,8 +73,8 @@ def open_virtual_dataset(
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
     group: str | None = None,
-    loadable_variables: Iterable[str] | None = None,
-    drop_variables: Iterable[str] | None = None,
+    loadable_variables: str | Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
     **options: Any,
@@ -133,8 +133,8 @@ def open_parsed(
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
     group: str | None = None,
-    loadable_variables: Iterable[str] | None = None,
-    drop_variables: Iterable[str] | None = None,
+    loadable_variables: str | Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
 ) -> tuple[xr.Dataset, ManifestStore, str]:
@@ -166,7 +166,7 @@ def parse_file(
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
     group: str | None = None,
-    drop_variables: Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     overview_level: int | None = None,
     pyramid: bool = False,
 ) -> tuple[ManifestStore, str]:
@@ -189,7 +189,7 @@ def parse_file(
             raise ValueError("give group= or overview_level=, not both")
         if isinstance(parser, TIFFParser) and not parser.overviews:
             raise ValueError("overview_level needs a TIFFParser with overviews=True")
-    used, store = _parse(url, registry, parser, list(drop_variables or []))
+    used, store = _parse(url, registry, parser, names(drop_variables))
     if overview_level is not None:
         group = overview_group(store.group, overview_level, url)
     elif pyramid and isinstance(used, TIFFParser) and overview_count(store.group):
@@ -204,17 +204,17 @@ def group_dataset(
     path: str,
     url: str,
     *,
-    loadable_variables: Iterable[str] | None = None,
-    drop_variables: Iterable[str] | None = None,
+    loadable_variables: str | Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     decode_times: bool | None = None,
 ) -> xr.Dataset:
     """The virtual dataset of the group at ``path`` of a parsed file's store, without the
     variables dropped; errors name the file (and the group, when it is not the root)."""
-    drop = list(drop_variables or [])
+    drop = names(drop_variables)
     loadable = (
         None
         if loadable_variables is None
-        else [name for name in loadable_variables if name not in drop]
+        else [name for name in names(loadable_variables) if name not in drop]
     )
     where = f"{redact(url)}: group '/{path}'" if path else redact(url)
     try:
@@ -259,8 +259,8 @@ def open_virtual_datatree(
     *,
     parser: Parser | None = None,
     registry: ObjectStoreRegistry | None = None,
-    loadable_variables: Iterable[str] | None = None,
-    drop_variables: Iterable[str] | None = None,
+    loadable_variables: str | Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     decode_times: bool | None = None,
     **options: Any,
 ) -> xr.DataTree:
@@ -317,7 +317,7 @@ def _virtualize(
     registry: ObjectStoreRegistry,
     group: str | None,
     loadable_variables: list[str] | None,
-    drop_variables: list[str] | None,
+    drop_variables: list[str],
     decode_times: bool | None,
     overview_level: int | None,
     preprocess: Callable[[xr.Dataset], xr.Dataset] | None,
@@ -355,8 +355,8 @@ def open_virtual_mfdataset(
     preprocess: Callable[[xr.Dataset], xr.Dataset] | None = None,
     progress: bool = False,
     group: str | None = None,
-    loadable_variables: Iterable[str] | None = None,
-    drop_variables: Iterable[str] | None = None,
+    loadable_variables: str | Iterable[str] | None = None,
+    drop_variables: str | Iterable[str] | None = None,
     decode_times: bool | None = None,
     overview_level: int | None = None,
     attrs_file: PathOrURL | None = None,
@@ -450,8 +450,8 @@ def open_virtual_mfdataset(
         parser=parser,
         registry=registry,
         group=group,
-        loadable_variables=None if loadable_variables is None else list(loadable_variables),
-        drop_variables=None if drop_variables is None else list(drop_variables),
+        loadable_variables=None if loadable_variables is None else names(loadable_variables),
+        drop_variables=names(drop_variables),
         decode_times=decode_times,
         overview_level=overview_level,
         preprocess=preprocess,
@@ -576,6 +576,14 @@ def _open_joined(
         else:
             datasets.extend(result)
     return datasets
+
+
+def names(variables: str | Iterable[str] | None) -> list[str]:
+    """Variable names given as xarray takes them (``drop_variables``): one name, or several;
+    a name is not a sequence of one-letter names."""
+    if variables is None:
+        return []
+    return [variables] if isinstance(variables, str) else list(variables)
 
 
 def _as_list(dims: ConcatDim | Sequence[ConcatDim]) -> list[ConcatDim]:
