@@ -242,6 +242,12 @@ def executor_for(parallel: Any) -> Executor:
     if hasattr(parallel, "get_executor"):  # a dask.distributed Client
         executor: Executor = parallel.get_executor()
         return executor
+    if isinstance(parallel, type) and issubclass(parallel, Executor):
+        # VirtualiZarr takes (deprecated) an executor class and starts and stops it itself.
+        raise TypeError(
+            f"parallel takes an executor, not its class: pass {parallel.__name__}(...), which "
+            "you configure and shut down (or parallel=True for a shared process pool)"
+        )
     raise TypeError(
         f"parallel must be False, True, 'dask', an Executor or a dask.distributed Client, "
         f"got {parallel!r}"

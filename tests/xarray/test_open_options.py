@@ -4,6 +4,7 @@ saying what to use instead, never silently ignored."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,8 @@ def test_one_variable_name_is_a_name_not_its_letters(days: list[str]) -> None:
     nested = {"combine": "nested", "concat_dim": "time"}
     combined = open_virtual_mfdataset(days, loadable_variables="tas", **nested)
     assert isinstance(combined["tas"].data, np.ndarray)
+
+
+def test_an_executor_class_is_refused_asking_for_an_instance(days: list[str]) -> None:
+    with pytest.raises(TypeError, match=r"not its class: pass ThreadPoolExecutor\(...\)"):
+        open_virtual_mfdataset(days, parallel=ThreadPoolExecutor)
