@@ -132,6 +132,18 @@ def test_virtualizarr_writing_options_are_refused_saying_what_to_use(
         getattr(first.virtual, write)(None, **option)
 
 
+def test_a_path_without_a_file_format_is_refused_not_left_unwritten(
+    two_files: tuple[xr.Dataset, xr.Dataset, ObjectStoreRegistry], tmp_path: Path
+) -> None:
+    first, _, _ = two_files
+    output = tmp_path / "refs.json"
+    with pytest.raises(ValueError, match=r"write nothing .* give format='json'"):
+        first.virtual.to_kerchunk(output)
+    assert not output.exists()
+    first.virtual.to_kerchunk(output, format="json")
+    assert output.exists()
+
+
 def test_a_trees_inherited_coordinates_option_is_refused(tmp_path: Path) -> None:
     path = write_sample_archive(tmp_path, days=1)[0]
     tree = open_virtual_datatree(str(path))

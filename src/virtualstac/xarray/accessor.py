@@ -98,12 +98,18 @@ class _VirtualAccessor(ABC):
         reference paths are written relative to it through a ``{{root}}`` template. With
         ``inline_threshold``, referenced chunks of at most that many bytes are read through
         ``registry`` and written into the references. VirtualiZarr's ``zarr_format`` and
-        ``categorical_threshold`` raise :class:`~virtualstac.errors.UnsupportedOptionError`.
+        ``categorical_threshold`` raise :class:`~virtualstac.errors.UnsupportedOptionError`;
+        a ``path`` with ``format="dict"``, which would write nothing, a ``ValueError``.
         """
         from virtualstac.writers.kerchunk import write_kerchunk
 
         refuse_options(options, (), "to_kerchunk()", WRITE_INSTEAD)
-
+        if path is not None and format == "dict":
+            raise ValueError(
+                f"to_kerchunk({str(path)!r}) would return the references and write nothing "
+                "(format='dict', the default): give format='json' or format='parquet' to "
+                "write them there"
+            )
         return write_kerchunk(
             self.to_group(),
             path,
