@@ -142,6 +142,8 @@ def test_a_path_without_a_file_format_is_refused_not_left_unwritten(
     assert not output.exists()
     first.virtual.to_kerchunk(output, format="json")
     assert output.exists()
+    with pytest.raises(ValueError, match="record_size sizes the files of format='parquet'"):
+        first.virtual.to_kerchunk(output, format="json", record_size=10)
 
 
 def test_a_trees_inherited_coordinates_option_is_refused(tmp_path: Path) -> None:

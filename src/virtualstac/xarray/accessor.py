@@ -85,7 +85,7 @@ class _VirtualAccessor(ABC):
         path: str | Path | None = None,
         *,
         format: Literal["dict", "json", "parquet"] = "dict",
-        record_size: int = 100_000,
+        record_size: int | None = None,
         root: str | None = None,
         inline_threshold: int = 0,
         registry: ObjectStoreRegistry | None = None,
@@ -99,9 +99,11 @@ class _VirtualAccessor(ABC):
         ``inline_threshold``, referenced chunks of at most that many bytes are read through
         ``registry`` and written into the references. VirtualiZarr's ``zarr_format`` and
         ``categorical_threshold`` raise :class:`~virtualstac.errors.UnsupportedOptionError`;
-        a ``path`` with ``format="dict"``, which would write nothing, a ``ValueError``.
+        a ``path`` with ``format="dict"``, which would write nothing, and ``record_size``
+        (references per parquet file, 100,000 by default) with another format, a
+        ``ValueError``.
         """
-        from virtualstac.writers.kerchunk import write_kerchunk
+        from virtualstac.writers.kerchunk import RECORD_SIZE, write_kerchunk
 
         refuse_options(options, (), "to_kerchunk()", WRITE_INSTEAD)
         if path is not None and format == "dict":
@@ -110,11 +112,16 @@ class _VirtualAccessor(ABC):
                 "(format='dict', the default): give format='json' or format='parquet' to "
                 "write them there"
             )
+        if record_size is not None and format != "parquet":
+            raise ValueError(
+                f"record_size sizes the files of format='parquet'; format={format!r} writes "
+                "all references in one document"
+            )
         return write_kerchunk(
             self.to_group(),
             path,
             format=format,
-            record_size=record_size,
+            record_size=RECORD_SIZE if record_size is None else record_size,
             root=root,
             inline_threshold=inline_threshold,
             registry=registry,
