@@ -182,7 +182,8 @@ def write_kerchunk(path: Path, fmt: str) -> Path:
     source = write_netcdf4(path.parent / f"{path.name}.source.nc")
     dataset = open_virtual_dataset(str(source), loadable_variables=[])
     registry = ObjectStoreRegistry.for_url(str(source))
-    dataset.virtual.to_kerchunk(str(path), format=fmt, record_size=3, registry=registry)  # type: ignore[arg-type]
+    sizes = {"record_size": 3} if fmt == "parquet" else {}
+    dataset.virtual.to_kerchunk(str(path), format=fmt, registry=registry, **sizes)  # type: ignore[arg-type]
     return path
 
 
