@@ -6,11 +6,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
-import pandas as pd
 import xarray as xr
 
 from virtualstac.errors import (
@@ -42,7 +41,15 @@ from virtualstac.xarray.batch_combine import (
     open_batch,
 )
 from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
-from virtualstac.xarray.options import COMBINE_OPTIONS, check_parser, refuse_options
+from virtualstac.xarray.options import (
+    COMBINE_OPTIONS,
+    ConcatDim,
+    check_parser,
+    concat_levels,
+    dim_name,
+    names,
+    refuse_options,
+)
 from virtualstac.xarray.paths import (
     NestedPaths,
     PathOrURL,
@@ -61,10 +68,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-#: One level of ``concat_dim``: a dimension's name, a new dimension with its coordinate, or
-#: None (merge, not concatenate).
-type ConcatDim = str | xr.DataArray | pd.Index | None
 
 
 def open_virtual_dataset(
@@ -465,7 +468,7 @@ def open_virtual_mfdataset(
         "combine_attrs": "drop_conflicts",
         **combine_kwargs,
     }
-    dims = _as_list(concat_dim)
+    dims = concat_levels(concat_dim)
     flat = layout is None or all(is_path(p) for p in layout)
     # A new dimension given with its coordinate, or none (a merge), goes to xarray.
     named = dims[0] if len(dims) == 1 and isinstance(dims[0], str) and flat else None
@@ -497,7 +500,7 @@ def _combine(
     check_time_encodings_agree(datasets, labels)
     if combine == "nested":
         arranged = datasets if layout is None else nest(layout, iter(datasets))
-        names = [_dim_name(dim) for dim in dims]
+        names = [dim_name(dim) for dim in dims]
         how = f"along {', '.join(str(name) for name in names)}"
         along = [name for name in names if name is not None]
         with explaining_combine_errors(datasets, labels, how, along=along, advise=True):
@@ -576,27 +579,3 @@ def _open_joined(
         else:
             datasets.extend(result)
     return datasets
-
-
-def names(variables: str | Iterable[str] | None) -> list[str]:
-    """Variable names given as xarray takes them (``drop_variables``): one name, or several;
-    a name is not a sequence of one-letter names."""
-    if variables is None:
-        return []
-    return [variables] if isinstance(variables, str) else list(variables)
-
-
-def _as_list(dims: ConcatDim | Sequence[ConcatDim]) -> list[ConcatDim]:
-    """``concat_dim`` as a list of one item per level, as ``xr.open_mfdataset`` reads it."""
-    if dims is None or isinstance(dims, str | xr.DataArray | pd.Index):
-        return [dims]
-    return list(dims)
-
-
-def _dim_name(dim: ConcatDim) -> Hashable | None:
-    """The name of the dimension ``xr.concat`` makes of ``dim``."""
-    if isinstance(dim, xr.DataArray):
-        return dim.dims[0]
-    if isinstance(dim, pd.Index):
-        return dim.name if dim.name is not None else "concat_dim"
-    return dim

@@ -1,17 +1,36 @@
-"""Keyword arguments of ``xr.open_mfdataset``, ``xr.open_dataset`` and VirtualiZarr that the
-opening functions spell differently, or that mean nothing for references: each is refused with
-an :class:`~virtualstac.errors.UnsupportedOptionError` saying what to use instead, never
-passed on to xarray (which would fail with a bare ``TypeError``) nor silently ignored."""
+"""The keyword arguments of the opening functions read as ``xr.open_mfdataset`` reads them
+(one variable name, ``concat_dim`` levels), and those of ``xr.open_mfdataset``,
+``xr.open_dataset`` and VirtualiZarr that they spell differently, or that mean nothing for
+references: each of these is refused with an
+:class:`~virtualstac.errors.UnsupportedOptionError` saying what to use instead, never passed
+on to xarray (which would fail with a bare ``TypeError``) nor silently ignored."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+import pandas as pd
+import xarray as xr
 
 from virtualstac import parsers
 from virtualstac.errors import UnsupportedOptionError
 
-__all__ = ["COMBINE_OPTIONS", "INSTEAD", "WRITE_INSTEAD", "check_parser", "refuse_options"]
+__all__ = [
+    "COMBINE_OPTIONS",
+    "INSTEAD",
+    "WRITE_INSTEAD",
+    "ConcatDim",
+    "check_parser",
+    "concat_levels",
+    "dim_name",
+    "names",
+    "refuse_options",
+]
+
+#: One level of ``concat_dim``: a dimension's name, a new dimension with its coordinate, or
+#: None (merge, not concatenate).
+type ConcatDim = str | xr.DataArray | pd.Index | None
 
 #: The options of ``xr.combine_by_coords`` and ``xr.combine_nested`` that
 #: ``open_virtual_mfdataset`` passes on to them.
@@ -146,3 +165,27 @@ def check_parser(parser: object, url: str) -> None:
         f"{ours} (parser=None detects the format), with its group= as open_virtual_dataset's "
         "group= and its skip_variables or drop_variables as drop_variables="
     )
+
+
+def names(variables: str | Iterable[str] | None) -> list[str]:
+    """Variable names given as xarray takes them (``drop_variables``): one name, or several;
+    a name is not a sequence of one-letter names."""
+    if variables is None:
+        return []
+    return [variables] if isinstance(variables, str) else list(variables)
+
+
+def concat_levels(dims: ConcatDim | Sequence[ConcatDim]) -> list[ConcatDim]:
+    """``concat_dim`` as a list of one item per level, as ``xr.open_mfdataset`` reads it."""
+    if dims is None or isinstance(dims, str | xr.DataArray | pd.Index):
+        return [dims]
+    return list(dims)
+
+
+def dim_name(dim: ConcatDim) -> Hashable | None:
+    """The name of the dimension ``xr.concat`` makes of ``dim``."""
+    if isinstance(dim, xr.DataArray):
+        return dim.dims[0]
+    if isinstance(dim, pd.Index):
+        return dim.name if dim.name is not None else "concat_dim"
+    return dim
