@@ -216,3 +216,15 @@ def test_one_variable_name_is_a_name_not_its_letters(days: list[str]) -> None:
 def test_an_executor_class_is_refused_asking_for_an_instance(days: list[str]) -> None:
     with pytest.raises(TypeError, match=r"not its class: pass ThreadPoolExecutor\(...\)"):
         open_virtual_mfdataset(days, parallel=ThreadPoolExecutor)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("compat", "minimal"), ("join", "exactly"), ("data_vars", "some"), ("combine_attrs", "x")],
+)
+def test_a_combine_option_xarray_does_not_know_is_refused_as_such(
+    days: list[str], option: str, value: str
+) -> None:
+    with pytest.raises(ValueError, match=f"{option}='{value}' is not one of") as refused:
+        open_virtual_mfdataset(days, **{option: value})
+    assert "cannot be combined" not in str(refused.value)

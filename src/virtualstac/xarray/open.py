@@ -44,6 +44,7 @@ from virtualstac.xarray.combine import check_time_encodings_agree, explaining_co
 from virtualstac.xarray.options import (
     COMBINE_OPTIONS,
     ConcatDim,
+    check_combine_values,
     check_parser,
     concat_levels,
     dim_name,
@@ -433,6 +434,7 @@ def open_virtual_mfdataset(
         otherwise="it is not one of its parameters, nor one of those it passes to xarray "
         f"({', '.join(sorted(COMBINE_OPTIONS))})",
     )
+    check_combine_values(combine_kwargs)
     layout: NestedPaths | None = None
     if isinstance(paths, str | os.PathLike) or all(is_path(p) for p in paths):
         urls = expand_paths(cast("PathOrURL | Sequence[PathOrURL]", paths), registry)

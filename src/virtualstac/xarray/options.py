@@ -21,6 +21,7 @@ __all__ = [
     "INSTEAD",
     "WRITE_INSTEAD",
     "ConcatDim",
+    "check_combine_values",
     "check_parser",
     "concat_levels",
     "dim_name",
@@ -113,6 +114,35 @@ WRITE_INSTEAD: Mapping[str, str] = {
     "zarr_format": "Kerchunk references are written with Zarr v2 metadata, as kerchunk writes",
     "categorical_threshold": "parquet references always store each record file's paths once",
 }
+
+
+#: The values xarray's combine functions take for each of :data:`COMBINE_OPTIONS` given as
+#: text (``data_vars``/``coords`` also take a list of names, ``combine_attrs`` a function).
+_COMBINE_VALUES: Mapping[str, tuple[str, ...]] = {
+    "data_vars": ("all", "minimal", "different"),
+    "coords": ("all", "minimal", "different"),
+    "compat": ("identical", "equals", "broadcast_equals", "no_conflicts", "override"),
+    "join": ("outer", "inner", "left", "right", "exact", "override"),
+    "combine_attrs": ("drop", "identical", "no_conflicts", "drop_conflicts", "override"),
+}
+
+
+def check_combine_values(options: Mapping[str, Any]) -> None:
+    """Refuse a combine option's text that xarray does not know, before any file is read:
+    from inside the combining, xarray's refusal would read as files that do not combine.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the value and those it takes.
+    """
+    for name, taken in _COMBINE_VALUES.items():
+        value = options.get(name)
+        if isinstance(value, str) and value not in taken:
+            raise ValueError(
+                f"{name}={value!r} is not one of {', '.join(map(repr, taken))} "
+                "(as xr.open_mfdataset takes them)"
+            )
 
 
 def refuse_options(
