@@ -8,6 +8,7 @@ also derives from the builtin exception a Python user would expect (``ValueError
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "UnsupportedOptionError",
     "VirtualStacError",
     "WorkerLostError",
+    "in_context",
     "redact",
 ]
 
@@ -249,3 +251,18 @@ class WorkerLostError(VirtualStacError, RuntimeError):
 
 class TurnLostError(VirtualStacError, RuntimeError):
     """Another writer took over this writer's turn at a target: it went unheard of for a lease."""
+
+
+def in_context(err: VirtualStacError, context: str) -> VirtualStacError | None:
+    """A copy of ``err`` (same type, same cause) whose message starts with ``context``, such as
+    the catalog entry or the STAC asset it was raised for; None for an error whose message is
+    not its first argument, or that cannot be copied."""
+    if not err.args or not isinstance(err.args[0], str):
+        return None
+    try:
+        named = copy.copy(err)
+        named.args = (f"{context}: {err.args[0]}", *err.args[1:])
+    except Exception:
+        return None
+    named.__cause__ = err.__cause__
+    return named

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -13,7 +12,7 @@ import xarray as xr
 from intake.source.base import DataSource, Schema
 
 from virtualstac import __version__
-from virtualstac.errors import InvalidCatalogArgumentError, VirtualStacError
+from virtualstac.errors import InvalidCatalogArgumentError, VirtualStacError, in_context
 
 __all__ = ["VirtualDataSource", "refused_when_used"]
 
@@ -85,12 +84,11 @@ class VirtualDataSource(DataSource):  # type: ignore[misc]
                 raise self._refused
             yield
         except VirtualStacError as err:
-            named = None if self.name == type(self).name else _named_after(err, self.name)
+            entry = f"catalog entry {self.name!r}"
+            named = None if self.name == type(self).name else in_context(err, entry)
             if named is None:
                 raise
-            # The same cause as the error named: the dependency's error that led to it.
-            named.__cause__ = err.__cause__
-            raise named  # noqa: B904
+            raise named  # noqa: B904  (the same cause: the dependency's error that led to it)
 
     def _get_schema(self) -> Schema:
         """Describe the dataset from the files' metadata: no chunk data is read."""
@@ -128,16 +126,3 @@ def _description(dataset: xr.Dataset) -> dict[str, object]:
         "coords": [str(c) for c in dataset.coords],
         "attrs": dict(dataset.attrs),
     }
-
-
-def _named_after(err: VirtualStacError, entry: str) -> VirtualStacError | None:
-    """A copy of ``err`` (same type) whose message starts with the catalog ``entry``; None
-    for an error whose message is not its first argument or that cannot be copied."""
-    if not err.args or not isinstance(err.args[0], str):
-        return None
-    try:
-        named = copy.copy(err)
-        named.args = (f"catalog entry {entry!r}: {err.args[0]}", *err.args[1:])
-    except Exception:
-        return None
-    return named

@@ -19,7 +19,12 @@ import numpy as np
 import pyproj
 import xarray as xr
 
-from virtualstac.errors import InvalidCatalogError, UnknownFormatError
+from virtualstac.errors import (
+    InvalidCatalogError,
+    UnknownFormatError,
+    VirtualStacError,
+    in_context,
+)
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.parallel import executor_for, map_batched
@@ -112,16 +117,23 @@ def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Pa
 def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
     """Parse one asset and shape it for merging: rename, squeeze single bands, georeference."""
     drop = task.drop_variables or ()
-    dataset, store, path = open_parsed(
-        task.url,
-        parser=_make_parser(task.parser, drop, task.overview_level is not None),
-        registry=registry,
-        group=task.group,
-        loadable_variables=task.loadable_variables,
-        drop_variables=drop,
-        decode_times=task.decode_times,
-        overview_level=task.overview_level,
-    )
+    try:
+        dataset, store, path = open_parsed(
+            task.url,
+            parser=_make_parser(task.parser, drop, task.overview_level is not None),
+            registry=registry,
+            group=task.group,
+            loadable_variables=task.loadable_variables,
+            drop_variables=drop,
+            decode_times=task.decode_times,
+            overview_level=task.overview_level,
+        )
+    except VirtualStacError as err:
+        # The file's error names the file; among thousands of Items, say which one holds it.
+        named = in_context(err, f"asset {task.key!r} of item {task.item_id!r}")
+        if named is None:
+            raise
+        raise named  # noqa: B904  (the same cause: the dependency's error that led to it)
     if not dataset.variables:
         _check_not_elsewhere(task, store.group, path)
     scalar = dataset.variables.get("time")
