@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import netCDF4
@@ -11,6 +12,8 @@ import xarray as xr
 
 from text_fill_files import write_character_fills, write_string_fills
 from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac.errors import ChunkDecodeError
+from virtualstac.parsers.kerchunk import KerchunkJSONParser
 from virtualstac.xarray.unpacking import open_zarr_values
 
 pytestmark = [
@@ -242,3 +245,29 @@ def test_variables_named_like_a_dimension_of_other_shape_are_coordinates(tmp_pat
             assert set(ours.data_vars) == set(reference.data_vars)
             assert not ours.xindexes
         xr.testing.assert_identical(ours, reference.load())
+
+
+@pytest.mark.parametrize("change", [-4, 4])
+def test_a_loaded_chunk_of_the_wrong_length_is_refused_naming_it(
+    tmp_path: Path, change: int
+) -> None:
+    """A reference whose length is not its chunk's (a damaged or hostile reference file) is a
+    ChunkDecodeError when loaded, as zarr's pipeline makes it when the variable is read lazily."""
+    path = tmp_path / "coords.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("x", 1000)  # not so small that the parser inlines it
+        ds.createVariable("x", "f4", ("x",))[:] = np.arange(1000)
+        ds.createVariable("v", "f4", ("x",))[:] = np.arange(1000)  # bytes after x's
+    refs = tmp_path / "refs.json"
+    open_virtual_dataset(path, loadable_variables=[]).virtual.to_kerchunk(refs, format="json")
+    edited = json.loads(refs.read_text())
+    url, offset, length = edited["refs"]["x/0"]
+    edited["refs"]["x/0"] = [url, offset, length + change]
+    refs.write_text(json.dumps(edited))
+
+    expected = rf"chunk 'x/c/0' \({length + change} bytes at offset {offset} of .*coords\.nc\) "
+    expected += rf"does not decode \(.*decodes to {length + change} bytes, not {length}\)"
+    with pytest.raises(ChunkDecodeError, match=expected):
+        open_virtual_dataset(refs, loadable_variables=["x"])
+    with pytest.raises(ChunkDecodeError, match=expected):
+        xr.open_zarr(KerchunkJSONParser()(str(refs)), consolidated=False)["x"].load()

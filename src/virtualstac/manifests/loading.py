@@ -10,6 +10,7 @@ import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from virtualstac.errors import ChunkDecodeError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import typed_attributes, typed_fill_value
@@ -241,12 +242,21 @@ def _read(store: ManifestStore, path: str, array: ManifestArray) -> np.ndarray[A
             return np.full(array.shape, array.fill_value, dtype=array.dtype)
         # Inlined bytes (most small coordinates) are at hand; others are read through the store.
         data = entry.get("data")
+        key = f"{path}/{array.metadata.encode_chunk_key((0,) * array.ndim)}"
         if data is None:
-            key = f"{path}/{array.metadata.encode_chunk_key((0,) * array.ndim)}"
             buffer = sync(store.get(key, default_buffer_prototype()))
             if buffer is None:
                 return np.full(array.shape, array.fill_value, dtype=array.dtype)
             data = buffer.to_bytes()
+        size = array.dtype.itemsize * math.prod(array.chunks)
+        if len(data) != size:
+            # A reference of the wrong length (damaged, or hostile) is no chunk, as zarr's
+            # pipeline refuses it when the variable is read lazily.
+            raise ChunkDecodeError(
+                f"{store.describe_chunk(key)} does not decode (the chunk decodes to "
+                f"{len(data)} bytes, not {size}): the source is damaged, or the reference's "
+                "offset or length is wrong"
+            )
         stored = array.dtype.newbyteorder(">" if codecs[0].endian == "big" else "<")
         chunk = np.frombuffer(data, dtype=stored).reshape(array.chunks)
         return chunk[tuple(slice(0, s) for s in array.shape)].astype(array.dtype)
