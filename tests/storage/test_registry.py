@@ -1,5 +1,6 @@
 """The object store registry decides which URLs may be read, and through which store."""
 
+import os
 import pickle
 from pathlib import Path
 
@@ -335,6 +336,27 @@ def test_head_of_a_missing_file_raises_file_not_found(tmp_path: Path) -> None:
     registry = ObjectStoreRegistry.for_url(str(tmp_path / "a.bin"))
     with pytest.raises(FileNotFoundError):
         registry.head(str(tmp_path / "a.bin"))
+
+
+def test_pipes_and_devices_are_never_read_even_below_an_allowed_prefix(tmp_path: Path) -> None:
+    """Opening a named pipe blocks until something writes to it, and a device never ends."""
+    os.mkfifo(tmp_path / "data.nc")
+    (tmp_path / "device.nc").symlink_to("/dev/zero")
+    registry = ObjectStoreRegistry()
+    registry.register(tmp_path.as_uri() + "/")
+    registry.register("file:///dev/")
+
+    for url, kind in [
+        ((tmp_path / "data.nc").as_uri(), r"a named pipe \(FIFO\)"),
+        ("file:///dev/zero", "a character device"),
+    ]:
+        with pytest.raises(UnregisteredURLError, match=f"is {kind}, not a regular file"):
+            registry.resolve(url)
+    # A link is judged by what it points to.
+    with pytest.raises(UnregisteredURLError, match="'file:///dev/zero' is not allowed: it is a"):
+        registry.resolve((tmp_path / "device.nc").as_uri())
+    # Missing files are left to the read, which reports them.
+    assert registry.resolve((tmp_path / "missing.nc").as_uri())[1].endswith("missing.nc")
 
 
 # -- HTTP ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ symbolic links and ``..`` (``os.path.realpath``), and read at their resolved pat
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -356,6 +357,7 @@ class ObjectStoreRegistry:
         if url.startswith(("/", "file://")):
             # The resolved path is checked and read, not the link, which could point elsewhere.
             url = _real_file_url(normalize_url(url))
+            _refuse_special_file(url)
         match = self._match(url, resolved=True)
         if match is None:
             registered = ", ".join(map(redact, self.allowed)) or "none"
@@ -440,6 +442,33 @@ class ObjectStoreRegistry:
         self._only = {prefix: set(only) for prefix, only in state.get("only", {}).items()}
         self.network = state["network"]
         self._lock = threading.Lock()
+
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_special_file(url: str) -> None:
+    """Refuse a local ``url`` (resolved) that is no regular file or directory, wherever it lies.
+
+    Opening a named pipe blocks until something writes to it, and a device such as
+    ``/dev/zero`` never ends: a reference to one (a pipe unpacked from an archive next to the
+    references) would hang or exhaust a read instead of failing.
+    """
+    try:
+        mode = os.stat(file_url_to_path(url)).st_mode
+    except (OSError, ValueError):
+        return  # missing or unreadable: the read reports it
+    for test, kind in _SPECIAL_FILES:
+        if test(mode):
+            raise UnregisteredURLError(
+                f"reading {redact(url)!r} is not allowed: it is {kind}, not a regular file or "
+                "directory, and is never read as data (it could block or never end)"
+            )
 
 
 def _build_store(prefix: str, options: dict[str, Any], network: NetworkOptions) -> Store:
