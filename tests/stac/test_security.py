@@ -17,16 +17,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import icechunk
+import numpy as np
 import pystac
 import pytest
 import xarray as xr
+import zarr
 
 from faulty_servers import QUICK, FaultyServer
-from virtualstac import open_virtual_dataset
+from servers import S3Server
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.cli import main
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
-from virtualstac.stac import open_stac, publish, stac_registry
+from virtualstac.stac import open_published, open_stac, publish, stac_registry
 from virtualstac.stac.documents import read_stac
 from virtualstac.stac.invalid import collection_of
 
@@ -325,6 +329,76 @@ def test_a_catalog_chosen_endpoint_gets_no_credentials(
     with pytest.raises(SourceNotFoundError):
         open_stac(item, trust_catalog_endpoints=True)
     assert all("AKIAUSERSOWNKEY" in headers.get("authorization", "") for headers in seen)
+
+
+def hostile_icechunk_store(
+    path: Path, container: str, endpoint: str, etag: str
+) -> pystac.Collection:
+    """A published Icechunk store whose saved container ``container`` names ``endpoint`` (the
+    repository's author's choice), with two chunks of its source ``values.bin`` (whose ETag is
+    ``etag``) recorded with two different checksums: virtualstac leaves the second to
+    Icechunk's own clients, built from the saved containers."""
+    storage = icechunk.local_filesystem_storage(str(path / "store.icechunk"))
+    config = icechunk.RepositoryConfig.default()
+    s3 = icechunk.s3_store(
+        region="us-east-1", endpoint_url=endpoint, allow_http=True, s3_compatible=True
+    )
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(container, s3))
+    anonymous = icechunk.containers_credentials({container: icechunk.s3_anonymous_credentials()})
+    repository = icechunk.Repository.create(
+        storage, config, authorize_virtual_chunk_access=anonymous
+    )
+    session = repository.writable_session("main")
+    array = zarr.group(session.store).create_array(
+        "v", shape=(2,), chunks=(1,), dtype="<i8", dimension_names=["x"], compressors=None
+    )
+    assert array.path == "v"
+    for index, checksum in enumerate([etag, dt.datetime(2100, 1, 1, tzinfo=dt.UTC)]):
+        session.store.set_virtual_ref(
+            f"v/c/{index}",
+            container + "values.bin",
+            offset=8 * index,
+            length=8,
+            checksum=checksum,
+        )
+    session.commit("values")
+    collection = pystac.Collection(
+        "hostile",
+        "a published store",
+        pystac.Extent(
+            pystac.SpatialExtent([[-180, -90, 180, 90]]), pystac.TemporalExtent([[WHEN, None]])
+        ),
+    )
+    fields = {"virtual:format": "icechunk", "virtual:containers": [container]}
+    collection.add_asset(
+        "icechunk",
+        pystac.Asset(str(path / "store.icechunk"), roles=["data"], extra_fields=fields),
+    )
+    collection.set_self_href(str(path / "collection.json"))
+    collection.save_object(include_self_link=True)
+    return pystac.Collection.from_file(str(path / "collection.json"))
+
+
+def test_a_published_stores_saved_endpoint_gets_no_credentials(
+    tmp_path: Path,
+    s3_server: S3Server,
+    recording_endpoint: tuple[str, list[dict[str, str]]],
+) -> None:
+    """The repository's config names where a container is; the reader's registry says where
+    its bucket really is, and only there do the reader's credentials go."""
+    endpoint, seen = recording_endpoint
+    bucket = s3_server.create_bucket("sources")
+    s3_server.upload(bucket, "data/values.bin", np.array([7, 9], dtype="<i8").tobytes())
+    etag = s3_server.client().head_object(Bucket=bucket, Key="data/values.bin")["ETag"]
+    container = f"s3://{bucket}/data/"
+    collection = hostile_icechunk_store(tmp_path, container, endpoint, etag)
+    registry = ObjectStoreRegistry()
+    registry.register(f"s3://{bucket}/", **s3_server.store_options)
+
+    opened = open_published(collection.assets["icechunk"], registry=registry)
+
+    np.testing.assert_array_equal(opened["v"].values, [7, 9])
+    assert not seen
 
 
 def test_a_scheme_naming_a_bucket_does_not_allow_reading_it(make_item: MakeItem) -> None:

@@ -249,6 +249,7 @@ def reading_config(
     network: NetworkOptions,
     client_options: Mapping[str, Mapping[str, Any]] | None = None,
     relocate: Mapping[str, str] | None = None,
+    stores: Mapping[str, Any] | None = None,
 ) -> Any:
     """``config`` (an open repository's) with its containers bounded by ``network``.
 
@@ -256,8 +257,10 @@ def reading_config(
     ``network``'s timeouts: HTTP stores get ``timeout`` and ``connect_timeout`` (those in
     ``client_options[prefix]``, from a registry's store for the prefix, win), S3 stores a
     network stream timeout. ``relocate`` maps the directories of a moved catalog to where they
-    are now: their (named) containers are declared there instead. The config is only for
-    opening sessions: never save it.
+    are now: their (named) containers are declared there instead. ``stores`` are the store
+    configs the reader chose for some prefixes (where they are now): they replace the saved
+    ones, whose endpoint whoever wrote the repository chose, and which would otherwise receive
+    the reader's credentials. The config is only for opening sessions: never save it.
     """
     saved = dict(config.virtual_chunk_containers or {})
     if relocate:
@@ -265,7 +268,9 @@ def reading_config(
     for prefix, container in saved.items():
         store = container.store
         now = _relocated(prefix, relocate or {})
-        if now != prefix and now.startswith("file://"):
+        if stores and now in stores:
+            store = stores[now]
+        elif now != prefix and now.startswith("file://"):
             store = icechunk.local_filesystem_store(file_url_to_path(now))
         store = _bounded(store, network, (client_options or {}).get(now) or {})
         config.set_virtual_chunk_container(

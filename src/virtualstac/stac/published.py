@@ -75,6 +75,8 @@ __all__ = [
 ]
 
 _VERSION_PROP = "virtual:version"
+# Containers whose reads carry the reader's credentials (ContainerSpec.credentials).
+_SIGNED = frozenset({"s3", "s3a", "gs", "gcs"})
 
 
 def published_asset(stac: pystac.Item | pystac.Collection) -> pystac.Asset | None:
@@ -373,7 +375,12 @@ def _icechunk_store(
         )
         # The saved containers, bounded by the registry's timeouts for this read only.
         options = {spec.prefix: spec.options for spec in specs}
-        bounded = reading_config(repository.config, network, options, relocate=mapping)
+        # Object-store containers are reached as the reader says (registry, storage scheme),
+        # not at the endpoint the repository's config names: their requests carry credentials.
+        chosen = {spec.prefix: spec.store_config() for spec in specs if spec.scheme in _SIGNED}
+        bounded = reading_config(
+            repository.config, network, options, relocate=mapping, stores=chosen
+        )
         repository = repository.reopen(config=bounded, authorize_virtual_chunk_access=authorized)
         session = (
             repository.readonly_session(snapshot_id=version)
