@@ -1,6 +1,7 @@
 """ZarrParser: stores written by xarray and zarr-python become references to chunk objects."""
 
 import json
+import re
 from pathlib import Path
 
 import fsspec
@@ -11,7 +12,12 @@ import xarray as xr
 import zarr
 
 from virtualstac import open_virtual_dataset
-from virtualstac.errors import CorruptFileError, NotVirtualizableError, SourceNotFoundError
+from virtualstac.errors import (
+    CorruptFileError,
+    NotVirtualizableError,
+    SourceNotFoundError,
+    UnregisteredURLError,
+)
 from virtualstac.parsers.zarr import ZarrParser
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.writers import authorize_containers, ensure_containers, required_containers
@@ -470,3 +476,29 @@ def test_nan_fill_values_keep_their_bits(
     virtual.virtual.to_icechunk(repository.writable_session("main").store, commit="nan")
     published = zarr.open_group(repository.readonly_session("main").store, mode="r")["v"][:]
     assert published.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_metadata_linked_from_outside_the_store_is_refused(
+    tmp_path: Path, dataset: xr.Dataset, zarr_format: int
+) -> None:
+    """A store unpacked from an archive may hold links: the metadata of one linking to a file
+    of the reader's would show it as attributes. Links are judged where they lead, as chunks
+    are; links that stay inside the store read."""
+    private = tmp_path / "home" / "config.json"
+    private.parent.mkdir()
+    private.write_text(json.dumps({"auths": {"registry": {"auth": "s3cret"}}}))
+    store = tmp_path / "downloads" / "source.zarr"
+    dataset.to_zarr(store, zarr_format=zarr_format, consolidated=False)
+    document = ".zattrs" if zarr_format == 2 else "zarr.json"
+    (store / "mask" / document).rename(store / "mask.json")
+    (store / "mask" / document).symlink_to(store / "mask.json")  # inside: read
+    assert open_virtual_dataset(str(store))["mask"].dims == ("y", "x")
+
+    (store / document).unlink()
+    (store / document).symlink_to(Path("../../home/config.json"))
+    with pytest.raises(
+        UnregisteredURLError, match=rf"holds '{re.escape(document)}', a link to a file outside"
+    ) as refused:
+        open_virtual_dataset(str(store))
+    assert private.as_uri() in str(refused.value)

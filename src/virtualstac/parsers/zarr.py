@@ -30,6 +30,7 @@ from virtualstac.errors import (
     NotVirtualizableError,
     SourceNotFoundError,
     UnknownFormatError,
+    UnregisteredURLError,
 )
 from virtualstac.limits import (
     check_chunk_bytes,
@@ -101,7 +102,7 @@ class ZarrParser:
                 )
             else:
                 sizes = _list_sizes(store, prefix)
-                documents = _read_documents(store, prefix, sizes, base_url)
+                documents = _read_documents(store, prefix, sizes, base_url, registry)
         except BaseError as err:
             raise read_failure(err, root_url, "the Zarr store ") from err
         for key, document in documents.items():
@@ -168,7 +169,11 @@ class ZarrParser:
 
 
 def _read_documents(
-    store: Any, prefix: str, sizes: Mapping[str, int], base_url: str
+    store: Any,
+    prefix: str,
+    sizes: Mapping[str, int],
+    base_url: str,
+    registry: ObjectStoreRegistry,
 ) -> dict[str, Any]:
     """The metadata documents among the listed objects, parsed."""
     names = [
@@ -178,13 +183,22 @@ def _read_documents(
     ]
     for key in names:  # before any is read: a store's metadata is read whole
         check_metadata(sizes[key], source=f"{base_url}/{key}")
-    return {
-        key: _json_document(
-            bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes()),
-            f"{base_url}/{key}",
-        )
-        for key in names
-    }
+
+    def read(key: str) -> bytes:
+        if base_url.startswith("file://"):
+            # The listing follows symbolic links: a document that is one (a `.zattrs` linked to
+            # a file of the reader's) is judged, and read, where it leads, as chunks are.
+            try:
+                here, path = registry.resolve(join_url(base_url, key))
+            except UnregisteredURLError as err:
+                raise UnregisteredURLError(
+                    f"the Zarr store {redact(base_url)!r} holds {key!r}, a link to a file "
+                    f"outside what may be read: {err}"
+                ) from err
+            return bytes(objects.get(here, path).bytes())
+        return bytes(objects.get(store, f"{prefix}/{key}" if prefix else key).bytes())
+
+    return {key: _json_document(read(key), f"{base_url}/{key}") for key in names}
 
 
 def _json_document(data: bytes, url: str) -> Any:
