@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import tracemalloc
 from collections.abc import Callable
@@ -130,3 +131,18 @@ def test_a_linked_source_among_many_references_is_refused(
     with nullcontext() if described else undescribed:
         with pytest.raises(UnregisteredURLError, match=re.escape(f"resolves to '{secret}'")):
             open_published(collection.assets["icechunk"])
+
+
+def test_a_named_pipe_among_the_sources_is_refused_before_any_chunk_is_read(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    """Icechunk reads some local chunks itself (a source newer than its recorded checksum): a
+    named pipe in a container's directory would make it wait for a writer for ever."""
+    collection = published_scenes(scenes, tmp_path)
+    source = scenes.files["S2_0"]["B02"]
+    pipe = source.parent / "pipe.nc"
+    os.mkfifo(pipe)
+    add_references(collection.assets["icechunk"], "hostile/refs", source, 3, last=pipe)
+
+    with pytest.raises(UnregisteredURLError, match=re.escape(f"'{pipe.as_uri()}' is not allowed")):
+        open_published(collection.assets["icechunk"])

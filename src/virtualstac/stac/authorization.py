@@ -22,7 +22,12 @@ import pystac
 
 from virtualstac.errors import InvalidPathError, UnregisteredURLError
 from virtualstac.storage.failures import redact
-from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
+from virtualstac.storage.registry import (
+    ObjectStoreRegistry,
+    refuse_special_file,
+    store_prefix,
+    within,
+)
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [
@@ -174,7 +179,8 @@ def check_containers(
 
 
 def check_local_locations(locations: Iterable[str], containers: Iterable[str]) -> None:
-    """Refuse local chunk locations that resolve (links, ``..``) outside the local containers.
+    """Refuse local chunk locations that resolve (links, ``..``) outside the local containers,
+    or to a named pipe, a device or a socket.
 
     Icechunk reads local virtual chunks itself and follows links; this checks where they lead
     before any chunk is read.
@@ -186,6 +192,13 @@ def check_local_locations(locations: Iterable[str], containers: Iterable[str]) -
     """
     local = [c for c in containers if c.startswith("file://")]
     for location in locations:
+        if location.startswith("file://"):
+            try:
+                refuse_special_file(location)  # Icechunk would wait for ever on a named pipe
+            except UnregisteredURLError as err:
+                raise UnregisteredURLError(
+                    f"a virtual chunk's source cannot be read: {err}"
+                ) from err
         if location.startswith("file://") and not within(location, local):
             real = os.path.realpath(file_url_to_path(location))
             directory = normalize_url(posixpath.dirname(real).rstrip("/") + "/")

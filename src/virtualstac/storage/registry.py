@@ -34,7 +34,13 @@ from virtualstac.storage.http import HttpStore
 from virtualstac.storage.objects import Store
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
-__all__ = ["ObjectStoreRegistry", "store_prefix", "suggested_prefix", "within"]
+__all__ = [
+    "ObjectStoreRegistry",
+    "refuse_special_file",
+    "store_prefix",
+    "suggested_prefix",
+    "within",
+]
 
 _DECODED_SCHEMES = ("file", "http", "https")
 # Schemes whose URLs may name no bucket or host: the local filesystem, an in-memory store.
@@ -357,7 +363,7 @@ class ObjectStoreRegistry:
         if url.startswith(("/", "file://")):
             # The resolved path is checked and read, not the link, which could point elsewhere.
             url = _real_file_url(normalize_url(url))
-            _refuse_special_file(url)
+            refuse_special_file(url)
         match = self._match(url, resolved=True)
         if match is None:
             registered = ", ".join(map(redact, self.allowed)) or "none"
@@ -452,8 +458,9 @@ _SPECIAL_FILES = (
 )
 
 
-def _refuse_special_file(url: str) -> None:
-    """Refuse a local ``url`` (resolved) that is no regular file or directory, wherever it lies.
+def refuse_special_file(url: str) -> None:
+    """Refuse a local ``url`` whose file (where its links lead) is no regular file or directory,
+    wherever it lies, with :class:`UnregisteredURLError`.
 
     Opening a named pipe blocks until something writes to it, and a device such as
     ``/dev/zero`` never ends: a reference to one (a pipe unpacked from an archive next to the
