@@ -128,6 +128,42 @@ def test_a_remote_catalog_may_not_name_local_files(tmp_path: Path, make_item: Ma
     assert_same_values(open_stac(item, authorize=[source.as_uri()]), source)
 
 
+def test_search_results_without_self_links_may_not_name_local_files(tmp_path: Path) -> None:
+    """A STAC API need not give its Items self links: one that omits them must not pass them
+    off as Items the user built, whose local files (named as assets, and read through the
+    Kerchunk references next to them) would open without authorization."""
+    secret = tmp_path / "id_rsa"
+    secret.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----")
+    array = {"zarr_format": 2, "shape": [8], "chunks": [8], "dtype": "|u1", "compressor": None,
+             "filters": None, "fill_value": None, "order": "C"}  # fmt: skip
+    refs = {".zgroup": '{"zarr_format": 2}', "key/.zarray": json.dumps(array),
+            "key/.zattrs": '{"_ARRAY_DIMENSIONS": ["x"]}',
+            "key/0": [str(secret), 0, 8]}  # fmt: skip
+    with FaultyServer({"refs.json": json.dumps(refs).encode()}, "serve") as server:
+        landing = {"type": "Catalog", "stac_version": "1.1.0", "id": "api", "description": "api",
+                   "conformsTo": ["https://api.stacspec.org/v1.0.0/core",
+                                  "https://api.stacspec.org/v1.0.0/item-search"],
+                   "links": [{"rel": "self", "href": server.url_for("api")},
+                             {"rel": "search", "href": server.url_for("search"),
+                              "type": "application/geo+json", "method": "POST"}]}  # fmt: skip
+        assets = {
+            "key": {"href": str(secret), "type": "application/octet-stream"},
+            "refs": {"href": server.url_for("refs.json"), "type": "application/json",
+                     "roles": ["references"]},
+        }  # fmt: skip
+        lure = {"type": "Feature", "stac_version": "1.1.0", "id": "lure", "geometry": None,
+                "properties": {"datetime": "2024-01-01T00:00:00Z"}, "links": [],
+                "assets": assets}  # fmt: skip
+        page = {"type": "FeatureCollection", "features": [lure], "links": []}
+        server.put("api", json.dumps(landing).encode())
+        server.put("search", json.dumps(page).encode())
+        search = read_stac(server.url_for("api"), QUICK)
+
+        assert secret.as_uri() not in stac_registry(list(search.items()))
+        with pytest.raises(UnregisteredURLError, match=re.escape(secret.as_uri())):
+            open_stac(search, ["refs"])["key"].load()
+
+
 def private_catalog(tmp_path: Path, make_item: MakeItem) -> tuple[Path, Path]:
     """A local catalog of the user's own, its Item naming a local file; returns both."""
     (source,) = write_sample_archive(tmp_path / "private", days=1)

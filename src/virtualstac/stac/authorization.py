@@ -37,6 +37,7 @@ __all__ = [
     "check_link",
     "check_local_locations",
     "is_remote",
+    "origin",
 ]
 
 _BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "azure", "memory"})
@@ -92,12 +93,31 @@ class Authorization:
         return self.registry is not None and url in self.registry
 
 
-def is_remote(stac_object: Any) -> bool:
-    """Whether a STAC object was read from elsewhere than a local file (its self href).
+def origin(stac_object: Any) -> str | None:
+    """Where a STAC object was read from: its self href, or for one without (an Item of a STAC
+    API search page, which need not link to itself) its root catalog's; None for an object
+    built in memory by the user's program."""
+    if stac_object is None:
+        return None
+    href = stac_object.get_self_href()
+    if href:
+        return str(href)
+    try:
+        link = stac_object.get_root_link()
+        # A resolved root (pystac-client's Client) gives its own self href; no request is sent.
+        root = link.get_absolute_href() if link is not None else None
+    except (AttributeError, ValueError):
+        return None
+    return str(root) if root and "://" in str(root) else None
 
-    Objects built in memory, without a self href, count as local: the user made them.
+
+def is_remote(stac_object: Any) -> bool:
+    """Whether a STAC object was read from elsewhere than a local file (:func:`origin`).
+
+    Objects built in memory (no self href, no root read from elsewhere) count as local: the
+    user made them.
     """
-    href = stac_object.get_self_href() if stac_object is not None else None
+    href = origin(stac_object)
     if not href:
         return False
     try:
@@ -122,7 +142,7 @@ def check_link(owner: Any, href: str, rel: str) -> None:
     local = "://" not in href or href.lower().startswith("file:")
     if local and is_remote(owner):
         raise UnregisteredURLError(
-            f"the {rel!r} link of {redact(owner.get_self_href())!r} names the local file "
+            f"the {rel!r} link of {redact(origin(owner))!r} names the local file "
             f"{redact(href)!r}: a catalog read from elsewhere may not make virtualstac read "
             "local files. Open the local document yourself if you trust it"
         )
@@ -161,7 +181,7 @@ def check_containers(
     UnregisteredURLError
         Naming the first container refused and the prefix to authorize.
     """
-    if asset.owner is not None and not asset.owner.get_self_href():
+    if asset.owner is not None and origin(asset.owner) is None:
         return
     home = _home(asset, store_url)
     homes = [place for place in (home, _tree(moving_root)) if place is not None]
