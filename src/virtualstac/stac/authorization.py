@@ -142,7 +142,7 @@ def check_link(owner: Any, href: str, rel: str) -> None:
     local = "://" not in href or href.lower().startswith("file:")
     if local and is_remote(owner):
         raise UnregisteredURLError(
-            f"the {rel!r} link of {redact(origin(owner))!r} names the local file "
+            f"the {rel!r} link of {redact(origin(owner) or '')!r} names the local file "
             f"{redact(href)!r}: a catalog read from elsewhere may not make virtualstac read "
             "local files. Open the local document yourself if you trust it"
         )
