@@ -3,6 +3,8 @@ chunk object's size by a HEAD, and read as xarray reads the store itself."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,12 @@ import zarr
 
 from servers import HTTPServer
 from virtualstac import open_virtual_dataset
-from virtualstac.errors import LimitExceededError, SourceNotFoundError, UnsupportedOperationError
+from virtualstac.errors import (
+    LimitExceededError,
+    SourceNotFoundError,
+    UnregisteredURLError,
+    UnsupportedOperationError,
+)
 from virtualstac.limits import limits
 from virtualstac.parsers.zarr import ZarrParser
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -105,3 +112,24 @@ def test_a_grid_beyond_the_reference_limit_is_refused_before_a_head(
     with limits(references_per_array=3), pytest.raises(LimitExceededError):
         ZarrParser()(url, registry)
     assert len(http_server.requests(method="HEAD")) == heads
+
+
+@pytest.mark.parametrize("climb", ["../..", "%2e%2e/%2E%2E"])
+def test_consolidated_metadata_naming_nodes_outside_the_store_sends_them_no_request(
+    http_server: HTTPServer, climb: str
+) -> None:
+    """Every chunk the grid allows is asked for with a HEAD: a node the (untrusted)
+    consolidated metadata places above the store would send them to other files of the host,
+    which servers resolve '..' to."""
+    path = write_store(http_server.directory("zarr") / "store.zarr", 2)
+    private = http_server.directory("private")
+    (private / "0").write_bytes(b"s3cret!!")
+    consolidated = json.loads((path / ".zmetadata").read_text())
+    node = consolidated["metadata"]["sub/inner/.zarray"]
+    consolidated["metadata"][f"{climb}/{private.name}/.zarray"] = node
+    (path / ".zmetadata").write_text(json.dumps(consolidated))
+    url, registry = served(http_server, path)
+
+    with pytest.raises(UnregisteredURLError, match=rf"names chunk '{re.escape(climb)}/private"):
+        ZarrParser()(url, registry)
+    assert not [entry for entry in http_server.requests(method=None) if "private" in entry.path]

@@ -97,9 +97,7 @@ class ZarrParser:
         base_url = join_url(root_url, self.group) if self.group else root_url
         try:
             if isinstance(store, HttpStore):  # no listing: consolidated metadata and HEADs
-                documents, sizes = http_documents_and_sizes(
-                    store, prefix, root_url, self.group, registry
-                )
+                documents, sizes = http_documents_and_sizes(root_url, self.group, registry)
             else:
                 sizes = _list_sizes(store, prefix)
                 documents = _read_documents(store, prefix, sizes, base_url, registry)

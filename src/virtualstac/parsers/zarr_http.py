@@ -14,13 +14,18 @@ import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
-from virtualstac.errors import CorruptFileError, SourceNotFoundError, UnsupportedOperationError
+from virtualstac.errors import (
+    CorruptFileError,
+    SourceNotFoundError,
+    UnregisteredURLError,
+    UnsupportedOperationError,
+)
 from virtualstac.limits import check_references
 from virtualstac.storage.failures import describe, redact
-from virtualstac.storage.http import HttpStore
 from virtualstac.storage.reader import read_document
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.stats import record_head
@@ -32,11 +37,11 @@ _CONCURRENT_HEADS = 16
 
 
 def http_documents_and_sizes(
-    store: HttpStore, prefix: str, root_url: str, group: str, registry: ObjectStoreRegistry
+    root_url: str, group: str, registry: ObjectStoreRegistry
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The metadata documents of the group ``group`` (``""``: the root) of the store at
-    ``root_url`` and the size of each of its chunk objects that exists (``prefix`` is the
-    group's path in ``store``), both keyed by path below the group, as a listing gives them.
+    ``root_url`` and the size of each of its chunk objects that exists (a HEAD through
+    ``registry``), both keyed by path below the group, as a listing gives them.
 
     The consolidation is the root's: a subgroup's own ``zarr.json`` has none.
     """
@@ -55,7 +60,7 @@ def http_documents_and_sizes(
         for path, document in _arrays(documents)
         for key in _chunk_keys(path, document, base_url)
     ]
-    return documents, dict(_sizes(store, prefix, keys))
+    return documents, dict(_sizes(registry, base_url, keys))
 
 
 def _json(url: str, registry: ObjectStoreRegistry, what: str) -> Any | None:
@@ -143,11 +148,23 @@ def _chunk_keys(path: str, document: dict[str, Any], base_url: str) -> list[str]
     return [here + head + separator.join(map(str, index)) for index in np.ndindex(grid)]
 
 
-def _sizes(store: HttpStore, prefix: str, keys: list[str]) -> Iterator[tuple[str, int]]:
+def _sizes(
+    registry: ObjectStoreRegistry, base_url: str, keys: list[str]
+) -> Iterator[tuple[str, int]]:
     def size(key: str) -> int | None:
+        # Through the allow-list: the consolidated metadata names the nodes, and a path such
+        # as "../../private" would send the HEAD outside the store (servers resolve "..").
+        try:
+            # Quoted as chunk URLs are read ("#" is part of a key), percent escapes kept.
+            store, path = registry.resolve(f"{base_url}/{quote(key, safe='/%')}")
+        except UnregisteredURLError as err:
+            raise UnregisteredURLError(
+                f"the consolidated metadata of the Zarr store {redact(base_url)!r} names chunk "
+                f"{key!r}, outside what may be read: {err}"
+            ) from err
         record_head()
         try:
-            return int(store.head(f"{prefix}/{key}" if prefix else key)["size"])
+            return int(store.head(path)["size"])
         except FileNotFoundError:
             return None
 
