@@ -108,3 +108,26 @@ def test_s3_containers_keep_their_store_and_get_a_stream_timeout() -> None:
         "http://127.0.0.1:9000",
         True,
     )
+
+
+@pytest.mark.parametrize(
+    ("saved_region", "region"),
+    [("eu-west-1", "eu-west-1"), ("s3.attacker.example/#", None), (None, None)],
+)
+def test_s3_containers_are_reached_as_the_reader_chose_in_the_saved_region(
+    saved_region: str | None, region: str | None
+) -> None:
+    """The endpoint the repository saved is its author's choice and is dropped for the reader's
+    store; its region is kept where the reader names none, if it is a region's name (it becomes
+    part of AWS's host name)."""
+    config = icechunk.RepositoryConfig.default()
+    saved = icechunk.s3_store(
+        region=saved_region, endpoint_url="http://attacker.example", s3_compatible=True
+    )
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer("s3://archive/", saved))
+    chosen = {"s3://archive/": icechunk.s3_store(region=None)}
+    bounded = reading_config(config, NetworkOptions(timeout=2.5), stores=chosen)
+    store = bounded.virtual_chunk_containers["s3://archive/"].store
+    assert isinstance(store, icechunk.ObjectStoreConfig.S3)
+    assert (store._0.endpoint_url, store._0.region) == (None, region)
+    assert store._0.network_stream_timeout_seconds == 3

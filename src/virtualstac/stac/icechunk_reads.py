@@ -269,7 +269,7 @@ def reading_config(
         store = container.store
         now = _relocated(prefix, relocate or {})
         if stores and now in stores:
-            store = stores[now]
+            store = _with_saved_region(stores[now], store)
         elif now != prefix and now.startswith("file://"):
             store = icechunk.local_filesystem_store(file_url_to_path(now))
         store = _bounded(store, network, (client_options or {}).get(now) or {})
@@ -277,6 +277,41 @@ def reading_config(
             icechunk.VirtualChunkContainer(now, store, name=container.name)
         )
     return config
+
+
+_S3_KINDS = (
+    icechunk.ObjectStoreConfig.S3,
+    icechunk.ObjectStoreConfig.S3Compatible,
+    icechunk.ObjectStoreConfig.Tigris,
+)
+# An AWS region's name; it becomes part of the endpoint's host name (s3.REGION.amazonaws.com).
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z0-9]+)+")
+
+
+def _with_saved_region(chosen: Any, saved: Any) -> Any:
+    """The reader's ``chosen`` S3 store, in the region of the ``saved`` container when it names
+    none: the region says where AWS serves the bucket, and a name of letters, digits and dashes
+    cannot lead requests to another host."""
+    mine: Any = chosen
+    theirs: Any = saved
+    if not (isinstance(chosen, _S3_KINDS) and isinstance(saved, _S3_KINDS)):
+        return chosen
+    region = theirs._0.region
+    if mine._0.region or not isinstance(region, str) or not _REGION.fullmatch(region):
+        return chosen
+    options = mine._0
+    return type(chosen)(
+        icechunk.S3Options(
+            region=region,
+            endpoint_url=options.endpoint_url,
+            allow_http=options.allow_http,
+            anonymous=options.anonymous,
+            force_path_style=options.force_path_style,
+            network_stream_timeout_seconds=options.network_stream_timeout_seconds,
+            requester_pays=options.requester_pays,
+            checksum_algorithm=options.checksum_algorithm,
+        )
+    )
 
 
 def _bounded(store: Any, network: NetworkOptions, given: Mapping[str, Any]) -> Any:
@@ -290,12 +325,7 @@ def _bounded(store: Any, network: NetworkOptions, given: Mapping[str, Any]) -> A
             **{key: str(given[key]) for key in ("timeout", "connect_timeout") if key in given},
         }
         return icechunk.ObjectStoreConfig.Http(opts, fields._1)
-    kinds = (
-        icechunk.ObjectStoreConfig.S3,
-        icechunk.ObjectStoreConfig.S3Compatible,
-        icechunk.ObjectStoreConfig.Tigris,
-    )
-    if isinstance(store, kinds):
+    if isinstance(store, _S3_KINDS):
         saved = fields._0
         options = icechunk.S3Options(
             region=saved.region,
