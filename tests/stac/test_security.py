@@ -33,6 +33,8 @@ from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
 from virtualstac.stac import open_published, open_stac, publish, stac_registry
 from virtualstac.stac.documents import read_stac
 from virtualstac.stac.invalid import collection_of
+from virtualstac.stac.published import scheme_options
+from virtualstac.stac.storage import StorageSchemeError
 
 NETCDF = "application/x-netcdf"
 WHEN = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -435,6 +437,28 @@ def test_a_published_stores_saved_endpoint_gets_no_credentials(
 
     np.testing.assert_array_equal(opened["v"].values, [7, 9])
     assert not seen
+
+
+@pytest.mark.parametrize("region", ["attacker.example/x", "x@127.0.0.1:9/", "US East"])
+def test_an_aws_region_that_names_another_host_is_refused(make_item: MakeItem, region: str) -> None:
+    """AWS's host name is made of the region (s3.REGION.amazonaws.com): a catalog's region
+    'attacker.example/x' would send requests signed with the reader's credentials to
+    s3.attacker.example."""
+    item = make_item("lure", WHEN, {"data": ("s3://bucket/data.nc", NETCDF)})
+    platform = "https://{bucket}.s3.{region}.amazonaws.com"
+    item.properties["storage:schemes"] = {
+        "aws": {"type": "aws-s3", "platform": platform, "region": region, "bucket": "bucket"}
+    }
+    item.assets["data"].extra_fields["storage:refs"] = ["aws"]
+    refused = f"storage scheme 'aws' has region {re.escape(repr(region))}, which is no AWS region"
+
+    with pytest.raises(StorageSchemeError, match=refused):
+        stac_registry(item)
+    with pytest.raises(StorageSchemeError, match=refused):
+        scheme_options(item.assets["data"])
+    # A custom endpoint names its host: its region only scopes the signature.
+    item.properties["storage:schemes"]["aws"].update(type="custom-s3", platform="https://s3.lan")
+    assert "s3://bucket/data.nc" in stac_registry(item)
 
 
 def test_a_scheme_naming_a_bucket_does_not_allow_reading_it(make_item: MakeItem) -> None:

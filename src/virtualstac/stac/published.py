@@ -57,6 +57,7 @@ from virtualstac.stac.published_stores import (
     stores_by_grid,
 )
 from virtualstac.stac.relocation import current_root, moved, relocation
+from virtualstac.stac.storage import aws_region
 from virtualstac.stac.targets import Target, store_options
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -426,13 +427,13 @@ def scheme_options(
     elif isinstance(owner, pystac.Item):
         declared = owner.properties.get("storage:schemes") or {}
     found: dict[str, dict[str, Any]] = {}
-    for scheme in declared.values():
+    for key, scheme in declared.items():
         bucket = scheme.get("bucket")
         if not bucket or scheme.get("type") not in ("aws-s3", "custom-s3"):
             continue
         options: dict[str, Any] = {}
         if scheme.get("region"):
-            options["region"] = scheme["region"]
+            options["region"] = aws_region(str(key), scheme["type"], scheme["region"])
         if scheme.get("type") == "custom-s3":
             endpoint = str(scheme["platform"]).replace("/{bucket}", "")
             options["endpoint"] = endpoint

@@ -43,6 +43,7 @@ __all__ = [
     "SCHEMES_PROP",
     "StorageScheme",
     "StorageSchemeError",
+    "aws_region",
     "bucket_scheme",
     "declared_registry",
     "declared_schemes",
@@ -59,10 +60,34 @@ _AZURE_URL_SCHEMES = frozenset({"az", "abfs", "abfss", "azure"})
 # Object stores are allowed bucket by bucket, the others directory by directory.
 _BUCKET_URL_SCHEMES = _S3_URL_SCHEMES | _AZURE_URL_SCHEMES | {"gs", "gcs", "memory"}
 _TEMPLATE_VARIABLE = re.compile(r"\{([^{}]+)\}")
+# An AWS region's name (us-east-1, us-gov-west-1, cn-north-1): obstore and Icechunk make it part
+# of the host name their requests to AWS go to (s3.REGION.amazonaws.com).
+_AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z0-9]+)+")
 
 
 class StorageSchemeError(VirtualStacError, ValueError):
     """An asset's ``storage:refs`` names no known scheme, or a scheme cannot be used."""
+
+
+def aws_region(key: str, kind: str, region: Any) -> str | None:
+    """The ``region`` of the storage scheme ``key`` of type ``kind``, None if it names none.
+
+    Raises
+    ------
+    StorageSchemeError
+        For an ``aws-s3`` scheme whose region is no region's name: AWS's host name is made of
+        it, so ``attacker.example/x`` would send requests signed with the reader's credentials
+        to ``s3.attacker.example``. (A ``custom-s3`` endpoint names its host: its region only
+        scopes the signature, and may be any name, such as Garage's ``garage``.)
+    """
+    if region is None:
+        return None
+    if kind == "aws-s3" and not (isinstance(region, str) and _AWS_REGION.fullmatch(region)):
+        raise StorageSchemeError(
+            f"storage scheme {key!r} has region {redact(str(region))!r}, which is no AWS "
+            "region's name (such as 'us-west-2'); AWS's host names are made of it"
+        )
+    return str(region)
 
 
 @dataclass(frozen=True)
@@ -145,7 +170,7 @@ class StorageScheme:
                 options["account_name"] = str(self.variables["account"])
             return options
         if self.region:
-            options["region"] = self.region
+            options["region"] = aws_region(self.key, self.type, self.region)
         if self.requester_pays:
             options["request_payer"] = True
         if self.type == "custom-s3":
