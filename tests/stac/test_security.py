@@ -461,6 +461,31 @@ def test_an_aws_region_that_names_another_host_is_refused(make_item: MakeItem, r
     assert "s3://bucket/data.nc" in stac_registry(item)
 
 
+@pytest.mark.parametrize("spelling", ["scheme", "msft:storage_account"])
+def test_an_azure_account_that_names_another_host_is_refused(
+    make_item: MakeItem, spelling: str
+) -> None:
+    """An account's host name is made of its name (ACCOUNT.blob.core.windows.net): a catalog's
+    account 'attacker.example/x' would send the reader's Azure credentials there."""
+    item = make_item("lure", WHEN, {"data": ("az://container/data.nc", NETCDF)})
+    asset = item.assets["data"]
+
+    def name(account: str) -> None:
+        if spelling == "scheme":
+            platform = "https://{account}.blob.core.windows.net"
+            scheme = {"type": "ms-azure", "platform": platform, "account": account}
+            item.properties["storage:schemes"] = {"azure": scheme}
+            asset.extra_fields["storage:refs"] = ["azure"]
+        else:
+            asset.extra_fields["msft:storage_account"] = account
+
+    name("attacker.example/x")
+    with pytest.raises(StorageSchemeError, match=r"Azure storage account 'attacker\.example/x'"):
+        stac_registry(item)
+    name("pcstacitems")
+    assert "az://container/data.nc" in stac_registry(item)
+
+
 def test_a_scheme_naming_a_bucket_does_not_allow_reading_it(make_item: MakeItem) -> None:
     item = make_item("lure", WHEN, {"data": ("s3://public/data.nc", NETCDF)})
     item.properties["storage:schemes"] = {

@@ -44,6 +44,7 @@ __all__ = [
     "StorageScheme",
     "StorageSchemeError",
     "aws_region",
+    "azure_account_name",
     "bucket_scheme",
     "declared_registry",
     "declared_schemes",
@@ -63,6 +64,9 @@ _TEMPLATE_VARIABLE = re.compile(r"\{([^{}]+)\}")
 # An AWS region's name (us-east-1, us-gov-west-1, cn-north-1): obstore and Icechunk make it part
 # of the host name their requests to AWS go to (s3.REGION.amazonaws.com).
 _AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z0-9]+)+")
+# An Azure storage account's name, which is the first label of its host name
+# (ACCOUNT.blob.core.windows.net).
+_AZURE_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 
 
 class StorageSchemeError(VirtualStacError, ValueError):
@@ -88,6 +92,25 @@ def aws_region(key: str, kind: str, region: Any) -> str | None:
             "region's name (such as 'us-west-2'); AWS's host names are made of it"
         )
     return str(region)
+
+
+def azure_account_name(account: Any, where: str) -> str:
+    """``account``, named by ``where`` (a storage scheme, an asset), if it is an Azure storage
+    account's name: 3 to 24 lowercase letters and digits.
+
+    Raises
+    ------
+    StorageSchemeError
+        Otherwise: the account's host name is made of it, so ``attacker.example/x`` would send
+        requests carrying the reader's Azure credentials to ``attacker.example``.
+    """
+    if not (isinstance(account, str) and _AZURE_ACCOUNT.fullmatch(account)):
+        raise StorageSchemeError(
+            f"{where} names the Azure storage account {redact(str(account))!r}, which is no "
+            "account's name (3 to 24 lowercase letters and digits); Azure's host names are "
+            "made of it"
+        )
+    return account
 
 
 @dataclass(frozen=True)
@@ -167,7 +190,8 @@ class StorageScheme:
             options["skip_signature"] = True
         if self.type == "ms-azure":
             if "account" in self.variables:
-                options["account_name"] = str(self.variables["account"])
+                where = f"storage scheme {self.key!r}"
+                options["account_name"] = azure_account_name(self.variables["account"], where)
             return options
         if self.region:
             options["region"] = aws_region(self.key, self.type, self.region)
@@ -195,13 +219,14 @@ def azure_account(asset: pystac.Asset, item: pystac.Item | None) -> str | None:
         asset.extra_fields.get("xarray:storage_options"),
         open_kwargs.get("storage_options") if isinstance(open_kwargs, Mapping) else None,
     ]
+    where = f"asset {asset.href!r}"
     for options in candidates:
         if isinstance(options, Mapping) and isinstance(options.get("account_name"), str):
-            return str(options["account_name"])
+            return azure_account_name(options["account_name"], where)
     for fields in (asset.extra_fields, item.properties if item is not None else {}):
         account = fields.get("msft:storage_account")
         if isinstance(account, str) and account:
-            return account
+            return azure_account_name(account, where)
     return None
 
 
@@ -354,20 +379,21 @@ def stac_registry(
                 continue  # a remote catalog may not make us read local files
             try:
                 schemes = finder.schemes(asset, item)
+                applicable = next((s for s in schemes if s.applies_to(url)), None)
+                trust = authorization.trust_catalog_endpoints
+                options = (
+                    applicable.store_options(url, trust_endpoint=trust)
+                    if applicable is not None
+                    else {}
+                )
+                if applicable is None and url.partition("://")[0].lower() in _AZURE_URL_SCHEMES:
+                    account = azure_account(asset, item)
+                    if account is not None:
+                        options = {"account_name": account}
             except StorageSchemeError:
                 if wanted is None or key in wanted:
                     raise
                 continue
-            applicable = next((s for s in schemes if s.applies_to(url)), None)
-            options = (
-                applicable.store_options(url, trust_endpoint=authorization.trust_catalog_endpoints)
-                if applicable is not None
-                else {}
-            )
-            if applicable is None and url.partition("://")[0].lower() in _AZURE_URL_SCHEMES:
-                account = azure_account(asset, item)
-                if account is not None:
-                    options = {"account_name": account}
             # The scheme that configures the store decides; an http(s) asset has none, so the
             # first scheme it names does.
             named = [s.key for s in ([applicable] if applicable else []) + schemes]
