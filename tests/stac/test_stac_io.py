@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import pickle
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +32,7 @@ from virtualstac.errors import (
     NetworkTimeoutError,
     RedirectRefusedError,
     SourceNotFoundError,
+    UnregisteredURLError,
 )
 from virtualstac.intake.stac import StacVirtualSource
 from virtualstac.limits import limits
@@ -186,6 +189,31 @@ def test_a_local_document_is_read_no_further_than_the_metadata_limit(tmp_path: P
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
     with limits(metadata_bytes=1000), pytest.raises(LimitExceededError, match=r"huge\.json"):
         catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))
+
+
+def test_a_link_to_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A catalog unpacked from an archive may link to a named pipe: opening it for reading
+    would wait for a writer for ever."""
+    os.mkfifo(tmp_path / "child.json")
+    catalog = {**CATALOG, "links": [{"rel": "child", "href": "./child.json"}]}
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    outcome: list[BaseException | None] = []
+
+    def walk() -> None:
+        try:
+            catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))
+            outcome.append(None)
+        except BaseException as err:  # handed to the test's thread
+            outcome.append(err)
+
+    thread = threading.Thread(target=walk, daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():
+        os.close(os.open(tmp_path / "child.json", os.O_WRONLY | os.O_NONBLOCK))  # release it
+        pytest.fail("reading the catalog waited on the named pipe")
+    assert isinstance(outcome[0], UnregisteredURLError)
+    assert "child.json' is not allowed: it is a named pipe" in str(outcome[0])
 
 
 # -- STAC API pages: read by pystac-client through bounded_api_io ------------------------------

@@ -12,6 +12,7 @@ into typed errors too.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ from virtualstac.limits import check_metadata, get_limits
 from virtualstac.storage.client import DEFAULT_NETWORK, NetworkOptions
 from virtualstac.storage.failures import redact
 from virtualstac.storage.http_headers import bound_headers
+from virtualstac.storage.registry import refuse_special_file
+from virtualstac.storage.urls import normalize_url
 
 __all__ = [
     "BoundedApiIO",
@@ -228,8 +231,10 @@ def _retry(network: NetworkOptions) -> Retry:
 
 def _local_text(href: str) -> str:
     """The text of a local document, read no further than ``metadata_bytes`` (a link may name
-    a huge file, or ``/dev/zero``). Paths are taken from ``href`` as pystac takes them."""
+    a huge file, or ``/dev/zero``), never from a named pipe, where it would wait for a writer
+    for ever. Paths are taken from ``href`` as pystac takes them."""
     path = safe_urlparse(href).path
+    refuse_special_file(normalize_url(os.path.abspath(path)))
     with open(path, "rb") as file:
         data = file.read(get_limits().metadata_bytes + 1)
     check_metadata(len(data), source=redact(href), what="STAC JSON")
