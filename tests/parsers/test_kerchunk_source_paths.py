@@ -9,31 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import netCDF4
 import numpy as np
 import pytest
 import rasterio
 from kerchunk_refs import hdf5_refs, open_ours, parse_json
+from special_paths import DIRECTORIES, netcdf_values, write_netcdf
 
 from virtualstac import open_virtual_dataset
 from virtualstac.parsers.kerchunk_resolve import literal_file_url
-
-DIRECTORIES = ["my data", "100% done", "a#b", "q?x", "ünïcode", "x[1]"]
-
-
-def write_netcdf(path: Path) -> Path:
-    """A netCDF4 file with two zlib chunks, too large to be inlined."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("x", 40_000)
-        v = ds.createVariable("v", "f4", ("x",), zlib=True, chunksizes=(20_000,))
-        v[:] = np.random.default_rng(0).random(40_000).astype("f4")
-    return path
-
-
-def netcdf_values(path: Path) -> np.ndarray[Any, Any]:
-    with netCDF4.Dataset(path) as ds:
-        return np.asarray(ds["v"][:])
 
 
 def saved(references: dict[str, Any], path: Path) -> Path:

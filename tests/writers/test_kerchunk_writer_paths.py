@@ -9,36 +9,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import fsspec
-import netCDF4
 import numpy as np
 import pytest
 import rasterio
 import xarray as xr
 from rasterio.transform import from_origin
 
+from special_paths import DIRECTORIES, netcdf_values, write_netcdf
 from virtualstac import open_virtual_dataset
 from virtualstac.errors import InvalidPathError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 if TYPE_CHECKING:
     from servers import HTTPServer, S3Server
-
-DIRECTORIES = ["my data", "100% done", "a#b", "q?x", "ünïcode", "x[1]", "p%20q"]
-
-
-def write_netcdf(path: Path) -> Path:
-    """A netCDF4 file with two zlib chunks, too large for the parser to inline."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("x", 40_000)
-        v = ds.createVariable("v", "f4", ("x",), zlib=True, chunksizes=(20_000,))
-        v[:] = np.random.default_rng(0).random(40_000).astype("f4")
-    return path
-
-
-def netcdf_values(path: Path) -> np.ndarray[Any, Any]:
-    with netCDF4.Dataset(path) as ds:
-        return np.asarray(ds["v"][:])
 
 
 def through_fsspec(references: object) -> xr.Dataset:
@@ -47,7 +30,11 @@ def through_fsspec(references: object) -> xr.Dataset:
     return xr.open_dataset(fs.get_mapper(), engine="zarr", consolidated=False).load()
 
 
-@pytest.mark.parametrize("directory", DIRECTORIES)
+#: The directories, and one whose name looks percent-encoded.
+ESCAPED = [*DIRECTORIES, "p%20q"]
+
+
+@pytest.mark.parametrize("directory", ESCAPED)
 @pytest.mark.parametrize("form", ["dict", "json", "parquet", "json-root"])
 def test_references_to_special_paths_read_through_fsspec(
     tmp_path: Path, directory: str, form: str
@@ -66,7 +53,7 @@ def test_references_to_special_paths_read_through_fsspec(
     np.testing.assert_array_equal(through_fsspec(references)["v"].values, netcdf_values(source))
 
 
-@pytest.mark.parametrize("directory", DIRECTORIES)
+@pytest.mark.parametrize("directory", ESCAPED)
 def test_local_paths_are_written_as_kerchunk_writes_them(tmp_path: Path, directory: str) -> None:
     hdf = pytest.importorskip("kerchunk.hdf")
     source = write_netcdf(tmp_path / directory / "f.nc")
