@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from virtualstac.errors import (
     UnknownFormatError,
     VirtualStacError,
     in_context,
+    redact,
 )
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
@@ -39,11 +40,13 @@ from virtualstac.parsers import (
 )
 from virtualstac.parsers.tiff_geo import GeoReference
 from virtualstac.progress import progress as progress_bar
+from virtualstac.stac.authorization import ItemScope
 from virtualstac.stac.bands import StacBands, apply_band_variables, apply_bands
 from virtualstac.stac.combining import (
     MixedGridsError,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.scoped import ScopedRegistry
 from virtualstac.xarray.open import group_dataset, open_parsed
 
 _log = logging.getLogger(__name__)
@@ -87,8 +90,11 @@ def _open_tasks(
     registry: ObjectStoreRegistry,
     parallel: Any,
     progress: bool,
+    scopes: Mapping[str, ItemScope] | None = None,
 ) -> list[xr.Dataset]:
-    open_task = functools.partial(_open_task, registry=registry)
+    """Open the assets of ``tasks``, each read through ``registry`` within the scope of its
+    Item (``scopes``, by Item id) if given."""
+    open_task = functools.partial(_open_task, registry=registry, scopes=scopes)
     results = map_batched(executor_for(parallel), open_task, tasks)
     opened = []
     bar = progress_bar(results, total=len(tasks), label="virtualizing", enabled=progress)
@@ -114,9 +120,21 @@ def _make_parser(name: str | None, drop: tuple[str, ...], overviews: bool) -> Pa
     return parsers[name](drop_variables=drop)
 
 
-def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
-    """Parse one asset and shape it for merging: rename, squeeze single bands, georeference."""
+def _open_task(
+    task: _AssetTask,
+    registry: ObjectStoreRegistry,
+    scopes: Mapping[str, ItemScope] | None = None,
+) -> xr.Dataset:
+    """Parse one asset and shape it for merging: rename, squeeze single bands, georeference.
+
+    With ``scopes``, the asset is parsed through a registry narrowed to its Item's scope, and
+    references outside it are refused now: the dataset is read later through ``registry``,
+    the allow-list of every Item opened together, which cannot tell whose references it reads.
+    """
     drop = task.drop_variables or ()
+    if scopes is not None:
+        scope = scopes[task.item_id]
+        registry = ScopedRegistry(registry, scope.locations, scope.owner)
     try:
         dataset, store, path = open_parsed(
             task.url,
@@ -128,6 +146,8 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
             decode_times=task.decode_times,
             overview_level=task.overview_level,
         )
+        if isinstance(registry, ScopedRegistry):
+            _check_references(dataset, registry)
     except VirtualStacError as err:
         # The file's error names the file; among thousands of Items, say which one holds it.
         named = in_context(err, f"asset {task.key!r} of item {task.item_id!r}")
@@ -162,6 +182,18 @@ def _open_task(task: _AssetTask, registry: ObjectStoreRegistry) -> xr.Dataset:
             )
         dataset = dataset.rename({names[0]: task.variable})
     return dataset
+
+
+def _check_references(dataset: xr.Dataset, registry: ScopedRegistry) -> None:
+    """Refuse chunk references of ``dataset`` outside the scope of ``registry``."""
+    checked: set[str] = set()
+    for name, variable in dataset.variables.items():
+        if not isinstance(variable.data, ManifestArray):
+            continue
+        for url in variable.data.manifest.path_table:
+            if url not in checked:
+                registry.check(url, f"variable {str(name)!r} referencing {redact(url)!r}")
+                checked.add(url)
 
 
 def _check_not_elsewhere(task: _AssetTask, root: ManifestGroup, path: str) -> None:

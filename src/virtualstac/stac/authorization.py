@@ -28,15 +28,18 @@ from virtualstac.storage.registry import (
     store_prefix,
     within,
 )
+from virtualstac.storage.signing import split_signature
 from virtualstac.storage.urls import file_url_to_path, normalize_url
 
 __all__ = [
     "Authorization",
+    "ItemScope",
     "asset_registry",
     "check_containers",
     "check_link",
     "check_local_locations",
     "is_remote",
+    "item_scope",
     "origin",
 ]
 
@@ -146,6 +149,34 @@ def check_link(owner: Any, href: str, rel: str) -> None:
             f"{redact(href)!r}: a catalog read from elsewhere may not make virtualstac read "
             "local files. Open the local document yourself if you trust it"
         )
+
+
+@dataclass(frozen=True)
+class ItemScope:
+    """What the assets of one Item may make us read: ``locations`` (each of its assets, at its
+    exact location, and what the user authorized). ``owner`` names the Item in refusals."""
+
+    owner: str
+    locations: tuple[str, ...]
+
+
+def item_scope(item: pystac.Item, owner: str, authorization: Authorization) -> ItemScope:
+    """The scope of ``item``'s assets: the exact location of each of its assets (not a local
+    file named by a remote Item), and the prefixes the user authorized.
+
+    One open reads many Items through one allow-list; the references inside one Item's asset
+    (Kerchunk) may still point only at the assets of that Item, never at another Item's.
+    """
+    remote = is_remote(item)
+    locations = []
+    for asset in item.assets.values():
+        try:
+            url = split_signature(normalize_url(asset.get_absolute_href() or asset.href))[0]
+        except InvalidPathError:
+            continue  # never read: the asset itself cannot be located
+        if not (remote and url.startswith("file://")):
+            locations.append(url)
+    return ItemScope(owner, (*locations, *authorization.prefixes))
 
 
 def asset_registry(url: str, owner: Any, authorization: Authorization) -> ObjectStoreRegistry:

@@ -27,8 +27,8 @@ from obstore.exceptions import BaseError as ObstoreError
 from virtualstac.errors import redact
 from virtualstac.stac.aliases import BandSelections
 from virtualstac.stac.asset_reading import UnsupportedAssetError, _open_tasks
-from virtualstac.stac.authorization import Authorization, asset_registry
-from virtualstac.stac.collection_assets import CollectionAssets, collection_assets
+from virtualstac.stac.authorization import Authorization, ItemScope, asset_registry, item_scope
+from virtualstac.stac.collection_assets import CollectionAssets, collection_assets, owner_name
 from virtualstac.stac.combining import (
     Grid,
     MixedGridsError,
@@ -60,7 +60,7 @@ from virtualstac.stac.selecting import (
     _tasks_for,
 )
 from virtualstac.stac.stac_io import reading_with
-from virtualstac.stac.storage import StorageSchemeError, stac_registry
+from virtualstac.stac.storage import StorageSchemeError, catalog_authorization, stac_registry
 from virtualstac.storage.client import DEFAULT_NETWORK
 from virtualstac.storage.failures import describe
 from virtualstac.storage.registry import ObjectStoreRegistry
@@ -290,6 +290,7 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
     authorize = options.get("authorize")
     trust = options.get("trust_catalog_endpoints", False)
     authorization = Authorization.of(authorize, trust_catalog_endpoints=trust, registry=registry)
+    # A registry stac_registry made (here, or given back) keeps the asset to its Item's scope.
     if registry is None and owner is not None and key is not None:
         registry = stac_registry(
             owner,
@@ -298,6 +299,7 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
             authorize=authorization.prefixes,
             trust_catalog_endpoints=trust,
         )
+        scopes = _item_scopes([owner], registry)
     else:
         if registry is None:
             try:
@@ -308,9 +310,10 @@ def open_asset(asset: pystac.Asset, **options: Unpack[OpenOptions]) -> xr.Datase
                     f"authorize= names: {describe(err)}. Pass a registry of your own whose "
                     "store is configured (for Azure, with account_name=)"
                 ) from err
+        scopes = None if owner is None else _item_scopes([owner], registry)
         if sign is not None:
             registry = SigningRegistry.wrap(registry, sign)
-    dataset = _open_tasks([task], registry, False, False)[0]
+    dataset = _open_tasks([task], registry, False, False, scopes)[0]
     return dataset if _wants_references(options) else _values(dataset, registry, options)
 
 
@@ -413,6 +416,7 @@ def _parse(
         selections.kept = {
             task.variable or task.key for task in tasks if task.key in (wanted or ())
         }
+    users = registry
     if registry is None:
         registry = stac_registry(
             items,
@@ -421,10 +425,11 @@ def _parse(
             authorize=authorization.prefixes,
             trust_catalog_endpoints=trust,
         )
-    elif sign is not None:
-        registry = SigningRegistry.wrap(registry, sign)
+    scopes = _item_scopes(items, registry)
+    if users is not None and sign is not None:
+        registry = SigningRegistry.wrap(users, sign)
     opened = _open_tasks(
-        tasks, registry, options.get("parallel", False), options.get("progress", False)
+        tasks, registry, options.get("parallel", False), options.get("progress", False), scopes
     )
     per_item: dict[str, list[tuple[str, xr.Dataset]]] = defaultdict(list)
     for task, dataset in zip(tasks, opened, strict=True):
@@ -451,6 +456,19 @@ def _parse(
         _combine_items(run, {item.id: grouped[item.id] for item in run}, dims, group_by, steps)
         for run in runs
     ], registry
+
+
+def _item_scopes(
+    items: Iterable[pystac.Item], registry: ObjectStoreRegistry
+) -> dict[str, ItemScope] | None:
+    """Per Item id, what its assets' references may point at, if ``registry`` is the catalogs'
+    allow-list (:func:`stac_registry`): one list reads every Item, but each Item's references
+    keep to its own assets and what the user authorized. None for the user's own registry."""
+    authorized = catalog_authorization(registry)
+    if authorized is None:
+        return None
+    authorization = Authorization(authorized)
+    return {item.id: item_scope(item, owner_name(item), authorization) for item in items}
 
 
 def _decodes_every_variable(mask_and_scale: object) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "aws_region",
     "azure_account_name",
     "bucket_scheme",
+    "catalog_authorization",
     "declared_registry",
     "declared_schemes",
     "stac_registry",
@@ -340,8 +342,7 @@ def stac_registry(
     """The read allow-list :func:`~virtualstac.stac.open_stac` builds by default.
 
     It allows the exact location of every asset of the Items (an object, or a directory such
-    as a Zarr store and everything below it), so the references of one asset (Kerchunk) may
-    point at the other assets of its Item and nowhere else. A remote Item (read from a URL)
+    as a Zarr store and everything below it). A remote Item (read from a URL)
     may not name local files. ``authorize`` adds prefixes the user trusts; the error raised
     for a reference outside the list names the prefix to authorize. ``assets`` names the
     assets whose storage schemes must be usable (an error otherwise); the others are
@@ -354,6 +355,11 @@ def stac_registry(
 
     Every store sends its requests with the timeouts and retries of ``network``, or of
     ``scheme_network[key]`` for the assets whose ``storage:refs`` name the scheme ``key``.
+
+    The list holds every Item's assets, but the references of one asset (Kerchunk) may point
+    only at the other assets of its own Item and at what ``authorize`` names: ``open_stac``
+    parses each asset within its Item's scope and refuses references outside it, with this
+    registry made by it or given as ``registry=`` (see ``docs/security.md``).
 
     Use it to read a virtual dataset ``open_stac`` returned::
 
@@ -432,7 +438,22 @@ def stac_registry(
             ) from err
     if sign is None and queries:
         sign = PresignedQueries(queries)
-    return registry if sign is None else SigningRegistry.wrap(registry, sign)
+    made = registry if sign is None else SigningRegistry.wrap(registry, sign)
+    _CATALOG_REGISTRIES[made] = authorization.prefixes
+    return made
+
+
+# The registries stac_registry made, and the prefixes the user authorized in each: given back
+# to open_stac (registry=), such a registry is the catalogs' allow-list, not the user's.
+_CATALOG_REGISTRIES: weakref.WeakKeyDictionary[ObjectStoreRegistry, tuple[str, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def catalog_authorization(registry: ObjectStoreRegistry) -> tuple[str, ...] | None:
+    """The prefixes the user authorized in a registry :func:`stac_registry` made, or None for
+    any other registry (the user's own: everything it allows is authorized)."""
+    return _CATALOG_REGISTRIES.get(registry)
 
 
 def _allowed_prefix(url: str) -> str:
