@@ -176,3 +176,24 @@ def test_the_catalogs_registry_given_back_keeps_each_item_to_its_assets(
     own.register(data.as_uri() + "/")
     own.register(refs.parent.as_uri() + "/")
     assert open_stac([a, b], registry=own).sizes["time"] == 48
+
+
+def test_parquet_references_keep_to_their_item_too(tmp_path: Path, make_item: MakeItem) -> None:
+    data = tmp_path / "data"
+    mine, theirs = write_sample_archive(data, days=2)
+    a = archive_item(make_item, str(mine), str(theirs), tmp_path / "publisher-a")
+    refs = tmp_path / "b" / "refs.parq"
+    refs.parent.mkdir()
+    open_virtual_dataset(str(theirs)).virtual.to_kerchunk(refs, format="parquet")
+    b = make_item("b", DAY_2, {})
+    b.add_asset(
+        "refs",
+        pystac.Asset(
+            str(refs), roles=["references"], extra_fields={"virtual:parser": "kerchunk-parquet"}
+        ),
+    )
+    b = saved(b, tmp_path / "b")
+
+    with pytest.raises(UnregisteredURLError, match=refused("refs", "b", theirs.as_uri())):
+        open_stac([a, b])
+    assert open_stac([a, b], authorize=[theirs.as_uri()]).sizes["time"] == 48
