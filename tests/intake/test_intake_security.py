@@ -16,6 +16,7 @@ import xarray as xr
 import yaml
 
 import intake
+from virtualstac import open_virtual_dataset
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import SourceNotFoundError, UnregisteredURLError
 from virtualstac.stac import publish
@@ -147,3 +148,36 @@ def test_yaml_tags_that_would_run_code_are_refused(tmp_path: Path) -> None:
     with pytest.raises(yaml.constructor.ConstructorError):
         intake.open_catalog(str(path))
     assert not ran.exists()
+
+
+def test_an_items_references_may_not_read_another_items_archive(tmp_path: Path) -> None:
+    downloaded = tmp_path / "downloads" / "catalog"
+    shown, archived = write_sample_archive(tmp_path / "data", days=2)
+    refs = tmp_path / "data" / "refs.json"
+    open_virtual_dataset(str(archived)).virtual.to_kerchunk(refs, format="json")
+    extent = pystac.Extent(
+        pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
+        pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
+    )
+    collection = pystac.Collection("mixed", "Items of two publishers", extent)
+    a = pystac.Item("a", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {})
+    a.add_asset("data", pystac.Asset(str(shown), media_type=NETCDF, roles=["data"]))
+    a.add_asset("archive", pystac.Asset(str(archived), media_type=NETCDF, roles=["metadata"]))
+    # B's references read A's archive, which A names but does not open.
+    b = pystac.Item("b", None, None, dt.datetime(2024, 1, 2, tzinfo=dt.UTC), {})
+    b.add_asset(
+        "data", pystac.Asset(str(refs), media_type="application/json", roles=["references"])
+    )
+    collection.add_items([a, b])
+    collection.normalize_hrefs(str(downloaded / "stac"))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    (downloaded / "catalog.yaml").write_text(
+        "sources:\n  mixed:\n    driver: stac_virtual\n    args:\n"
+        '      url: "{{ CATALOG_DIR }}/stac/collection.json"\n'
+    )
+    catalog = intake.open_catalog(str(downloaded / "catalog.yaml"))
+
+    with pytest.raises(UnregisteredURLError, match="asset 'data' of item 'b'"):
+        catalog["mixed"].to_dask()
+    opened = catalog["mixed"](authorize=[archived.as_uri()]).to_dask()
+    assert opened.sizes["time"] == 48
