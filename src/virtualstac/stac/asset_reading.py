@@ -101,6 +101,7 @@ def _open_tasks(
     for task, dataset in zip(tasks, bar, strict=True):
         _log.info("parsed %s (asset %r of item %r)", task.url, task.key, task.item_id)
         opened.append(dataset)
+    _scoped.cache_clear()  # the next open resolves its scopes' links afresh
     return opened
 
 
@@ -133,8 +134,7 @@ def _open_task(
     """
     drop = task.drop_variables or ()
     if scopes is not None:
-        scope = scopes[task.item_id]
-        registry = ScopedRegistry(registry, scope.locations, scope.owner)
+        registry = _scoped(registry, scopes[task.item_id])
     try:
         dataset, store, path = open_parsed(
             task.url,
@@ -182,6 +182,13 @@ def _open_task(
             )
         dataset = dataset.rename({names[0]: task.variable})
     return dataset
+
+
+@functools.lru_cache(maxsize=16)
+def _scoped(registry: ObjectStoreRegistry, scope: ItemScope) -> ScopedRegistry:
+    """``registry`` narrowed to ``scope``, made once for the assets of one Item (tasks come
+    Item by Item): its locations are resolved (links) when it is made."""
+    return ScopedRegistry(registry, scope.locations, scope.owner)
 
 
 def _check_references(dataset: xr.Dataset, registry: ScopedRegistry) -> None:
