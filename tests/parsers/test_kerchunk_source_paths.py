@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import rasterio
 from kerchunk_refs import hdf5_refs, open_ours, parse_json
-from special_paths import DIRECTORIES, netcdf_values, write_netcdf
 
+from special_paths import DIRECTORIES, netcdf_values, write_netcdf
 from virtualstac import open_virtual_dataset
 from virtualstac.parsers.kerchunk_resolve import literal_file_url
 

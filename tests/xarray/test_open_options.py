@@ -12,9 +12,7 @@ import netCDF4
 import numpy as np
 import pandas as pd
 import pytest
-import rasterio
 import xarray as xr
-from rasterio.transform import from_origin
 
 from virtualstac import (
     ObjectStoreRegistry,
@@ -158,17 +156,6 @@ def test_a_virtualizarr_parser_is_refused_naming_ours(days: list[str]) -> None:
         open_virtual_dataset(days[0], parser=parsers.HDFParser())
     with pytest.raises(UnsupportedOptionError, match=match):
         open_virtual_mfdataset(days, parser=parsers.HDFParser())
-
-
-def test_a_virtual_tiff_parser_is_refused_naming_ours(tmp_path: Path) -> None:
-    virtual_tiff = pytest.importorskip("virtual_tiff")
-    path = tmp_path / "scene.tif"
-    profile = {"driver": "GTiff", "width": 8, "height": 8, "count": 1, "dtype": "uint8"}
-    with rasterio.open(path, "w", transform=from_origin(0, 8, 1, 1), **profile) as f:
-        f.write(np.zeros((1, 8, 8), "uint8"))
-    match = r"VirtualTIFF\(\) is virtual-tiff's.*pass virtualstac.parsers.TIFFParser\(\)"
-    with pytest.raises(UnsupportedOptionError, match=match):
-        open_virtual_dataset(path, parser=virtual_tiff.VirtualTIFF())
 
 
 @pytest.mark.parametrize(
