@@ -15,7 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "virtualstac"
 
 #: Layers from the bottom; a module may import its own layer and those below it. Modules
-#: outside them (errors, limits, progress, parallel, the package itself) serve every layer.
+#: outside them (errors, limits, gc_pause, progress, parallel, the package itself) serve every
+#: layer.
 LAYERS = (
     ("storage",),
     ("manifests",),
@@ -23,7 +24,7 @@ LAYERS = (
     ("xarray",),
     ("stac", "intake", "cli", "cli_summary", "demo", "__main__"),
 )
-SHARED = ("errors", "limits", "progress", "parallel", "registry")
+SHARED = ("errors", "limits", "gc_pause", "progress", "parallel", "registry")
 
 
 def _module_name(path: Path) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from virtualstac.errors import InvalidChunkKeyError, InvalidManifestError
+from virtualstac.gc_pause import gc_paused
 from virtualstac.manifests.entries import (
     ChunkDict,
     ChunkEntry,
@@ -28,7 +29,6 @@ from virtualstac.manifests.entries import (
     as_uint64,
     entries_to_grid,
     format_chunk_keys,
-    gc_paused,
     inlined_at_indices,
     parse_chunk_key,
     validate_grid_shape,

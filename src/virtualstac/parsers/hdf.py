@@ -34,6 +34,7 @@ from virtualstac.errors import (
     SourceNotFoundError,
     UnknownFormatError,
 )
+from virtualstac.gc_pause import gc_paused
 from virtualstac.limits import (
     check_chunk_bytes,
     check_coordinate,
@@ -204,7 +205,9 @@ class HDFParser:
         :class:`BlockCachedReader` counts the requests it makes); the chunk references point at
         ``url``.
         """
-        with _ONE_FILE_AT_A_TIME:
+        # No garbage collection while h5py holds its lock, which it does while it calls our
+        # reader: a collection on a thread the reader waits for could need that lock (gc_pause).
+        with _ONE_FILE_AT_A_TIME, gc_paused():
             try:
                 # Only read: no HDF5 file lock, which read-only and network file systems refuse.
                 h5file = h5py.File(file, "r", locking=False)
