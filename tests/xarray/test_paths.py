@@ -95,3 +95,20 @@ def test_a_file_named_with_glob_characters_opens_as_that_file(data_dir: Path) ->
     for given in ("data/day[1].nc", named, named.as_uri().replace("%5B", "[").replace("%5D", "]")):
         combined = open_virtual_mfdataset(given)
         assert referenced_files(combined) == {named.as_uri()}
+
+
+def test_each_file_records_its_source_as_xarray_engines_do(data_dir: Path) -> None:
+    # preprocess functions read dates or members from ds.encoding["source"].
+    expected = xr.open_dataset("data/day_1.nc").encoding["source"]
+    assert open_virtual_dataset("data/day_1.nc").encoding["source"] == expected
+
+    seen: list[str] = []
+
+    def preprocess(dataset: xr.Dataset) -> xr.Dataset:
+        seen.append(dataset.encoding["source"])
+        return dataset
+
+    combined = open_virtual_mfdataset("data/day_*.nc", preprocess=preprocess)
+    assert seen == [str(data_dir / f"day_{day}.nc") for day in range(3)]
+    # A combination has no one source, as in xr.open_mfdataset.
+    assert "source" not in combined.encoding

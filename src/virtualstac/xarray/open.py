@@ -32,6 +32,7 @@ from virtualstac.progress import progress as progress_bar
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.storage.urls import file_url_to_path
 from virtualstac.xarray.batch_combine import (
     MAX_BATCH_FILES,
     Partial,
@@ -161,6 +162,8 @@ def open_parsed(
         drop_variables=drop_variables,
         decode_times=decode_times,
     )
+    # As xr.open_dataset records it, for preprocess functions that read dates from file names.
+    dataset.encoding["source"] = file_url_to_path(url) if url.startswith("file://") else url
     return dataset, store, path
 
 
