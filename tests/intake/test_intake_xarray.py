@@ -7,12 +7,14 @@ are refused, naming the option, not ignored.
 
 import gc
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
+from intake.source.utils import reverse_format
 
 import intake
 from servers import S3Server
@@ -122,23 +124,89 @@ def test_options_references_cannot_honour_are_refused(
     assert "argument 'xarray_kwargs' " + refusal in str(refused.value)
 
 
-def test_a_path_pattern_is_refused_not_read_as_a_file_name(files: list[Path]) -> None:
-    """intake-xarray makes ``{date:%Y-%m-%d}`` a coordinate of each file; as a file name it
-    would name no file, with a message about a percent-encoded URL."""
+def with_fields_of(pattern: str) -> Callable[[xr.Dataset], xr.Dataset]:
+    """intake-xarray's preprocess for a path pattern: each field's value, a coordinate."""
+
+    def preprocess(dataset: xr.Dataset) -> xr.Dataset:
+        return dataset.assign_coords(reverse_format(pattern, dataset.encoding["source"]))
+
+    return preprocess
+
+
+def write_fields(directory: Path, names: list[str]) -> list[Path]:
+    """One 2-D field a file (netCDF4 library), as daily analyses and ensemble members are."""
+    directory.mkdir()
+    paths = []
+    for index, name in enumerate(names):
+        path = directory / name
+        with netCDF4.Dataset(path, "w") as nc:
+            nc.createDimension("y", 4)
+            nc.createDimension("x", 6)
+            nc.createVariable("y", "f8", ("y",))[:] = np.arange(4)
+            nc.createVariable("x", "f8", ("x",))[:] = np.arange(6)
+            field = nc.createVariable("sst", "f4", ("y", "x"), zlib=True, chunksizes=(2, 3))
+            field[:] = np.arange(24).reshape(4, 6) + 100 * index
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("field", "names", "kind"),
+    [
+        ("{date:%Y%m%d}", ["sst_20240101.nc", "sst_20240102.nc"], "M"),  # a time
+        ("{date}", ["sst_20240101.nc", "sst_20240102.nc"], "U"),  # text
+        ("{date:d}", ["sst_20240101.nc", "sst_20240102.nc"], "i"),  # an integer
+    ],
+)
+def test_a_path_pattern_makes_each_files_fields_coordinates_as_intake_xarray_does(
+    tmp_path: Path, field: str, names: list[str], kind: str
+) -> None:
+    files = write_fields(tmp_path / "data", names)
     switched = entry(
-        files[0].parent.parent, 'urlpath: "{{ CATALOG_DIR }}/data/temperature_{date:%Y-%m-%d}.nc"'
+        tmp_path,
+        f'urlpath: "{{{{ CATALOG_DIR }}}}/data/sst_{field}.nc"\ncombine: nested\nconcat_dim: date',
     )
-    with pytest.raises(InvalidCatalogArgumentError) as refused:
-        switched.to_dask()
-    assert "argument 'urlpath' has pattern field(s) {date:%Y-%m-%d}, which" in str(refused.value)
-    assert "write a glob ('*') in their place" in str(refused.value)
-    # intake-xarray also takes the pattern on its own, beside a glob
+    pattern = f"{tmp_path}/data/sst_{field}.nc"
+    with xr.open_mfdataset(
+        files, combine="nested", concat_dim="date", preprocess=with_fields_of(pattern)
+    ) as direct:
+        xr.testing.assert_identical(switched.read(), direct.load())
+    assert switched.read()["date"].dtype.kind == kind
+    assert switched.read().sizes["date"] == 2
+
+
+def test_a_path_pattern_of_its_own_beside_a_glob(files: list[Path]) -> None:
+    # Integer fields in directory names too; those equal in every file stay scalar.
+    for day, path in enumerate(sorted(files), start=1):
+        run = path.parent / "v2" / f"run_{day}"
+        run.mkdir(parents=True)
+        path.rename(run / f"member_{day * 10}.nc")
     switched = entry(
         files[0].parent.parent,
-        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\n'
-        'path_as_pattern: "{{ CATALOG_DIR }}/data/temperature_{date}.nc"',
+        'urlpath: "{{ CATALOG_DIR }}/data/v2/run_*/member_*.nc"\n'
+        'path_as_pattern: "{{ CATALOG_DIR }}/data/v{version:d}/run_{run:d}/member_{member:d}.nc"',
     )
-    with pytest.raises(InvalidCatalogArgumentError, match="argument 'path_as_pattern' '/"):
+    dataset = switched.read()
+    pattern = f"{files[0].parent}/v{{version:d}}/run_{{run:d}}/member_{{member:d}}.nc"
+    moved = sorted(files[0].parent.glob("v2/run_*/member_*.nc"))
+    with xr.open_mfdataset(moved, preprocess=with_fields_of(pattern)) as direct:
+        xr.testing.assert_identical(dataset, direct.load())
+    assert dataset["member"].dims == ("time",)
+    assert dataset["version"].dims == ()
+
+
+def test_a_list_of_patterns_and_a_pattern_without_fields_are_refused(files: list[Path]) -> None:
+    switched = entry(
+        files[0].parent.parent,
+        'urlpath: ["{{ CATALOG_DIR }}/data/temperature_{date}.nc", "{{ CATALOG_DIR }}/x.nc"]',
+    )
+    with pytest.raises(InvalidCatalogArgumentError, match="is a list with pattern field"):
+        switched.to_dask()
+    switched = entry(
+        files[0].parent.parent,
+        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\npath_as_pattern: "{{ CATALOG_DIR }}/data/x.nc"',
+    )
+    with pytest.raises(InvalidCatalogArgumentError, match="a pattern with"):
         switched.to_dask()
 
 

@@ -1,7 +1,8 @@
 """intake-xarray's arguments, so its users can switch ``driver: netcdf`` to ``virtual``.
 
 An intake-xarray entry spells the options of ``xr.open_(mf)dataset`` in ``xarray_kwargs``
-and may name its files with a pattern (``path_as_pattern``). The options that mean the same
+and may name its files with a pattern (``path_as_pattern``), whose fields become coordinates
+of each file (:class:`PathPattern`). The options that mean the same
 for references are taken (``decode_times``, ``drop_variables``, ``group``, ``combine``, the CF
 decoding options, the combine options, ``parallel``); an ``engine`` whose files virtualstac
 parses is taken too, since the format is read from the files themselves. Anything else is
@@ -12,18 +13,27 @@ filesystem (``urlpath: "reference://"``) name the references file and its source
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
+import xarray as xr
+from intake.readers.utils import pattern_to_glob
+from intake.source.utils import reverse_format
+
+from virtualstac.errors import InvalidCatalogArgumentError
 from virtualstac.intake.arguments import Arguments
+from virtualstac.storage.urls import file_url_to_path
 from virtualstac.xarray.unpacking import CF_DECODING
 
 __all__ = [
     "SHARED",
+    "PathPattern",
     "from_xarray_kwargs",
     "fsspec_references",
     "obstore_options",
     "pattern_fields",
+    "pattern_glob",
 ]
 
 #: The CF decoding options applied as values are read (``decode_times`` is an argument).
@@ -247,3 +257,60 @@ def _sources(arguments: Arguments, given: Any) -> dict[str, Any]:
             f"it takes {', '.join(taken)}",
         )
     return obstore_options(arguments, options.get("remote_options"))
+
+
+def pattern_glob(pattern: str) -> str:
+    """The glob of the files a path pattern names, as intake makes it: ``{year:4}`` is four
+    ``?``, any other field ``*``."""
+    return str(pattern_to_glob(pattern))
+
+
+class PathPattern:
+    """intake-xarray's path pattern (``.../{member}_{date:%Y%m%d}.nc``): called on a file's
+    dataset, as ``preprocess``, it gives the dataset the values of the pattern's fields in the
+    file's path as scalar coordinates, as intake-xarray does (``{year}`` a string, ``{year:d}``
+    an integer, ``{date:%Y%m%d}`` a time).
+
+    A ``file://`` pattern is matched against local paths, which is how a dataset records its
+    source (``encoding["source"]``).
+    """
+
+    def __init__(self, pattern: str) -> None:
+        """The pattern as the catalog gives it, rendered."""
+        if pattern.startswith("file://"):
+            pattern = file_url_to_path(pattern)
+        if "://" not in pattern:
+            # As the path was opened: "{{ CATALOG_DIR }}/" may render as "//".
+            pattern = os.path.normpath(pattern)
+        self.pattern = pattern
+
+    def values(self, source: str) -> dict[str, Any]:
+        """The fields' values in the path or URL ``source``.
+
+        Raises
+        ------
+        InvalidCatalogArgumentError
+            If ``source`` does not match the pattern.
+        """
+        if source.startswith("file://"):
+            source = file_url_to_path(source)
+        try:
+            return dict(reverse_format(self.pattern, source))
+        except (ValueError, IndexError) as err:
+            raise InvalidCatalogArgumentError(
+                f"the file {source!r} does not match the path pattern {self.pattern!r}: {err}"
+            ) from err
+
+    def differing(self, sources: list[str]) -> list[str]:
+        """The fields whose values differ between the files ``sources``: xarray's default
+        (``coords="different"``) concatenates those coordinates, and keeps the others
+        scalar."""
+        seen: dict[str, set[Any]] = {}
+        for source in sources:
+            for name, value in self.values(source).items():
+                seen.setdefault(name, set()).add(value)
+        return [name for name, values in seen.items() if len(values) > 1]
+
+    def __call__(self, dataset: xr.Dataset) -> xr.Dataset:
+        """``dataset`` with its file's fields as scalar coordinates."""
+        return dataset.assign_coords(self.values(str(dataset.encoding.get("source", ""))))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import obstore.exceptions
@@ -33,10 +33,12 @@ from virtualstac.intake.arguments import Arguments
 from virtualstac.intake.base import VirtualDataSource, refused_when_used
 from virtualstac.intake.intake_xarray import (
     SHARED,
+    PathPattern,
     from_xarray_kwargs,
     fsspec_references,
     obstore_options,
     pattern_fields,
+    pattern_glob,
 )
 from virtualstac.storage.registry import ObjectStoreRegistry, store_prefix, within
 from virtualstac.storage.urls import normalize_url
@@ -83,8 +85,12 @@ class VirtualSource(VirtualDataSource):
     consolidated
         intake-xarray's ``zarr`` driver's option, taken: a store's metadata is read either way.
     path_as_pattern
-        ``false``: braces in ``urlpath`` are part of the file names. intake-xarray's pattern
-        fields (``{year}``), which it makes coordinates, are otherwise refused.
+        As intake-xarray takes it. By default a ``urlpath`` with fields (``{year}``,
+        ``{year:d}``, ``{date:%Y%m%d}``) is a pattern: the files are those it matches, and
+        each field's value in a file's path becomes a scalar coordinate of that file's dataset
+        before they combine (``concat_dim: year`` makes it a dimension). ``false``: braces
+        are part of the file names; a pattern (a string): the pattern of the files
+        ``urlpath`` names.
     metadata
         Catalog metadata.
     """
@@ -149,22 +155,25 @@ class VirtualSource(VirtualDataSource):
             raise arguments.error("urlpath", urlpath, "a path or URL, a list of them, or a glob")
         if combine not in ("by_coords", "nested"):
             raise arguments.error("combine", combine, "'by_coords' or 'nested'")
-        if isinstance(arguments.rendered_flag(path_as_pattern), str):
-            raise arguments.refused(
-                "path_as_pattern",
-                f"{path_as_pattern!r} is a pattern, whose fields intake-xarray makes "
-                "coordinates of each file; the virtual driver does not: leave it out",
-            )
+        self.pattern: PathPattern | None = None
+        as_pattern = arguments.rendered_flag(path_as_pattern)
         fields = pattern_fields(named)
-        if fields and arguments.flag("path_as_pattern", path_as_pattern) is not False:
-            # intake-xarray's default: each field becomes a coordinate. Not silently a file
-            # name with braces in it, which would then not exist.
-            raise arguments.refused(
-                "urlpath",
-                f"has pattern field(s) {', '.join(fields)}, which the virtual driver does not "
-                "turn into coordinates: write a glob ('*') in their place, or set "
-                "path_as_pattern: false if the braces are part of the file names",
-            )
+        if isinstance(as_pattern, str):
+            # intake-xarray: the pattern of the files urlpath names (a glob, or a list).
+            if not pattern_fields(as_pattern):
+                raise arguments.error("path_as_pattern", as_pattern, "a pattern with {fields}")
+            self.pattern = PathPattern(as_pattern)
+        elif fields and arguments.flag("path_as_pattern", path_as_pattern) is not False:
+            # intake-xarray's default: the files are those the pattern matches, and each
+            # field's value in a file's path becomes a coordinate of its dataset.
+            if not isinstance(named, str):
+                raise arguments.refused(
+                    "urlpath",
+                    f"is a list with pattern field(s) {', '.join(fields)}: give one pattern, "
+                    "or path_as_pattern: false if the braces are part of the file names",
+                )
+            self.pattern = PathPattern(named)
+            named = pattern_glob(named)
         self.urlpath: str | list[str] = named
         self.combine = combine
         self.concat_dim = arguments.names("concat_dim", given["concat_dim"])
@@ -243,6 +252,12 @@ class VirtualSource(VirtualDataSource):
                     overview_level=self.overview_level,
                 )
             else:
+                options = dict(self.combine_options)
+                if self.pattern is not None and "coords" not in options:
+                    if isinstance(urls, str):  # the files, to compare their fields
+                        urls = expand_paths(urls, registry)
+                    # Where the fields differ, xarray's default concatenates them.
+                    options["coords"] = self.pattern.differing(list(_leaves(urls))) or "minimal"
                 self._virtual = open_virtual_mfdataset(
                     urls,
                     registry=registry,
@@ -257,7 +272,8 @@ class VirtualSource(VirtualDataSource):
                     drop_variables=self.drop_variables,
                     decode_times=self.decode_times,
                     overview_level=self.overview_level,
-                    **self.combine_options,
+                    preprocess=self.pattern,
+                    **options,
                 )
             self._registry = registry
         return self._virtual
@@ -386,6 +402,15 @@ def _depth(layout: Any, arguments: Arguments | None = None) -> int:
 def _urls(layout: Any) -> Any:
     """The nested lists of paths with each path as a URL."""
     return [_urls(inner) for inner in layout] if isinstance(layout, list) else normalize_url(layout)
+
+
+def _leaves(layout: Any) -> Iterator[str]:
+    """The paths of nested lists of paths, in order."""
+    if isinstance(layout, list):
+        for inner in layout:
+            yield from _leaves(inner)
+    else:
+        yield layout
 
 
 def _store_of(location: str) -> str:
