@@ -17,6 +17,7 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
+import contextlib
 import math
 import posixpath
 import threading
@@ -33,6 +34,7 @@ from virtualstac.errors import (
     SourceChangedError,
     SourceNotFoundError,
     UnknownFormatError,
+    VirtualStacError,
 )
 from virtualstac.gc_pause import gc_paused
 from virtualstac.limits import (
@@ -77,6 +79,7 @@ from virtualstac.parsers.hdf_filters import (
     codecs_for_filters,
     pipeline,
 )
+from virtualstac.parsers.hdf_heaps import HeapCheckingFile
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
     Member,
@@ -174,16 +177,11 @@ class HDFParser:
         meta: dict[str, Any] | None = None
         group: ManifestGroup | None = None
         if local is not None:
-            # HDF5 reads a local file itself: a Python file object costs a call per read.
+            # Read directly (a local file's stamp is its own), not through the block cache.
             file, meta = local
-            try:
-                with counting_references():
-                    group = self.parse_file(url, file)
-            except _OpenError:
-                # HDF5 refuses a second open by name of a file this process has open for
-                # writing; through a file object it is another file to HDF5, and opens.
-                group = None
-            if group is not None and _local_file(store, path) != local:
+            with counting_references():
+                group = self.parse_file(url, file)
+            if _local_file(store, path) != local:
                 raise SourceChangedError(
                     f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
                     f"modified {meta['last_modified']}); parse it again"
@@ -207,12 +205,17 @@ class HDFParser:
         """
         # No garbage collection while h5py holds its lock, which it does while it calls our
         # reader: a collection on a thread the reader waits for could need that lock (gc_pause).
-        with _ONE_FILE_AT_A_TIME, gc_paused():
+        with contextlib.ExitStack() as opened, _ONE_FILE_AT_A_TIME, gc_paused():
+            if isinstance(file, str):
+                file = opened.enter_context(open(file, "rb", buffering=0))
+            # Through a file object, never HDF5's own driver: its reads are checked.
+            checked = HeapCheckingFile(file, url)
             try:
                 # Only read: no HDF5 file lock, which read-only and network file systems refuse.
-                h5file = h5py.File(file, "r", locking=False)
+                h5file = h5py.File(checked, "r", locking=False)
             except OSError as err:
                 raise _OpenError(f"{url!r} is not a readable HDF5 file: {err}") from err
+            checked.sizeof_size = h5file.id.get_create_plist().get_sizes()[1]
             # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
             with h5file, reading(url, "its HDF5 groups and links", also=(OSError,)):
                 return _FileWalker(url, h5file, self).root()
@@ -544,6 +547,8 @@ class _FileWalker:
                 values = strings_by_chunk(member)
         except OSError as err:
             raise self.fail(member.path, f"has strings HDF5 could not read: {err}") from err
+        except VirtualStacError:
+            raise  # a damaged heap (hdf_heaps), not an encoding
         except (ValueError, UnicodeDecodeError) as err:
             raise self.fail(member.path, f"has strings that are not UTF-8: {err}") from err
         metadata = create_v3_array_metadata(

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import h5py
 import numpy as np
 
-from virtualstac.errors import NotVirtualizableError
+from virtualstac.errors import NotVirtualizableError, VirtualStacError
 from virtualstac.manifests.attribute_types import (
     with_character_fill,
     with_string_fill,
@@ -276,6 +276,8 @@ def attributes(
             continue
         try:
             value = attrs[name]
+        except VirtualStacError:
+            raise  # a damaged heap (hdf_heaps): the file, not the attribute
         except (OSError, TypeError, ValueError) as err:
             raise fail(where, f"has attribute {name!r}, which h5py cannot read: {err}") from err
         # h5py gives a name that is not UTF-8 as bytes, which JSON has no key for.
