@@ -187,3 +187,24 @@ def test_bitfields_are_read_as_h5py_reads_them(tmp_path: Path) -> None:
         bits = h5py.h5d.create(f.id, b"bits", h5py.h5t.STD_B8LE, h5py.h5s.create_simple((N,)))
         bits.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
     np.testing.assert_array_equal(read_virtual(path, "bits"), values, strict=True)
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_a_type_h5py_has_no_numpy_type_for_is_refused_by_name(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    # A 3-byte integer is a valid HDF5 type h5py cannot read: not a damaged file.
+    path = tmp_path / "int24.h5"
+    int24 = h5py.h5t.STD_I32LE.copy()
+    int24.set_size(3)
+    with h5py.File(path, "w") as f:
+        h5py.h5d.create(f.id, b"int24", int24, h5py.h5s.create_simple((4,)))
+        f.create_group("sub")["fine"] = np.arange(3)
+    with pytest.raises(NotVirtualizableError, match="'int24' has an HDF5 integer datatype of 3"):
+        HDFParser(inline_threshold=inline_threshold)(
+            str(path), ObjectStoreRegistry.for_url(str(path))
+        )
+    # Dropped, or outside the parsed group, it is no obstacle.
+    for parser in (HDFParser(drop_variables=["int24"]), HDFParser(group="sub")):
+        store = parser(str(path), ObjectStoreRegistry.for_url(str(path)))
+        assert "int24" not in zarr.open_group(store, mode="r")

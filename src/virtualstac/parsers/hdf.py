@@ -62,6 +62,7 @@ from virtualstac.parsers.hdf_chunks import (
     check_undefined_fill,
     chunked_manifest,
     contiguous_manifest,
+    file_size,
     inlined_manifest,
     stored_elsewhere,
     strings_by_chunk,
@@ -82,6 +83,7 @@ from virtualstac.parsers.hdf_filters import (
 from virtualstac.parsers.hdf_heaps import HeapCheckingFile
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
+    DatatypeError,
     Member,
     decode_text,
     encode_fill_attributes,
@@ -102,8 +104,6 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "HDFParser"]
 #: Datasets holding fewer bytes than this are read at parse time and inlined: a coordinate of a
 #: few values then costs no request when read, and the bytes usually come with the header.
 DEFAULT_INLINE_THRESHOLD = 512
-
-#: The sizes of the floating-point and complex types Zarr has (no long double, read or not).
 
 #: h5py lets one thread at a time into HDF5, taking its lock around every call, so threads that
 #: parse files at once hand that lock (and the GIL) back and forth thousands of times per file,
@@ -239,7 +239,7 @@ class _FileWalker:
         self.chunk_url = normalize_url(url)
         self.file = h5file
         self.parser = parser
-        self.size = _file_size(h5file)
+        self.size = file_size(h5file)
         self.dimensions = DimensionNamer(url, lambda: count_dimension_scales(h5file))
         self.open_groups: set[Any] = set()
         # The root group, opened once: a File's attributes and walk reopen it on each use.
@@ -296,7 +296,7 @@ class _FileWalker:
                     raise self.fail(relative, "has HDF5's null dataspace: no shape, no values")
                 continue
             if isinstance(node, h5py.Dataset | h5py.Group):
-                members.append(Member(name, relative, node))
+                members.extend(self.member(name, relative, node, drop))
                 continue
             link = group.get(key, getlink=True)
             if isinstance(link, h5py.ExternalLink):
@@ -317,8 +317,18 @@ class _FileWalker:
                     )
                 raise self.fail(relative, f"is a soft link to {link.path!r}, which does not exist")
             if isinstance(node, h5py.Dataset | h5py.Group):
-                members.append(Member(name, relative, node))
+                members.extend(self.member(name, relative, node, drop))
         return members
+
+    def member(self, name: str, relative: str, node: Any, drop: bool) -> list[Member]:
+        """``node`` as a member; one of a type h5py cannot read is refused (passed over in
+        ancestors of the parsed group, ``drop=False``)."""
+        try:
+            return [Member(name, relative, node)]
+        except DatatypeError as err:
+            if drop:
+                raise self.fail(relative, str(err)) from err
+            return []
 
     def dropped_dataset(
         self, group: h5py.Group, key: str | bytes, name: str, relative: str
@@ -590,10 +600,3 @@ def _local_file(store: Store, path: str) -> tuple[str, dict[str, Any]] | None:
         return local_object(store, path)
     except FileNotFoundError:
         return None  # the block-cached reader reports it, as for any store
-
-
-def _file_size(h5file: h5py.File) -> int | None:
-    try:
-        return int(h5file.id.get_filesize())
-    except (OSError, ValueError):
-        return None

@@ -35,6 +35,7 @@ __all__ = [
     "check_undefined_fill",
     "chunked_manifest",
     "contiguous_manifest",
+    "file_size",
     "inlined_manifest",
     "missing_manifest",
     "stored_elsewhere",
@@ -252,6 +253,14 @@ def contiguous_manifest(
         lengths=np.full(grid, chunk_bytes, dtype=np.uint64),
         validate_paths=False,
     )
+
+
+def file_size(h5file: h5py.File) -> int | None:
+    """The size of the open file, which no chunk reference may reach past; None if unknown."""
+    try:
+        return int(h5file.id.get_filesize())
+    except (OSError, ValueError):
+        return None
 
 
 def stored_elsewhere(dcpl: Any) -> str | None:

@@ -26,6 +26,7 @@ from virtualstac.manifests.metadata import cf_fill_value_attribute
 
 __all__ = [
     "Attributes",
+    "DatatypeError",
     "Dimension",
     "Fail",
     "Member",
@@ -96,8 +97,16 @@ def hard_linked(group: h5py.Group, name: str | bytes) -> h5py.Dataset | h5py.Gro
     return None
 
 
+class DatatypeError(TypeError):
+    """A dataset's HDF5 datatype has no numpy type in h5py (a 3-byte integer, a time type):
+    h5py cannot read its values, whatever layout it has."""
+
+
 class Member:
-    """A dataset or group found in a group, with its path relative to the parsed root."""
+    """A dataset or group found in a group, with its path relative to the parsed root.
+
+    Raises :class:`DatatypeError` for a dataset whose datatype h5py has no numpy type for.
+    """
 
     __slots__ = (
         "attrs",
@@ -127,7 +136,7 @@ class Member:
         self.create_plist: Any = plist
         # What h5py's Dataset properties give, asked of HDF5 once (each asks again).
         #: The dataset's dtype as h5py gives it; None for a group.
-        self.dtype: Any = node.id.dtype if dataset else None
+        self.dtype: Any = _dtype(node.id) if dataset else None
         #: The chunk shape of a chunked dataset, else None (``Dataset.chunks``).
         self.chunks: tuple[int, ...] | None = None
         if plist is not None and plist.get_layout() == h5py.h5d.CHUNKED:
@@ -136,6 +145,23 @@ class Member:
         self.maxshape: tuple[int | None, ...] | None = _maxshape(node.id) if dataset else None
         self.attrs = Attributes(node if dataset else None, self.create_plist)
         self.is_scale = "CLASS" in self.attrs and _text(self.attrs["CLASS"]) == "DIMENSION_SCALE"
+
+
+#: The HDF5 datatype classes a dataset of a type h5py cannot read may have, by h5t name.
+_CLASSES = ("INTEGER", "FLOAT", "TIME", "STRING", "BITFIELD", "OPAQUE", "ENUM", "COMPLEX")
+
+
+def _dtype(dsid: Any) -> np.dtype[Any]:
+    """The numpy dtype h5py reads dataset ``dsid`` as."""
+    try:
+        return dsid.dtype  # type: ignore[no-any-return]
+    except TypeError as err:  # "data type '<i3' not understood"
+        kind = dsid.get_type().get_class()
+        name = next((n for n in _CLASSES if getattr(h5py.h5t, n, None) == kind), str(kind))
+        raise DatatypeError(
+            f"has an HDF5 {name.lower()} datatype of {dsid.get_type().get_size()} bytes, which "
+            f"h5py has no numpy type for ({err})"
+        ) from err
 
 
 def _maxshape(dsid: Any) -> tuple[int | None, ...] | None:
