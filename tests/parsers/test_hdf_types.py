@@ -22,12 +22,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificati
 N = 5000  # 10 kB and more: above the inline threshold, so the values are referenced
 
 
-def write(path: Path, name: str, type_id: Any, values: np.ndarray[Any, Any]) -> Path:
+def write(
+    path: Path, name: str, type_id: Any, values: np.ndarray[Any, Any], dcpl: Any = None
+) -> Path:
     """A dataset of the low-level HDF5 type ``type_id`` holding ``values``, as h5py converts
-    them."""
+    them (with the creation properties ``dcpl``)."""
     with h5py.File(path, "a") as f:
         space = h5py.h5s.create_simple(values.shape)
-        dataset = h5py.h5d.create(f.id, name.encode(), type_id, space)
+        dataset = h5py.h5d.create(f.id, name.encode(), type_id, space, dcpl=dcpl)
         dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
     return path
 
@@ -64,6 +66,17 @@ def float_with_another_bias() -> Any:
     return type_id
 
 
+def complex_compound(size: int, real_at: int, imaginary_at: int) -> Any:
+    """A compound of two float32 named ``r`` and ``i``, which h5py reads as complex64."""
+    type_id = h5py.h5t.create(h5py.h5t.COMPOUND, size)
+    type_id.insert(b"r", real_at, h5py.h5t.IEEE_F32LE)
+    type_id.insert(b"i", imaginary_at, h5py.h5t.IEEE_F32LE)
+    return type_id
+
+
+COMPLEX = np.arange(N) * (1 + 2j)
+
+
 @pytest.mark.parametrize(
     ("make_type", "values", "reason"),
     [
@@ -71,7 +84,10 @@ def float_with_another_bias() -> Any:
         (twenty_four_bits_padded_with_ones, np.arange(N), "24-bit integers at bit 0"),
         (lambda: space_padded(8), np.array([b"ab"] * N, "S8"), "space-padded strings"),
         (float_with_another_bias, np.linspace(0, 1, N), "a layout other than IEEE 754's"),
+        (lambda: complex_compound(16, 0, 8), COMPLEX, r"16 bytes \('r' at byte 0, 'i' at byte 8"),
+        (lambda: complex_compound(8, 4, 0), COMPLEX, r"8 bytes \('i' at byte 0, 'r' at byte 4"),
     ],
+    ids=["int12", "int24-padded", "spacepad", "float-bias", "complex-padded", "complex-swapped"],
 )
 def test_bytes_only_hdf5_reads_right_are_refused_by_name(
     tmp_path: Path, make_type: Any, values: np.ndarray[Any, Any], reason: str
@@ -95,15 +111,22 @@ def test_bytes_only_hdf5_reads_right_are_refused_by_name(
     [
         (twelve_bits_at_bit_two, np.arange(20, dtype="i2") - 10),
         (lambda: space_padded(6), np.array([b"ab", b"abcdef", b""], "S6")),
+        (lambda: complex_compound(16, 0, 8), COMPLEX[:20]),
     ],
 )
 def test_small_datasets_of_such_types_are_read_through_h5py(
     tmp_path: Path, make_type: Any, values: np.ndarray[Any, Any]
 ) -> None:
     path = write(tmp_path / "small.h5", "small", make_type(), values)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk(
+        (min(len(values), 8),)
+    )  # chunks hold values as HDF5 stores them, not as h5py reads them
+    write(tmp_path / "small.h5", "chunked", make_type(), values, dcpl)
 
     with h5py.File(path) as f:
         np.testing.assert_array_equal(read_virtual(path, "small"), f["small"][:])
+        np.testing.assert_array_equal(read_virtual(path, "chunked"), f["chunked"][:])
 
 
 @pytest.mark.parametrize(

@@ -78,12 +78,36 @@ def stored_bits_problem(type_id: Any) -> str | None:
         return None
     if kind == h5py.h5t.COMPOUND:
         # h5py reads a compound of two floats as a complex number.
+        problem = _complex_problem(type_id)
+        if problem is not None:
+            return problem
         for index in range(type_id.get_nmembers()):
             problem = stored_bits_problem(type_id.get_member_type(index))
             if problem is not None:
                 return problem
     if kind == getattr(h5py.h5t, "COMPLEX", None):
         return stored_bits_problem(type_id.get_super())
+    return None
+
+
+def _complex_problem(type_id: Any) -> str | None:
+    """Why a compound h5py reads as a complex number is not laid out as one: the real part
+    first, the imaginary part right after it, nothing else (HDF5 matches members by name)."""
+    size = type_id.get_size()
+    if type_id.dtype.kind != "c":
+        return None  # a compound read as a record, which no Zarr type holds anyway
+    by_offset = sorted(
+        (type_id.get_member_offset(i), type_id.get_member_name(i))
+        for i in range(type_id.get_nmembers())
+    )
+    names = tuple(name.encode() for name in h5py.get_config().complex_names)
+    half = type_id.get_member_type(0).get_size()
+    if by_offset != [(0, names[0]), (half, names[1])] or size != 2 * half:
+        layout = ", ".join(f"{name.decode()!r} at byte {offset}" for offset, name in by_offset)
+        return (
+            f"stores complex numbers as a compound of {size} bytes ({layout}), which only "
+            "HDF5's conversion reads right"
+        )
     return None
 
 
