@@ -23,6 +23,7 @@ from virtualstac.codecs import (
     HDF5OptionalCodec,
     HDF5ScaleOffsetCodec,
     HDF5ShuffleCodec,
+    HDF5StringPadCodec,
     HorizontalPredictorCodec,
     JPEGCodec,
     LERCCodec,
@@ -71,6 +72,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "virtualstac.hdf5_bitshuffle",
         "virtualstac.hdf5_scaleoffset",
         "virtualstac.hdf5_optional",
+        "virtualstac.hdf5_strpad",
         "imagecodecs_delta",
         "imagecodecs_floatpred",
     }
@@ -336,6 +338,27 @@ def test_hdf5_optional_passes_chunks_of_its_size_through() -> None:
     assert bytes(twin.decode(chunks["c/0"].to_bytes())) == np.arange(10, dtype="<i4").tobytes()
     with pytest.raises(ValueError, match="wraps a bytes-to-bytes codec"):
         HDF5OptionalCodec(size=40, codec={"name": "bytes", "configuration": {}})
+
+
+def test_hdf5_strpad_pads_strings_with_nulls_as_hdf5_converts_them() -> None:
+    # Null-terminated: nothing from the first null on; space-padded: no trailing spaces.
+    cases = {
+        "nullterm": (b"ab\0xyz" + b"abcdef" + b"\0\0\0\1\1\1", b"ab\0\0\0\0abcdef" + bytes(6)),
+        "spacepad": (b"ab    " + b"a b \0 " + b"      ", b"ab\0\0\0\0a b \0\0" + bytes(6)),
+    }
+    for pad, (stored, converted) in cases.items():
+        codec = HDF5StringPadCodec(size=6, pad=pad)
+        assert HDF5StringPadCodec.from_dict(codec.to_dict()) == codec
+        array = roundtrip(np.array([b"x"] * 3, "S6"), (3,), compressors=[codec])
+        chunks = array.store_path.store._store_dict  # type: ignore[attr-defined]
+        chunks["c/0"] = chunks["c/0"].from_bytes(stored)
+        assert array[...].tobytes() == converted
+        twin = numcodecs.get_codec({"id": "virtualstac.hdf5_strpad", "size": 6, "pad": pad})
+        assert bytes(twin.decode(stored)) == converted
+        padding = b"\0\0\0\0" if pad == "nullterm" else b"    "
+        assert bytes(twin.encode(b"ab\0\0\0\0")) == b"ab" + padding
+    with pytest.raises(ValueError, match="pads one of"):
+        HDF5StringPadCodec(size=6, pad="nullpad")
 
 
 def test_bad_imagecodecs_configuration_fails_on_construction() -> None:

@@ -82,12 +82,11 @@ COMPLEX = np.arange(N) * (1 + 2j)
     [
         (twelve_bits_at_bit_two, np.arange(N) % 1000 - 500, "12-bit integers at bit 2"),
         (twenty_four_bits_padded_with_ones, np.arange(N), "24-bit integers at bit 0"),
-        (lambda: space_padded(8), np.array([b"ab"] * N, "S8"), "space-padded strings"),
         (float_with_another_bias, np.linspace(0, 1, N), "a layout other than IEEE 754's"),
         (lambda: complex_compound(16, 0, 8), COMPLEX, r"16 bytes \('r' at byte 0, 'i' at byte 8"),
         (lambda: complex_compound(8, 4, 0), COMPLEX, r"8 bytes \('i' at byte 0, 'r' at byte 4"),
     ],
-    ids=["int12", "int24-padded", "spacepad", "float-bias", "complex-padded", "complex-swapped"],
+    ids=["int12", "int24-padded", "float-bias", "complex-padded", "complex-swapped"],
 )
 def test_bytes_only_hdf5_reads_right_are_refused_by_name(
     tmp_path: Path, make_type: Any, values: np.ndarray[Any, Any], reason: str
@@ -151,6 +150,48 @@ def test_the_usual_types_are_referenced_and_read_as_h5py_reads_them(
 
     with h5py.File(path) as f:
         np.testing.assert_array_equal(read_virtual(path, "v"), f["v"][:])
+
+
+def null_terminated(size: int) -> Any:
+    type_id = h5py.h5t.C_S1.copy()  # C's strings: null-terminated
+    type_id.set_size(size)
+    return type_id
+
+
+def write_raw_strings(path: Path, name: str, type_id: Any, raw: np.ndarray[Any, Any]) -> None:
+    """Strings stored as the bytes ``raw`` hold, unconverted (as a C or Fortran writer's)."""
+    with h5py.File(path, "a") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((1000,))
+        dcpl.set_deflate(1)
+        dataset = h5py.h5d.create(
+            f.id, name.encode(), type_id, h5py.h5s.create_simple(raw.shape), dcpl=dcpl
+        )
+        dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=type_id)
+
+
+@pytest.mark.parametrize(
+    ("make_type", "raw"),
+    [
+        # A C writer's buffer holds whatever it held after the terminating null.
+        (null_terminated, [b"ab\0xyz", b"abcdefgh", b"", b"a\0\0\0q"]),
+        (space_padded, [b"ab      ", b"abcdefgh", b"        ", b"a b \0   "]),
+    ],
+    ids=["nullterm", "spacepad"],
+)
+def test_strings_null_terminated_or_space_padded_read_as_hdf5_converts_them(
+    tmp_path: Path, make_type: Any, raw: list[bytes]
+) -> None:
+    path = tmp_path / "strings.h5"
+    write_raw_strings(path, "words", make_type(8), np.array(raw * (N // 4), "S8"))
+
+    with h5py.File(path) as f:
+        expected = f["words"][()]
+    assert expected[:4].tolist() != raw  # HDF5 converts them
+    np.testing.assert_array_equal(read_virtual(path, "words"), expected, strict=True)
+    store = HDFParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    with xr.open_dataset(store, engine="zarr", consolidated=False) as ours:
+        assert ours["words"].values.tolist()[:4] == [s.decode() for s in expected[:4]]
 
 
 def test_a_netcdf_char_variable_is_referenced(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ name                              kind                    TIFF
 ``virtualstac.hdf5_bitshuffle``   bytes -> bytes          HDF5 bitshuffle (32008), LZ4 or Zstd
 ``virtualstac.hdf5_scaleoffset``  bytes -> bytes          HDF5 scale-offset (6), lossless encoding
 ``virtualstac.hdf5_optional``     bytes -> bytes          an HDF5 filter some chunks skipped
+``virtualstac.hdf5_strpad``       bytes -> bytes          HDF5 strings null-terminated or
+                                                          space-padded, as HDF5 converts them
 ``imagecodecs_delta``             array -> array          predictor 2 (horizontal differencing)
 ``imagecodecs_floatpred``         array -> array          predictor 3 (floating point)
 ================================  ======================  ======================================
@@ -58,6 +60,7 @@ from virtualstac.codecs._hdf5 import (
 from virtualstac.codecs._lerc import LERCCodec
 from virtualstac.codecs._predictors import FloatPredictorCodec, HorizontalPredictorCodec
 from virtualstac.codecs._scaleoffset import HDF5ScaleOffsetCodec, HDF5ScaleOffsetNumcodec
+from virtualstac.codecs._strings import HDF5StringPadCodec, HDF5StringPadNumcodec
 
 __all__ = [
     "CODECS",
@@ -70,6 +73,8 @@ __all__ = [
     "HDF5ScaleOffsetNumcodec",
     "HDF5ShuffleCodec",
     "HDF5ShuffleNumcodec",
+    "HDF5StringPadCodec",
+    "HDF5StringPadNumcodec",
     "HorizontalPredictorCodec",
     "JPEGCodec",
     "LERCCodec",
@@ -102,6 +107,7 @@ CODECS = {
         HDF5BitshuffleCodec,
         HDF5ScaleOffsetCodec,
         HDF5OptionalCodec,
+        HDF5StringPadCodec,
         HorizontalPredictorCodec,
         FloatPredictorCodec,
     )
@@ -118,3 +124,4 @@ numcodecs.register_codec(HDF5ShuffleNumcodec)
 numcodecs.register_codec(HDF5BitshuffleNumcodec)
 numcodecs.register_codec(HDF5ScaleOffsetNumcodec)
 numcodecs.register_codec(HDF5OptionalNumcodec)
+numcodecs.register_codec(HDF5StringPadNumcodec)

@@ -90,7 +90,7 @@ from virtualstac.parsers.hdf_metadata import (
     hard_linked,
     mark_text,
 )
-from virtualstac.parsers.hdf_types import referenced_dtype, stored_bits_problem
+from virtualstac.parsers.hdf_types import referenced_dtype, stored_bits_problem, string_codecs
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
 from virtualstac.storage.local_objects import local_object
@@ -510,7 +510,8 @@ class _FileWalker:
                 f"is compressed with HDF5 filter {err.filter_id} ({err.name}), which {err.reason}",
             ) from err
         endian = "big" if dtype.byteorder == ">" else "little"
-        codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *filter_codecs]
+        strings = string_codecs(ds.id.get_type())  # decoded last, after the filters
+        codecs = [{"name": "bytes", "configuration": {"endian": endian}}, *strings, *filter_codecs]
         if not fill_defined:
             check_undefined_fill(member, manifest, self.fail)
         metadata = create_v3_array_metadata(

@@ -3,12 +3,15 @@
 h5py names a datatype by the numpy dtype HDF5 converts it to, and that dtype is what a
 reference's bytes are read as. HDF5 types can be laid out in ways numpy types cannot: an
 integer of 12 bits stored at bit 2 of an ``int16``, padding bits set to one, a float with
-another exponent bias, strings padded with spaces (HDF5 strips the spaces when it converts,
-the raw bytes keep them). Read through HDF5 these come out right; read from their bytes as the
-numpy dtype they come out silently wrong, so such datasets are refused unless their values
-are small enough to be inlined (read through h5py). :func:`referenced_dtype` refuses the
-types that have no Zarr type at all (references, variable-length, compound, HDF5 array and
-long double types).
+another exponent bias, a complex number padded or with its parts swapped. Read through HDF5
+these come out right; read from their bytes as the numpy dtype they come out silently wrong,
+so such datasets are refused unless their values are small enough to be inlined (read through
+h5py). :func:`referenced_dtype` refuses the types that have no Zarr type at all (references,
+variable-length, compound, HDF5 array and long double types).
+
+Fixed-length strings null-terminated (a C writer's, whose bytes after the null may be anything)
+or space-padded (a Fortran writer's) are what HDF5 converts to null-padded ones, numpy's:
+:func:`string_codecs` gives the codec that converts them the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from typing import Any
 import h5py
 import numpy as np
 
-__all__ = ["referenced_dtype", "stored_bits_problem"]
+from virtualstac.codecs import HDF5StringPadCodec
+
+__all__ = ["referenced_dtype", "stored_bits_problem", "string_codecs"]
 
 # The sizes Zarr has types for, by kind (numpy's longdouble and complex256 have none).
 _SIZES = {"f": (2, 4, 8), "c": (8, 16)}
@@ -69,13 +74,8 @@ def stored_bits_problem(type_id: Any) -> str | None:
         return _float_problem(type_id)
     if kind == h5py.h5t.ENUM:
         return _integer_problem(type_id.get_super())
-    if kind == h5py.h5t.STRING and not type_id.is_variable_str():
-        if type_id.get_strpad() == h5py.h5t.STR_SPACEPAD:
-            return (
-                "holds space-padded strings, which HDF5 strips of their padding and the "
-                "file's bytes do not"
-            )
-        return None
+    if kind == h5py.h5t.STRING:
+        return None  # fixed-length: string_codecs converts their padding as HDF5 does
     if kind == h5py.h5t.COMPOUND:
         # h5py reads a compound of two floats as a complex number.
         problem = _complex_problem(type_id)
@@ -88,6 +88,20 @@ def stored_bits_problem(type_id: Any) -> str | None:
     if kind == getattr(h5py.h5t, "COMPLEX", None):
         return stored_bits_problem(type_id.get_super())
     return None
+
+
+def string_codecs(type_id: Any) -> list[dict[str, Any]]:
+    """The codecs that make fixed-length strings of HDF5 datatype ``type_id`` null-padded, as
+    HDF5 converts them for h5py (none for other types, or strings padded with nulls)."""
+    if type_id.get_class() != h5py.h5t.STRING or type_id.is_variable_str():
+        return []
+    size, pad = type_id.get_size(), type_id.get_strpad()
+    # One byte null-terminated (netCDF's characters) reads the same either way.
+    if pad == h5py.h5t.STR_NULLTERM and size > 1:
+        return [HDF5StringPadCodec(size=size, pad="nullterm").to_dict()]
+    if pad == h5py.h5t.STR_SPACEPAD:
+        return [HDF5StringPadCodec(size=size, pad="spacepad").to_dict()]
+    return []
 
 
 def _complex_problem(type_id: Any) -> str | None:
