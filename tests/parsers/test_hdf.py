@@ -646,6 +646,21 @@ def test_attribute_names_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) ->
     assert ds["v"].attrs["temp\u00e9rature"] == 7
 
 
+def test_variable_length_text_that_is_not_utf8_is_read_as_latin1(tmp_path: Path) -> None:
+    # h5py gives such text with its bytes as lone surrogates ("caf\udce9"), which strict JSON
+    # readers refuse and no encoder writes; fixed-length text of the same bytes reads "café".
+    path = tmp_path / "latin1_text.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["fixed"] = np.bytes_(b"caf\xe9")
+        f.attrs["one"] = np.array(b"caf\xe9", dtype=h5py.string_dtype("ascii"))
+        f.attrs["several"] = np.array([b"caf\xe9", b"\xe9t\xc3\xa9"], dtype=h5py.string_dtype())
+        f["v"] = np.arange(3.0)
+
+    attributes = parse(path).group.metadata.attributes
+    assert attributes["fixed"] == attributes["one"] == "caf\u00e9"
+    assert attributes["several"] == ["caf\u00e9", "\u00e9t\u00c3\u00a9"]
+
+
 def test_dataset_and_group_names_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) -> None:
     # Files converted from older formats keep names in the encoding they were written in.
     path = tmp_path / "latin1_names.h5"

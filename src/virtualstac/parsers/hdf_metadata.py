@@ -352,6 +352,10 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
         return [float(value.real), float(value.imag)]  # as Zarr's JSON writes complex numbers
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, str) and not value.isascii():
+        # h5py gives variable-length text that is not UTF-8 with its bytes as surrogates,
+        # which JSON cannot encode: named as Latin-1, as fixed-length text is.
+        return decode_text(value.encode("utf-8", "surrogateescape"))
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     raise fail(
