@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -330,6 +332,40 @@ def test_a_local_file_this_process_has_open_for_writing_is_parsed(tmp_path: Path
         store = parse(path)  # HDF5 refuses to open it by name again; a file object works
 
         np.testing.assert_array_equal(open_virtual(store)["x"].values, np.arange(10))
+
+
+_SWMR_WRITER = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    records = f.create_dataset("records", (0,), "f8", maxshape=(None,), chunks=(100,))
+    f.swmr_mode = True
+    records.resize((250,))
+    records[:] = np.arange(250.0)
+    records.flush()
+    print("flushed", flush=True)
+    sys.stdin.read()  # appending until told to stop
+"""
+
+
+def test_a_file_a_swmr_writer_holds_open_is_read_as_a_swmr_reader(tmp_path: Path) -> None:
+    # HDF5 refuses a plain open of it ("already open for write"), and read through a file
+    # object its superblock's stale end of file hides what the writer flushed since.
+    path = tmp_path / "appending.h5"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _SWMR_WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "flushed\n"
+        store = parse(path)
+        with h5py.File(path, "r", swmr=True) as f:
+            expected = f["records"][()]
+    finally:
+        writer.communicate("", timeout=60)
+    np.testing.assert_array_equal(open_virtual(store)["records"].values, expected)
+    assert expected.size == 250
 
 
 def test_over_http_metadata_costs_few_requests(tmp_path: Path, http_server: HTTPServer) -> None:

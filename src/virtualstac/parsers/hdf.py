@@ -17,12 +17,12 @@ without coordinate variables are dropped, HDF5/netCDF bookkeeping attributes are
 
 from __future__ import annotations
 
-import contextlib
 import math
 import posixpath
 import threading
 import warnings
 from collections.abc import Iterable
+from contextlib import ExitStack
 from typing import IO, Any, NamedTuple
 
 import h5py
@@ -80,7 +80,6 @@ from virtualstac.parsers.hdf_filters import (
     codecs_for_filters,
     pipeline,
 )
-from virtualstac.parsers.hdf_heaps import HeapCheckingFile
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
     DatatypeError,
@@ -90,6 +89,7 @@ from virtualstac.parsers.hdf_metadata import (
     hard_linked,
     mark_text,
 )
+from virtualstac.parsers.hdf_open import open_read_only
 from virtualstac.parsers.hdf_types import referenced_dtype, stored_bits_problem, string_codecs
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
@@ -205,24 +205,11 @@ class HDFParser:
         """
         # No garbage collection while h5py holds its lock, which it does while it calls our
         # reader: a collection on a thread the reader waits for could need that lock (gc_pause).
-        with contextlib.ExitStack() as opened, _ONE_FILE_AT_A_TIME, gc_paused():
-            if isinstance(file, str):
-                file = opened.enter_context(open(file, "rb", buffering=0))
-            # Through a file object, never HDF5's own driver: its reads are checked.
-            checked = HeapCheckingFile(file, url)
-            try:
-                # Only read: no HDF5 file lock, which read-only and network file systems refuse.
-                h5file = h5py.File(checked, "r", locking=False)
-            except OSError as err:
-                raise _OpenError(f"{url!r} is not a readable HDF5 file: {err}") from err
-            checked.sizeof_size = h5file.id.get_create_plist().get_sizes()[1]
+        with ExitStack() as opened, _ONE_FILE_AT_A_TIME, gc_paused():
+            h5file = open_read_only(url, file, opened)
             # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
             with h5file, reading(url, "its HDF5 groups and links", also=(OSError,)):
                 return _FileWalker(url, h5file, self).root()
-
-
-class _OpenError(UnknownFormatError):
-    """HDF5 could not open the file (not HDF5, damaged, or refused)."""
 
 
 class _FileWalker:
