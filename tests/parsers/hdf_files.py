@@ -641,6 +641,41 @@ UNDEFINED_FILL_DATASETS = [
 ]
 
 
+#: The filters of each dataset :func:`write_hdf5_unfiltered_edges` writes, in pipeline order.
+UNFILTERED_EDGE_DATASETS: dict[str, tuple[str, ...]] = {
+    "deflate": ("deflate",),
+    "shuffle_deflate": ("shuffle", "deflate"),
+    "shuffle": ("shuffle",),
+}
+
+
+def write_hdf5_unfiltered_edges(path: Path, *, option: bool = True) -> Path:
+    """105 x 77 float32 values in chunks of 20 x 20 through each pipeline of
+    :data:`UNFILTERED_EDGE_DATASETS`, created with ``H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS``
+    (unless not ``option``): HDF5 stores the partial chunks of the last row and column of
+    chunks unfiltered, their filter masks 0 all the same. h5py has no call for the option; it
+    goes through ctypes to the HDF5 library h5py loaded. ``zeros`` holds zeros, shuffled alone
+    and without the option: what a shuffle stores of them is what it got."""
+    set_chunk_opts = _h5py_hdf5_library().H5Pset_chunk_opts
+    set_chunk_opts.argtypes = [ctypes.c_int64, ctypes.c_uint]
+    values = np.arange(105 * 77, dtype="<f4").reshape(105, 77) / 7
+    with h5py.File(path, "w", libver="latest") as f:  # the option needs layout version 4
+        for name, filters in [*UNFILTERED_EDGE_DATASETS.items(), ("zeros", ("shuffle",))]:
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk((20, 20))
+            for name_of_filter in filters:
+                getattr(
+                    dcpl, {"shuffle": "set_shuffle", "deflate": "set_deflate"}[name_of_filter]
+                )()
+            if option and name != "zeros":
+                assert set_chunk_opts(dcpl.id, 2) >= 0  # H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS
+            space = h5py.h5s.create_simple(values.shape)
+            dataset = h5py.h5d.create(f.id, name.encode(), h5py.h5t.IEEE_F32LE, space, dcpl=dcpl)
+            data = np.zeros_like(values) if name == "zeros" else values
+            dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+    return path
+
+
 def _h5py_hdf5_library() -> ctypes.CDLL:
     # h5py's wheels bundle the library under h5py.libs; loading the same file again returns
     # the handle h5py uses, so the identifiers h5py hands out are valid there.

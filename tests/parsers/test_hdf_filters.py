@@ -271,3 +271,30 @@ def test_scale_offset_values_read_through_kerchunk_references(scale_offset: Path
     with h5py.File(scale_offset) as f:
         for name in ("be_i2_fill_9", "f4_2_fill_None", "be_f8_5_fill_9", "partly_written"):
             np.testing.assert_array_equal(root[name][...], f[name][()], err_msg=name)
+
+
+@pytest.mark.parametrize("option", [True, False], ids=["edges-unfiltered", "all-filtered"])
+def test_partial_edge_chunks_hdf5_left_unfiltered_read_as_stored(
+    tmp_path: Path, option: bool
+) -> None:
+    # H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS leaves the filter masks of those chunks 0.
+    path = hdf_files.write_hdf5_unfiltered_edges(tmp_path / "edges.h5", option=option)
+    with h5py.File(path) as f:
+        edge = f["deflate"].id.get_chunk_info_by_coord((100, 60))
+        assert edge.filter_mask == 0
+        assert (edge.size == 20 * 20 * 4) is option
+
+    # Chunks some filters skipped one Zarr codec chain decodes only where their size tells
+    # (deflate's); shuffle keeps sizes, so unfiltered chunks through it would read shuffled.
+    refused = ["shuffle", "shuffle_deflate"] if option else []
+    store = parse(path, drop_variables=refused)
+    group = zarr.open_group(store, mode="r")
+    with h5py.File(path) as f:
+        for name in sorted({"deflate", "shuffle", "shuffle_deflate", "zeros"} - set(refused)):
+            np.testing.assert_array_equal(group[name][...], f[name][()], strict=True)
+    for name in refused:
+        with pytest.raises(
+            NotVirtualizableError,
+            match=rf"'{name}' .*chunk \(0, 3\) is a partial edge chunk HDF5 stored unfiltered",
+        ):
+            parse(path, drop_variables=[n for n in refused if n != name])

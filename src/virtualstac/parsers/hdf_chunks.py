@@ -2,8 +2,9 @@
 
 Chunked datasets are read from their chunk index in one pass (``chunk_iter``); contiguous
 datasets are one chunk, or equal slices of one when large. Chunks no Zarr codec chain can
-decode (some filters skipped), ranges past the end of the file and unfiltered chunks of the
-wrong size are refused.
+decode (some filters skipped, or partial edge chunks left unfiltered by
+``H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS``, which no filter mask shows), ranges past the end of
+the file and unfiltered chunks of the wrong size are refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ __all__ = [
     "strings_by_chunk",
     "unwritten_chunks",
 ]
+
+_SHUFFLE = 2  # HDF5's filter id
 
 #: How many source or external files an error names.
 _NAMED = 3
@@ -94,22 +97,27 @@ def chunked_manifest(
         offsets[inside],
         lengths[inside],
     )
+    # The size HDF5 stores a value in, which h5py's dtype may not have (a padded compound).
+    expected = math.prod(chunks) * ds.id.get_type().get_size()
+    unfiltered = _unfiltered_edges(member, chunks, filters, indices, masks, lengths, expected)
+    masks = np.where(unfiltered, (1 << len(filters)) - 1, masks)
     kept, kept_masks = _skipped_by_all(filters, masks)
     skippable = skippable_filters(kept)
     if (kept_masks & ~skippable).any():
         at = int(np.flatnonzero(kept_masks & ~skippable)[0])
         mask = int(masks[at])
         names = [filter_name(f) for i, f in enumerate(filters) if mask >> i & 1]
+        why = f"has filter mask {mask}: {', '.join(names) or 'no filter of its pipeline'}"
+        if unfiltered[at]:
+            # H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS, which the chunk's filter mask does not show.
+            why = "is a partial edge chunk HDF5 stored unfiltered"
         raise fail(
             member.path,
-            f"has chunks stored with some filters skipped (chunk {_index(indices[at])} has "
-            f"filter mask {mask}: {', '.join(names) or 'no filter of its pipeline'}); one "
-            "Zarr codec chain cannot decode them",
+            f"has chunks stored with some filters skipped (chunk {_index(indices[at])} {why}); "
+            "one Zarr codec chain cannot decode them",
         )
     masks = kept_masks
     _check_ranges(member, offsets, lengths, file_size, fail)
-    # The size HDF5 stores a value in, which h5py's dtype may not have (a padded compound).
-    expected = math.prod(chunks) * ds.id.get_type().get_size()
     if not kept and (lengths != expected).any():
         at = int(np.flatnonzero(lengths != expected)[0])
         raise fail(
@@ -133,6 +141,58 @@ def chunked_manifest(
         validate_paths=False,
     )
     return ChunkedStorage(kept, skipped, manifest)
+
+
+def _unfiltered_edges(
+    member: Member,
+    chunks: tuple[int, ...],
+    filters: Sequence[Filter],
+    indices: npt.NDArray[np.int64],
+    masks: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.uint64],
+    chunk_bytes: int,
+) -> npt.NDArray[np.bool_]:
+    """Which stored chunks are partial edge chunks HDF5 left unfiltered, as a dataset created
+    with ``H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`` stores them, their filter masks saying
+    nothing of it.
+
+    Such chunks have the size of the values; one is read raw and through HDF5 to tell them
+    from chunks the filters gave that size (a pipeline of shuffle alone gives it to all, and
+    values a shuffle leaves as they are, zeros, do not tell).
+    """
+    offsets = indices * np.asarray(chunks, dtype=np.int64)
+    partial = (offsets + np.asarray(chunks) > np.asarray(member.node.shape)).any(axis=1)
+    candidates: npt.NDArray[np.bool_] = partial & (masks == 0) & (lengths == chunk_bytes)
+    if not filters or not candidates.any():
+        return np.zeros(len(masks), dtype=bool)
+    size = member.dtype.itemsize
+    raw = _stored_as_read(member, offsets[int(np.flatnonzero(candidates)[0])], chunks)
+    shuffles_only = all(filter_id == _SHUFFLE for filter_id, _, _ in filters)
+    if raw is None or (shuffles_only and _shuffled(raw, size) == raw):
+        return np.zeros(len(masks), dtype=bool)
+    return candidates
+
+
+def _shuffled(raw: bytes, size: int) -> bytes:
+    """``raw`` as HDF5's shuffle of ``size``-byte elements stores it."""
+    return np.frombuffer(raw, dtype=np.uint8).reshape(-1, size).T.tobytes()
+
+
+def _stored_as_read(member: Member, offset: Any, chunks: tuple[int, ...]) -> bytes | None:
+    """The stored bytes of the chunk at ``offset`` if they are the values HDF5 reads there."""
+    ds = member.node
+    corner = tuple(int(o) for o in offset)
+    region = tuple(
+        slice(o, min(o + c, s)) for o, c, s in zip(corner, chunks, ds.shape, strict=True)
+    )
+    try:
+        _, raw = ds.id.read_direct_chunk(corner)
+        values = np.ascontiguousarray(ds[region], dtype=member.dtype)
+        stored = np.frombuffer(raw, dtype=member.dtype).reshape(chunks)
+    except (OSError, ValueError, TypeError):
+        return None  # not the values' bytes, or not readable: left to the filters
+    inner = tuple(slice(0, r.stop - r.start) for r in region)
+    return bytes(raw) if np.ascontiguousarray(stored[inner]).tobytes() == values.tobytes() else None
 
 
 class ChunkedStorage(NamedTuple):
