@@ -272,3 +272,19 @@ def test_a_type_h5py_has_no_numpy_type_for_is_refused_by_name(
     for parser in (HDFParser(drop_variables=["int24"]), HDFParser(group="sub")):
         store = parser(str(path), ObjectStoreRegistry.for_url(str(path)))
         assert "int24" not in zarr.open_group(store, mode="r")
+
+
+def test_variable_length_utf8_text_marked_ascii_reads_as_netcdf4_reads_it(tmp_path: Path) -> None:
+    # C writers leave strings' character set ASCII (H5T_C_S1's) and store UTF-8 in them.
+    path = tmp_path / "units.h5"
+    with h5py.File(path, "w") as f:
+        units = np.array(["°C".encode(), b"m"], dtype=object)
+        f.create_dataset("units", data=units, dtype=h5py.string_dtype("ascii"))
+        partly = f.create_dataset("partly", (4,), h5py.string_dtype("ascii"), chunks=(2,))
+        partly[:2] = units  # the second chunk never written: read chunk by chunk
+    store = HDFParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    group = zarr.open_group(store, mode="r")
+    assert group["units"][...].tolist() == ["°C", "m"]
+    assert group["partly"][...].tolist() == ["°C", "m", "", ""]
+    with netCDF4.Dataset(path) as reference:
+        assert reference["units"][:].tolist() == ["°C", "m"]

@@ -538,7 +538,9 @@ class _FileWalker:
         chunks = tuple(max(int(s), 1) for s in ds.shape)
         try:
             try:
-                values = np.asarray(ds.asstr()[()], dtype=object)
+                # UTF-8 whatever the character set says, as netCDF reads them: writers mark
+                # UTF-8 text ASCII (C's default), which h5py would refuse to decode.
+                values = np.asarray(ds.asstr("utf-8")[()], dtype=object)
             except OSError:
                 # HDF5 refuses to read strings of chunks never written from a file open
                 # read-only ("no write intent"); the chunks written read one by one.

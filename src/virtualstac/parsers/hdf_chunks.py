@@ -396,7 +396,7 @@ def strings_by_chunk(member: Member) -> npt.NDArray[np.object_]:
             slice(start, min(start + size, extent))
             for start, size, extent in zip(offset, member.chunks, ds.shape, strict=True)
         )
-        values[region] = ds.asstr()[region]
+        values[region] = ds.asstr("utf-8")[region]
     return values
 
 
