@@ -171,6 +171,25 @@ def test_a_scale_linked_twice_is_one_netcdf_dimension(tmp_path: Path) -> None:
     assert_reads_like_netcdf4(path, parse(path))
 
 
+def test_a_plain_hdf5_scale_linked_twice_names_its_axes_by_its_first_link(
+    tmp_path: Path,
+) -> None:
+    # netCDF-4 makes a dimension of each link, and attaches the axes to the first; the last
+    # link's name took over every axis, the scale's own included.
+    path = tmp_path / "linked.h5"
+    with h5py.File(path, "w") as f:
+        x = f.create_dataset("x", data=np.arange(5.0))
+        x.make_scale("x")
+        f.create_dataset("v", data=np.arange(5.0) * 2).dims[0].attach_scale(x)
+        f["x_alias"] = x
+
+    store = parse(path)
+    with xr.open_dataset(path, engine="netcdf4") as reference:
+        assert reference["v"].dims == reference["x"].dims == ("x",)
+    assert store.group["v"].metadata.dimension_names == ("x",)
+    assert store.group["x"].metadata.dimension_names == ("x",)
+
+
 def write_phony_unlimited(path: Path) -> Path:
     """Datasets without dimension scales whose axes of one length are unlimited or not."""
     with h5py.File(path, "w") as f:

@@ -75,10 +75,13 @@ class DimensionNamer:
                     )
                 dimension = Dimension(("dimid", dimid), name)
                 self.dimids[dimid] = dimension
+                self.scales[member.node.id] = dimension
                 self.netcdf = True
             else:
-                dimension = Dimension(("scale", member.node.id), name)
-            self.scales[member.node.id] = dimension
+                # A plain HDF5 scale hard-linked under a second name stays the first name's
+                # dimension, as netCDF-4 names the axes attached to it (netCDF-4's own scales
+                # are named by the link found last, above).
+                self.scales.setdefault(member.node.id, Dimension(("scale", member.node.id), name))
 
     def name_dimensions(self, member: Member, phony: list[tuple[str, int, bool]] | None) -> None:
         """Set ``member.dims`` and count its extent towards each dimension's length.
