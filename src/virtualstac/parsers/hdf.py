@@ -65,6 +65,7 @@ from virtualstac.parsers.hdf_chunks import (
     file_size,
     inlined_manifest,
     stored_elsewhere,
+    string_fill,
     strings_by_chunk,
     unwritten_chunks,
 )
@@ -555,13 +556,15 @@ class _FileWalker:
             shape=shape,
             data_type=dtype,
             chunk_shape=chunks,
-            fill_value="",
+            # Records past the dataset's extent read as netCDF reads them: its fill value.
+            fill_value=string_fill(member),
             codecs=[{"name": "vlen-utf8"}],
             attributes=attributes,
             dimension_names=dims,
         )
-        encoded = VLenUTF8().encode(np.ascontiguousarray(values.reshape(-1)))
-        return ManifestArray(metadata, inlined_manifest(grid_shape(shape, chunks), bytes(encoded)))
+        # No records stored: no chunk (even zero strings encode to a length header).
+        data = VLenUTF8().encode(np.ascontiguousarray(values.reshape(-1))) if values.size else b""
+        return ManifestArray(metadata, inlined_manifest(grid_shape(shape, chunks), bytes(data)))
 
     def fail(self, path: str, reason: str) -> NotVirtualizableError:
         return NotVirtualizableError(

@@ -40,6 +40,7 @@ __all__ = [
     "inlined_manifest",
     "missing_manifest",
     "stored_elsewhere",
+    "string_fill",
     "strings_by_chunk",
     "unwritten_chunks",
 ]
@@ -380,13 +381,18 @@ def unwritten_chunks(member: Member) -> int:
     return total - int(dsid.get_num_chunks(dsid.get_space()))
 
 
+def string_fill(member: Member) -> str:
+    """What a variable-length string dataset's unwritten strings read as: its fill value, the
+    empty string unless it has one (netCDF's ``NC_FILL_STRING``)."""
+    fill = member.node.fillvalue
+    return fill.decode("utf-8") if isinstance(fill, bytes) else str(fill or "")
+
+
 def strings_by_chunk(member: Member) -> npt.NDArray[np.object_]:
     """The variable-length strings of a dataset read chunk by chunk, the chunks never written
     reading as its fill value (the empty string unless it has one), as netCDF reads them."""
     ds = member.node
-    fill = ds.fillvalue
-    fill = fill.decode("utf-8") if isinstance(fill, bytes) else str(fill or "")
-    values = np.full(ds.shape, fill, dtype=object)
+    values = np.full(ds.shape, string_fill(member), dtype=object)
     if member.chunks is None:
         return values  # contiguous storage reads whole or never was written
     offsets: list[tuple[int, ...]] = []
