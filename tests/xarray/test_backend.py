@@ -46,6 +46,22 @@ def test_string_fill_values_are_masked_as_with_the_netcdf4_engine(tmp_path: Path
         assert opened["names"].encoding["_FillValue"] == direct["names"].encoding["_FillValue"]
 
 
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_strings_are_python_objects_as_with_the_netcdf4_engine(
+    tmp_path: Path, chunks: dict[str, int] | None
+) -> None:
+    # Zarr reads them as numpy's StringDType, which xarray cannot mask: ds.where() failed.
+    path = write_string_fills(tmp_path / "strings.nc")
+    opened = xr.open_dataset(path, engine="virtualstac", chunks=chunks)
+    assert opened["labels"].dtype == object
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        masked = opened.where(opened["labels"] == "a")
+        xr.testing.assert_identical(masked.load(), direct.where(direct["labels"] == "a"))
+        assert masked["labels"].values.tolist()[0] == "a"
+        shifted = opened.shift(station=1)
+        xr.testing.assert_identical(shifted.load(), direct.shift(station=1))
+
+
 def test_chunks_follow_the_file(tmp_path: Path) -> None:
     (path,) = write_sample_archive(tmp_path, days=1)
     opened = xr.open_dataset(path, engine="virtualstac", chunks={})

@@ -9,9 +9,12 @@ so values have the type the netcdf4 engine gives them.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
+import numpy as np
 import xarray as xr
+from xarray.coding.common import lazy_elemwise_func
 
 from virtualstac.manifests.attribute_types import TYPES_KEY, typed_attributes, typed_fill_value
 from virtualstac.manifests.group import ManifestGroup
@@ -33,7 +36,8 @@ CF_DECODING = (
 def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
     """``xr.open_zarr(store, **options)``, packed variables unpacked to the recorded types of
     their ``scale_factor``/``add_offset`` (``decode_cf=False``: those attributes typed), and
-    integer fill values of their variable's type, as netCDF4 gives them.
+    integer fill values of their variable's type, and variable-length strings as Python
+    ``str`` objects, as netCDF4 gives them.
 
     A :class:`ManifestStore`'s group also gives what Zarr does not hold: the source file's
     unlimited dimensions (``encoding["unlimited_dims"]``, as the netcdf4 engine gives them),
@@ -54,8 +58,38 @@ def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
             variable.attrs = typed_fill_value(dict(variable.attrs), variable.dtype)
     if TYPES_KEY in raw.attrs:
         raw.attrs = typed_attributes(raw.attrs)
+    raw = _strings_as_objects(raw)
     if not decode:
         return raw
     given = {name: value for name, value in decoding.items() if value is not None}
     decoded: xr.Dataset = xr.decode_cf(raw, **given)
     return decoded
+
+
+def _strings_as_objects(dataset: xr.Dataset) -> xr.Dataset:
+    """``dataset`` with its variable-length strings as ``object`` arrays of ``str`` (lazily),
+    as the netcdf4 engine and virtual datasets give them.
+
+    Zarr reads them as numpy's ``StringDType``, which xarray cannot give missing values:
+    ``ds.where(...)``, ``reindex`` and the like fail on a dataset holding such a variable.
+    """
+    strings = {name for name, variable in dataset.variables.items() if variable.dtype.kind == "T"}
+    if not strings:
+        return dataset
+    replaced: dict[Hashable, xr.Variable] = {}
+    for name in strings:
+        variable = dataset.variables[name]
+        if name in dataset.xindexes:
+            # An index holds its values already.
+            data: Any = variable.values.astype(object)
+        else:
+            data = lazy_elemwise_func(variable._data, _as_objects, np.dtype(object))
+        replaced[name] = xr.Variable(variable.dims, data, variable.attrs, variable.encoding)
+    coords = {name: replaced[name] for name in strings if name in dataset.coords}
+    data_vars = {name: replaced[name] for name in strings if name not in dataset.coords}
+    return dataset.assign_coords(coords).assign(data_vars)
+
+
+def _as_objects(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Strings as Python objects (a function of its own: dask pickles it)."""
+    return np.asarray(values).astype(object)
