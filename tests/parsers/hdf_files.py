@@ -515,6 +515,7 @@ def write_hdf5_unsupported(path: Path) -> Path:
         regions = f.create_dataset("regions", shape=(1,), dtype=h5py.regionref_dtype)
         regions[0] = f["fine"].regionref[2:5]
         f["compound"] = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i4"), ("b", "f8")])
+        f["opaque"] = np.array([b"ab\x00", b"cde"], dtype="V3")  # netCDF-4's NC_OPAQUE
         array_type = h5py.h5t.array_create(h5py.h5t.IEEE_F32LE, (2,))
         h5py.h5d.create(f.id, b"array_type", array_type, h5py.h5s.create_simple((3,)))
         f.create_dataset(

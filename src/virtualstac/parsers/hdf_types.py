@@ -38,11 +38,19 @@ def referenced_dtype(
     if h5py.check_ref_dtype(dtype) is not None:
         raise fail(path, "holds HDF5 references, which are addresses inside the file")
     if dtype.kind == "O" or dtype.hasobject:
-        raise fail(path, f"has the variable-length type {dtype}")
+        base = h5py.check_vlen_dtype(dtype)
+        what = f"sequences of {np.dtype(base)}" if base not in (None, str, bytes) else str(dtype)
+        raise fail(path, f"has a variable-length type ({what}), which Zarr has no type for")
     if dtype.subdtype is not None:
         raise fail(path, f"has the HDF5 array type {dtype}")
     if dtype.names is not None:
         raise fail(path, f"has the compound type {dtype}")
+    if dtype.kind == "V":
+        raise fail(
+            path,
+            f"has an opaque type of {dtype.itemsize} bytes per value ({dtype.str}), which Zarr "
+            "has no type for",
+        )
     if dtype.kind not in "biufcS" or dtype.itemsize not in _SIZES.get(
         dtype.kind, (dtype.itemsize,)
     ):
