@@ -367,3 +367,35 @@ def test_hdf5_files_have_the_unlimited_dimensions_netcdf4_makes_of_them(tmp_path
     per_group = _unlimited_per_group(path, parse(path))
     assert per_group[""][0] == per_group[""][1] == {"phony_dim_3", "phony_dim_4"}
     assert per_group["sub"][0] == per_group["sub"][1] == {"step", "fixed_scale"}
+
+
+@pytest.mark.parametrize("inline_threshold", [0, 10**6])
+def test_records_of_two_unlimited_dimensions_past_a_variable_read_as_fill(
+    tmp_path: Path, inline_threshold: int
+) -> None:
+    # Two unlimited dimensions whose other variables make them longer than ``obs`` and
+    # ``names`` were written: their stored block, then fill values, as HDF5 holds them (the
+    # netCDF4 library, reading the block into the longer rows, misplaces its values).
+    path = tmp_path / "two_unlimited.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("station", None)
+        nc.createVariable("time", "f8", ("time",))[:5] = np.arange(5)
+        nc.createVariable("station", "i4", ("station",))[:4] = np.arange(4)
+        obs = nc.createVariable("obs", "f4", ("time", "station"), fill_value=np.float32(-1))
+        obs[:3, :2] = np.arange(6, dtype="f4").reshape(3, 2)
+        names = nc.createVariable("names", str, ("station", "time"), fill_value="none")
+        names[:2, :1] = np.array([["a"], ["b"]], dtype=object)
+    store = parse(path, inline_threshold=inline_threshold)
+    ours = xr.open_zarr(store, consolidated=False, chunks=None, mask_and_scale=False)
+    with h5py.File(path) as f:
+        assert f["obs"].shape == (3, 2) and f["names"].shape == (2, 1)
+    expected = np.full((5, 4), -1, dtype="f4")
+    expected[:3, :2] = np.arange(6).reshape(3, 2)
+    np.testing.assert_array_equal(ours["obs"].values, expected, strict=True)
+    assert ours["names"].values.tolist() == [
+        ["a", "none", "none", "none", "none"],
+        ["b", "none", "none", "none", "none"],
+        ["none"] * 5,
+        ["none"] * 5,
+    ]
