@@ -425,3 +425,28 @@ def test_scalars_of_a_zarr_store_are_inlined_below_the_threshold(tmp_path: Path)
     assert references["refs"]["spatial_ref/0"].startswith("base64:")
     expected = xr.open_zarr(path, consolidated=False).load()
     xr.testing.assert_identical(open_references(references).load(), expected)
+
+
+def test_an_array_reads_back_with_the_fill_value_with_v2_fill_value_gives(tmp_path: Path) -> None:
+    # Written with fill off, records past the variable's extent hold netCDF's default fill,
+    # not its _FillValue: they are inlined, and the v2 array's fill is its _FillValue.
+    import netCDF4
+
+    from virtualstac.writers.zarr_v2 import with_v2_fill_value
+
+    path = tmp_path / "fill_off.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.set_fill_off()
+        nc.createDimension("time", None)
+        nc.createVariable("time", "f8", ("time",))[:6] = np.arange(6)
+        nc.createVariable("v", "i2", ("time",), chunksizes=(2,), fill_value=-3)[:2] = [1, 2]
+    virtual = open_virtual_dataset(str(path), loadable_variables=[])
+    assert virtual["v"].data.metadata.fill_value == -32767
+    output = tmp_path / "refs.json"
+    virtual.virtual.to_kerchunk(output, format="json")
+    registry = ObjectStoreRegistry.for_url(str(tmp_path))
+    reparsed = open_virtual_dataset(str(output), registry=registry, loadable_variables=[])
+    as_written = with_v2_fill_value(virtual["v"].data, "v")
+    assert reparsed["v"].data.metadata.fill_value == as_written.metadata.fill_value == -3
+    values = xr.open_zarr(reparsed.virtual.to_store(registry), mask_and_scale=False)["v"]
+    assert values.values.tolist() == [1, 2, -32767, -32767, -32767, -32767]

@@ -53,6 +53,22 @@ def netcdf3(directory: Path) -> tuple[Path, xr.DataTree]:
         return path, xr.DataTree(ds.load())
 
 
+def netcdf4_fill_off(directory: Path) -> tuple[Path, xr.DataTree]:
+    """A variable written with fill off, whose records past its extent read as netCDF's
+    default fill, which differs from its ``_FillValue`` (so they are not masked)."""
+    path = directory / "fill_off.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.set_fill_off()
+        nc.createDimension("time", None)
+        nc.createDimension("x", 4)
+        nc.createVariable("time", "f8", ("time",))[:6] = np.arange(6)
+        var = nc.createVariable("v", "i2", ("time", "x"), chunksizes=(2, 4), fill_value=-3)
+        var[:2] = np.arange(8).reshape(2, 4)
+    with xr.open_dataset(path, engine="netcdf4") as ds:
+        assert (ds["v"].values[2:] == -32767).all()
+        return path, xr.DataTree(ds.load())
+
+
 def plain_hdf5(directory: Path) -> tuple[Path, xr.DataTree]:
     path = directory / "plain.h5"
     big_endian = np.arange(20, dtype=">i4").reshape(4, 5)
@@ -77,6 +93,7 @@ def zarr_v3(directory: Path) -> tuple[Path, xr.DataTree]:
 SOURCES: dict[str, Callable[[Path], tuple[Path, xr.DataTree]]] = {
     "netcdf4-groups": netcdf4_with_groups,
     "netcdf3": netcdf3,
+    "netcdf4-fill-off": netcdf4_fill_off,
     "hdf5": plain_hdf5,
     "zarr": zarr_v3,
 }

@@ -18,14 +18,20 @@ from zarr.codecs import ShardingCodec
 from zarr.core.array import Array, AsyncArray
 from zarr.core.array_spec import ArrayConfig
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.sync import sync
 from zarr.storage import MemoryStore, StorePath
 
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests import ChunkManifest, ManifestArray
-from virtualstac.manifests.metadata import chunk_shape_of, replace_metadata
+from virtualstac.manifests.metadata import (
+    chunk_shape_of,
+    decode_cf_fill_value,
+    replace_metadata,
+    same_value,
+)
 
-__all__ = ["FILL_CHUNK_BYTES", "reads_as_null_fill", "with_fill_chunks"]
+__all__ = ["FILL_CHUNK_BYTES", "fill_is_cf_fill", "reads_as_null_fill", "with_fill_chunks"]
 
 #: The most bytes of fill-value chunks one array may add to the references.
 FILL_CHUNK_BYTES = 16 * 2**20
@@ -44,13 +50,24 @@ def reads_as_null_fill(value: Any) -> bool:
         return False
 
 
+def fill_is_cf_fill(metadata: ArrayV3Metadata) -> bool:
+    """Whether an array with a CF ``_FillValue`` holds it as its fill value (an attribute
+    that does not decode to a number of its type counts as its fill, as it always did)."""
+    dtype = np.dtype(metadata.data_type.to_native_dtype())
+    try:
+        cf_fill = decode_cf_fill_value(metadata.attributes["_FillValue"], dtype)
+        return same_value(np.asarray(cf_fill, dtype=dtype)[()], metadata.fill_value)
+    except (TypeError, ValueError, OverflowError):
+        return True
+
+
 def with_fill_chunks(name: str, array: ManifestArray) -> ManifestArray:
     """``array`` with its missing chunks inlined as chunks of its fill value, where its fill
     value would otherwise have to be written as a v2 ``fill_value`` that xarray masks by.
 
-    Arrays with a ``_FillValue`` (their fill value is meant as a mask), without missing
-    chunks, whose missing chunks read as zeros anyway, and of dates and durations (which
-    xarray does not mask) are returned as they are.
+    Arrays whose fill value is their ``_FillValue`` (meant as a mask), without missing
+    chunks, without a ``_FillValue`` whose missing chunks read as zeros anyway, and of dates
+    and durations (which xarray does not mask) are returned as they are.
 
     Raises
     ------
@@ -59,11 +76,17 @@ def with_fill_chunks(name: str, array: ManifestArray) -> ManifestArray:
     """
     metadata = array.metadata
     manifest = array.manifest
+    # The v2 fill_value is the _FillValue when there is one (missing chunks then read as it),
+    # else null (they read as zeros): missing chunks that hold anything else are inlined, such
+    # as netCDF's default fill past the records of a variable written with fill off.
+    if "_FillValue" in metadata.attributes:
+        kept = fill_is_cf_fill(metadata)
+    else:
+        kept = reads_as_null_fill(metadata.fill_value)
     if (
-        "_FillValue" in metadata.attributes
+        kept
         or len(manifest) == math.prod(manifest.shape_chunk_grid)
         or np.dtype(metadata.data_type.to_native_dtype()).kind in "mM"
-        or reads_as_null_fill(metadata.fill_value)
         or any(isinstance(codec, ShardingCodec) for codec in metadata.codecs)
     ):
         return array

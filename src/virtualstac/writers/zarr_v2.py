@@ -32,7 +32,7 @@ from virtualstac.manifests.metadata import (
     replace_metadata,
     same_value,
 )
-from virtualstac.writers.fill_chunks import reads_as_null_fill, with_fill_chunks
+from virtualstac.writers.fill_chunks import fill_is_cf_fill, reads_as_null_fill, with_fill_chunks
 
 __all__ = ["in_v2_layout", "v2_metadata", "with_v2_fill_value"]
 
@@ -151,6 +151,12 @@ def with_v2_fill_value(array: ManifestArray, name: str = "") -> ManifestArray:
     array = with_fill_chunks(name, array)
     metadata = array.metadata
     manifest = array.manifest
+    if "_FillValue" in metadata.attributes and not fill_is_cf_fill(metadata):
+        # Its missing chunks are inlined now, and it is written with its _FillValue as fill.
+        dtype = np.dtype(metadata.data_type.to_native_dtype())
+        cf_fill = decode_cf_fill_value(metadata.attributes["_FillValue"], dtype)
+        fill = np.asarray(cf_fill, dtype=dtype)[()]
+        return ManifestArray(replace_metadata(metadata, fill_value=fill), manifest)
     complete = len(manifest) == math.prod(manifest.shape_chunk_grid)
     # The rule v2_metadata writes fill values by.
     written = "_FillValue" in metadata.attributes or not (
