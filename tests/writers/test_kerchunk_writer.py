@@ -450,3 +450,26 @@ def test_an_array_reads_back_with_the_fill_value_with_v2_fill_value_gives(tmp_pa
     assert reparsed["v"].data.metadata.fill_value == as_written.metadata.fill_value == -3
     values = xr.open_zarr(reparsed.virtual.to_store(registry), mask_and_scale=False)["v"]
     assert values.values.tolist() == [1, 2, -32767, -32767, -32767, -32767]
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_text_fill_values_mask_the_same_read_back_through_virtualstac(
+    tmp_path: Path, form: str
+) -> None:
+    # A text _FillValue travels in the attribute type record, which the Kerchunk parser
+    # dropped with the other netCDF bookkeeping: the fills read back unmasked.
+    from text_fill_files import write_character_fills, write_string_fills
+
+    strings = write_string_fills(tmp_path / "strings.nc")
+    characters = write_character_fills(tmp_path / "chars.nc", "NETCDF4")
+    registry = ObjectStoreRegistry.for_url(str(tmp_path))
+    for path in (strings, characters):
+        output = tmp_path / f"{path.stem}.{form}"
+        open_virtual_dataset(str(path), loadable_variables=[]).virtual.to_kerchunk(
+            output,
+            format=form,  # type: ignore[arg-type]
+        )
+        read_back = xr.open_dataset(output, engine="virtualstac", registry=registry)
+        with xr.open_dataset(path, engine="netcdf4") as direct:
+            xr.testing.assert_identical(read_back.load(), direct.load())

@@ -94,13 +94,18 @@ def _with_recorded_fill(attributes: dict[str, Any], kind: str, text: str) -> dic
 
 def packing_types(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attributes`` with only the packing attributes' entries of their recorded types, or
-    none recorded (an NCZarr store records the type of every attribute)."""
+    none recorded (an NCZarr store records the type of every attribute), and the recorded
+    ``_FillValue`` of a character or string variable (:func:`with_character_fill`)."""
     kept = {name: value for name, value in attributes.items() if name != TYPES_KEY}
     recorded = attributes.get(TYPES_KEY)
     types = recorded.get("types") if isinstance(recorded, Mapping) else None
-    if isinstance(types, Mapping):
-        wanted = {name: np.dtype(types[name]) for name in PACKING_ATTRIBUTES if name in types}
-        return with_types(kept, wanted)
+    if not isinstance(recorded, Mapping) or not isinstance(types, Mapping):
+        return kept
+    wanted = {name: np.dtype(types[name]) for name in PACKING_ATTRIBUTES if name in types}
+    kept = with_types(kept, wanted)
+    fill, kind = recorded.get("_FillValue"), types.get("_FillValue")
+    if kind in (_CHARACTER, _STRING) and isinstance(fill, str):
+        kept = _with_recorded_fill(kept, kind, fill)
     return kept
 
 
