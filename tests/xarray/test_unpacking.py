@@ -19,7 +19,8 @@ import xarray as xr
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.intake import StacVirtualSource, VirtualSource
 from virtualstac.stac import open_stac, publish
-from virtualstac.xarray import open_virtual_mfdataset
+from virtualstac.storage.registry import ObjectStoreRegistry
+from virtualstac.xarray import open_virtual_dataset, open_virtual_mfdataset
 
 FORMATS = ("NETCDF4", "NETCDF3_CLASSIC")
 
@@ -128,3 +129,29 @@ def test_files_packed_with_other_types_are_not_joined(tmp_path: Path) -> None:
         paths.append(path)
     with pytest.raises(IncompatibleArraysError, match="'_nczarr_attr'"):
         open_virtual_mfdataset(paths, combine="nested", concat_dim="time")
+
+
+def test_non_finite_missing_values_read_back_from_references_mask_as_netcdf4_does(
+    tmp_path: Path,
+) -> None:
+    # Strict JSON spells them "-Infinity", "NaN": read back as text, they masked nothing.
+    path = tmp_path / "infinite.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 4)
+        depth = nc.createVariable("depth", "f4", ("x",))
+        depth.missing_value = np.float32(-np.inf)
+        depth.valid_range = np.array([0, np.inf], "f4")
+        depth[:] = np.array([-np.inf, 1, 2, np.nan], "f4")
+        level = nc.createVariable("level", "f8", ("x",))
+        level.missing_value = np.array([np.inf, 9], "f8")
+        level[:] = [np.inf, 9, 1, 2]
+    references = tmp_path / "refs.json"
+    open_virtual_dataset(str(path), loadable_variables=[]).virtual.to_kerchunk(
+        references, format="json"
+    )
+    assert "-Infinity" in references.read_text()
+    registry = ObjectStoreRegistry.for_url(str(tmp_path))
+    read_back = xr.open_dataset(references, engine="virtualstac", registry=registry)
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        xr.testing.assert_identical(read_back.load(), direct.load())
+        assert np.isnan(read_back["depth"].values[0]) and np.isnan(read_back["level"][:2]).all()

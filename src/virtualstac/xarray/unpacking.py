@@ -9,7 +9,8 @@ so values have the type the netcdf4 engine gives them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import math
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,11 @@ from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.store import ManifestStore
 
 __all__ = ["CF_DECODING", "open_zarr_values"]
+
+#: CF attributes holding numbers of a variable's type, which may be non-finite for floats.
+_CF_NUMBERS = ("missing_value", "valid_min", "valid_max", "valid_range", "actual_range")
+#: How strict JSON (the writers', Icechunk's) spells non-finite numbers.
+_SPELLED = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 #: The CF decoding options of ``xr.open_zarr`` (and ``xr.decode_cf``).
 CF_DECODING = (
@@ -52,6 +58,8 @@ def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
         if isinstance(node, ManifestGroup):
             raw.encoding.update(node.dataset_encoding())
     for variable in raw.variables.values():
+        if variable.dtype.kind in "fc":
+            variable.attrs = _non_finite_numbers(variable.attrs)
         if TYPES_KEY in variable.attrs:
             variable.attrs = typed_attributes(variable.attrs)
         if "_FillValue" in variable.attrs:
@@ -93,3 +101,23 @@ def _strings_as_objects(dataset: xr.Dataset) -> xr.Dataset:
 def _as_objects(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Strings as Python objects (a function of its own: dask pickles it)."""
     return np.asarray(values).astype(object)
+
+
+def _non_finite_numbers(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """A float variable's ``attributes`` with the numbers of ``missing_value`` and the valid
+    and actual ranges that strict JSON spells ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``
+    numbers again, so that xarray masks by them as netCDF4 reads them."""
+    restored = dict(attributes)
+    for name in _CF_NUMBERS:
+        value = attributes.get(name)
+        values: list[Any] = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) for v in values) and all(
+            _SPELLED.get(v) is not None if isinstance(v, str) else _is_number(v) for v in values
+        ):
+            numbers = [_SPELLED[v] if isinstance(v, str) else float(v) for v in values]
+            restored[name] = numbers if isinstance(value, list) else numbers[0]
+    return restored
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
