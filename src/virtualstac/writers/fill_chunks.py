@@ -96,10 +96,13 @@ def with_fill_chunks(name: str, array: ManifestArray) -> ManifestArray:
     if count * len(chunk) > FILL_CHUNK_BYTES:
         fill = metadata.fill_value
         fill = fill.item() if isinstance(fill, np.generic) else fill
+        if "_FillValue" in metadata.attributes:
+            why = "where Zarr v2 readers would read its _FillValue (the v2 fill_value) instead"
+        else:
+            why = "which Zarr v2 readers would mask as if it were a _FillValue"
         raise UnsupportedOperationError(
-            f"array {name!r}: its {count} missing chunks read as its fill value "
-            f"{fill!r}, which Zarr v2 readers would mask as if it were a "
-            f"_FillValue; written inline they would take {count * len(chunk)} bytes (at most "
+            f"array {name!r}: its {count} missing chunks read as its fill value {fill!r}, "
+            f"{why}; written inline they would take {count * len(chunk)} bytes (at most "
             f"{FILL_CHUNK_BYTES}). Write the references to Icechunk, which keeps the fill value"
         )
     positions = [tuple(int(i) for i in index) for index in np.argwhere(missing)]
