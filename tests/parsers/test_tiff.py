@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -505,7 +506,7 @@ def test_ground_control_points_are_the_spatial_ref_as_rioxarray_writes_them(
     tmp_path: Path,
 ) -> None:
     """Files georeferenced by GCPs only (Sentinel-1 GRD) have no transform, so no x/y; their
-    CRS and points are ``spatial_ref``'s, the points as GeoJSON under ``gcps``."""
+    CRS and points are ``spatial_ref``'s, the points as GeoJSON text under ``gcps``."""
     path = write_gdal(tmp_path / "gcps.tif", crs=None)
     gcps = [
         rasterio.control.GroundControlPoint(row, col, 500000.0 + col, 4000000.0 - row, z)
@@ -521,12 +522,34 @@ def test_ground_control_points_are_the_spatial_ref_as_rioxarray_writes_them(
         np.testing.assert_array_equal(group["band_data"][...], src.read())
         points, crs = src.gcps
     assert pyproj.CRS(spatial_ref["crs_wkt"]) == pyproj.CRS(crs.to_wkt())
-    features = spatial_ref["gcps"]["features"]
+    features = json.loads(spatial_ref["gcps"])["features"]
     assert [f["properties"]["id"] for f in features] == [p.id for p in points]
     assert [(f["properties"]["row"], f["properties"]["col"]) for f in features] == [
         (p.row, p.col) for p in points
     ]
     assert [f["geometry"]["coordinates"] for f in features] == [[p.x, p.y, p.z] for p in points]
+
+
+def test_ground_control_points_are_json_text_rioxarray_parses_and_netcdf_holds(
+    tmp_path: Path,
+) -> None:
+    """rioxarray writes ``gcps`` as JSON text, and ``rio.get_gcps()`` parses that text; a
+    dict attribute also cannot be written to netCDF."""
+    path = write_gdal(tmp_path / "gcps.tif", crs=None, width=30, height=20)
+    gcps = [
+        rasterio.control.GroundControlPoint(row, col, 10.0 + col / 10, 50.0 - row / 10, 0.0)
+        for row, col in [(0, 0), (0, 30), (20, 0), (20, 30)]
+    ]
+    with rasterio.open(path, "r+") as dst:
+        dst.gcps = (gcps, rasterio.crs.CRS.from_epsg(4326))
+    with xr.open_dataset(path, engine="virtualstac") as ds:
+        text = ds["spatial_ref"].attrs["gcps"]
+        assert isinstance(text, str)
+        points = json.loads(text)["features"]
+        assert [p["geometry"]["coordinates"] for p in points] == [[g.x, g.y, g.z] for g in gcps]
+        ds.to_netcdf(tmp_path / "copy.nc")
+    with xr.open_dataset(tmp_path / "copy.nc") as copy:
+        assert json.loads(copy["spatial_ref"].attrs["gcps"])["features"] == points
 
 
 def test_transform_from_model_transformation_tag(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ attributes come from pyproj."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,7 +168,8 @@ def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
 def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The ``spatial_ref`` attributes of a raster georeferenced by ground control points only
     (ModelTiepoints without a pixel scale or matrix, as Sentinel-1 GRD files are): its CRS and
-    the points as rioxarray writes them, a GeoJSON FeatureCollection under ``gcps``.
+    the points as rioxarray writes them, a GeoJSON FeatureCollection serialised as JSON text
+    under ``gcps`` (what ``rio.get_gcps()`` parses, and a netCDF attribute can hold).
 
     Rows and columns are GDAL's: a ``PixelIsPoint`` raster's points move by half a pixel, and
     ids count from 1. Returns None when the tags give an affine transform, or no points.
@@ -188,7 +190,8 @@ def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | N
     ]
     crs = _crs(geotiff_tags)
     described = dict(_cf_attributes(crs)[0]) if crs is not None else {}
-    return {**described, "gcps": {"type": "FeatureCollection", "features": features}}
+    collection = {"type": "FeatureCollection", "features": features}
+    return {**described, "gcps": json.dumps(collection)}
 
 
 def _geotransform(
