@@ -29,6 +29,7 @@ from virtualstac.codecs import (
     LERCCodec,
     LZWCodec,
     PackBitsCodec,
+    PackIntsCodec,
     PadCodec,
     WebPCodec,
     ZstdCodec,
@@ -60,6 +61,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
     assert set(codecs.CODECS) == {
         "imagecodecs_lzw",
         "imagecodecs_packbits",
+        "imagecodecs_packints",
         "imagecodecs_zstd",
         "imagecodecs_jpeg",
         "imagecodecs_lerc",
@@ -99,6 +101,7 @@ def test_lossless_bytes_codecs_round_trip(codec: BytesBytesCodec) -> None:
         LERCCodec(),
         WebPCodec(),
         PadCodec(size=12),
+        PackIntsCodec(dtype=">u2", bitspersample=12, runlen=30),
         HorizontalPredictorCodec(axis=-2, shape=[4, 4, 3], dtype=">u2"),
         FloatPredictorCodec(axis=-1, shape=(1, 8, 8), dtype="<f4"),
     ],
@@ -119,6 +122,19 @@ def test_codec_configs_are_the_imagecodecs_numcodecs_configs() -> None:
         twin = v2.from_config(dict(entry["configuration"]))
         config = {k: v for k, v in twin.get_config().items() if v is not None and k != "id"}
         assert config == entry["configuration"]
+
+
+@pytest.mark.parametrize(("bits", "dtype"), [(1, "|u1"), (4, "|u1"), (12, ">u2"), (12, "<u2")])
+def test_packints_unpacks_rows_that_start_on_a_byte(bits: int, dtype: str) -> None:
+    data = (np.arange(20 * 13, dtype=dtype).reshape(20, 13) * 7) % (1 << bits)
+    codec = PackIntsCodec(dtype=dtype, bitspersample=bits, runlen=13)
+    packed = imagecodecs.packints_encode(data, bits, runlen=13)
+    assert len(packed) == 20 * -(-13 * bits // 8)  # each row rounded up to whole bytes
+    endian = "big" if dtype.startswith(">") else "little"
+    array = roundtrip(data, (20, 13), compressors=[codec], endian=endian)
+    np.testing.assert_array_equal(array[...], data)
+    twin = icn.Packints.from_config(dict(codec.to_dict()["configuration"]))
+    np.testing.assert_array_equal(twin.decode(packed).reshape(20, 13), data)
 
 
 def test_image_codecs_round_trip_through_zarr() -> None:

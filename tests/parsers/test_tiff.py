@@ -393,12 +393,6 @@ def test_cog_header_costs_one_get_over_http(tmp_path: Path, http_server: Any) ->
 # -- errors -------------------------------------------------------------------------------
 
 
-def test_packed_samples_are_refused(tmp_path: Path) -> None:
-    path = write_gdal(tmp_path / "nbits.tif", dtype="uint16", nbits=12)
-    with pytest.raises(UnsupportedTIFFError, match=r"nbits\.tif .*12-bit samples are packed"):
-        parse(path)
-
-
 def test_samples_of_different_sizes_are_refused_as_such(tmp_path: Path) -> None:
     # BitsPerSample 8, 16, 8: GDAL refuses it too ("different values per sample").
     path = tmp_path / "mixed_bits.tif"
@@ -420,13 +414,6 @@ def test_12_bit_jpeg_is_refused_as_such(tmp_path: Path) -> None:
         tmp_path / "jpeg12.tif", dtype="uint16", nbits=12, compress="JPEG", data=twelve_bits
     )
     with pytest.raises(UnsupportedTIFFError, match=r"jpeg12\.tif .*12-bit JPEG is not supported"):
-        parse(path)
-
-
-def test_bilevel_images_are_refused(tmp_path: Path) -> None:
-    path = tmp_path / "bilevel.tif"
-    tifffile.imwrite(path, np.zeros((16, 16), dtype=bool))
-    with pytest.raises(UnsupportedTIFFError, match="1-bit samples are packed"):
         parse(path)
 
 

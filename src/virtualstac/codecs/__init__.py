@@ -11,6 +11,7 @@ name                              kind                    TIFF
 ================================  ======================  ======================================
 ``imagecodecs_lzw``               bytes -> bytes          compression 5 (LZW)
 ``imagecodecs_packbits``          bytes -> bytes          compression 32773 (PackBits)
+``imagecodecs_packints``          bytes -> bytes          samples of 1-7, 9-15 or 17-31 bits
 ``imagecodecs_zstd``              bytes -> bytes          compression 50000 (Zstandard)
 ``imagecodecs_jpeg``              bytes -> bytes (image)  compression 7 (JPEG, with JPEGTables)
 ``imagecodecs_lerc``              bytes -> bytes (image)  compression 34887 (LERC, with masks)
@@ -45,6 +46,7 @@ from virtualstac.codecs._bytes import (
     LZFCodec,
     LZWCodec,
     PackBitsCodec,
+    PackIntsCodec,
     PadCodec,
     PadNumcodec,
     SzipH5Codec,
@@ -82,6 +84,7 @@ __all__ = [
     "LZFCodec",
     "LZWCodec",
     "PackBitsCodec",
+    "PackIntsCodec",
     "PadCodec",
     "PadNumcodec",
     "SzipH5Codec",
@@ -95,6 +98,7 @@ CODECS = {
     for codec in (
         LZWCodec,
         PackBitsCodec,
+        PackIntsCodec,
         ZstdCodec,
         JPEGCodec,
         LERCCodec,

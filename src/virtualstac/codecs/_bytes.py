@@ -16,7 +16,7 @@ import asyncio
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 import imagecodecs
 import imagecodecs.numcodecs as icn
@@ -38,6 +38,7 @@ __all__ = [
     "LZFCodec",
     "LZWCodec",
     "PackBitsCodec",
+    "PackIntsCodec",
     "PadCodec",
     "PadNumcodec",
     "SzipH5Codec",
@@ -143,6 +144,31 @@ class PackBitsCodec(_ImagecodecsBytesCodec):
 
     codec_name = "imagecodecs_packbits"
     numcodecs_class = icn.Packbits
+
+
+class PackIntsCodec(_ImagecodecsBytesCodec):
+    """TIFF samples of fewer bits than their type (GDAL ``NBITS``, bilevel images):
+    ``imagecodecs_packints {dtype, bitspersample, runlen}``.
+
+    The stored bytes are an MSB-first bit stream, each row of ``runlen`` samples starting on a
+    byte, in every byte order (as libtiff hands them to GDAL); they decode to ``dtype``
+    samples, which the ``bytes`` codec in front reads.
+    """
+
+    codec_name = "imagecodecs_packints"
+    numcodecs_class = icn.Packints
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        # imagecodecs packs the samples' memory as native integers (its numcodecs twin checks
+        # they are of ``dtype``), but unpacks to ``dtype``: the samples go in native order.
+        dtype = np.dtype(str(self.configuration["dtype"]))
+        samples = chunk_bytes.as_numpy_array().view(dtype).astype(dtype.newbyteorder("="))
+        encoded = imagecodecs.packints_encode(
+            samples,
+            int(cast(int, self.configuration["bitspersample"])),
+            runlen=int(cast(int, self.configuration.get("runlen", 0))),
+        )
+        return chunk_spec.prototype.buffer.from_array_like(_as_bytes(encoded))
 
 
 class ZstdCodec(_ImagecodecsBytesCodec):

@@ -39,15 +39,17 @@ Codecs
 ------
 Encode order: ``transpose`` (chunky, band-first only), the predictor (``imagecodecs_delta`` /
 ``imagecodecs_floatpred``), ``bytes`` (the file's byte order: libtiff swaps samples to it before
-any compression, LERC's included), ``virtualstac.pad`` (only for a short last strip or short
-bottom tiles), then the decompressor:
+any compression, LERC's included), ``imagecodecs_packints`` for samples of fewer bits than
+their type (GDAL ``NBITS``, bilevel images: :mod:`virtualstac.parsers.tiff_packed`),
+``virtualstac.pad`` (only for a short last strip or short bottom tiles), then the decompressor:
 ``numcodecs.zlib`` (deflate), ``numcodecs.lzma``, or one of :mod:`virtualstac.codecs`
 (LZW, PackBits, Zstandard, JPEG with its JPEGTables and colour space, LERC plus its optional
 deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
-and the reason: packed (non byte-aligned) samples, sample sizes or complex integer samples
-without a Zarr data type, samples of different sizes, bit-reversed fill order, YCbCr without
+and the reason: packed samples that are signed, wider than 32 bits, differenced or JPEG-,
+LERC- or WebP-compressed, sample sizes (24 bits) or complex integer samples without a Zarr
+data type, samples of different sizes, bit-reversed fill order, YCbCr without
 JPEG (subsampled, or 8-bit, which GDAL reads converted to RGB), 8-bit CMYK and CIELab (which
 GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, WebP of band-interleaved samples,
 unknown compressions and predictors, horizontal differencing of big-endian or 128-bit complex
@@ -101,6 +103,7 @@ from virtualstac.parsers.tiff_geo import (
     geotiff_tags,
 )
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
+from virtualstac.parsers.tiff_packed import PackedSamplesError, packed_dtype, packints_codec
 from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
 from virtualstac.parsers.tiff_segments import (
     SegmentIndexError,
@@ -351,10 +354,13 @@ class _ImageBuilder:
             segment_h, chunk_w = min(int(page.rowsperstrip), height), width
         planes = samples if planar else 1
         chunk_samples = 1 if planar else samples
-        row_bytes = chunk_w * chunk_samples * dtype.itemsize
+        bits = int(page.bitspersample)
+        # Stored rows start on a byte, even when their samples are packed bits.
+        row_bytes = math.ceil(chunk_w * chunk_samples * bits / 8)
+        decoded_row_bytes = chunk_w * chunk_samples * dtype.itemsize
         ceiling = limits.get_limits().chunk_bytes
         target = min(self.parser.max_chunk_bytes, ceiling)
-        chunk_h = block_rows(page, segment_h, row_bytes, target, ceiling)
+        chunk_h = block_rows(page, segment_h, decoded_row_bytes, target, ceiling)
         grid_y, grid_x = math.ceil(height / chunk_h), math.ceil(width / chunk_w)
         stored_shape = (chunk_h, chunk_w, chunk_samples) if not planar else (1, chunk_h, chunk_w)
 
@@ -380,9 +386,13 @@ class _ImageBuilder:
         codecs.extend(self._predictor(dtype, stored_shape, x_axis))
         endian = "little" if self.byteorder == "<" else "big"
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
+        file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
         size = chunk_h * row_bytes
+        if bits % 8:
+            codecs.append(packints_codec(file_dtype, bits, chunk_w * chunk_samples))
         where = f"{self.url} (IFD {page.index}, {self.parser.variable})"
-        limits.check_chunk_bytes(size, where=where)  # a read decodes whole chunks
+        # A read decodes whole chunks.
+        limits.check_chunk_bytes(chunk_h * decoded_row_bytes, where=where)
         segments = (planes, math.ceil(height / segment_h), grid_x)
         array = f"{self.parser.variable} (IFD {page.index})"
         check_references(math.prod(grid), source=self.url, array=array)
@@ -441,10 +451,12 @@ class _ImageBuilder:
             # Before the packing check: 12-bit JPEG samples are not packed, but decoded.
             raise self.fail(f"{bits}-bit JPEG is not supported, only 8-bit")
         if bits % 8:
-            raise self.fail(
-                f"{bits}-bit samples are packed, not byte-aligned, so no chunk can reference them"
-            )
-        if dtype is None or dtype.kind not in "iufc" or bits != dtype.itemsize * 8:
+            try:
+                dtype = packed_dtype(page, bits)
+            except PackedSamplesError as err:
+                raise self.fail(str(err)) from err
+        aligned = bits % 8 == 0
+        if dtype is None or dtype.kind not in "iufc" or (aligned and bits != dtype.itemsize * 8):
             raise self.fail(
                 f"{bits}-bit samples of SampleFormat {int(page.sampleformat)} have no Zarr data "
                 "type (integers and floats have 8, 16, 32 or 64 bits)"

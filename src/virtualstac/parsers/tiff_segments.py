@@ -179,6 +179,7 @@ def _strip_lengths(
 
 
 def _row_bytes(page: Any, width: int) -> int:
-    """The bytes of ``width`` pixels of one plane of a page of byte-aligned samples."""
+    """The bytes of a row of ``width`` pixels of one plane of a page (a row of packed samples
+    starts on a byte)."""
     chunky_samples = 1 if page.planarconfig == _PLANAR_SEPARATE else int(page.samplesperpixel)
-    return width * chunky_samples * int(page.bitspersample) // 8
+    return math.ceil(width * chunky_samples * int(page.bitspersample) / 8)

@@ -1,0 +1,120 @@
+"""Samples of fewer bits than their type (GDAL's NBITS, bilevel images), read as GDAL reads them.
+
+libtiff hands GDAL such samples as an MSB-first bit stream, each row starting on a byte, in
+either byte order; GDAL reads them unscaled as the smallest unsigned type that holds them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rasterio
+import tifffile
+import xarray as xr
+import zarr
+
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
+from virtualstac.parsers.tiff import TIFFParser, UnsupportedTIFFError
+
+pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiff_files import pixels, write_gdal, write_retagged  # noqa: E402
+
+
+def read_virtual(path: Path, **options: Any) -> np.ndarray:
+    """The pixels as zarr reads them from the file's references."""
+    url = str(path)
+    registry = ObjectStoreRegistry.for_url(url)
+    virtual = open_virtual_dataset(url, registry=registry, **options)
+    return zarr.open_array(virtual.virtual.to_store(registry), path="band_data", mode="r")[...]
+
+
+def write_nbits(path: Path, bits: int, dtype: str, **options: Any) -> Path:
+    """A GDAL raster of ``bits``-bit samples (NBITS), 301 pixels wide: rows end inside a byte."""
+    data = pixels(options.get("count", 1), 200, 301, dtype) % (1 << bits)
+    return write_gdal(path, dtype=dtype, nbits=bits, width=301, data=data.astype(dtype), **options)
+
+
+NBITS_CASES: dict[str, tuple[int, str, dict[str, Any]]] = {
+    "1_bit_strips_of_7_rows": (1, "uint8", dict(blockysize=7)),
+    "1_bit_miniswhite": (1, "uint8", dict(photometric="MINISWHITE")),
+    "2_bit_lzw": (2, "uint8", dict(compress="LZW")),
+    "4_bit_rgb_zstd": (4, "uint8", dict(count=3, compress="ZSTD")),
+    "4_bit_band_interleaved_packbits": (
+        4,
+        "uint8",
+        dict(count=3, interleave="band", compress="PACKBITS"),
+    ),
+    "12_bit_big_endian_tiles": (
+        12,
+        "uint16",
+        dict(endianness="BIG", tiled=True, blockxsize=48, blockysize=32, compress="DEFLATE"),
+    ),
+    "12_bit_strips": (12, "uint16", dict(blockysize=9)),
+    "20_bit_lzma": (20, "uint32", dict(count=2, compress="LZMA")),
+    "7_bit_sparse_nodata": (
+        7,
+        "uint8",
+        dict(nodata=100, sparse_ok=True, tiled=True, window=(0, 0, 32, 32)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NBITS_CASES))
+def test_gdal_nbits_samples_read_as_rasterio_reads_them(tmp_path: Path, name: str) -> None:
+    bits, dtype, options = NBITS_CASES[name]
+    path = write_nbits(tmp_path / f"{name}.tif", bits, dtype, **options)
+    with rasterio.open(path) as src:
+        expected = src.read()
+    values = read_virtual(path)
+    assert values.dtype == expected.dtype
+    np.testing.assert_array_equal(values, expected)
+
+
+def test_overviews_of_1_bit_samples_read_as_rasterio_reads_them(tmp_path: Path) -> None:
+    path = write_nbits(
+        tmp_path / "mask.tif", 1, "uint8", tiled=True, compress="DEFLATE", overviews=(2, 4)
+    )
+    for level in (0, 1):
+        with rasterio.open(path, overview_level=level) as src:
+            expected = src.read()
+        np.testing.assert_array_equal(read_virtual(path, overview_level=level), expected)
+
+
+def test_bilevel_images_read_as_their_zeros_and_ones(tmp_path: Path) -> None:
+    path = tmp_path / "bilevel.tif"
+    mask = pixels(1, 50, 71, "uint8")[0] > 128
+    tifffile.imwrite(path, mask, tile=(32, 32), compression="zlib")
+    with xr.open_dataset(path, engine="virtualstac") as ds:
+        np.testing.assert_array_equal(ds["band_data"].values, mask[None].astype("uint8"))
+
+
+def test_a_single_1_bit_strip_is_cut_into_blocks_of_whole_rows(tmp_path: Path) -> None:
+    # 9001 pixels a row: each row ends on a partly used byte, and starts a new one.
+    path = tmp_path / "strip.tif"
+    data = pixels(1, 4000, 9001, "uint8") > 128
+    tifffile.imwrite(path, data[0])
+    store = TIFFParser(max_chunk_bytes=1_000_000)(str(path), ObjectStoreRegistry.for_url(str(path)))
+    array = zarr.open_array(store, path="band_data", mode="r")
+    assert array.chunks == (1, 100, 9001)  # decoded bytes within the target, as for bytes
+    np.testing.assert_array_equal(array[...], data.astype("uint8"))
+
+
+def test_signed_packed_samples_are_refused(tmp_path: Path) -> None:
+    data = np.zeros((8, 8), "uint16")
+    options = dict(bitspersample=12)
+    path = write_retagged(tmp_path / "i12.tif", data, 339, 2, **options)  # SampleFormat INT
+    with pytest.raises(UnsupportedTIFFError, match=r"i12\.tif .*12-bit samples of SampleFormat 2"):
+        read_virtual(path)
+
+
+def test_packed_samples_of_lerc_are_refused(tmp_path: Path) -> None:
+    # GDAL writes it, and reads it back as zeros.
+    path = write_nbits(tmp_path / "lerc12.tif", 12, "uint16", compress="LERC")
+    with pytest.raises(UnsupportedTIFFError, match="12-bit samples of compression 34887"):
+        read_virtual(path)
