@@ -157,9 +157,14 @@ def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     :func:`fill_value`, except for 64-bit integer bands, whose nodata GDAL parses as C's
     ``strtoll``/``strtoull`` do: the leading integer of the text (``"-9.2e+18"``, as rasterio
     writes an int64 nodata of -2**63, is -9; ``"12.7"`` is 12; no digits: 0), clamped to the
-    type's range, negative numbers wrapping for uint64.
+    type's range, negative numbers wrapping for uint64, and float16 bands, whose pixels GDAL
+    compares with the nodata unrounded: one a float16 cannot hold (``-9999``) masks nothing.
     """
     dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        value = fill_value(text, dtype)
+        number = gdal_number(text)
+        return value if value == number or math.isnan(number) else None
     if dtype.kind not in "iu" or dtype.itemsize != 8:
         return fill_value(text, dtype)
     match = _LEADING_INTEGER.match(text)
@@ -178,7 +183,9 @@ def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     so a nodata that :func:`fill_value` cannot use to mask still decides what they hold.
     """
     dtype = np.dtype(dtype)
-    if dtype.kind in "fc" or dtype.itemsize == 8:
+    if dtype.kind in "fc":
+        return fill_value(text, dtype)  # the nodata rounded, even where it masks nothing
+    if dtype.itemsize == 8:
         return nodata_value(text, dtype)
     value = gdal_number(text)
     if math.isnan(value):
