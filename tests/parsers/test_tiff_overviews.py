@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import rasterio
 import zarr
+from rasterio.enums import Resampling
 
-from virtualstac import ObjectStoreRegistry
+from virtualstac import ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.errors import OverviewNotFoundError
 from virtualstac.manifests.multiscales import level_names
 from virtualstac.manifests.store import ManifestStore
@@ -98,6 +99,16 @@ def test_a_file_without_overviews_says_so(tmp_path: Path) -> None:
     path = write_gdal(tmp_path / "flat.tif", driver="COG", overview_count=0)
     with pytest.raises(OverviewNotFoundError, match=r"flat\.tif has no overviews"):
         overview_group(parse(path).group, 0, str(path))
+
+
+def test_a_refused_level_says_external_ovr_files_are_not_read(tmp_path: Path) -> None:
+    # rasterio finds GDAL's flat.tif.ovr beside the image; the parser reads the file alone.
+    path = write_gdal(tmp_path / "flat.tif", tiled=True)
+    with rasterio.Env(TIFF_USE_OVR=True), rasterio.open(path, "r+") as dst:
+        dst.build_overviews([2, 4], Resampling.nearest)
+    assert (tmp_path / "flat.tif.ovr").exists()
+    with pytest.raises(OverviewNotFoundError, match=r"flat\.tif has no overviews.*external \.ovr"):
+        open_virtual_dataset(str(path), overview_level=0)
 
 
 def test_multiscales_layout_of_a_parsed_file(files: dict[str, Path]) -> None:

@@ -9,6 +9,9 @@ overviews. :class:`~virtualstac.parsers.TIFFParser` exposes overview ``n`` as th
 ``overview_<n + 1>``; this module maps levels to those groups and builds the multiscales
 layout of a parsed file.
 
+Overviews in a separate file (GDAL's external ``name.tif.ovr``, which rasterio finds beside
+the image) are not read: a parsed file holds references to itself only.
+
 One difference: the scan stops at the next full-resolution image (a multi-page TIFF's next
 page), where GDAL goes on and would count reduced IFDs of later pages too; reading every IFD
 of a long multi-page file would cost a request per page.
@@ -94,7 +97,8 @@ def overview_group(group: ManifestGroup, level: int, url: str) -> str:
     if count == 0:
         raise OverviewNotFoundError(
             f"{url} has no overviews, so overview_level={level} does not exist (only TIFF "
-            "files have overviews; overview_level=None opens the full resolution)"
+            "files have overviews, and only those inside the file are read: not GDAL's "
+            "external .ovr files; overview_level=None opens the full resolution)"
         )
     raise OverviewNotFoundError(
         f"{url} has {count} overview level{'s' if count > 1 else ''} "
