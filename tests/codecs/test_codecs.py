@@ -18,6 +18,7 @@ from zarr.registry import get_codec_class
 
 import virtualstac.codecs as codecs
 from virtualstac.codecs import (
+    ComplexIntCodec,
     FloatPredictorCodec,
     HDF5BitshuffleCodec,
     HDF5OptionalCodec,
@@ -67,6 +68,7 @@ def test_every_codec_is_registered_with_zarr() -> None:
         "imagecodecs_lerc",
         "imagecodecs_webp",
         "virtualstac.pad",
+        "virtualstac.complex_int",
         "imagecodecs_lzf",
         "imagecodecs_lz4h5",
         "imagecodecs_szip",
@@ -101,6 +103,7 @@ def test_lossless_bytes_codecs_round_trip(codec: BytesBytesCodec) -> None:
         LERCCodec(),
         WebPCodec(),
         PadCodec(size=12),
+        ComplexIntCodec(dtype=">i2"),
         PackIntsCodec(dtype=">u2", bitspersample=12, runlen=30),
         HorizontalPredictorCodec(axis=-2, shape=[4, 4, 3], dtype=">u2"),
         FloatPredictorCodec(axis=-1, shape=(1, 8, 8), dtype="<f4"),
@@ -243,6 +246,26 @@ def test_pad_codec_pads_short_chunks_and_refuses_long_ones() -> None:
     store["c/2/0"] = store["c/1/0"] + store["c/1/0"]
     with pytest.raises(ValueError, match="more than its size 32"):
         array[...]
+
+
+@pytest.mark.parametrize(("component", "dtype"), [("<i2", "<c8"), (">i2", ">c8"), ("<i4", "<c16")])
+def test_complex_int_widens_stored_integer_pairs_exactly(component: str, dtype: str) -> None:
+    data = (np.arange(-300, 300).reshape(20, 30) * (1 + 2j) * 50).astype(dtype)
+    endian = "big" if dtype.startswith(">") else "little"
+    codec = ComplexIntCodec(dtype=component)
+    array = roundtrip(data, (16, 16), compressors=[codec], endian=endian)
+    np.testing.assert_array_equal(array[...], data)
+    stored = array.store_path.store._store_dict["c/0/0"].to_bytes()  # type: ignore[attr-defined]
+    assert len(stored) == 16 * 16 * 2 * np.dtype(component).itemsize  # integers, not floats
+    twin = numcodecs.get_codec({"id": "virtualstac.complex_int", "dtype": component})
+    widened = np.frombuffer(twin.decode(stored), dtype=dtype).reshape(16, 16)
+    np.testing.assert_array_equal(widened, data[:16, :16])
+
+
+@pytest.mark.parametrize("component", ["<u2", "<i8", "<f4", "nonsense"])
+def test_complex_int_takes_int16_or_int32_components(component: str) -> None:
+    with pytest.raises(ValueError, match="needs an int16 or int32 component type"):
+        ComplexIntCodec(dtype=component)
 
 
 @pytest.mark.parametrize("size", [-1, 1.5, True])

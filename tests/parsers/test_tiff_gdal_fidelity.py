@@ -481,16 +481,6 @@ def test_uncompressed_tiles_shorter_than_their_rows_are_refused(tmp_path: Path) 
 # -- refusals name the reason -------------------------------------------------------------
 
 
-def test_complex_integer_samples_are_refused_as_such(tmp_path: Path) -> None:
-    path = write_gdal(tmp_path / "cint16.tif", dtype="complex_int16", data=np.ones((1, 200, 300)))
-    with rasterio.open(path) as src:
-        assert src.dtypes == ("complex_int16",)
-    with pytest.raises(
-        UnsupportedTIFFError, match=r"cint16\.tif \(IFD 0, band_data\): complex integer samples"
-    ):
-        open_decoded(path)
-
-
 def test_three_byte_samples_are_refused_for_their_size(tmp_path: Path) -> None:
     path = tmp_path / "u24.tif"
     tifffile.imwrite(path, np.zeros((8, 8), "uint32"), bitspersample=24)

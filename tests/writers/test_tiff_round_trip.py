@@ -30,6 +30,19 @@ COGS = {
         "nodata": -1,
         "data": (pixels(1, 200, 300, "float32") * (1 + 2j)).astype("complex64"),
     },
+    # Sentinel-1 SLC's type: the virtualstac.complex_int codec widens it to complex64.
+    "complex-int16": {
+        "compress": "ZSTD",
+        "dtype": "complex_int16",
+        "count": 2,
+        "data": (pixels(2, 200, 300, "int16") * (1 - 1j)).astype("complex64"),
+    },
+    # GDAL's NBITS: imagecodecs_packints unpacks the bit stream.
+    "nbits-12": {
+        "compress": "DEFLATE",
+        "nbits": 12,
+        "data": pixels(1, 200, 300, "uint16") % 4096,
+    },
 }
 
 

@@ -2,9 +2,9 @@
 
 Importing this package registers every codec with zarr; they are also advertised under the
 ``zarr.codecs`` entry-point group, so a process reading a virtual store finds them without
-importing virtualstac. ``virtualstac.pad`` and the ``virtualstac.hdf5_*`` codecs, those without
-an imagecodecs or numcodecs twin, also have a numcodecs form (``numcodecs.codecs`` entry point)
-for Zarr v2 readers of Kerchunk references.
+importing virtualstac. ``virtualstac.pad``, ``virtualstac.complex_int`` and the
+``virtualstac.hdf5_*`` codecs, those without an imagecodecs or numcodecs twin, also have a
+numcodecs form (``numcodecs.codecs`` entry point) for Zarr v2 readers of Kerchunk references.
 
 ================================  ======================  ======================================
 name                              kind                    TIFF
@@ -17,6 +17,7 @@ name                              kind                    TIFF
 ``imagecodecs_lerc``              bytes -> bytes (image)  compression 34887 (LERC, with masks)
 ``imagecodecs_webp``              bytes -> bytes (image)  compression 50001 (WebP)
 ``virtualstac.pad``               bytes -> bytes          short last strip, padded to a whole chunk
+``virtualstac.complex_int``       bytes -> bytes          SampleFormat 5 (CInt16/CInt32), widened
 ``imagecodecs_lzf``               bytes -> bytes          HDF5 LZF filter (32000)
 ``imagecodecs_lz4h5``             bytes -> bytes          HDF5 LZ4 filter (32004)
 ``imagecodecs_szip``              bytes -> bytes          HDF5 szip filter (4), its size header
@@ -53,6 +54,7 @@ from virtualstac.codecs._bytes import (
     WebPCodec,
     ZstdCodec,
 )
+from virtualstac.codecs._complex_int import ComplexIntCodec, ComplexIntNumcodec
 from virtualstac.codecs._hdf5 import (
     HDF5OptionalCodec,
     HDF5OptionalNumcodec,
@@ -66,6 +68,8 @@ from virtualstac.codecs._strings import HDF5StringPadCodec, HDF5StringPadNumcode
 
 __all__ = [
     "CODECS",
+    "ComplexIntCodec",
+    "ComplexIntNumcodec",
     "FloatPredictorCodec",
     "HDF5BitshuffleCodec",
     "HDF5BitshuffleNumcodec",
@@ -104,6 +108,7 @@ CODECS = {
         LERCCodec,
         WebPCodec,
         PadCodec,
+        ComplexIntCodec,
         LZFCodec,
         LZ4H5Codec,
         SzipH5Codec,
@@ -124,6 +129,7 @@ for _name, _codec in CODECS.items():
     if zarr.config.get(f"codecs.{_name}", None) is None:
         zarr.config.set({f"codecs.{_name}": f"{_codec.__module__}.{_codec.__qualname__}"})
 numcodecs.register_codec(PadNumcodec)
+numcodecs.register_codec(ComplexIntNumcodec)
 numcodecs.register_codec(HDF5ShuffleNumcodec)
 numcodecs.register_codec(HDF5BitshuffleNumcodec)
 numcodecs.register_codec(HDF5ScaleOffsetNumcodec)

@@ -40,16 +40,18 @@ Codecs
 Encode order: ``transpose`` (chunky, band-first only), the predictor (``imagecodecs_delta`` /
 ``imagecodecs_floatpred``), ``bytes`` (the file's byte order: libtiff swaps samples to it before
 any compression, LERC's included), ``imagecodecs_packints`` for samples of fewer bits than
-their type (GDAL ``NBITS``, bilevel images: :mod:`virtualstac.parsers.tiff_packed`),
-``virtualstac.pad`` (only for a short last strip or short bottom tiles), then the decompressor:
+their type (GDAL ``NBITS``, bilevel images) or ``virtualstac.complex_int`` for complex integer
+ones (CInt16 and CInt32, read as complex64 and complex128; both in
+:mod:`virtualstac.parsers.tiff_samples`), ``virtualstac.pad`` (only for a short last strip
+or short bottom tiles), then the decompressor:
 ``numcodecs.zlib`` (deflate), ``numcodecs.lzma``, or one of :mod:`virtualstac.codecs`
 (LZW, PackBits, Zstandard, JPEG with its JPEGTables and colour space, LERC plus its optional
 deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
-and the reason: packed samples that are signed, wider than 32 bits, differenced or JPEG-,
-LERC- or WebP-compressed, sample sizes (24 bits) or complex integer samples without a Zarr
-data type, samples of different sizes, bit-reversed fill order, YCbCr without
+and the reason: packed or complex integer samples that are differenced or JPEG-, LERC- or
+WebP-compressed, packed samples that are signed or wider than 32 bits, sample sizes (24 bits)
+without a Zarr data type, samples of different sizes, bit-reversed fill order, YCbCr without
 JPEG (subsampled, or 8-bit, which GDAL reads converted to RGB), 8-bit CMYK and CIELab (which
 GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, WebP of band-interleaved samples,
 unknown compressions and predictors, horizontal differencing of big-endian or 128-bit complex
@@ -103,8 +105,8 @@ from virtualstac.parsers.tiff_geo import (
     geotiff_tags,
 )
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
-from virtualstac.parsers.tiff_packed import PackedSamplesError, packed_dtype, packints_codec
 from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
+from virtualstac.parsers.tiff_samples import SampleTypeError, read_type, sample_codecs
 from virtualstac.parsers.tiff_segments import (
     SegmentIndexError,
     ShortSegmentError,
@@ -127,7 +129,6 @@ BandLayout = Literal["band_first", "native"]
 _JSON = dict[str, Any]
 
 _PLANAR_SEPARATE = 2
-_SAMPLEFORMAT_COMPLEXINT = 5
 #: LZW, deflate (both codes), LZMA, Zstandard: the codecs libtiff undoes a predictor in.
 _PREDICTED_COMPRESSIONS = frozenset({5, 8, 32946, 34925, 50000})
 _BYTE_ORDER_MARKS = (b"II", b"MM")
@@ -388,8 +389,7 @@ class _ImageBuilder:
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
         file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
         size = chunk_h * row_bytes
-        if bits % 8:
-            codecs.append(packints_codec(file_dtype, bits, chunk_w * chunk_samples))
+        codecs.extend(sample_codecs(page, file_dtype, chunk_w * chunk_samples))
         where = f"{self.url} (IFD {page.index}, {self.parser.variable})"
         # A read decodes whole chunks.
         limits.check_chunk_bytes(chunk_h * decoded_row_bytes, where=where)
@@ -437,11 +437,6 @@ class _ImageBuilder:
             raise self.fail("volumetric (ImageDepth > 1) images are not supported")
         dtype = page.dtype
         bits = page.bitspersample
-        if page.sampleformat == _SAMPLEFORMAT_COMPLEXINT:
-            raise self.fail(
-                f"complex integer samples ({bits}-bit, GDAL's CInt{bits // 2}) have no Zarr "
-                "data type"
-            )
         if not isinstance(bits, int):
             raise self.fail(
                 f"its samples have different sizes (BitsPerSample {', '.join(map(str, bits))}), "
@@ -450,13 +445,13 @@ class _ImageBuilder:
         if page.compression == 7 and bits != 8:
             # Before the packing check: 12-bit JPEG samples are not packed, but decoded.
             raise self.fail(f"{bits}-bit JPEG is not supported, only 8-bit")
-        if bits % 8:
-            try:
-                dtype = packed_dtype(page, bits)
-            except PackedSamplesError as err:
-                raise self.fail(str(err)) from err
-        aligned = bits % 8 == 0
-        if dtype is None or dtype.kind not in "iufc" or (aligned and bits != dtype.itemsize * 8):
+        try:
+            read_as = read_type(page, bits)
+        except SampleTypeError as err:
+            raise self.fail(str(err)) from err
+        if read_as is not None:
+            dtype = read_as
+        elif dtype is None or dtype.kind not in "iufc" or bits != dtype.itemsize * 8:
             raise self.fail(
                 f"{bits}-bit samples of SampleFormat {int(page.sampleformat)} have no Zarr data "
                 "type (integers and floats have 8, 16, 32 or 64 bits)"

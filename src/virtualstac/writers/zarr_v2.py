@@ -22,7 +22,7 @@ from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
 from zarr.codecs import TransposeCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualstac.codecs import HDF5OptionalCodec, PadCodec
+from virtualstac.codecs import ComplexIntCodec, HDF5OptionalCodec, PadCodec
 from virtualstac.errors import UnsupportedOperationError
 from virtualstac.manifests import ManifestArray, ManifestGroup
 from virtualstac.manifests.array_api import transpose
@@ -188,7 +188,8 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
         inner = configuration["codec"]
         codec = _numcodecs_config(array, inner["name"], inner.get("configuration") or {})
         return {"id": name, "size": configuration["size"], "codec": codec}
-    if name in ("gzip", "zstd", PadCodec.codec_name) or name.startswith("virtualstac.hdf5_"):
+    twins = ("gzip", "zstd", PadCodec.codec_name, ComplexIntCodec.codec_name)
+    if name in twins or name.startswith("virtualstac.hdf5_"):
         return {"id": name, **configuration}
     if name == "blosc":
         shuffles = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}

@@ -1,7 +1,9 @@
-"""Samples of fewer bits than their type (GDAL's NBITS, bilevel images), read as GDAL reads them.
+"""Samples stored otherwise than as the type GDAL reads them as, read as GDAL reads them.
 
-libtiff hands GDAL such samples as an MSB-first bit stream, each row starting on a byte, in
-either byte order; GDAL reads them unscaled as the smallest unsigned type that holds them.
+Samples of fewer bits than their type (GDAL's NBITS, bilevel images): libtiff hands GDAL an
+MSB-first bit stream, each row starting on a byte, in either byte order; GDAL reads them
+unscaled as the smallest unsigned type that holds them. Complex integers (CInt16, as in
+Sentinel-1 SLC measurements): rasterio reads them as complex64.
 """
 
 from __future__ import annotations
@@ -117,4 +119,77 @@ def test_packed_samples_of_lerc_are_refused(tmp_path: Path) -> None:
     # GDAL writes it, and reads it back as zeros.
     path = write_nbits(tmp_path / "lerc12.tif", 12, "uint16", compress="LERC")
     with pytest.raises(UnsupportedTIFFError, match="12-bit samples of compression 34887"):
+        read_virtual(path)
+
+
+# -- complex integers ---------------------------------------------------------------------
+
+
+def complex_ints(count: int, bits: int = 16) -> np.ndarray:
+    """Random complex integers spanning most of the int16 (or a 2**30) range."""
+    rng = np.random.default_rng(0)
+    span = 30000 if bits == 16 else 2**30
+    parts = rng.integers(-span, span, (2, count, 200, 300))
+    return parts[0] + 1j * parts[1]
+
+
+CINT16_CASES: dict[str, dict[str, Any]] = {
+    "strips": dict(blockysize=7),
+    "big_endian_tiles_deflate": dict(endianness="BIG", tiled=True, compress="DEFLATE"),
+    "band_interleaved_zstd": dict(interleave="band", compress="ZSTD", blockysize=16),
+    "sparse_nodata": dict(nodata=0, sparse_ok=True, tiled=True, window=(0, 0, 64, 64)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CINT16_CASES))
+def test_cint16_reads_as_rasterio_reads_it(tmp_path: Path, name: str) -> None:
+    data = complex_ints(2).astype("complex64")
+    path = write_gdal(
+        tmp_path / f"{name}.tif", count=2, dtype="complex_int16", data=data, **CINT16_CASES[name]
+    )
+    with rasterio.open(path) as src:
+        assert src.dtypes == ("complex_int16",) * 2
+        expected = src.read()
+    values = read_virtual(path)
+    assert values.dtype == expected.dtype == np.complex64
+    np.testing.assert_array_equal(values, expected)
+
+
+def test_cint32_reads_exactly_as_complex128(tmp_path: Path) -> None:
+    # GDAL writes CInt32 from its own API only: int64 samples retagged SampleFormat 5.
+    data = complex_ints(1, bits=32)[0]
+    pairs = np.stack([data.real, data.imag], axis=-1).astype("<i4")
+    path = tmp_path / "cint32.tif"
+    tifffile.imwrite(path, pairs.view("<i8")[..., 0], compression="zlib", rowsperstrip=16)
+    sample_format = b"\x53\x01\x03\x00\x01\x00\x00\x00"
+    path.write_bytes(path.read_bytes().replace(sample_format + b"\x02", sample_format + b"\x05"))
+    with rasterio.open(path) as src:
+        assert src.dtypes == ("complex64",)  # rasterio's name for CInt32: rounds beyond 2**24
+        np.testing.assert_allclose(src.read(1), data, rtol=1e-7)
+    values = read_virtual(path)
+    assert values.dtype == np.complex128
+    np.testing.assert_array_equal(values[0], data)
+
+
+def test_cint16_reads_through_the_xarray_engine(tmp_path: Path) -> None:
+    data = complex_ints(1).astype("complex64")
+    path = write_gdal(tmp_path / "slc.tif", dtype="complex_int16", data=data, compress="LZW")
+    with xr.open_dataset(path, engine="virtualstac") as ds:
+        np.testing.assert_array_equal(ds["band_data"].values, data)
+
+
+def test_differenced_complex_integers_are_refused(tmp_path: Path) -> None:
+    # libtiff differences a CInt16 sample as one 32-bit word, not as two integers.
+    data = complex_ints(1).astype("complex64")
+    path = write_gdal(
+        tmp_path / "cint16_pred.tif",
+        dtype="complex_int16",
+        data=data,
+        compress="DEFLATE",
+        predictor=2,
+    )
+    with pytest.raises(
+        UnsupportedTIFFError,
+        match=r"cint16_pred\.tif .*predictor 2\) of complex integer samples \(32-bit\)",
+    ):
         read_virtual(path)
