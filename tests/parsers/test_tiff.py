@@ -530,6 +530,8 @@ def test_ground_control_points_are_json_text_rioxarray_parses_and_netcdf_holds(
     with rasterio.open(path, "r+") as dst:
         dst.gcps = (gcps, rasterio.crs.CRS.from_epsg(4326))
     with xr.open_dataset(path, engine="virtualstac") as ds:
+        with rasterio.open(path) as src:
+            assert ds["band_data"].attrs["AREA_OR_POINT"] == src.tags()["AREA_OR_POINT"]
         text = ds["spatial_ref"].attrs["gcps"]
         assert isinstance(text, str)
         points = json.loads(text)["features"]

@@ -103,6 +103,7 @@ from virtualstac.parsers.tiff_geo import (
     control_points,
     georeference,
     geotiff_tags,
+    pixel_is_point,
 )
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
@@ -252,7 +253,7 @@ class TIFFParser:
         crs_attributes = geo.crs_attributes() if geo is not None else {}
         bands = BandMetadata.of_page(main, url)
         builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands, file_size)
-        root = builder.build(geo, crs_attributes, control_points(tags))
+        root = builder.build(geo, crs_attributes, control_points(tags), pixel_is_point(tags))
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
@@ -304,9 +305,11 @@ class _ImageBuilder:
         geo: GeoReference | None,
         crs_attributes: dict[str, Any],
         control: dict[str, Any] | None = None,
+        point: bool = False,
     ) -> ManifestGroup:
         """The group of this page: pixels, band numbers, and georeferencing if any (an affine
-        transform, or ``control``: the ``spatial_ref`` of ground control points)."""
+        transform, or ``control``: the ``spatial_ref`` of ground control points, of a
+        ``PixelIsPoint`` raster if ``point``)."""
         page = self.page
         samples = int(page.samplesperpixel)
         arrays: dict[str, ManifestArray] = {}
@@ -314,6 +317,7 @@ class _ImageBuilder:
         if control is not None:
             # No transform gives x/y; the points say where pixels lie (rioxarray does so).
             attributes["grid_mapping"] = attributes["coordinates"] = "spatial_ref"
+            attributes["AREA_OR_POINT"] = "Point" if point else "Area"
             arrays["spatial_ref"] = _inlined(np.array(0, dtype=np.int64), (), control)
         if geo is not None:
             attributes["grid_mapping"] = "spatial_ref"

@@ -25,7 +25,7 @@ import pyproj
 from virtualstac.manifests.geotransform import has_1d_coordinates
 from virtualstac.parsers.tiff_crs import user_defined_crs
 
-__all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags"]
+__all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags", "pixel_is_point"]
 
 # GeoKey values meaning "user-defined": the CRS is spelt out in other keys, not as an EPSG code.
 _USER_DEFINED = 32767
@@ -158,11 +158,18 @@ def georeference(geotiff_tags: Mapping[str, Any] | None) -> GeoReference | None:
     geotransform = _geotransform(geotiff_tags)
     if geotransform is None:
         return None
-    point = int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT
+    point = pixel_is_point(geotiff_tags)
     if point:
         c, a, b, f, d, e = geotransform
         geotransform = (c - 0.5 * a - 0.5 * b, a, b, f - 0.5 * d - 0.5 * e, d, e)
     return GeoReference(geotransform, _crs(geotiff_tags), point)
+
+
+def pixel_is_point(geotiff_tags: Mapping[str, Any] | None) -> bool:
+    """Whether a page's GeoKeys say ``PixelIsPoint`` (GDAL's ``AREA_OR_POINT=Point``)."""
+    if not geotiff_tags:
+        return False
+    return int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT
 
 
 def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -179,7 +186,7 @@ def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | N
     values = np.asarray(geotiff_tags.get("ModelTiepoint", ()), dtype=np.float64).reshape(-1)
     if values.size < 6 or values.size % 6:
         return None
-    shift = 0.5 if int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT else 0.0
+    shift = 0.5 if pixel_is_point(geotiff_tags) else 0.0
     features = [
         {
             "type": "Feature",
