@@ -481,15 +481,6 @@ def test_uncompressed_tiles_shorter_than_their_rows_are_refused(tmp_path: Path) 
 # -- refusals name the reason -------------------------------------------------------------
 
 
-def test_three_byte_samples_are_refused_for_their_size(tmp_path: Path) -> None:
-    path = tmp_path / "u24.tif"
-    tifffile.imwrite(path, np.zeros((8, 8), "uint32"), bitspersample=24)
-    with rasterio.open(path) as src:
-        assert src.dtypes == ("uint32",)  # GDAL widens what Zarr cannot hold as stored
-    with pytest.raises(UnsupportedTIFFError, match="24-bit samples of SampleFormat 1 have no Zarr"):
-        open_decoded(path)
-
-
 @pytest.mark.parametrize(
     "options", [{}, {"compress": "JPEG", "tiled": True}, {"interleave": "band"}], ids=str
 )

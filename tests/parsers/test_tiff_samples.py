@@ -107,6 +107,28 @@ def test_a_single_1_bit_strip_is_cut_into_blocks_of_whole_rows(tmp_path: Path) -
     np.testing.assert_array_equal(array[...], data.astype("uint8"))
 
 
+@pytest.mark.parametrize("writer", ["gdal", "tifffile"])
+def test_24_bit_samples_of_little_endian_files_read_as_uint32(tmp_path: Path, writer: str) -> None:
+    # GDAL reads them as UInt32: an MSB-first bit stream, like other packed samples.
+    path = tmp_path / "u24.tif"
+    if writer == "gdal":
+        write_nbits(path, 24, "uint32", count=2, compress="DEFLATE")
+    else:
+        data = pixels(1, 64, 80, "uint32")[0] % (1 << 24)
+        tifffile.imwrite(path, data, bitspersample=24)
+    with rasterio.open(path) as src:
+        assert src.dtypes[0] == "uint32"
+        expected = src.read()
+    np.testing.assert_array_equal(read_virtual(path), expected)
+
+
+def test_24_bit_samples_of_big_endian_files_are_refused(tmp_path: Path) -> None:
+    # libtiff reverses each sample's three bytes before GDAL unpacks them.
+    path = write_nbits(tmp_path / "u24be.tif", 24, "uint32", endianness="BIG")
+    with pytest.raises(UnsupportedTIFFError, match=r"u24be\.tif .*24-bit samples of a big-endian"):
+        read_virtual(path)
+
+
 def test_signed_packed_samples_are_refused(tmp_path: Path) -> None:
     data = np.zeros((8, 8), "uint16")
     options = dict(bitspersample=12)

@@ -50,8 +50,9 @@ deflate/zstd layer, WebP).
 
 Anything that cannot be expressed this way raises :class:`UnsupportedTIFFError` naming the file
 and the reason: packed or complex integer samples that are differenced or JPEG-, LERC- or
-WebP-compressed, packed samples that are signed or wider than 32 bits, sample sizes (24 bits)
-without a Zarr data type, samples of different sizes, bit-reversed fill order, YCbCr without
+WebP-compressed, packed samples that are signed or wider than 32 bits, 24-bit samples of
+big-endian files, other sample sizes without a Zarr data type (40 or 48 bits), samples of
+different sizes, bit-reversed fill order, YCbCr without
 JPEG (subsampled, or 8-bit, which GDAL reads converted to RGB), 8-bit CMYK and CIELab (which
 GDAL reads converted to RGBA), old-style JPEG, 12-bit JPEG, WebP of band-interleaved samples,
 unknown compressions and predictors, horizontal differencing of big-endian or 128-bit complex
@@ -450,7 +451,7 @@ class _ImageBuilder:
             # Before the packing check: 12-bit JPEG samples are not packed, but decoded.
             raise self.fail(f"{bits}-bit JPEG is not supported, only 8-bit")
         try:
-            read_as = read_type(page, bits)
+            read_as = read_type(page, bits, self.byteorder)
         except SampleTypeError as err:
             raise self.fail(str(err)) from err
         if read_as is not None:

@@ -1,8 +1,9 @@
 """TIFF samples stored otherwise than as the type GDAL reads them as.
 
-Packed samples, of fewer bits than their type (GDAL's ``NBITS`` 1, 2, 4, 12 ..., bilevel
+Packed samples, of fewer bits than their type (GDAL's ``NBITS`` 1, 2, 4, 12, 24 ..., bilevel
 images): libtiff hands them to GDAL as stored, an MSB-first bit stream, each row starting on a
-byte, whatever the file's byte order. GDAL reads them as the smallest unsigned type that holds
+byte, whatever the file's byte order (but for 24-bit samples of big-endian files, which libtiff
+byte-swaps in threes: those are refused). GDAL reads them as the smallest unsigned type that holds
 them (bytes up to 7 bits, uint16 up to 15, uint32 up to 31), unscaled: a 1-bit ``MINISWHITE``
 image reads as its stored 0s and 1s. The ``imagecodecs_packints`` codec unpacks a chunk's rows
 the same way, after the chunk is decompressed.
@@ -35,14 +36,20 @@ class SampleTypeError(ValueError):
     """Samples no codec here turns into the type GDAL reads them as."""
 
 
-def read_type(page: Any, bits: int) -> np.dtype[Any] | None:
+def _packed(bits: int) -> bool:
+    """Whether samples of ``bits`` bits are a bit stream: 24-bit ones are too, MSB first."""
+    return bits % 8 != 0 or bits == 24
+
+
+def read_type(page: Any, bits: int, byteorder: str) -> np.dtype[Any] | None:
     """The type GDAL reads a tifffile ``page``'s samples of ``bits`` bits as, when they are
-    stored otherwise (packed or complex integers); None for samples stored as their type.
+    stored otherwise (packed or complex integers), in a file of ``byteorder`` (``"<"`` or
+    ``">"``); None for samples stored as their type.
 
     Raises :class:`SampleTypeError` for such samples that cannot be read as GDAL reads them.
     """
     complex_int = int(page.sampleformat) == _SAMPLEFORMAT_COMPLEXINT
-    if not complex_int and bits % 8 == 0:
+    if not complex_int and not _packed(bits):
         return None
     compression = int(page.compression)
     kind = f"complex integer samples ({bits}-bit)" if complex_int else f"{bits}-bit samples"
@@ -60,6 +67,12 @@ def read_type(page: Any, bits: int) -> np.dtype[Any] | None:
             f"horizontal differencing (predictor {int(page.predictor)}) of {kind} is not "
             "supported" + ("" if complex_int else ": libtiff, so GDAL, refuses to read it")
         )
+    if bits == 24 and byteorder != "<":
+        # libtiff swaps a big-endian file's 24-bit samples in threes before GDAL unpacks them.
+        raise SampleTypeError(
+            "24-bit samples of a big-endian file are not supported: libtiff reverses the "
+            "bytes of each, which no codec here does"
+        )
     if complex_int:
         return np.dtype(np.complex64 if bits == 32 else np.complex128)
     return np.dtype(np.uint8 if bits < 8 else np.uint16 if bits < 16 else np.uint32)
@@ -73,7 +86,7 @@ def sample_codecs(page: Any, file_dtype: str, row_samples: int) -> list[dict[str
     if int(page.sampleformat) == _SAMPLEFORMAT_COMPLEXINT:
         component = f"{file_dtype[0]}i{bits // 16}"  # two integers, the same byte order
         return [ComplexIntCodec(dtype=component).to_dict()]
-    if bits % 8:
+    if _packed(bits):
         codec = PackIntsCodec(dtype=file_dtype, bitspersample=bits, runlen=row_samples)
         return [codec.to_dict()]
     return []
