@@ -6,15 +6,18 @@ lies; an object of size zero where the free space should begin does not move the
 HDF5 (1.14, as h5py ships it) then loops for ever, in C code that Python cannot interrupt.
 A single damaged byte in an attribute's heap is enough.
 
-:class:`HeapCheckingFile` is the file object the HDF5 parser hands h5py: every read that starts
-a collection is checked, walking it as HDF5 will, before HDF5 sees the bytes; a collection
-that would stall the walk raises :class:`~virtualstac.errors.CorruptFileError` naming the file
-and the collection's offset, which h5py passes on.
+:class:`CheckedLocalFile` (a local file) and :class:`HeapCheckingFile` (over any other file
+object) are the file objects the HDF5 parser hands h5py: every read that starts a collection
+is checked, walking it as HDF5 will, before HDF5 sees the bytes; a collection that would
+stall the walk raises :class:`~virtualstac.errors.CorruptFileError` naming the file and the
+collection's offset, which h5py passes on.
 """
 
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable
 from typing import IO, Any
 
 from virtualstac.errors import CorruptFileError
@@ -22,7 +25,7 @@ from virtualstac.limits import check_metadata
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import BlockCachedReader
 
-__all__ = ["HeapCheckingFile", "stalled_object"]
+__all__ = ["CheckedLocalFile", "HeapCheckingFile", "HeapChecks", "stalled_object"]
 
 _MAGIC = b"GCOL"
 
@@ -50,60 +53,33 @@ def stalled_object(collection: bytes, sizeof_size: int = 8) -> int | None:
     return None
 
 
-class HeapCheckingFile(io.RawIOBase):
-    """A read-only file object over ``file`` (a seekable binary file: a local file, or a
-    :class:`~virtualstac.storage.reader.BlockCachedReader`) whose reads of global heap
-    collections are checked before HDF5 decodes them (see the module's description)."""
+class HeapChecks:
+    """The collections of one file checked so far, and how to check another."""
 
-    def __init__(self, file: IO[bytes] | BlockCachedReader, url: str) -> None:
-        """Read through ``file``; errors name ``url``."""
-        super().__init__()
-        self._file = file
+    def __init__(self, url: str, read_at: Callable[[int, int], bytes]) -> None:
+        """Check the collections of the file ``url``, whose bytes ``read_at(start, size)``
+        reads."""
         self._url = url
+        self._read_at = read_at
         self._checked: set[int] = set()
         #: The superblock's size of lengths, which HDF5 tells once the file is open.
         self.sizeof_size = 8
 
-    def readable(self) -> bool:
-        """Always readable."""
-        return True
-
-    def seekable(self) -> bool:
-        """Always seekable."""
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Move to ``offset`` (from ``whence``)."""
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        """The position in the file."""
-        return self._file.tell()
-
-    def readinto(self, buffer: Any) -> int:
-        """Read into ``buffer``, checking a global heap collection that starts there.
+    def after_read(self, start: int, buffer: Any, count: int) -> None:
+        """Check the collection that the ``count`` bytes read at ``start`` begin, if any.
 
         Raises
         ------
         CorruptFileError
-            If the bytes read start a collection whose walk would not end.
+            If its walk would not end.
         """
-        start = self._file.tell()
-        if isinstance(self._file, io.RawIOBase | io.BufferedIOBase):
-            count = self._file.readinto(buffer) or 0
-        else:  # a file object with read() only
-            data = self._file.read(len(memoryview(buffer)))
-            count = len(data)
-            memoryview(buffer).cast("B")[:count] = data
-        if count >= 4 and bytes(memoryview(buffer)[:4]) == _MAGIC and start not in self._checked:
-            self._check(start)
-            self._checked.add(start)
-            self._file.seek(start + count)
-        return count
-
-    def _read_at(self, start: int, size: int) -> bytes:
-        self._file.seek(start)
-        return self._file.read(size) or b""
+        # Most reads are of other metadata: one byte tells.
+        if count < 4 or buffer[0] != _MAGIC[0] or bytes(memoryview(buffer)[:4]) != _MAGIC:
+            return
+        if start in self._checked:
+            return
+        self._check(start)
+        self._checked.add(start)
 
     def _check(self, start: int) -> None:
         header = self._read_at(start, 8 + self.sizeof_size)
@@ -123,3 +99,69 @@ class HeapCheckingFile(io.RawIOBase):
                 f"(variable-length strings or sequences) has an object of impossible size at "
                 f"byte {start + stalled}, on which HDF5 would loop for ever"
             )
+
+
+class CheckedLocalFile(io.FileIO):
+    """A local file opened for reading whose reads of global heap collections are checked
+    (:class:`HeapChecks`); h5py calls its ``seek`` and ``readinto``, the second in Python
+    only, since every HDF5 read of a small file's metadata passes here."""
+
+    def __init__(self, path: str, url: str) -> None:
+        """Open ``path``; errors name ``url``."""
+        super().__init__(path, "rb")
+        self.heaps = HeapChecks(url, lambda start, size: os.pread(self.fileno(), size, start))
+
+    def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer``, checking a global heap collection that starts there."""
+        start = self.tell()
+        count = super().readinto(buffer) or 0
+        self.heaps.after_read(start, buffer, count)
+        return count
+
+
+class HeapCheckingFile(io.RawIOBase):
+    """A read-only file object over ``file`` (a seekable binary file object: a
+    :class:`~virtualstac.storage.reader.BlockCachedReader`, ``io.BytesIO``...) whose reads of
+    global heap collections are checked (:class:`HeapChecks`)."""
+
+    def __init__(self, file: IO[bytes] | BlockCachedReader, url: str) -> None:
+        """Read through ``file``; errors name ``url``."""
+        super().__init__()
+        self._file = file
+        self.heaps = HeapChecks(url, self._read_at)
+
+    def readable(self) -> bool:
+        """Always readable."""
+        return True
+
+    def seekable(self) -> bool:
+        """Always seekable."""
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to ``offset`` (from ``whence``)."""
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        """The position in the file."""
+        return self._file.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer``, checking a global heap collection that starts there."""
+        start = self._file.tell()
+        if isinstance(self._file, io.RawIOBase | io.BufferedIOBase):
+            count = self._file.readinto(buffer) or 0
+        else:  # a file object with read() only
+            data = self._file.read(len(memoryview(buffer)))
+            count = len(data)
+            memoryview(buffer).cast("B")[:count] = data
+        self.heaps.after_read(start, buffer, count)
+        return count
+
+    def _read_at(self, start: int, size: int) -> bytes:
+        position = self._file.tell()
+        try:
+            self._file.seek(start)
+            return self._file.read(size) or b""
+        finally:
+            self._file.seek(position)
