@@ -250,3 +250,17 @@ def test_unlimited_dims_are_kept_as_open_mfdataset_keeps_them(
     assert expected == ({"time"} if options else None)
     store = combined.virtual.to_store(ObjectStoreRegistry.for_url(paths[0]))
     assert open_zarr_values(store).encoding.get("unlimited_dims") == expected
+
+
+@pytest.mark.parametrize("empty", [0, 1], ids=["first", "middle"])
+def test_a_file_without_time_steps_adds_none(tmp_path: Path, empty: int) -> None:
+    """A file of no steps yet holds no chunk: its variables, stored otherwise (inlined, in
+    other chunks), join whatever the other files' are, as xarray joins them."""
+    steps = [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    steps[empty] = []
+    paths = [
+        write_days(tmp_path / f"part{i}.nc", days, chunk=1 if not days else 2)
+        for i, days in enumerate(steps)
+    ]
+    virtual = assert_reads_as_open_mfdataset(paths, **NESTED)
+    assert virtual.sizes["time"] == 4

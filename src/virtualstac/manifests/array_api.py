@@ -89,7 +89,8 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
     """Concatenate ManifestArrays by merging their chunk manifests.
 
     The arrays must agree in data type, codecs, fill value, chunk shape and CF encoding
-    attributes, and all but the last must end on a chunk boundary along ``axis``.
+    attributes, and all but the last must end on a chunk boundary along ``axis``; arrays of
+    no length along ``axis`` are left out (unless all are).
     """
     manifest_arrays = _as_manifest_arrays(arrays, "concatenate")
     if axis is None:
@@ -102,7 +103,6 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
             f"cannot concatenate arrays with {sorted({a.ndim for a in manifest_arrays})} dimensions"
         )
     axis = _normalize_axis(axis, first.ndim)
-    check_combinable([a.metadata for a in manifest_arrays], what="concatenate")
     # Each shape once: a shape is rebuilt from the metadata on every access, and this runs
     # over every file of an archive.
     shapes = [a.shape for a in manifest_arrays]
@@ -113,6 +113,14 @@ def concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> 
                 f"cannot concatenate along axis {axis}: array 0 has shape {shapes[0]}, "
                 f"array {i} has shape {shape}"
             )
+    # An array of no length along the axis (a file with no time steps yet) adds no chunk: its
+    # codecs and chunks (often other ones, or none when inlined) are not those of any value.
+    if any(shape[axis] for shape in shapes) and not all(shape[axis] for shape in shapes):
+        kept = [i for i, shape in enumerate(shapes) if shape[axis]]
+        manifest_arrays = [manifest_arrays[i] for i in kept]
+        shapes = [shapes[i] for i in kept]
+        first = manifest_arrays[0]
+    check_combinable([a.metadata for a in manifest_arrays], what="concatenate")
     chunk = first.chunks[axis]
     for i, shape in enumerate(shapes[:-1]):
         if shape[axis] % chunk:
