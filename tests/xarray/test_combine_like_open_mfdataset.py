@@ -264,3 +264,26 @@ def test_a_file_without_time_steps_adds_none(tmp_path: Path, empty: int) -> None
     ]
     virtual = assert_reads_as_open_mfdataset(paths, **NESTED)
     assert virtual.sizes["time"] == 4
+
+
+def write_step(path: Path, day: float) -> str:
+    """One step of ``tas(lat)`` whose time is a scalar coordinate, as forecast files hold it."""
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+        nc.createDimension("lat", LAT.size)
+        nc.createVariable("lat", "f8", ("lat",))[:] = LAT
+        time = nc.createVariable("time", "f8", ())
+        time.units, time.calendar = "days since 2000-01-01", "standard"
+        time[...] = day
+        tas = nc.createVariable("tas", "f4", ("lat",), zlib=True)
+        tas.coordinates = "time"
+        tas[:] = 270.0 + day + np.arange(LAT.size) % 9
+    return str(path)
+
+
+def test_scalar_times_become_the_index_of_the_new_dimension(tmp_path: Path) -> None:
+    """``concat_dim="time"`` stacks each file's scalar ``time`` into the new dimension's
+    index, which needs its values: by default they are loaded, as dimension coordinates are."""
+    paths = [write_step(tmp_path / f"step{day}.nc", day) for day in (0.0, 0.25, 0.5)]
+    virtual = assert_reads_as_open_mfdataset(paths, **NESTED)
+    assert str(virtual["time"].values[1])[:16] == "2000-01-01T06:00"
+    assert virtual["tas"].dims == ("time", "lat")

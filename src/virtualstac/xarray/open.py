@@ -42,6 +42,7 @@ from virtualstac.xarray.batch_combine import (
     open_batch,
 )
 from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
+from virtualstac.xarray.concat_coordinates import load_concat_coordinates
 from virtualstac.xarray.options import (
     COMBINE_OPTIONS,
     ConcatDim,
@@ -328,11 +329,12 @@ def _virtualize(
     decode_times: bool | None,
     overview_level: int | None,
     preprocess: Callable[[xr.Dataset], xr.Dataset] | None,
+    concat_names: tuple[str, ...] = (),
 ) -> xr.Dataset:
     """One file of ``open_virtual_mfdataset``, opened (and preprocessed) where the executor
-    runs it."""
+    runs it, the scalars named by ``concat_names`` loaded by default (``concat_coordinates``)."""
     try:
-        dataset = open_virtual_dataset(
+        dataset, store, path = open_parsed(
             url,
             parser=parser,
             registry=registry,
@@ -342,6 +344,16 @@ def _virtualize(
             decode_times=decode_times,
             overview_level=overview_level,
         )
+        if concat_names and loadable_variables is None:
+            reopen = functools.partial(
+                group_dataset,
+                store,
+                path,
+                url,
+                drop_variables=drop_variables,
+                decode_times=decode_times,
+            )
+            dataset = load_concat_coordinates(dataset, concat_names, store, path, reopen)
         return dataset if preprocess is None else preprocess(dataset)
     except Exception as err:
         # Among hundreds of files parsed in a batch on another machine, an error that does not
@@ -388,6 +400,8 @@ def open_virtual_mfdataset(
         With ``combine="nested"``, as in ``xr.open_mfdataset``: a dimension the files have or
         a new one (a name, or a ``DataArray``/``pandas.Index`` that also gives its
         coordinate), one per level of nested ``paths``; ``None`` merges the files instead.
+        A scalar variable of a new dimension's name (each file's one time) becomes its index:
+        it is loaded by default, as dimension coordinates are.
         Refused with ``combine="by_coords"``, which orders the files by their coordinates.
     parallel
         ``False`` (serial, the default); ``True``: a process pool with one worker per available
@@ -453,6 +467,7 @@ def open_virtual_mfdataset(
                 directory = ObjectStoreRegistry.for_url(url).prefixes[0]
                 registry.register(directory)
     executor = executor_for(parallel)
+    dims = concat_levels(concat_dim)
     virtualize = functools.partial(
         _virtualize,
         parser=parser,
@@ -463,6 +478,7 @@ def open_virtual_mfdataset(
         decode_times=decode_times,
         overview_level=overview_level,
         preprocess=preprocess,
+        concat_names=tuple(dim for dim in dims if isinstance(dim, str)),
     )
     # data_vars or coords="different" compare variables, which compat="override" forbids:
     # then xarray's own default compares them (loaded ones; virtual ones are refused, named).
@@ -473,7 +489,6 @@ def open_virtual_mfdataset(
         "combine_attrs": "drop_conflicts",
         **combine_kwargs,
     }
-    dims = concat_levels(concat_dim)
     flat = layout is None or all(is_path(p) for p in layout)
     # A new dimension given with its coordinate, or none (a merge), goes to xarray.
     named = dims[0] if len(dims) == 1 and isinstance(dims[0], str) and flat else None
