@@ -128,7 +128,11 @@ def test_a_partial_chunk_before_the_end_is_refused(
         ),
         ({"attributes": {"scale_factor": 0.01}}, "attribute 'scale_factor' is None .* but 0.01"),
         ({"attributes": {"add_offset": 273.15}}, "attribute 'add_offset' is None .* but 273.15"),
-        ({"attributes": {"units": "degC"}}, "attribute 'units' is None in array 0 but 'degC'"),
+        (
+            {"attributes": {"units": "hours since 2000-01-01"}},
+            "attribute 'units' is None in array 0 but 'hours since 2000-01-01'",
+        ),
+        ({"attributes": {"units": "hours"}}, "attribute 'units' is None in array 0 but 'hours'"),
     ],
 )
 def test_concatenation_is_refused_when_one_array_could_not_describe_both(
@@ -137,6 +141,34 @@ def test_concatenation_is_refused_when_one_array_could_not_describe_both(
     chunks = differs.pop("chunks", (2, 3))
     with pytest.raises(IncompatibleArraysError, match=message):
         np.concatenate([virtual_array((4, 6), (2, 3)), virtual_array((4, 6), chunks, **differs)])
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"units": "K"}, {"units": "kelvin"}),
+        ({"units": "K"}, {}),
+        ({"units": "days since 2000-01-01"}, {"units": "days since 2000-01-01 00:00:00"}),
+        (
+            {"units": "days since 2000-01-01", "calendar": "gregorian"},
+            {"units": "days since 2000-1-1"},
+        ),
+        ({"calendar": "365_day"}, {"calendar": "noleap"}),
+    ],
+)
+def test_concatenation_keeps_the_first_units_and_calendar_where_they_mean_the_same(
+    virtual_array: Callable[..., ManifestArray], first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    """Units that decode nothing are a label xarray merges as any attribute; the same time
+    units or calendar spelled otherwise decode the numbers alike."""
+    joined = np.concatenate(
+        [
+            virtual_array((4, 6), (2, 3), attributes=first),
+            virtual_array((4, 6), (2, 3), attributes=second),
+        ]
+    )
+    assert joined.shape == (8, 6)
+    assert joined.metadata.attributes == first
 
 
 def test_concatenation_is_refused_for_other_shapes_and_in_memory_arrays(

@@ -177,15 +177,25 @@ def test_check_combinable_accepts_arrays_that_differ_only_in_shape_and_names() -
 
 @pytest.mark.parametrize("attribute", CF_ENCODING_ATTRS)
 def test_every_cf_encoding_attribute_must_agree(attribute: str) -> None:
-    with pytest.raises(IncompatibleArraysError, match=f"attribute '{attribute}' is 1 in array 0"):
+    """Units decode the numbers as times only: others are a label (see below)."""
+    one, two = (
+        ("days since 2000-01-01", "days since 2000-02-01") if attribute == "units" else (1, 2)
+    )
+    with pytest.raises(
+        IncompatibleArraysError, match=f"attribute '{attribute}' is {one!r} in array 0"
+    ):
         check_combinable(
             [
-                metadata(attributes={attribute: 1}),
-                metadata(attributes={attribute: 1}),
-                metadata(attributes={attribute: 2}),
+                metadata(attributes={attribute: one}),
+                metadata(attributes={attribute: one}),
+                metadata(attributes={attribute: two}),
             ],
             what="stack",
         )
+
+
+def test_units_that_are_a_label_need_not_agree() -> None:
+    check_combinable([metadata(attributes={"units": "K"}), metadata(attributes={"units": "degC"})])
 
 
 def test_the_message_names_the_operation_and_the_array() -> None:

@@ -27,6 +27,8 @@ def write_days(
     days: Sequence[float],
     *,
     units: str = "days since 2000-01-01",
+    calendar: str = "standard",
+    tas_units: str = "K",
     chunk: int | None = None,
     lat: np.ndarray = LAT,
     bounds: bool = False,
@@ -42,7 +44,7 @@ def write_days(
         nc.createDimension("time", None)
         nc.createDimension("lat", lat.size)
         time = nc.createVariable("time", "f8", ("time",))
-        time.units, time.calendar = units, "standard"
+        time.units, time.calendar = units, calendar
         time[:] = days
         nc.createVariable("lat", "f8", ("lat",))[:] = lat
         packed = scale is not None
@@ -56,7 +58,7 @@ def write_days(
         )
         if packed:
             tas.scale_factor = scale
-        tas.units = "K"
+        tas.units = tas_units
         tas[:] = 270.0 + np.add.outer(np.asarray(days), np.arange(lat.size) % 9)
         if bounds:
             time.bounds = "time_bnds"
@@ -160,6 +162,37 @@ def test_time_bounds_and_a_grid_mapping(tmp_path: Path, options: dict[str, Any])
     virtual = assert_reads_as_open_mfdataset(paths, **options)
     assert virtual["tas"].attrs["grid_mapping"] == "crs"
     assert virtual["time_bnds"].dims == ("time", "nv")
+
+
+@pytest.mark.parametrize("options", [{}, NESTED], ids=["by_coords", "nested"])
+def test_time_bounds_whose_units_and_calendar_are_spelled_otherwise(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """``gregorian`` is ``standard``, and midnight is midnight: the virtual bounds decode as
+    each file's do."""
+    paths = [
+        write_days(tmp_path / "a.nc", [0, 1], bounds=True),
+        write_days(
+            tmp_path / "b.nc",
+            [2, 3],
+            units="days since 2000-01-01 00:00:00",
+            calendar="gregorian",
+            bounds=True,
+        ),
+    ]
+    virtual = assert_reads_as_open_mfdataset(paths, **options)
+    assert str(virtual["time_bnds"].values[3, 1])[:10] == "2000-01-05"
+
+
+@pytest.mark.parametrize("how", ["override", "drop_conflicts"])
+def test_units_that_are_a_label_merge_as_attributes(tmp_path: Path, how: str) -> None:
+    """``K`` and ``kelvin`` decode nothing: xarray keeps the first file's, or drops both."""
+    paths = [
+        write_days(tmp_path / "a.nc", [0, 1]),
+        write_days(tmp_path / "b.nc", [2, 3], tas_units="kelvin"),
+    ]
+    virtual = assert_reads_as_open_mfdataset(paths, combine_attrs=how)
+    assert virtual["tas"].attrs.get("units") == ("K" if how == "override" else None)
 
 
 def test_global_attributes_that_differ(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from virtualstac.errors import (
     InvalidManifestError,
 )
 from virtualstac.manifests.attribute_types import TYPES_KEY
+from virtualstac.manifests.time_units import calendar_meaning, units_meaning
 
 __all__ = [
     "CF_ENCODING_ATTRS",
@@ -428,11 +429,21 @@ def check_combinable(
         for attr in CF_ENCODING_ATTRS:
             a = first.attributes.get(attr)
             b = other.attributes.get(attr)
-            if not same_value(a, b):
+            if not same_value(a, b) and not _same_meaning(attr, a, b):
                 raise IncompatibleArraysError(
                     f"cannot {what}: attribute {attr!r} is {a!r} in {names[0]} but {b!r} in "
                     f"{names[i]}; joining them would decode part of the data wrongly"
                 )
+
+
+def _same_meaning(attr: str, a: Any, b: Any) -> bool:
+    """Whether two values of a CF encoding attribute that differ decode the numbers alike:
+    other spellings of one time's units or calendar, units that are a label (``K``)."""
+    if attr == "units":
+        return units_meaning(a) == units_meaning(b)
+    if attr == "calendar":
+        return bool(calendar_meaning(a) == calendar_meaning(b))
+    return False
 
 
 def _same_codecs(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
