@@ -182,6 +182,20 @@ def test_times_in_other_calendars_are_refused_decoded_or_not(tmp_path: Path) -> 
         assert re.search(r"360_day calendar in file://.*b\.nc .*noleap .*a\.nc", str(caught.value))
 
 
+def test_undecoded_times_spelled_otherwise_are_joined_as_xarray_joins_them(
+    tmp_path: Path,
+) -> None:
+    """``365_day`` is ``noleap``, and midnight is midnight: the numbers count the same days."""
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
+    with netCDF4.Dataset(files[1], "a") as nc:
+        nc["time"].calendar = "365_day"
+        nc["time"].units = nc["time"].units + " 00:00:00"
+    for options in ({"combine": "by_coords"}, {"combine": "nested", "concat_dim": "time"}):
+        virtual = open_virtual_mfdataset(files, decode_times=False, **options)
+        with xr.open_mfdataset(files, engine="netcdf4", decode_times=False, **options) as direct:
+            np.testing.assert_array_equal(virtual["time"].values, direct["time"].values)
+
+
 def test_disjoint_grids_joined_inner_read_back_empty_as_xarray_gives_them(tmp_path: Path) -> None:
     files = [
         write_month(tmp_path / "a.nc", 0),

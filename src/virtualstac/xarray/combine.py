@@ -26,6 +26,7 @@ from virtualstac.errors import (
 )
 from virtualstac.manifests import ManifestArray
 from virtualstac.manifests.metadata import check_combinable
+from virtualstac.manifests.time_units import calendar_meaning, units_meaning
 
 __all__ = [
     "EXACT_COMBINE",
@@ -273,10 +274,10 @@ def check_time_encodings_agree(
                 continue
             if " since " not in units:
                 continue
-            calendar = str(variable.attrs.get("calendar", "standard")).lower()
-            encoding = (units, "standard" if calendar == "gregorian" else calendar)
+            calendar = str(calendar_meaning(variable.attrs.get("calendar")))
+            encoding = (units, calendar)
             seen = first.setdefault(name, (label, encoding))
-            if seen[1] != encoding:
+            if units_meaning(seen[1][0]) != units_meaning(units) or seen[1][1] != calendar:
                 raise IncompatibleArraysError(
                     f"variable {str(name)!r} counts {encoding[0]!r} in the "
                     f"{encoding[1]} calendar in {label} but {seen[1][0]!r} in the {seen[1][1]} "
