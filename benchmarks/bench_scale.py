@@ -245,7 +245,7 @@ def worker_publish(params: dict[str, Any]) -> dict[str, Any]:
 
     xarray_combine._combine_nd = marking(xarray_combine._combine_nd)
     if lib == "ours":
-        import virtualstac.xarray.open as ours_open
+        import virtualstac.xarray.mfdataset as ours_open
 
         ours_open.join_partials = marking(ours_open.join_partials)
     # Our progress bar (stderr) shows how far a long run is; VirtualiZarr has none.

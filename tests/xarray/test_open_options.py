@@ -20,7 +20,7 @@ from virtualstac import (
     open_virtual_datatree,
     open_virtual_mfdataset,
 )
-from virtualstac.errors import UnsupportedOptionError
+from virtualstac.errors import SourceNotFoundError, UnsupportedOptionError
 from virtualstac.xarray.unpacking import open_zarr_values
 
 
@@ -109,6 +109,48 @@ def test_attrs_file_gives_that_files_attributes(
 def test_an_attrs_file_not_among_the_files_is_refused(days: list[str]) -> None:
     with pytest.raises(ValueError, match=r"attrs_file .*elsewhere\.nc is not one of the files"):
         open_virtual_mfdataset(days[:2], attrs_file=str(Path(days[0]).parent / "elsewhere.nc"))
+
+
+@pytest.mark.parametrize(
+    ("options", "nested"),
+    [
+        ({}, False),
+        ({"combine": "nested", "concat_dim": "time"}, False),
+        ({"combine": "nested", "concat_dim": [None, "time"]}, True),
+    ],
+    ids=["by_coords", "nested", "nested-lists"],
+)
+def test_files_that_cannot_be_opened_are_left_out_with_errors_warn_or_ignore(
+    days: list[str], options: dict[str, Any], nested: bool
+) -> None:
+    """As ``xr.open_mfdataset`` leaves them out: a warning each with ``"warn"``, none with
+    ``"ignore"``; ``"raise"`` (the default) raises the file's error."""
+    Path(days[1]).write_bytes(b"not a netCDF file at all")
+    paths: Any = [days] if nested else days
+    with pytest.warns(UserWarning, match=r"Could not open .*day1\.nc due to .*Ignoring"):
+        warned = open_virtual_mfdataset(paths, errors="warn", **options)
+    assert warned.sizes["time"] == 4
+    if not nested:
+        with pytest.warns(UserWarning, match="day1"):
+            assert_reads_as_open_mfdataset(paths, {**options, "errors": "warn"})
+    ignored = open_virtual_mfdataset(paths, errors="ignore", attrs_file=days[2], **options)
+    assert ignored.sizes["time"] == 4 and ignored.attrs["title"] == "member 2"
+    with pytest.raises(Exception, match="day1"):
+        open_virtual_mfdataset(paths, **options)
+
+
+def test_errors_forgive_opening_not_preprocess_nor_every_file_failing(days: list[str]) -> None:
+    def failing(dataset: xr.Dataset) -> xr.Dataset:
+        raise RuntimeError("preprocess failed")
+
+    with pytest.raises(RuntimeError, match="preprocess failed"):
+        open_virtual_mfdataset(days, errors="ignore", preprocess=failing)
+    for path in days:
+        Path(path).write_bytes(b"nothing")
+    with pytest.raises(SourceNotFoundError, match=r"none of the 3 files could be opened: .*day0"):
+        open_virtual_mfdataset(days, errors="ignore")
+    with pytest.raises(ValueError, match="errors must be one of 'raise', 'warn', 'ignore'"):
+        open_virtual_mfdataset(days, errors="skip")  # type: ignore[arg-type]
 
 
 def test_concat_dim_by_coordinates_is_refused_as_xarray_refuses_it(days: list[str]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, cast
 
@@ -19,7 +19,7 @@ from virtualstac.errors import (
 )
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
-from virtualstac.parallel import executor_for, map_batched, map_batches
+from virtualstac.parallel import executor_for
 from virtualstac.parsers.detect import parser_for
 from virtualstac.parsers.protocol import Parser
 from virtualstac.parsers.tiff import TIFFParser
@@ -28,28 +28,26 @@ from virtualstac.parsers.tiff_overviews import (
     overview_group,
     overviews_as_multiscales,
 )
-from virtualstac.progress import progress as progress_bar
 from virtualstac.storage.failures import redact
 from virtualstac.storage.reader import sharing_heads
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.storage.urls import file_url_to_path
-from virtualstac.xarray.batch_combine import (
-    MAX_BATCH_FILES,
-    Partial,
-    as_partial,
-    join_by_coords,
-    join_partials,
-    open_batch,
-)
-from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
 from virtualstac.xarray.concat_coordinates import load_concat_coordinates
+from virtualstac.xarray.mfdataset import (
+    ERRORS,
+    attrs_of,
+    combine_files,
+    open_each,
+    open_joined,
+    open_or_skip,
+    skip_unopened,
+)
 from virtualstac.xarray.options import (
     COMBINE_OPTIONS,
     ConcatDim,
     check_combine_values,
     check_parser,
     concat_levels,
-    dim_name,
     names,
     refuse_options,
 )
@@ -59,7 +57,6 @@ from virtualstac.xarray.paths import (
     expand_paths,
     is_path,
     leaves,
-    nest,
     source_url,
 )
 
@@ -379,6 +376,7 @@ def open_virtual_mfdataset(
     decode_times: bool | None = None,
     overview_level: int | None = None,
     attrs_file: PathOrURL | None = None,
+    errors: Literal["raise", "warn", "ignore"] = "raise",
     **combine_kwargs: Any,
 ) -> xr.Dataset:
     """Open many files as one virtual dataset, parsing them in parallel.
@@ -420,6 +418,10 @@ def open_virtual_mfdataset(
     attrs_file
         The file (one of ``paths``) whose global attributes the result takes, as in
         ``xr.open_mfdataset``.
+    errors
+        As in ``xr.open_mfdataset``: ``"warn"`` leaves out, with a warning each, the files
+        that cannot be opened (an error of ``preprocess`` is raised), ``"ignore"`` without a
+        word; then the files are combined one by one, not a batch at a time.
     **combine_kwargs
         ``data_vars``, ``coords``, ``compat``, ``join``, ``combine_attrs`` and ``fill_value``,
         passed to the xarray combine function. Defaults avoid comparing virtual values:
@@ -438,6 +440,8 @@ def open_virtual_mfdataset(
     """
     if combine not in ("nested", "by_coords"):
         raise ValueError(f"combine must be 'nested' or 'by_coords', got {combine!r}")
+    if errors not in ERRORS:
+        raise ValueError(f"errors must be one of {', '.join(map(repr, ERRORS))}, got {errors!r}")
     if combine == "by_coords" and concat_dim is not None:
         raise ValueError(
             "combine='by_coords' orders the files by their coordinates, so concat_dim has no "
@@ -492,110 +496,26 @@ def open_virtual_mfdataset(
     flat = layout is None or all(is_path(p) for p in layout)
     # A new dimension given with its coordinate, or none (a merge), goes to xarray.
     named = dims[0] if len(dims) == 1 and isinstance(dims[0], str) and flat else None
-    if len(urls) > 1 and (combine == "by_coords" or named is not None):
+    opened: xr.Dataset | list[xr.Dataset]
+    if errors != "raise":
+        # Files left out cannot be known before they are parsed: combined one by one.
+        skipping = functools.partial(
+            open_or_skip,
+            virtualize=functools.partial(virtualize, preprocess=None),
+            preprocess=preprocess,
+        )
+        results = open_each(executor, skipping, urls, progress)
+        opened, urls, layout = skip_unopened(results, urls, layout, errors)
+    elif len(urls) > 1 and (combine == "by_coords" or named is not None):
         dim = named if combine == "nested" else None
-        opened = _open_joined(executor, virtualize, urls, dim, combine_options, progress)
+        opened = open_joined(executor, virtualize, urls, dim, combine_options, progress)
     else:
-        opened = _open_each(executor, virtualize, urls, progress)
+        opened = open_each(executor, virtualize, urls, progress)
     datasets = None if isinstance(opened, xr.Dataset) else opened
     if datasets is None:
         combined = cast(xr.Dataset, opened)
     else:
-        combined = _combine(datasets, urls, layout, combine, dims, combine_options)
+        combined = combine_files(datasets, urls, layout, combine, dims, combine_options)
     if attrs_file is not None:
-        combined.attrs = _attrs_of(source_url(attrs_file), urls, datasets, virtualize)
+        combined.attrs = attrs_of(source_url(attrs_file), urls, datasets, virtualize)
     return combined
-
-
-def _combine(
-    datasets: list[xr.Dataset],
-    urls: list[str],
-    layout: NestedPaths | None,
-    combine: str,
-    dims: list[ConcatDim],
-    options: Mapping[str, Any],
-) -> xr.Dataset:
-    """The files' virtual datasets combined by xarray, its errors naming the files."""
-    labels = [redact(url) for url in urls]
-    check_time_encodings_agree(datasets, labels)
-    if combine == "nested":
-        arranged = datasets if layout is None else nest(layout, iter(datasets))
-        names = [dim_name(dim) for dim in dims]
-        how = f"along {', '.join(str(name) for name in names)}"
-        along = [name for name in names if name is not None]
-        with explaining_combine_errors(datasets, labels, how, along=along, advise=True):
-            nested: xr.Dataset = xr.combine_nested(arranged, concat_dim=dims, **options)
-        return nested
-    with explaining_combine_errors(datasets, labels, "by coordinates", advise=True):
-        combined = xr.combine_by_coords(datasets, **options)
-    assert isinstance(combined, xr.Dataset)
-    return combined
-
-
-def _attrs_of(
-    url: str,
-    urls: list[str],
-    datasets: list[xr.Dataset] | None,
-    virtualize: Callable[[str], xr.Dataset],
-) -> dict[Any, Any]:
-    """The global attributes of the file ``url`` (``attrs_file``), as opened and preprocessed:
-    from its dataset when the files were combined one by one, else opened again (the batches
-    joined where they were parsed keep no file's own attributes)."""
-    if url not in urls:
-        raise ValueError(f"attrs_file {redact(url)} is not one of the files opened")
-    dataset = datasets[urls.index(url)] if datasets is not None else virtualize(url)
-    return dict(dataset.attrs)
-
-
-def _open_each(
-    executor: Executor, virtualize: Callable[[str], xr.Dataset], urls: list[str], progress: bool
-) -> list[xr.Dataset]:
-    """Every file's virtual dataset, in order."""
-    results = map_batched(executor, virtualize, urls)
-    bar = progress_bar(results, total=len(urls), label="virtualizing", enabled=progress)
-    return list(bar)
-
-
-def _open_joined(
-    executor: Executor,
-    virtualize: Callable[[str], xr.Dataset],
-    urls: list[str],
-    dim: str | None,
-    options: Mapping[str, Any],
-    progress: bool,
-) -> xr.Dataset | list[xr.Dataset]:
-    """The files joined along ``dim`` (None: by coordinates) a batch at a time where they are
-    parsed (:mod:`~virtualstac.xarray.batch_combine`); or, when they are not alike, every
-    file's virtual dataset, in order, for xarray to combine."""
-    task = functools.partial(open_batch, virtualize=virtualize, dim=dim, options=options)
-    results = map_batches(executor, task, urls, max_batch=MAX_BATCH_FILES)
-    done = list(
-        progress_bar(
-            results,
-            total=len(urls),
-            label="virtualizing",
-            enabled=progress,
-            size=lambda result: len(result[0]),
-        )
-    )
-    partials = [as_partial(batch, result) for batch, result in done]
-    if all(partial is not None for partial in partials):
-        joinable = [partial for partial in partials if partial is not None]
-        if dim is None:
-            joined = join_by_coords(joinable, options)
-        else:
-            joined = join_partials(joinable, dim, options)
-        if joined is not None:
-            return joined
-    # Some batches were joined and others could not be, or the batches differ from each
-    # other: xarray combines the files one by one, so the joined batches are parsed again.
-    again = [url for batch, result in done if isinstance(result, Partial) for url in batch]
-    _log.info("the files are not alike: combining %d files one by one", len(urls))
-    reparsed = iter(map_batched(executor, virtualize, again))
-    datasets: list[xr.Dataset] = []
-    for batch, result in done:
-        if isinstance(result, Partial):
-            datasets.extend(next(reparsed) for _ in batch)
-        else:
-            datasets.extend(result)
-    return datasets

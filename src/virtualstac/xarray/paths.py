@@ -10,7 +10,6 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-import xarray as xr
 from obstore.exceptions import BaseError
 
 from virtualstac.errors import SourceNotFoundError
@@ -56,7 +55,7 @@ def leaves(paths: NestedPaths) -> list[PathOrURL]:
     ]
 
 
-def nest(layout: NestedPaths, items: Iterator[xr.Dataset]) -> list[Any]:
+def nest(layout: NestedPaths, items: Iterator[Any]) -> list[Any]:
     """``items`` (one per path, in order) arranged like the nested list ``layout``."""
     return [next(items) if is_path(p) else nest(cast(NestedPaths, p), items) for p in layout]
 
