@@ -165,6 +165,19 @@ def test_unequal_grids_joined_outer_are_refused_naming_the_coordinate(tmp_path: 
         open_virtual_mfdataset(files, combine="nested", concat_dim="member", join="outer")
 
 
+@pytest.mark.parametrize("given", ["north first", "south first"])
+def test_a_partial_chunk_before_another_file_is_named_in_descending_order(
+    tmp_path: Path, given: str
+) -> None:
+    """Latitudes from north to south are joined in that order, as xarray orders them: the
+    northern file's partial last chunk comes before the southern file, whose may not."""
+    north = write_month(tmp_path / "north.nc", 0, lat=np.arange(80.0, 50.0, -1.0))
+    south = write_month(tmp_path / "south.nc", 0, lat=np.arange(50.0, 20.0, -1.0))
+    files = [north, south] if given == "north first" else [south, north]
+    with pytest.raises(IncompatibleArraysError, match=r"'tas' of file://.*north\.nc is 30 long"):
+        open_virtual_mfdataset(files)
+
+
 def test_times_in_other_calendars_are_refused_decoded_or_not(tmp_path: Path) -> None:
     """Joined as numbers, the 360-day file's days would read as noleap dates; decoded, a
     360-day date is no noleap date."""

@@ -490,16 +490,17 @@ def partial_chunk(
 
 
 def _by_first_value(datasets: Sequence[xr.Dataset], dim: Hashable) -> list[int]:
-    """The positions of ``datasets`` in the order of their first ``dim`` coordinate (as given
-    where some have none, or the values do not compare)."""
-    firsts = []
-    for dataset in datasets:
-        index = dataset.indexes.get(dim)
-        if index is None or not index.size:
-            return list(range(len(datasets)))
-        firsts.append(index[0])
+    """The positions of ``datasets`` in the order of their first ``dim`` coordinate, as
+    ``xr.combine_by_coords`` orders them: descending where every one's decreases (latitudes
+    from north to south, a raster's y); as given where some have none, or the values do not
+    compare."""
+    indexes = [dataset.indexes.get(dim) for dataset in datasets]
+    if any(index is None or not index.size for index in indexes):
+        return list(range(len(datasets)))
+    firsts = [index[0] for index in indexes if index is not None]
+    increasing = all(index is not None and index.is_monotonic_increasing for index in indexes)
     try:
-        return sorted(range(len(datasets)), key=firsts.__getitem__)
+        return sorted(range(len(datasets)), key=firsts.__getitem__, reverse=not increasing)
     except TypeError:
         return list(range(len(datasets)))
 
