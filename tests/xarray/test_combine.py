@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import netCDF4
 import numpy as np
+import pyproj
 import pytest
+import rasterio
+import rasterio.transform
 import xarray as xr
 
 from virtualstac import ManifestArray, open_virtual_dataset, open_virtual_mfdataset
@@ -175,6 +179,49 @@ def test_a_partial_chunk_before_another_file_is_named_in_descending_order(
     south = write_month(tmp_path / "south.nc", 0, lat=np.arange(50.0, 20.0, -1.0))
     files = [north, south] if given == "north first" else [south, north]
     with pytest.raises(IncompatibleArraysError, match=r"'tas' of file://.*north\.nc is 30 long"):
+        open_virtual_mfdataset(files)
+
+
+def write_tile(path: Path, x0: float, crs: str) -> str:
+    """A 64 x 64 GeoTIFF tile of 10 m pixels whose left edge is at ``x0``."""
+    profile = {"driver": "GTiff", "width": 64, "height": 64, "count": 1, "dtype": "uint16"}
+    transform = rasterio.transform.from_origin(x0, 640.0, 10.0, 10.0)
+    with rasterio.open(
+        path, "w", **profile, crs=crs, transform=transform, tiled=True, blockxsize=32, blockysize=32
+    ) as tile:
+        tile.write(np.ones((1, 64, 64), dtype="uint16"))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"combine": "nested", "concat_dim": "x"}], ids=["by_coords", "nested"]
+)
+def test_tiles_in_other_crs_are_refused_naming_both(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """Kept once, the first tile's spatial_ref would place the second in the wrong zone."""
+    west = write_tile(tmp_path / "west.tif", 0.0, "EPSG:32633")
+    east = write_tile(tmp_path / "east.tif", 640.0, "EPSG:32634")
+    with pytest.raises(
+        IncompatibleArraysError,
+        match=r"'spatial_ref' gives the CRS EPSG:32634 in .*east\.tif but EPSG:32633 in .*west",
+    ):
+        open_virtual_mfdataset([west, east], **options)
+    joined = open_virtual_mfdataset([west, write_tile(tmp_path / "next.tif", 640.0, "EPSG:32633")])
+    assert joined.sizes["x"] == 128
+
+
+def test_one_crs_written_otherwise_joins(tmp_path: Path) -> None:
+    """WKT 2 and GDAL's WKT 1 of one CRS are one CRS."""
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
+    for path, version in zip(files, ("WKT2_2019", "WKT1_GDAL"), strict=True):
+        with netCDF4.Dataset(path, "a") as nc:
+            nc.createVariable("crs", "i4").crs_wkt = pyproj.CRS("EPSG:4326").to_wkt(version)
+            nc["tas"].grid_mapping = "crs"
+    assert open_virtual_mfdataset(files).sizes["time"] == 16
+    with netCDF4.Dataset(files[1], "a") as nc:
+        nc["crs"].crs_wkt = pyproj.CRS("EPSG:4269").to_wkt()
+    with pytest.raises(IncompatibleArraysError, match=r"EPSG:4269 in .*b\.nc but EPSG:4326"):
         open_virtual_mfdataset(files)
 
 

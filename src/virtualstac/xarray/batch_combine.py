@@ -32,6 +32,7 @@ from virtualstac.xarray.combine import (
     concat_along_existing,
     explaining_combine_errors,
 )
+from virtualstac.xarray.grid_mappings import check_grid_mappings_agree
 
 __all__ = [
     "MAX_BATCH_FILES",
@@ -119,6 +120,7 @@ def join_partials(
     datasets = [p.dataset for p in partials]
     labels = [p.label or _files_of(p.dataset) for p in partials]
     check_time_encodings_agree(datasets, labels)
+    check_grid_mappings_agree(datasets, labels)
     with explaining_combine_errors(datasets, labels, along=(dim,), advise=True):
         joined = concat_along_existing(datasets, dim, options)
     if joined is None:
@@ -226,6 +228,7 @@ def open_batch(
     ordered = [datasets[i] for i in positions]
     labels = [redact(urls[i]) for i in positions]
     check_time_encodings_agree(ordered, labels)
+    check_grid_mappings_agree(ordered, labels)
     with explaining_combine_errors(ordered, labels, along=(dim,), advise=True):
         partial = combine_batch(ordered, dim, options)
     if partial is None or (by_coords and not _strictly_increasing(partial.dataset, dim)):

@@ -28,6 +28,7 @@ from virtualstac.xarray.batch_combine import (
     open_batch,
 )
 from virtualstac.xarray.combine import check_time_encodings_agree, explaining_combine_errors
+from virtualstac.xarray.grid_mappings import check_grid_mappings_agree
 from virtualstac.xarray.options import ConcatDim, dim_name
 from virtualstac.xarray.paths import NestedPaths, nest
 
@@ -125,6 +126,7 @@ def combine_files(
     """The files' virtual datasets combined by xarray, its errors naming the files."""
     labels = [redact(url) for url in urls]
     check_time_encodings_agree(datasets, labels)
+    check_grid_mappings_agree(datasets, labels)
     if combine == "nested":
         arranged = datasets if layout is None else nest(layout, iter(datasets))
         names = [dim_name(dim) for dim in dims]
