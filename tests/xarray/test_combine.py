@@ -225,6 +225,23 @@ def test_one_crs_written_otherwise_joins(tmp_path: Path) -> None:
         open_virtual_mfdataset(files)
 
 
+def test_cf_grid_mappings_are_compared_by_their_parameters(tmp_path: Path) -> None:
+    """Two UTM zones in CF parameters differ; one zone given as parameters in one file and
+    as a WKT too in the other joins (the parameters alone are not compared with a WKT)."""
+    files = [write_month(tmp_path / "a.nc", 0), write_month(tmp_path / "b.nc", 8)]
+    for path, zone in zip(files, (33, 34), strict=True):
+        with netCDF4.Dataset(path, "a") as nc:
+            crs = nc.createVariable("crs", "i4")
+            crs.setncatts(pyproj.CRS(f"EPSG:326{zone}").to_cf())
+            del crs.crs_wkt
+            nc["tas"].grid_mapping = "crs"
+    with pytest.raises(IncompatibleArraysError, match=r"'crs' gives the CRS .*b\.nc but .*a\.nc"):
+        open_virtual_mfdataset(files)
+    with netCDF4.Dataset(files[1], "a") as nc:
+        nc["crs"].setncatts(pyproj.CRS("EPSG:32633").to_cf())
+    assert open_virtual_mfdataset(files).sizes["time"] == 16
+
+
 def test_times_in_other_calendars_are_refused_decoded_or_not(tmp_path: Path) -> None:
     """Joined as numbers, the 360-day file's days would read as noleap dates; decoded, a
     360-day date is no noleap date."""

@@ -32,9 +32,9 @@ def check_grid_mappings_agree(
 
     Grid mappings are the variables named by a data variable's ``grid_mapping`` attribute,
     and the dimensionless variables with a ``crs_wkt``, ``spatial_ref`` or
-    ``grid_mapping_name`` attribute. Their CRS attributes are compared as text first; where
-    the text differs, as the CRSs they parse to (the same CRS written by two versions of a
-    library joins).
+    ``grid_mapping_name`` attribute. Their CRS attributes (a WKT, else CF's parameters) are
+    compared as text first; where the text differs, as the CRSs they parse to (the same CRS
+    written by two versions of a library joins).
 
     Raises
     ------
@@ -52,7 +52,8 @@ def check_grid_mappings_agree(
             if other is None:
                 continue
             theirs = _crs_attributes(other.attrs)
-            if theirs == seen or not theirs:
+            # A WKT and CF parameters describe one CRS more or less fully: not compared.
+            if theirs == seen or not theirs or ("wkt" in theirs) != ("wkt" in seen):
                 continue
             ours, their_crs = _crs(seen), _crs(theirs)
             if ours is None or their_crs is None or ours == their_crs:
