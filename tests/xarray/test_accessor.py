@@ -187,6 +187,26 @@ def test_dropping_attributes_keeps_what_the_stored_numbers_mean(tmp_path: Path, 
         xr.testing.assert_equal(values["time"], direct["time"])
 
 
+def test_dropping_attributes_keeps_a_durations_units(tmp_path: Path) -> None:
+    """``hours`` make the numbers durations (``decode_timedelta=True``), as the netcdf4 engine
+    keeps them in .encoding."""
+    paths = []
+    for index in range(2):
+        paths.append(str(tmp_path / f"lead{index}.nc"))
+        with netCDF4.Dataset(paths[-1], "w") as nc:
+            nc.createDimension("time", 2)
+            time = nc.createVariable("time", "f8", ("time",))
+            time.units, time[:] = "days since 2000-01-01", [2 * index, 2 * index + 1]
+            lead = nc.createVariable("lead", "f8", ("time",))
+            lead.units, lead[:] = "hours", [6.0, 12.0]
+    virtual = open_virtual_mfdataset(paths, combine_attrs="drop")
+    store = virtual.virtual.to_store(ObjectStoreRegistry.for_url(paths[0]))
+    values = open_zarr_values(store, decode_timedelta=True)
+    with xr.open_mfdataset(paths, combine_attrs="drop", decode_timedelta=True) as direct:
+        xr.testing.assert_identical(values["lead"].load(), direct["lead"].load())
+    assert values["lead"].values[1] == np.timedelta64(12, "h")
+
+
 @pytest.mark.parametrize("loadable", [[], ["names"]])
 def test_string_fill_values_of_several_files_mask_as_with_the_netcdf4_engine(
     tmp_path: Path, loadable: list[str]

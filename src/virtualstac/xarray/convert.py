@@ -29,6 +29,7 @@ from virtualstac.manifests.metadata import (
     create_v3_array_metadata,
     replace_metadata,
 )
+from virtualstac.manifests.time_units import units_meaning
 
 __all__ = ["dataset_to_group", "datatree_to_group", "variable_to_array"]
 
@@ -143,14 +144,14 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
 
 def _lost_encoding(encoding: Mapping[str, Any], attrs: Mapping[Any, Any]) -> dict[str, Any]:
     """The attributes of an array saying what its numbers mean that ``attrs`` lack; ``units``
-    only when they are a time's (``days since ...``), other units being a label."""
-    units = encoding.get("units")
+    only when they are a time's (``days since ...``) or a duration's (``hours``), other units
+    being a label."""
     return {
         key: value
         for key, value in encoding.items()
         if key in CF_ENCODING_ATTRS
         and key not in attrs
-        and (key != "units" or (isinstance(units, str) and " since " in units))
+        and (key != "units" or units_meaning(value) is not None)
     }
 
 
