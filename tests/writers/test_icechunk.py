@@ -321,6 +321,33 @@ def test_appended_days_read_as_the_files(tmp_path: Path) -> None:
     assert messages[:3] == ["day 2", "day 1", "day 0"]
 
 
+def test_days_of_different_lengths_append_their_loaded_times(tmp_path: Path) -> None:
+    # The loaded time coordinate is one chunk as long as its file (24, then 12, then 18 steps):
+    # appended as to_zarr appends, into the repository's chunks, whatever their lengths.
+    paths = [write_day(tmp_path / f"day{d}.nc", d, hours=h) for d, h in enumerate((24, 12, 18))]
+    datasets = [open_virtual_dataset(str(p)) for p in paths]
+    repository = create_repository(tmp_path / "repo", datasets[0])
+    datasets[0].virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    for day, dataset in enumerate(datasets[1:], start=1):
+        dataset.virtual.to_icechunk(
+            repository.writable_session("main").store, append_dim="time", commit=f"day {day}"
+        )
+    with xr.open_mfdataset(paths, engine="netcdf4", combine="by_coords") as expected:
+        xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
+
+
+def test_appending_loaded_times_in_other_units_is_refused(tmp_path: Path) -> None:
+    first = open_virtual_dataset(str(write_day(tmp_path / "day0.nc", 0)))
+    second = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 1, hours=12)))
+    second["time"].encoding["units"] = "minutes since 2024-01-01"
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match="attribute 'units' is 'hours since"):
+        second.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+
+
 def test_a_scalar_array_reads_back_its_value(tmp_path: Path) -> None:
     # A 0-d array (xarray writes a CRS's spatial_ref as one) has one chunk with no indices:
     # zarr reads it from "c", not "c/0".

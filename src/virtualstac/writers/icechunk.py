@@ -17,13 +17,14 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
+import zarr
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
 from virtualstac.errors import IncompatibleArraysError, VirtualStacError
-from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
+from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.manifests.metadata import (
     check_combinable,
     chunk_shape_of,
@@ -111,7 +112,9 @@ def write_icechunk(
     append_dim
         Append every array that has this dimension to the array of the same name already in the
         repository, instead of creating arrays. Arrays without it must be identical to what is
-        there (coordinates such as ``lat``/``lon``) and are left alone.
+        there (coordinates such as ``lat``/``lon``) and are left alone. Loaded values (a
+        ``time`` coordinate) are written into the array's own chunks, as ``to_zarr`` appends
+        them: any number of steps, whatever the length of each write.
     validate_containers
         Refuse references that no virtual chunk container of the repository covers.
     locations
@@ -170,11 +173,52 @@ def _append_array(
     validate: bool,
     located: Callable[[str], str] | None,
 ) -> None:
+    if array.manifest.inlined and not (array.manifest.path_codes >= 0).any():
+        _append_values(store, node_path, array, append_dim)
+        return
     offset = grow_array(
         store, node_path, array.metadata, set(array.manifest.path_table), append_dim
     )
     if offset is not None:
         _write_refs(store, node_path, array, offset, validate, located)
+
+
+def _append_values(store: Any, node_path: str, array: ManifestArray, append_dim: str) -> None:
+    """Append loaded values (inlined chunks) through zarr, into the array's own chunk grid.
+
+    A loaded coordinate is one chunk as long as its write, so its chunks cannot line up with
+    the repository's the way references must; zarr rewrites the partial last chunk instead.
+    """
+    existing = _existing_metadata(store, _key(node_path, "zarr.json"))
+    metadata = array.metadata
+    names = list(metadata.dimension_names or ())
+    if append_dim not in names:
+        grow_array(store, node_path, metadata, set(), append_dim)  # must be identical
+        return
+    axis = names.index(append_dim)
+    # Only the chunk shape may differ: the values are written into the repository's chunks.
+    check_combinable(
+        [existing, replace_metadata(metadata, chunk_shape=chunk_shape_of(existing))],
+        what=f"append to {node_path!r}",
+        labels=["the repository's array", "the appended array (loaded values)"],
+    )
+    other = [s for d, s in enumerate(existing.shape) if d != axis]
+    if other != [s for d, s in enumerate(metadata.shape) if d != axis]:
+        raise IncompatibleArraysError(
+            f"cannot append to {node_path!r}: shape {metadata.shape} does not match "
+            f"{existing.shape} outside {append_dim!r}"
+        )
+    values = zarr.open_array(
+        ManifestStore(ManifestGroup(arrays={"values": array})), path="values", zarr_format=3
+    )[...]
+    start = existing.shape[axis]
+    new_shape = list(existing.shape)
+    new_shape[axis] += metadata.shape[axis]
+    grown = replace_metadata(existing, shape=tuple(new_shape))
+    _set(store, _key(node_path, "zarr.json"), _metadata_json_from(grown))
+    region = [slice(None)] * len(names)
+    region[axis] = slice(start, new_shape[axis])
+    zarr.open_array(store, path=node_path, zarr_format=3)[tuple(region)] = values
 
 
 def grow_array(
