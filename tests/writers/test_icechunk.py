@@ -336,16 +336,21 @@ def test_days_of_different_lengths_append_their_loaded_times(tmp_path: Path) -> 
         xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
 
 
-def test_appending_loaded_times_in_other_units_is_refused(tmp_path: Path) -> None:
-    first = open_virtual_dataset(str(write_day(tmp_path / "day0.nc", 0)))
-    second = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 1, hours=12)))
-    second["time"].encoding["units"] = "minutes since 2024-01-01"
+def test_loaded_times_in_other_units_are_appended_in_the_repositorys(tmp_path: Path) -> None:
+    # A file counting its times in other units (its own start, or minutes) appends as with
+    # to_zarr: its times are encoded in the units and calendar the repository holds.
+    paths = [write_day(tmp_path / "day0.nc", 0), write_day(tmp_path / "day1.nc", 1, hours=12)]
+    first, second = (open_virtual_dataset(str(p)) for p in paths)
+    second["time"].encoding["units"] = "minutes since 2024-01-02"
     repository = create_repository(tmp_path / "repo", first)
     first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
-    session = repository.writable_session("main")
-    with pytest.raises(IncompatibleArraysError, match="attribute 'units' is 'hours since"):
-        second.virtual.to_icechunk(session.store, append_dim="time")
-    assert not session.has_uncommitted_changes
+    second.virtual.to_icechunk(
+        repository.writable_session("main").store, append_dim="time", commit="day 1"
+    )
+    published = open_published(tmp_path / "repo")
+    assert published["time"].encoding["units"] == "hours since 2024-01-01"
+    with xr.open_mfdataset(paths, engine="netcdf4", combine="by_coords") as expected:
+        xr.testing.assert_identical(published.load(), expected.load())
 
 
 def test_a_scalar_array_reads_back_its_value(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.metadata import CF_ENCODING_ATTRS, same_value
+from virtualstac.xarray.time_encoding import holds_datetimes
 
 __all__ = [
     "DEFAULT_TIME_ENCODING",
@@ -163,20 +164,8 @@ def encode_like(dataset: xr.Dataset, existing: xr.Dataset, dim: str) -> xr.Datas
         return dataset
     stored = existing[dim].encoding
     keys = ("units", "calendar", "dtype")
-    if not _holds_datetimes(dataset[dim].variable) or "units" not in stored:
+    if not holds_datetimes(dataset[dim].variable) or "units" not in stored:
         return dataset
     dataset = dataset.copy()
     dataset[dim].encoding = {k: stored[k] for k in keys if k in stored}
     return dataset
-
-
-def _holds_datetimes(variable: xr.Variable) -> bool:
-    """Whether ``variable`` holds decoded times: numpy's, or cftime's (the calendars numpy
-    lacks, ``noleap`` or ``360_day``), which are objects."""
-    if np.issubdtype(variable.dtype, np.datetime64):
-        return True
-    if variable.dtype != object or variable.size == 0:
-        return False
-    import cftime  # type: ignore[import-untyped]
-
-    return isinstance(np.asarray(variable.values).flat[0], cftime.datetime)

@@ -13,6 +13,7 @@ from virtualstac.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualstac.storage.registry import ObjectStoreRegistry
 from virtualstac.xarray.convert import dataset_to_group, datatree_to_group
 from virtualstac.xarray.options import WRITE_INSTEAD, refuse_options
+from virtualstac.xarray.time_encoding import encoded_like_store
 
 __all__ = ["VirtualDataTreeAccessor", "VirtualDatasetAccessor"]
 
@@ -23,6 +24,10 @@ class _VirtualAccessor(ABC):
     @abstractmethod
     def to_group(self) -> ManifestGroup:
         """The data as a ManifestGroup (loaded variables become inlined chunks)."""
+
+    def _appended_group(self, store: Any, group: str | None) -> ManifestGroup:
+        """The group appended to what ``store`` holds at ``group``."""
+        return self.to_group()
 
     def to_store(self, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
         """Return a read-only Zarr store of the data, reading chunks through ``registry``.
@@ -51,7 +56,8 @@ class _VirtualAccessor(ABC):
         group
             Group path to write at.
         append_dim
-            Append along this dimension to the arrays already in the repository.
+            Append along this dimension to the arrays already in the repository. Loaded times
+            are encoded in the repository's units and calendar first, as ``to_zarr`` does.
         validate_containers
             Refuse references outside the repository's virtual chunk containers.
         commit
@@ -69,7 +75,7 @@ class _VirtualAccessor(ABC):
         refuse_options(options, (), "to_icechunk()", WRITE_INSTEAD)
 
         summary = write_icechunk(
-            self.to_group(),
+            self.to_group() if append_dim is None else self._appended_group(store, group),
             store,
             path=group,
             append_dim=append_dim,
@@ -160,6 +166,9 @@ class VirtualDatasetAccessor(_VirtualAccessor):
     def to_group(self) -> ManifestGroup:
         """Return the dataset as a ManifestGroup (loaded variables become inlined chunks)."""
         return dataset_to_group(self._ds)
+
+    def _appended_group(self, store: Any, group: str | None) -> ManifestGroup:
+        return dataset_to_group(encoded_like_store(self._ds, store, group))
 
     def rename_paths(self, new: str | Callable[[str], str]) -> xr.Dataset:
         """Return a dataset whose virtual variables point at renamed paths: ``new`` for every
