@@ -353,6 +353,24 @@ def test_loaded_times_in_other_units_are_appended_in_the_repositorys(tmp_path: P
         xr.testing.assert_identical(published.load(), expected.load())
 
 
+def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(
+    tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
+) -> None:
+    # zarr writes the groups above a node it creates; a Zarr v3 reader lists nothing below a
+    # group no zarr.json declares, so the root and "model" must exist for the tree to open.
+    repository = create_repository(tmp_path / "repo", virtual)
+    virtual.virtual.to_icechunk(
+        repository.writable_session("main").store, group="model/run 1", commit="run 1"
+    )
+    store = repository.readonly_session("main").store
+    tree = xr.open_datatree(store, engine="zarr", consolidated=False)
+    assert [node.path for node in tree.subtree] == ["/", "/model", "/model/run 1"]
+    published = open_published(tmp_path / "repo")
+    assert not published.variables
+    reopened = xr.open_zarr(store, group="model/run 1", consolidated=False)
+    xr.testing.assert_identical(reopened.load(), direct)
+
+
 def test_a_scalar_array_reads_back_its_value(tmp_path: Path) -> None:
     # A 0-d array (xarray writes a CRS's spatial_ref as one) has one chunk with no indices:
     # zarr reads it from "c", not "c/0".

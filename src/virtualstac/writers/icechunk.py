@@ -108,7 +108,8 @@ def write_icechunk(
         A writable ``icechunk.IcechunkStore`` (``session.store``). Nothing is committed: commit
         the session when you are done.
     path
-        Group path inside the repository to write at; the root by default.
+        Group path inside the repository to write at; the root by default. The groups above
+        it that the repository lacks are written too.
     append_dim
         Append every array that has this dimension to the array of the same name already in the
         repository, instead of creating arrays. Arrays without it must be identical to what is
@@ -129,6 +130,7 @@ def write_icechunk(
     fork = session.fork()
     target = fork.store
     prefix = (path or "").strip("/")
+    _write_parents(target, prefix)
     for node_path, node in group.walk(prefix):
         if isinstance(node, ManifestGroup):
             if append_dim is None or not _exists(target, _key(node_path, "zarr.json")):
@@ -141,6 +143,17 @@ def write_icechunk(
             _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
     return WriteSummary.of(group)
+
+
+def _write_parents(store: Any, prefix: str) -> None:
+    """Write the groups above ``prefix`` that the repository lacks, as zarr does when it creates
+    a node: a Zarr v3 reader finds no group its parents do not declare, so without them the
+    root would not open and ``xr.open_datatree`` would not see the data."""
+    names = prefix.split("/") if prefix else []
+    for depth in range(len(names)):
+        key = _key("/".join(names[:depth]), "zarr.json")
+        if not _exists(store, key):
+            _set(store, key, _metadata_json_from(GroupMetadata()))
 
 
 def _key(node_path: str, name: str) -> str:

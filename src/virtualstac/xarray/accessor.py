@@ -54,7 +54,8 @@ class _VirtualAccessor(ABC):
         store
             ``session.store`` of a writable Icechunk session.
         group
-            Group path to write at.
+            Group path to write at; the groups above it that the repository lacks are written
+            too, as zarr writes them.
         append_dim
             Append along this dimension to the arrays already in the repository. Loaded times
             are encoded in the repository's units and calendar first, as ``to_zarr`` does.
