@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import icechunk
+import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
 
-from virtualstac import open_virtual_dataset
+from virtualstac import open_virtual_dataset, open_virtual_datatree
 from virtualstac.demo import write_sample_archive
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.writers import (
@@ -351,6 +352,39 @@ def test_loaded_times_in_other_units_are_appended_in_the_repositorys(tmp_path: P
     assert published["time"].encoding["units"] == "hours since 2024-01-01"
     with xr.open_mfdataset(paths, engine="netcdf4", combine="by_coords") as expected:
         xr.testing.assert_identical(published.load(), expected.load())
+
+
+def write_day_with_a_group(path: Path, day: int, steps: int) -> Path:
+    """A day of ``steps`` values at the root and in group ``g``, its times counted from it."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("x", 1000)
+        time = nc.createVariable("time", "f8", ("time",))
+        time.units = f"hours since 2024-01-{1 + day:02d}"
+        time[:] = np.arange(steps)
+        top = nc.createVariable("top", "f4", ("time", "x"), chunksizes=(1, 1000))
+        top[:] = np.arange(steps * 1000).reshape(steps, 1000) + day
+        group = nc.createGroup("g")
+        inner = group.createVariable("inner", "f4", ("time", "x"), chunksizes=(1, 1000))
+        inner[:] = np.arange(steps * 1000).reshape(steps, 1000) - day
+    return path
+
+
+def test_a_tree_appends_its_times_in_the_repositorys_units(tmp_path: Path) -> None:
+    paths = [write_day_with_a_group(tmp_path / f"day{d}.nc", d, 4 - d) for d in range(2)]
+    first, second = (open_virtual_datatree(str(p)) for p in paths)
+    repository = create_repository(tmp_path / "repo", first.to_dataset())
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    second.virtual.to_icechunk(
+        repository.writable_session("main").store, append_dim="time", commit="day 1"
+    )
+    published = xr.open_datatree(
+        repository.readonly_session("main").store, engine="zarr", consolidated=False
+    )
+    expected = [xr.open_datatree(p, engine="netcdf4") for p in paths]
+    for name in ("time", "top", "g/inner"):
+        joined = np.concatenate([tree[name].values for tree in expected])
+        assert (published[name].values == joined).all()
 
 
 def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(

@@ -205,3 +205,10 @@ class VirtualDataTreeAccessor(_VirtualAccessor):
     def to_group(self) -> ManifestGroup:
         """Return the tree as nested ManifestGroups."""
         return datatree_to_group(self._tree)
+
+    def _appended_group(self, store: Any, group: str | None) -> ManifestGroup:
+        tree = self._tree.copy()
+        for node in tree.subtree:
+            path = "/".join(p for p in ((group or "").strip("/"), node.path.strip("/")) if p)
+            node.dataset = encoded_like_store(node.to_dataset(inherit=False), store, path)
+        return datatree_to_group(tree)
