@@ -387,6 +387,35 @@ def test_a_tree_appends_its_times_in_the_repositorys_units(tmp_path: Path) -> No
         assert (published[name].values == joined).all()
 
 
+def write_steps(path: Path, written: list[int], value: float) -> Path:
+    """Four steps of ``v`` (one chunk each), of which only ``written`` are; and ``v2``."""
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", 4)
+        nc.createDimension("x", 1000)
+        v = nc.createVariable("v", "f4", ("time", "x"), chunksizes=(1, 1000), fill_value=-9.0)
+        for step in written:
+            v[step] = np.full(1000, value)
+        nc.createVariable("v2", "f4", ("x",), chunksizes=(1000,))[:] = np.full(1000, value)
+    return path
+
+
+def test_an_array_written_again_is_replaced_whole(tmp_path: Path) -> None:
+    # The array written again lacks chunks 0 and 2: they read as its fill value, never as the
+    # chunks the array it replaces had there.
+    full = open_virtual_dataset(write_steps(tmp_path / "full.nc", [0, 1, 2, 3], 100.0))
+    sparse = write_steps(tmp_path / "sparse.nc", [1, 3], 1.0)
+    repository = create_repository(tmp_path / "repo", full)
+    full.virtual.to_icechunk(repository.writable_session("main").store, commit="full")
+    again = open_virtual_dataset(sparse, loadable_variables=[], drop_variables=["v2"])
+    again.virtual.to_icechunk(repository.writable_session("main").store, commit="sparse")
+    published = open_published(tmp_path / "repo")
+    with netCDF4.Dataset(sparse) as nc:
+        expected = nc["v"][:].astype("f4").filled(np.nan)
+    assert np.array_equal(published["v"].values, expected, equal_nan=True)
+    assert np.isnan(published["v"].values[[0, 2]]).all()
+    assert (published["v2"].values == 100).all()  # not written again: kept
+
+
 def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(
     tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
 ) -> None:

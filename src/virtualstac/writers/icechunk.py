@@ -139,6 +139,10 @@ def write_icechunk(
         if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
             _append_array(target, node_path, node, append_dim, validate_containers, locations)
         else:
+            if _exists(target, _key(node_path, "zarr.json")):
+                # Replaced whole: a chunk the new array lacks must read as its fill value,
+                # not as the old array's chunk at that position.
+                sync(target.delete_dir(node_path))
             _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
             _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
