@@ -416,6 +416,21 @@ def test_an_array_written_again_is_replaced_whole(tmp_path: Path) -> None:
     assert (published["v2"].values == 100).all()  # not written again: kept
 
 
+def test_appending_a_variable_the_repository_lacks_is_refused(tmp_path: Path) -> None:
+    # Created by the append, "extra" would hold 24 steps beside a time of 48: xarray could no
+    # longer open the root ("conflicting sizes for dimension 'time'").
+    first = open_virtual_dataset(str(write_day(tmp_path / "day0.nc", 0)))
+    second = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 1)))
+    second["extra"] = second["v"]
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match="cannot append 'extra' along 'time'"):
+        second.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+    xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
+
+
 def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(
     tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
 ) -> None:

@@ -131,14 +131,19 @@ def write_icechunk(
     target = fork.store
     prefix = (path or "").strip("/")
     _write_parents(target, prefix)
+    appended_to: set[str] = set()  # groups already in the repository
     for node_path, node in group.walk(prefix):
         if isinstance(node, ManifestGroup):
-            if append_dim is None or not _exists(target, _key(node_path, "zarr.json")):
+            if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
+                appended_to.add(node_path)
+            else:
                 _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
             continue
         if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
             _append_array(target, node_path, node, append_dim, validate_containers, locations)
         else:
+            if append_dim is not None and node_path.rpartition("/")[0] in appended_to:
+                _refuse_new_along(node_path, node, append_dim)
             if _exists(target, _key(node_path, "zarr.json")):
                 # Replaced whole: a chunk the new array lacks must read as its fill value,
                 # not as the old array's chunk at that position.
@@ -147,6 +152,18 @@ def write_icechunk(
             _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
     return WriteSummary.of(group)
+
+
+def _refuse_new_along(node_path: str, array: ManifestArray, append_dim: str) -> None:
+    """An array new to a group appended to holds only the appended steps along
+    ``append_dim``: its group would no longer open (xarray: conflicting sizes)."""
+    if append_dim in (array.metadata.dimension_names or ()):
+        raise IncompatibleArraysError(
+            f"cannot append {node_path!r} along {append_dim!r}: the repository has no such "
+            f"array, and one holding only the appended steps would not line up with the "
+            f"others along {append_dim!r}. Drop it (drop_variables=), or write it to a "
+            "group or repository of its own"
+        )
 
 
 def _write_parents(store: Any, prefix: str) -> None:
