@@ -431,6 +431,18 @@ def test_appending_a_variable_the_repository_lacks_is_refused(tmp_path: Path) ->
     xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
 
 
+def test_appending_without_a_variable_the_repository_has_is_refused(tmp_path: Path) -> None:
+    # Left at 24 steps while the others grow to 48, "v" would keep the root from opening.
+    first = open_virtual_dataset(str(write_day(tmp_path / "day0.nc", 0)))
+    second = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 1)), drop_variables=["v"])
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match="the repository's 'v' is not among"):
+        second.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+
+
 def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(
     tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
 ) -> None:

@@ -136,6 +136,7 @@ def write_icechunk(
         if isinstance(node, ManifestGroup):
             if append_dim is not None and _exists(target, _key(node_path, "zarr.json")):
                 appended_to.add(node_path)
+                _refuse_missing_along(target, node_path, node, append_dim)
             else:
                 _set(target, _key(node_path, "zarr.json"), _metadata_json(node))
             continue
@@ -152,6 +153,23 @@ def write_icechunk(
             _write_refs(target, node_path, node, (0,) * node.ndim, validate_containers, locations)
     session.merge(fork)
     return WriteSummary.of(group)
+
+
+def _refuse_missing_along(
+    store: Any, node_path: str, group: ManifestGroup, append_dim: str
+) -> None:
+    """Every array of the repository's group along ``append_dim`` must grow with the others:
+    one left as it is would no longer line up with them (xarray: conflicting sizes)."""
+    stored = zarr.open_group(store, path=node_path, mode="r", zarr_format=3)
+    for name, array in stored.arrays():
+        names = getattr(array.metadata, "dimension_names", None) or ()  # Icechunk holds v3
+        if name not in group.arrays and append_dim in names:
+            where = f"{node_path}/{name}" if node_path else name
+            raise IncompatibleArraysError(
+                f"cannot append along {append_dim!r}: the repository's {where!r} is not among "
+                f"the appended variables, and would no longer line up with them along "
+                f"{append_dim!r}"
+            )
 
 
 def _refuse_new_along(node_path: str, array: ManifestArray, append_dim: str) -> None:
