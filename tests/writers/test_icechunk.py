@@ -443,6 +443,20 @@ def test_appending_without_a_variable_the_repository_has_is_refused(tmp_path: Pa
     assert not session.has_uncommitted_changes
 
 
+def test_appending_on_another_grid_is_refused(tmp_path: Path) -> None:
+    # "x" has no time: left as the repository holds it, it would label the new values with
+    # the first file's positions.
+    first = open_virtual_dataset(str(write_day(tmp_path / "day0.nc", 0)))
+    second = open_virtual_dataset(str(write_day(tmp_path / "day1.nc", 1)))
+    second = second.assign_coords(x=second["x"] + 1)
+    repository = create_repository(tmp_path / "repo", first)
+    first.virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
+    session = repository.writable_session("main")
+    with pytest.raises(IncompatibleArraysError, match="'x' has no such dimension and its values"):
+        second.virtual.to_icechunk(session.store, append_dim="time")
+    assert not session.has_uncommitted_changes
+
+
 def test_a_dataset_written_into_a_nested_group_is_found_from_the_root(
     tmp_path: Path, virtual: xr.Dataset, direct: xr.Dataset
 ) -> None:

@@ -113,7 +113,8 @@ def write_icechunk(
     append_dim
         Append every array that has this dimension to the array of the same name already in the
         repository, instead of creating arrays. Arrays without it must be identical to what is
-        there (coordinates such as ``lat``/``lon``) and are left alone. Loaded values (a
+        there (coordinates such as ``lat``/``lon``; loaded ones value for value) and are left
+        alone. Loaded values (a
         ``time`` coordinate) are written into the array's own chunks, as ``to_zarr`` appends
         them: any number of steps, whatever the length of each write.
     validate_containers
@@ -244,8 +245,17 @@ def _append_values(store: Any, node_path: str, array: ManifestArray, append_dim:
     existing = _existing_metadata(store, _key(node_path, "zarr.json"))
     metadata = array.metadata
     names = list(metadata.dimension_names or ())
+    values = zarr.open_array(
+        ManifestStore(ManifestGroup(arrays={"values": array})), path="values", zarr_format=3
+    )[...]
     if append_dim not in names:
         grow_array(store, node_path, metadata, set(), append_dim)  # must be identical
+        if not _same_values(zarr.open_array(store, path=node_path, zarr_format=3)[...], values):
+            raise IncompatibleArraysError(
+                f"cannot append along {append_dim!r}: {node_path!r} has no such dimension and "
+                "its values differ from the repository's; the appended data would be "
+                "labelled with the repository's"
+            )
         return
     axis = names.index(append_dim)
     # Only the chunk shape may differ: the values are written into the repository's chunks.
@@ -260,9 +270,6 @@ def _append_values(store: Any, node_path: str, array: ManifestArray, append_dim:
             f"cannot append to {node_path!r}: shape {metadata.shape} does not match "
             f"{existing.shape} outside {append_dim!r}"
         )
-    values = zarr.open_array(
-        ManifestStore(ManifestGroup(arrays={"values": array})), path="values", zarr_format=3
-    )[...]
     start = existing.shape[axis]
     new_shape = list(existing.shape)
     new_shape[axis] += metadata.shape[axis]
@@ -271,6 +278,16 @@ def _append_values(store: Any, node_path: str, array: ManifestArray, append_dim:
     region = [slice(None)] * len(names)
     region[axis] = slice(start, new_shape[axis])
     zarr.open_array(store, path=node_path, zarr_format=3)[tuple(region)] = values
+
+
+def _same_values(stored: Any, new: Any) -> bool:
+    """Whether two arrays hold the same values (NaN where the other has NaN)."""
+    stored, new = np.asarray(stored), np.asarray(new)
+    if stored.shape != new.shape:
+        return False
+    if stored.dtype.kind in "fc" and new.dtype.kind in "fc":
+        return bool(np.array_equal(stored, new, equal_nan=True))
+    return bool(np.array_equal(stored, new))
 
 
 def grow_array(
