@@ -307,8 +307,11 @@ def test_appending_after_a_partial_last_chunk_is_refused(tmp_path: Path) -> None
         second.virtual.to_icechunk(repository.writable_session("main").store, append_dim="time")
 
 
-def test_appended_days_read_as_the_files(tmp_path: Path) -> None:
-    paths = [write_day(tmp_path / f"day{d}.nc", d) for d in range(3)]
+@pytest.mark.parametrize("hours", [(24, 24, 24), (24, 12, 18)], ids=["equal", "unequal"])
+def test_appended_days_read_as_the_files(tmp_path: Path, hours: tuple[int, ...]) -> None:
+    # The loaded time coordinate is one chunk as long as its file (24, then 12, then 18 steps):
+    # appended as to_zarr appends, into the repository's chunks, whatever their lengths.
+    paths = [write_day(tmp_path / f"day{d}.nc", d, hours=h) for d, h in enumerate(hours)]
     datasets = [open_virtual_dataset(str(p)) for p in paths]
     repository = create_repository(tmp_path / "repo", datasets[0])
     datasets[0].virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
@@ -320,21 +323,6 @@ def test_appended_days_read_as_the_files(tmp_path: Path) -> None:
         xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
     messages = [info.message for info in repository.ancestry(branch="main")]
     assert messages[:3] == ["day 2", "day 1", "day 0"]
-
-
-def test_days_of_different_lengths_append_their_loaded_times(tmp_path: Path) -> None:
-    # The loaded time coordinate is one chunk as long as its file (24, then 12, then 18 steps):
-    # appended as to_zarr appends, into the repository's chunks, whatever their lengths.
-    paths = [write_day(tmp_path / f"day{d}.nc", d, hours=h) for d, h in enumerate((24, 12, 18))]
-    datasets = [open_virtual_dataset(str(p)) for p in paths]
-    repository = create_repository(tmp_path / "repo", datasets[0])
-    datasets[0].virtual.to_icechunk(repository.writable_session("main").store, commit="day 0")
-    for day, dataset in enumerate(datasets[1:], start=1):
-        dataset.virtual.to_icechunk(
-            repository.writable_session("main").store, append_dim="time", commit=f"day {day}"
-        )
-    with xr.open_mfdataset(paths, engine="netcdf4", combine="by_coords") as expected:
-        xr.testing.assert_identical(open_published(tmp_path / "repo").load(), expected.load())
 
 
 def test_loaded_times_in_other_units_are_appended_in_the_repositorys(tmp_path: Path) -> None:
