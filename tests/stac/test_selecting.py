@@ -63,6 +63,27 @@ def test_role_less_assets_stay_out_beside_assets_of_role_data(tmp_path: Path) ->
     assert set(open_stac(item).data_vars) == {"red"}
 
 
+def test_untyped_assets_of_role_data_open_as_odc_stac_loads_them(tmp_path: Path) -> None:
+    """``type`` is optional too: a catalog typing none of its assets opens those of role
+    ``data`` whose file name a parser reads (the COGs), never the JPEG 2000 twins (also of
+    role data), the thumbnail or the metadata."""
+    item = earth_search_item(tmp_path)
+    for asset in item.assets.values():
+        asset.media_type = None
+    grids = open_stac(item, group_by="grid", mask_and_scale=False)
+    opened = {name for dataset in grids.values() for name in dataset.data_vars}
+    assert opened == {"blue", "red", "nir", "rededge1", "scl", "coastal"}
+    ours = open_stac([item], ["blue", "red", "nir"], mask_and_scale=False)
+    theirs = odc.stac.load([item], bands=["blue", "red", "nir"])
+    for name in ("blue", "red", "nir"):
+        np.testing.assert_array_equal(ours[name].values, theirs[name].values)
+    np.testing.assert_array_equal(ours["x"].values, theirs["x"].values)
+    np.testing.assert_array_equal(ours["y"].values, theirs["y"].values)
+    # Role-less and untyped alike, as Earth Search v0 without its types would be.
+    ten_metres = open_stac(without_roles(item), mask_and_scale=False)
+    assert set(ten_metres.data_vars) == {"blue", "red", "nir"}
+
+
 @pytest.mark.parametrize("media_type", ["application/x-hdf", "application/octet-stream"])
 def test_assets_of_generic_types_named_open_as_their_bytes_say(
     tmp_path: Path, media_type: str

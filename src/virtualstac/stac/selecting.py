@@ -78,6 +78,10 @@ _GENERIC_MEDIA_TYPES = frozenset(
 _PARQUET_MEDIA_TYPES = frozenset({"application/vnd.apache.parquet", "application/x-parquet"})
 #: File names of Kerchunk references, which a Zarr media type may stand for.
 _REFERENCE_SUFFIXES = (".json", ".json.gz", ".parq", ".parquet")
+#: File names that say an asset without a ``type`` is a file a parser reads (its bytes then
+#: tell which): as odc-stac takes untyped assets by their extension, but only formats read
+#: here, so a JPEG 2000 twin or a thumbnail is never tried.
+_READABLE_SUFFIXES = (".tif", ".tiff", ".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".he5")
 
 
 class DuplicateItemError(VirtualStacError, ValueError):
@@ -186,9 +190,10 @@ def _tasks_for(
         )
         raise UnsupportedAssetError(
             f"{owner_name(item)} has no asset to open: none has virtual:parser, or role 'data' and "
-            f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}). "
-            f"Its assets: {listed or 'none'}. Name assets with assets=[...] and set "
-            "virtual:parser on them."
+            f"a media type virtualstac parses ({', '.join(MEDIA_TYPE_PARSERS)}), or no type "
+            f"and a file name ending {', '.join(_READABLE_SUFFIXES)}. "
+            f"Its assets: {listed or 'none'}. Name assets with assets=[...] (an asset without "
+            "a type is then opened as its bytes say), or set virtual:parser on them."
         )
     return [_task(item.id, key, assets[key], item, overrides, explicit=False) for key in keys]
 
@@ -306,10 +311,11 @@ def _main_media_type(asset: pystac.Asset) -> str | None:
 def _default_keys(assets: Mapping[str, pystac.Asset], item: pystac.Item) -> list[str]:
     """The keys of the assets opened when none are named: the sources; or else, in a catalog
     that gives its assets no roles (they are optional), those of a media type a parser reads,
-    as odc-stac takes them; or else the Kerchunk references (JSON of role ``references`` or
-    ``index`` without role ``data``, as the Planetary Computer publishes them) that stand for
-    the data. Beside source assets such references index the same files, and opening both
-    would give every variable twice."""
+    as odc-stac takes them; or else, in one that gives them no type, those of role ``data``
+    (or none) named as a file a parser reads; or else the Kerchunk references (JSON of role
+    ``references`` or ``index`` without role ``data``, as the Planetary Computer publishes
+    them) that stand for the data. Beside source assets such references index the same
+    files, and opening both would give every variable twice."""
     keys = [key for key, asset in assets.items() if _is_source(asset, item)]
     if keys:
         return keys
@@ -322,7 +328,23 @@ def _default_keys(assets: Mapping[str, pystac.Asset], item: pystac.Item) -> list
     ]
     if keys:
         return keys
+    keys = [key for key, asset in assets.items() if _is_untyped_source(asset)]
+    if keys:
+        return keys
     return [key for key, asset in assets.items() if _is_reference_json(asset)]
+
+
+def _is_untyped_source(asset: pystac.Asset) -> bool:
+    """An asset without ``type`` (it is optional) of role ``data``, or without roles, whose
+    file name is one a parser reads: odc-stac loads untyped assets of role ``data`` (and
+    role-less ones named as images), and an Item typing none of its assets would otherwise
+    open nothing."""
+    if asset.media_type is not None or FORMAT_PROP in asset.extra_fields:
+        return False
+    if asset.roles and "data" not in asset.roles:
+        return False  # a thumbnail or metadata, whatever its name
+    path = asset.href.split("?", 1)[0].split("#", 1)[0].lower()
+    return path.endswith(_READABLE_SUFFIXES)
 
 
 def _opened_by_default(
