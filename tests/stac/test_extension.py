@@ -101,6 +101,9 @@ def test_ext_dispatches_on_type_and_refuses_others() -> None:
     catalog = pystac.Catalog("root", "A catalog")
     with pytest.raises(pystac.ExtensionTypeError, match="does not apply to type 'Catalog'"):
         VirtualExtension.ext(catalog)  # type: ignore[type-var]
+    results = pystac.ItemCollection([item])  # what a search returns: open_stac opens it
+    with pytest.raises(pystac.ExtensionTypeError, match=r"open_stac\(items\)"):
+        VirtualExtension.ext(results)  # type: ignore[call-overload]
     with pytest.raises(pystac.STACError, match="no owner"):
         VirtualExtension.ext(pystac.Asset("x.tif"), add_if_missing=True)
 

@@ -342,6 +342,14 @@ class VirtualExtension(
         if isinstance(obj, pystac.ItemAssetDefinition):
             cls.ensure_owner_has_extension(obj, add_if_missing)
             return ItemAssetsVirtualExtension(obj)
+        if isinstance(obj, pystac.ItemCollection):
+            # A search's results declare no extensions of their own (their Items do): say
+            # what opens them rather than only that the extension does not apply.
+            raise pystac.ExtensionTypeError(
+                f"{cls._ext_error_message(obj)}: an ItemCollection (a search's results) has no "
+                "stac_extensions of its own; open it with virtualstac.stac.open_stac(items), "
+                "or VirtualExtension.ext(item).to_xarray() for each Item"
+            )
         raise pystac.ExtensionTypeError(cls._ext_error_message(obj))
 
     @classmethod
