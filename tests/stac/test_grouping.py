@@ -134,6 +134,17 @@ def test_exact_times_leave_tiles_of_one_pass_apart(passes: list[pystac.Item]) ->
     assert [dataset.sizes["time"] for dataset in per_tile.values()] == [3, 3]
 
 
+def test_each_grid_keeps_the_steps_times_formed_over_all_items(
+    passes: list[pystac.Item],
+) -> None:
+    """One step per pass over both tiles: the east tile's cube is labelled with the step's
+    time (the west tile's, 7 seconds earlier), so the grids' cubes line up."""
+    per_tile = open_stac(passes, ["reflectance"], groupby="solar_day", group_by="grid")
+    steps = [np.datetime64(f"2024-07-0{d}T10:00:00", "ns") for d in (1, 2, 3)]
+    for cube in per_tile.values():
+        np.testing.assert_array_equal(cube["time"].values, steps)
+
+
 def test_publishing_by_solar_day_stores_one_step_per_pass(
     tmp_path: Path, passes: list[pystac.Item]
 ) -> None:
