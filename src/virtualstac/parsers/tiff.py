@@ -30,7 +30,9 @@ were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are mi
 read as the fill value, as GDAL reads them. A nodata value an integer band cannot hold (300 for
 bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8). 64-bit
 integer bands take the leading integer of the nodata text, as GDAL parses it.
-Internal masks are not exposed. GDAL band scales and offsets (``GDAL_METADATA``) become CF
+Internal masks are not exposed. GDAL's other metadata (rasterio's ``tags()`` and
+``tags(bidx)``) becomes attributes of the pixel variable (:mod:`virtualstac.parsers.tiff_tags`).
+GDAL band scales and offsets (``GDAL_METADATA``) become CF
 ``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
 image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see
 :mod:`virtualstac.parsers.tiff_bands`). Overviews inherit the full image's nodata and scales.
@@ -337,13 +339,16 @@ class _ImageBuilder:
         variable, packings = self.parser.variable, self.bands.packing_of_bands(samples)
         attributes.update(self.bands.text_attributes())
         if len(set(packings)) == 1:
+            # GDAL's tags first: what the file's georeferencing, nodata and bands say wins.
+            attributes = {**self.bands.tag_attributes(), **attributes}
             attributes.update(packings[0].attributes())
             arrays["band"] = _inlined(np.arange(1, samples + 1, dtype=np.int64), ("band",), {})
             arrays[variable] = self._pixels(attributes)
         else:
             pixels = self._pixels(attributes)
+            tags = [self.bands.tag_attributes([n]) for n in range(samples)]
             try:
-                arrays.update(band_variables(pixels, packings, variable))
+                arrays.update(band_variables(pixels, packings, variable, tags))
             except SharedChunksError as err:
                 raise self.fail(str(err)) from err
         return ManifestGroup(arrays=arrays)

@@ -18,13 +18,14 @@ import re
 import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.metadata import replace_metadata
+from virtualstac.parsers.tiff_tags import baseline_tags, metadata_tags, tag_attributes
 
 __all__ = [
     "BandMetadata",
@@ -70,21 +71,29 @@ class BandMetadata:
     packings: tuple[Packing, ...] | None
     descriptions: tuple[str, ...] | None = None
     units: tuple[str, ...] | None = None
+    #: Each band's own ``GDAL_METADATA`` items (rasterio's ``tags(bidx)``), never inherited.
+    band_tags: tuple[dict[str, str], ...] = ()
+    #: The dataset's items and baseline TIFF tags (rasterio's ``tags()``).
+    dataset_tags: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_page(cls, page: Any, where: str) -> BandMetadata:
         """Read a tifffile page's GDAL tags; ``where`` names the file in warnings."""
         bands = int(page.samplesperpixel)
         items = _metadata_items(page, where)
+        dataset_items, band_tags = metadata_tags(items, bands)
         return cls(
             _nodata_text(page),
             _packings(items, bands, where),
             _texts(items, bands, "DESCRIPTION", "description"),
             _texts(items, bands, "UNITTYPE", "unittype"),
+            band_tags,
+            {**baseline_tags(page), **dataset_items},
         )
 
     def or_else(self, other: BandMetadata | None) -> BandMetadata:
-        """This page's values, and ``other``'s where this page declares none (overviews)."""
+        """This page's values, and ``other``'s where this page declares none (overviews): the
+        dataset's tags are ``other``'s, as GDAL reports an overview's, its bands' tags its own."""
         if other is None:
             return self
         return BandMetadata(
@@ -92,7 +101,16 @@ class BandMetadata:
             self.packings if self.packings is not None else other.packings,
             self.descriptions if self.descriptions is not None else other.descriptions,
             self.units if self.units is not None else other.units,
+            self.band_tags,
+            other.dataset_tags,
         )
+
+    def tag_attributes(self, bands: Sequence[int] | None = None) -> dict[str, Any]:
+        """The dataset's and ``bands``' (all by default; from 0) tags as attributes
+        (:func:`~virtualstac.parsers.tiff_tags.tag_attributes`)."""
+        chosen = range(len(self.band_tags)) if bands is None else bands
+        per_band = [self.band_tags[n] if n < len(self.band_tags) else {} for n in chosen]
+        return tag_attributes(self.dataset_tags, per_band)
 
     def text_attributes(self) -> dict[str, str | list[str]]:
         """``long_name`` (the descriptions) and ``units``, as rioxarray gives them: one text,
@@ -196,13 +214,17 @@ def unwritten_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
 
 
 def band_variables(
-    pixels: ManifestArray, packings: Sequence[Packing], name: str
+    pixels: ManifestArray,
+    packings: Sequence[Packing],
+    name: str,
+    tags: Sequence[dict[str, Any]] = (),
 ) -> dict[str, ManifestArray]:
     """Bands of different packings as one ``(y, x)`` variable each: ``{name}_1``, ...
 
     CF gives an array one ``scale_factor`` and ``add_offset``. Band-interleaved ``pixels``
     (``band, y, x`` in chunks of one band) split without touching a chunk; pixel-interleaved
-    ones hold every band in each chunk and raise :class:`SharedChunksError`.
+    ones hold every band in each chunk and raise :class:`SharedChunksError`. ``tags`` are each
+    band's GDAL tags as attributes, below those of ``pixels``.
     """
     if pixels.metadata.dimension_names != ("band", "y", "x") or pixels.chunks[0] != 1:
         raise SharedChunksError(
@@ -212,7 +234,8 @@ def band_variables(
     variables: dict[str, ManifestArray] = {}
     for n, packing in enumerate(packings):
         band = pixels[n, ...]
-        attributes = {**band.metadata.attributes, **packing.attributes()}
+        own_tags = tags[n] if n < len(tags) else {}
+        attributes = {**own_tags, **band.metadata.attributes, **packing.attributes()}
         for text in ("long_name", "units"):
             value = attributes.get(text)
             if isinstance(value, list) and len(value) == len(packings):
