@@ -61,11 +61,24 @@ def test_every_level_reads_as_rasterio_reads_it(corpus: dict[str, Path], name: s
     with rasterio.open(path) as src:
         expected_levels = len(src.overviews(1))
         np.testing.assert_array_equal(group["band_data"][...], src.read())
+        assert_mask_as_gdal_reads_it(group, src)
     assert sorted(group.group_keys()) == [f"overview_{i}" for i in range(1, expected_levels + 1)]
     for level in range(expected_levels):
         with rasterio.open(path, overview_level=level) as src:
             overview = group[f"overview_{level + 1}"]
             np.testing.assert_array_equal(overview["band_data"][...], src.read())
+            assert_mask_as_gdal_reads_it(overview, src)
+
+
+def assert_mask_as_gdal_reads_it(group: zarr.Group, src: Any) -> None:
+    """An internal mask is the ``mask`` variable, True where rasterio's ``read_masks`` is
+    255; without one (GDAL's mask from nodata, or all valid) there is no ``mask``."""
+    if src.mask_flag_enums[0] != [rasterio.enums.MaskFlags.per_dataset]:
+        assert "mask" not in group
+        return
+    mask = group["mask"]
+    assert mask.dtype == np.bool_ and mask.metadata.dimension_names == ("y", "x")
+    np.testing.assert_array_equal(mask[...], src.read_masks(1) == 255)
 
 
 @pytest.mark.parametrize("name", sorted(GDAL_CASES))

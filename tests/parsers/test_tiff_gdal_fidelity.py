@@ -18,6 +18,7 @@ import pytest
 import rasterio
 import tifffile
 import xarray as xr
+from rasterio.enums import MaskFlags
 from xarray.indexes import RangeIndex
 
 import virtualstac.limits
@@ -54,8 +55,12 @@ def rasterio_decoded(path: Path, band: int | None = None) -> np.ndarray:
     """rasterio's read masked by nodata (as rioxarray's ``mask_and_scale``), unpacked by its
     scales and offsets as xarray unpacks them (in float64)."""
     with rasterio.open(path) as src:
-        # Alpha bands and internal masks also mask rasterio's reads, but are not nodata.
-        masked = src.read(band, masked=src.nodata is not None)
+        # Alpha bands and internal masks also mask rasterio's reads (an internal mask instead
+        # of the nodata), but are not nodata: they are the band and the mask variable.
+        if src.nodata is None or MaskFlags.nodata in src.mask_flag_enums[0]:
+            masked = src.read(band, masked=src.nodata is not None)
+        else:
+            masked = np.ma.masked_equal(src.read(band), src.nodata)
         scales, offsets = src.scales, src.offsets
     index = slice(None) if band is None else band - 1
     scale = np.asarray(scales)[index]

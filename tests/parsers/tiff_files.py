@@ -56,10 +56,12 @@ def write_gdal(
     scales: tuple[float, ...] | None = None,
     offsets: tuple[float, ...] | None = None,
     data: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
     **options: Any,
 ) -> Path:
     """Write a raster with GDAL; ``window=(row, col, h, w)`` writes only that block (sparse
-    with ``sparse_ok``, else the rest is nodata); ``scales``/``offsets`` per band."""
+    with ``sparse_ok``, else the rest is nodata); ``scales``/``offsets`` per band; ``mask``
+    (0 invalid, 255 valid) as GDAL's internal per-dataset mask."""
     values = pixels(count, height, width, dtype) if data is None else data
     profile: dict[str, Any] = {
         "driver": driver,
@@ -72,7 +74,9 @@ def write_gdal(
     }
     if crs is not None:
         profile.update(crs=crs, transform=transform)
-    with rasterio.open(path, "w", **profile) as dst:
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(path, "w", **profile) as dst:
+        if mask is not None:
+            dst.write_mask(mask)
         if window is None:
             dst.write(values)
         else:
@@ -144,6 +148,24 @@ GDAL_CASES: dict[str, dict[str, Any]] = {
         blockxsize=64,
         blockysize=32,
         overviews=(2, 4),
+    ),
+    # GDAL's internal masks (1-bit IFDs after the image and after each overview).
+    "cog_masked_rgb_u8": dict(
+        driver="COG",
+        count=3,
+        dtype="uint8",
+        compress="DEFLATE",
+        blocksize=64,
+        overview_count=2,
+        mask=np.where(pixels(1, 200, 300, "uint8")[0] < 60, 0, 255).astype("uint8"),
+    ),
+    "gtiff_masked_strips_i16": dict(
+        dtype="int16",
+        nodata=-9999,
+        compress="LZW",
+        blockysize=16,
+        overviews=(2,),
+        mask=np.where(pixels(1, 200, 300, "uint8")[0] > 200, 0, 255).astype("uint8"),
     ),
     "gtiff_lzma_f64": dict(
         dtype="float64", compress="LZMA", tiled=True, blockxsize=32, blockysize=32

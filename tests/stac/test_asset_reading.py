@@ -136,3 +136,21 @@ def test_a_published_store_keeps_the_bands_labels_and_nodata(tmp_path: Path) -> 
     assert read["refl_2"].attrs["band"] == "B2"
     expected = np.stack([rasterio_masked_and_scaled(tmp_path / f"r{day}.tif") for day in (0, 1)])
     np.testing.assert_allclose(read["refl_2"].values, expected[:, 1], rtol=1e-12)
+
+
+def test_each_assets_internal_mask_is_named_after_it(tmp_path: Path) -> None:
+    valid = np.full((64, 64), 255, "uint8")
+    valid[:8, :] = 0
+    masked = {"driver": "COG", "blocksize": 32, "compress": "DEFLATE", "mask": valid}
+    red = per_band_scales(tmp_path / "red.tif", **masked)
+    nir = per_band_scales(tmp_path / "nir.tif", **masked)
+    item = item_with({"red": (red, BANDS), "nir": (nir, BANDS)})
+
+    dataset = open_stac(item)  # two masks in one Item do not collide
+
+    assert {"red_mask", "nir_mask"} <= set(dataset.data_vars)
+    with rasterio.open(red) as src:
+        gdal_mask = src.read_masks(1)
+    np.testing.assert_array_equal(dataset["red_mask"].values, gdal_mask == 255)
+    # Applied by the user, as rioxarray's masked=True applies it.
+    assert np.isnan(dataset["red_1"].where(dataset["red_mask"]).values[:8]).all()

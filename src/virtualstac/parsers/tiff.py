@@ -22,6 +22,8 @@ in GDAL's order, so ``overview_<n + 1>`` is rasterio's ``overview_level=n`` (see
 ``spatial_ref ()``
     The CF grid mapping (``crs_wkt``, ``spatial_ref``, ``GeoTransform`` and the CF projection
     parameters), inlined; ``band_data`` names it in ``grid_mapping`` and ``coordinates``.
+``mask (y, x)``
+    GDAL's internal mask, if any (:mod:`virtualstac.parsers.tiff_masks`).
 
 The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the zarr
 ``fill_value`` and the CF ``_FillValue`` (for complex bands the nodata value plus 0j: CF readers
@@ -30,8 +32,7 @@ were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are mi
 read as the fill value, as GDAL reads them. A nodata value an integer band cannot hold (300 for
 bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8). 64-bit
 integer bands take the leading integer of the nodata text, as GDAL parses it.
-Internal masks are not exposed. GDAL's other metadata (rasterio's ``tags()`` and
-``tags(bidx)``) becomes attributes of the pixel variable (:mod:`virtualstac.parsers.tiff_tags`).
+GDAL's other metadata (``tags()``, ``tags(bidx)``) becomes attributes (:mod:`.tiff_tags`).
 GDAL band scales and offsets (``GDAL_METADATA``) become CF
 ``scale_factor``/``add_offset``; when they differ between the bands of a band-interleaved
 image, each band is its own ``(y, x)`` variable ``band_data_1``, ``band_data_2``, ... (see
@@ -67,6 +68,7 @@ Compressed tiles or strips that decode to more than ``chunk_bytes`` (limits) rai
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Sequence
@@ -108,9 +110,15 @@ from virtualstac.parsers.tiff_geo import (
     geotiff_tags,
     pixel_is_point,
 )
+from virtualstac.parsers.tiff_masks import MASK_VARIABLE, mask_pages, with_mask
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
 from virtualstac.parsers.tiff_row_blocks import DEFAULT_MAX_CHUNK_BYTES, block_rows, split_segments
-from virtualstac.parsers.tiff_samples import SampleTypeError, read_type, sample_codecs
+from virtualstac.parsers.tiff_samples import (
+    SampleTypeError,
+    complex_differencing_refusal,
+    read_type,
+    sample_codecs,
+)
 from virtualstac.parsers.tiff_segments import (
     SegmentIndexError,
     ShortSegmentError,
@@ -188,7 +196,8 @@ class TIFFParser:
     ) -> None:
         if band_layout not in ("band_first", "native"):
             raise ValueError(f"band_layout must be 'band_first' or 'native', got {band_layout!r}")
-        if variable in ("band", "x", "y", "spatial_ref") or not variable or "/" in variable:
+        reserved = ("band", "x", "y", "spatial_ref", MASK_VARIABLE)
+        if variable in reserved or not variable or "/" in variable:
             raise ValueError(f"variable name {variable!r} is reserved or invalid")
         if max_chunk_bytes <= 0:
             raise ValueError("max_chunk_bytes must be positive")
@@ -257,6 +266,15 @@ class TIFFParser:
         bands = BandMetadata.of_page(main, url)
         builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands, file_size)
         root = builder.build(geo, crs_attributes, control_points(tags), pixel_is_point(tags))
+        masks, parser = mask_pages(tif, main), copy.copy(self)
+        parser.variable = MASK_VARIABLE  # errors and limits name the mask
+
+        def mask_pixels(mask: tifffile.TiffPage) -> ManifestArray:
+            empty = BandMetadata(None, None)
+            args = (tif.byteorder, url, chunk_url, parser, empty, file_size)
+            return _ImageBuilder(mask, *args)._pixels({})
+
+        root = with_mask(root, main, masks, mask_pixels)
         if not self.overviews:
             return root
         groups: dict[str, ManifestGroup] = {}
@@ -271,7 +289,8 @@ class TIFFParser:
             builder = _ImageBuilder(
                 page, tif.byteorder, url, chunk_url, self, page_bands, file_size
             )
-            groups[overview_group_name(level)] = builder.build(page_geo, crs_attributes)
+            overview = builder.build(page_geo, crs_attributes)
+            groups[overview_group_name(level)] = with_mask(overview, page, masks, mask_pixels)
         return ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
 
 
@@ -483,7 +502,9 @@ class _ImageBuilder:
             return []  # libtiff, and so GDAL, ignores the tag elsewhere
         file_dtype = dtype.newbyteorder("<" if self.byteorder == "<" else ">").str
         if predictor == 2 and dtype.kind == "c":
-            self._check_complex_differencing(dtype)
+            refused = complex_differencing_refusal(dtype, self.byteorder)
+            if refused is not None:
+                raise self.fail(refused)
         if predictor == 2:
             codec: HorizontalPredictorCodec | FloatPredictorCodec = HorizontalPredictorCodec(
                 axis=x_axis, shape=stored_shape, dtype=file_dtype
@@ -495,21 +516,6 @@ class _ImageBuilder:
         else:
             raise self.fail(f"predictor {predictor} is not supported (only 1, 2 and 3)")
         return [codec.to_dict()]
-
-    def _check_complex_differencing(self, dtype: np.dtype[Any]) -> None:
-        """libtiff differences a complex sample as one integer word of its size: refuse what
-        the predictor codec cannot undo that way."""
-        if dtype.itemsize > 8:
-            raise self.fail(
-                f"horizontal differencing (predictor 2) of {dtype} samples is not supported: "
-                "libtiff does not difference 128-bit words either"
-            )
-        if self.byteorder != "<":
-            raise self.fail(
-                "horizontal differencing (predictor 2) of big-endian complex samples is not "
-                "supported: libtiff differences them as byte-swapped 64-bit words, which "
-                "swaps their real and imaginary parts"
-            )
 
     def _fill_value(self, dtype: np.dtype[Any]) -> int | float | None:
         if self.nodata is None:

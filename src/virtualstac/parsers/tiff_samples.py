@@ -22,7 +22,7 @@ import numpy as np
 
 from virtualstac.codecs import ComplexIntCodec, PackIntsCodec
 
-__all__ = ["SampleTypeError", "read_type", "sample_codecs"]
+__all__ = ["SampleTypeError", "complex_differencing_refusal", "read_type", "sample_codecs"]
 
 _SAMPLEFORMAT_UINT = 1
 _SAMPLEFORMAT_COMPLEXINT = 5
@@ -90,3 +90,21 @@ def sample_codecs(page: Any, file_dtype: str, row_samples: int) -> list[dict[str
         codec = PackIntsCodec(dtype=file_dtype, bitspersample=bits, runlen=row_samples)
         return [codec.to_dict()]
     return []
+
+
+def complex_differencing_refusal(dtype: np.dtype[Any], byteorder: str) -> str | None:
+    """Why horizontal differencing of complex ``dtype`` samples in a file of ``byteorder``
+    cannot be undone (None if it can): libtiff differences each as one integer word of its
+    size."""
+    if dtype.itemsize > 8:
+        return (
+            f"horizontal differencing (predictor 2) of {dtype} samples is not supported: "
+            "libtiff does not difference 128-bit words either"
+        )
+    if byteorder != "<":
+        return (
+            "horizontal differencing (predictor 2) of big-endian complex samples is not "
+            "supported: libtiff differences them as byte-swapped 64-bit words, which "
+            "swaps their real and imaginary parts"
+        )
+    return None

@@ -244,6 +244,9 @@ def _shape_raster(task: _AssetTask, dataset: xr.Dataset) -> xr.Dataset:
             dataset = dataset.isel(band=0, drop=True)
         dataset = dataset.rename({"band_data": name})
         dataset = apply_bands(dataset, name, task.bands, where)
+    if "mask" in dataset.data_vars:
+        # GDAL's internal mask, one per asset: named after the asset, as its pixels are.
+        dataset = dataset.rename({"mask": f"{name}_mask"})
     if "x" not in dataset.coords and task.projection.transform is not None:
         dataset = _georeference(task, dataset)
     elif "x" in dataset.coords:
@@ -255,8 +258,9 @@ def _band_variables(dataset: xr.Dataset) -> list[str]:
     """The TIFF parser's ``band_data_1``, ``band_data_2``, ... in band order: one ``(y, x)``
     variable per band of a band-interleaved file whose bands have different scales (none if
     ``dataset`` is not such a raster)."""
-    names = [f"band_data_{n}" for n in range(1, len(dataset.data_vars) + 1)]
-    if not names or set(names) != set(dataset.data_vars):
+    pixels = set(dataset.data_vars) - {"mask"}  # GDAL's internal mask is beside them
+    names = [f"band_data_{n}" for n in range(1, len(pixels) + 1)]
+    if not names or set(names) != pixels:
         return []
     if any(dataset[name].dims != ("y", "x") for name in names):
         return []
