@@ -1,10 +1,11 @@
 """Pausing Python's cyclic garbage collector, counted across threads.
 
 Two reasons to pause it. Building millions of small acyclic objects (a large manifest's
-entries) otherwise triggers collections that rescan every object made so far, roughly doubling
-the time. And h5py holds its global lock while it calls back into Python (a file object's
-``read``); if that read waits for another thread (parallel ranged GETs), a collection on that
-thread which frees a leftover h5py object waits for the same lock, and both wait forever.
+entries, a batch of files' virtual datasets) otherwise triggers collections that rescan every
+object made so far, roughly doubling the time. And h5py holds its global lock while it calls
+back into Python (a file object's ``read``); if that read waits for another thread (parallel
+ranged GETs), a collection on that thread which frees a leftover h5py object waits for the same
+lock, and both wait forever.
 
 :func:`gc_paused` nests and overlaps across threads: the collector is re-enabled (if it was
 enabled) only when the last pause ends, so one thread's pause never ends another's.

@@ -5,6 +5,7 @@ caller joins the batches; these tests compare that with opening every file and c
 all at once with ``xr.combine_nested`` / ``xr.combine_by_coords``, for every kind of executor.
 """
 
+import gc
 import multiprocessing
 import pickle
 import random
@@ -236,3 +237,18 @@ def test_the_progress_bar_counts_files_a_batch_at_a_time(
 ) -> None:
     open_virtual_mfdataset(days, parallel=SerialExecutor(), progress=True)
     assert f"virtualizing: {FILES}/{FILES}" in capsys.readouterr().err
+
+
+def test_a_batch_is_opened_without_garbage_collections(days: list[str]) -> None:
+    # Each collection would rescan every long-lived object (the libraries' and the batch's
+    # datasets so far) to free about a kilobyte of cycles per file: a tenth of the batch's time.
+    collector_on: list[bool] = []
+
+    def virtualize(url: str) -> xr.Dataset:
+        collector_on.append(gc.isenabled())
+        return open_virtual_dataset(url)
+
+    open_batch(days, dim="time", virtualize=virtualize, options=OPTIONS)
+
+    assert collector_on == [False] * FILES
+    assert gc.isenabled()
