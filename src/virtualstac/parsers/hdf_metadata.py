@@ -244,8 +244,12 @@ def _decoded(raw: bytes) -> str | bytes:
         return raw
 
 
-#: h5py's memory types for attribute dtypes (``h5t.py_create``), built once per dtype.
-_MEMORY_TYPES: dict[tuple[str, str | None], Any] = {}
+#: What reading an attribute of each stored HDF5 datatype takes (by the type's own encoding,
+#: which describes it whole and costs a quarter of converting it to a dtype): its dtype, and
+#: h5py's memory type for it where it is read here (else None). Bounded: a hostile file may
+#: hold any number of types.
+_ATTRIBUTE_TYPES: dict[bytes, tuple[np.dtype[Any], Any]] = {}
+_MAX_ATTRIBUTE_TYPES = 1024
 
 
 def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: bytes) -> Any:
@@ -257,24 +261,32 @@ def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: byt
     types go through h5py itself.
     """
     attr = h5py.h5a.open(node.id, raw)
-    dtype = attr.get_type().dtype
-    metadata = dtype.metadata or {}
-    encoding = metadata.get("h5py_encoding")
-    simple = dtype.kind in "iuf" and not metadata
-    text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
-    if simple or text:
+    stored = attr.get_type()
+    key = stored.encode()
+    known = _ATTRIBUTE_TYPES.get(key)
+    if known is None:
+        known = _attribute_type(stored.dtype)
+        if len(_ATTRIBUTE_TYPES) < _MAX_ATTRIBUTE_TYPES:
+            _ATTRIBUTE_TYPES[key] = known
+    dtype, memory_type = known
+    if memory_type is not None:
         # Most attributes hold one value; their stored size says so without asking HDF5 for
         # a dataspace object (a fifth of the read).
         shape = () if _stored_bytes(attr) == dtype.itemsize else attr.get_space().shape
         if shape is not None:
-            key = (dtype.str, encoding)
-            memory_type = _MEMORY_TYPES.get(key)
-            if memory_type is None:
-                memory_type = _MEMORY_TYPES[key] = h5py.h5t.py_create(dtype)
             values = np.zeros(shape, dtype=dtype)
             attr.read(values, mtype=memory_type)
             return values[()] if values.ndim == 0 else values
     return node.attrs[name]
+
+
+def _attribute_type(dtype: np.dtype[Any]) -> tuple[np.dtype[Any], Any]:
+    """``dtype`` (h5py's for a stored type) and the memory type h5py would read it with, for
+    numbers and fixed-length strings; None for other types, which h5py reads itself."""
+    metadata = dtype.metadata or {}
+    simple = dtype.kind in "iuf" and not metadata
+    text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
+    return dtype, h5py.h5t.py_create(dtype) if simple or text else None
 
 
 def _stored_bytes(attr: Any) -> int:
