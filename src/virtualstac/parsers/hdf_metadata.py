@@ -283,7 +283,7 @@ def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: byt
 def _attribute_type(dtype: np.dtype[Any]) -> tuple[np.dtype[Any], Any]:
     """``dtype`` (h5py's for a stored type) and the memory type h5py would read it with, for
     numbers and fixed-length strings; None for other types, which h5py reads itself."""
-    metadata = dtype.metadata or {}
+    metadata: Mapping[str, Any] = dtype.metadata or {}
     simple = dtype.kind in "iuf" and not metadata
     text = dtype.kind == "S" and set(metadata) <= {"h5py_encoding"}
     return dtype, h5py.h5t.py_create(dtype) if simple or text else None
