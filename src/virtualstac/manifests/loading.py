@@ -14,6 +14,7 @@ from virtualstac.errors import ChunkDecodeError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import typed_attributes, typed_fill_value
+from virtualstac.manifests.decoded_coordinates import DecodedCoordinate, decoded_coordinates
 from virtualstac.manifests.geotransform import geotransform_coordinates
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import replace_metadata
@@ -61,8 +62,9 @@ def virtual_dataset_from_store(
     for name, taken in inherited.items():
         if name in variables and name not in load:
             variables[name] = _with_time_encoding(variables[name], taken)
+    decoded: dict[str, DecodedCoordinate] = {}
     for name in load:
-        variables[name] = _load(
+        read = _load(
             store,
             f"{prefix}{name}",
             node.arrays[name],
@@ -71,6 +73,10 @@ def virtual_dataset_from_store(
             stack_char_dim=variables[name].ndim > 0 and variables[name].dims[-1] in stackable,
             inherited=inherited.get(name, {}),
         )
+        if isinstance(read, DecodedCoordinate):
+            decoded[name] = read
+            read = read.copy()
+        variables[name] = read
     data_vars = {n: v for n, v in variables.items() if n not in coord_names}
     attrs = node.dataset_attributes()
     # Raster coordinates too big to be arrays come from the GeoTransform, computed lazily.
@@ -81,7 +87,7 @@ def virtual_dataset_from_store(
         # xarray indexes exactly the loaded dimension coordinates, as below.
         plain = {n: variables[n] for n in coord_names if n not in load}
         loaded = {n: variables[n] for n in load if n in coord_names}
-        dataset = _dataset(data_vars, {**plain, **loaded}, attrs)
+        dataset = _dataset(data_vars, {**plain, **loaded}, attrs, decoded)
         dataset.encoding = node.dataset_encoding()
         return dataset
     # Loaded coordinates get indexes (dimension coordinates only, as in any opened dataset);
@@ -101,7 +107,10 @@ def virtual_dataset_from_store(
 
 
 def _dataset(
-    data_vars: dict[str, xr.Variable], coords: dict[str, xr.Variable], attrs: dict[str, Any]
+    data_vars: dict[str, xr.Variable],
+    coords: dict[str, xr.Variable],
+    attrs: dict[str, Any],
+    decoded: Mapping[str, DecodedCoordinate],
 ) -> xr.Dataset:
     """``xr.Dataset(data_vars, coords=coords, attrs=attrs)``, built as xarray builds it, without
     the merge that checks variables from anywhere: these are new, of one group, their dimension
@@ -109,7 +118,8 @@ def _dataset(
 
     The result is the same object xarray builds (variables in the same order, dimension
     coordinates indexed by xarray's own default index), through xarray's own constructor for
-    checked parts (``Dataset._construct_direct``).
+    checked parts (``Dataset._construct_direct``). Coordinates in ``decoded`` take the index
+    built for an earlier file with the same coordinate.
     """
     import xarray as xr
     from xarray.core.indexes import create_default_index_implicit
@@ -118,7 +128,11 @@ def _dataset(
     variables: dict[Any, xr.Variable] = {**data_vars}
     indexes: dict[Hashable, Any] = {}
     for name, variable in coords.items():
-        if variable.dims == (name,):
+        if name in decoded:
+            index, index_variables = decoded[name].index(name)
+            variables.update(index_variables)
+            indexes.update(dict.fromkeys(index_variables, index))
+        elif variable.dims == (name,):
             index, index_variables = create_default_index_implicit(variable.to_index_variable())
             variables.update(index_variables)
             indexes.update(dict.fromkeys(index_variables, index))
@@ -193,8 +207,9 @@ def _load(
     *,
     stack_char_dim: bool,
     inherited: Mapping[str, Any],
-) -> xr.Variable:
-    """Read one array through the store and CF-decode it as xarray's zarr backend would.
+) -> xr.Variable | DecodedCoordinate:
+    """Read one array through the store and CF-decode it as xarray's zarr backend would; a
+    dimension coordinate comes as a :class:`DecodedCoordinate` (perhaps an earlier file's).
 
     ``stack_char_dim`` says whether a character array's last axis joins into strings, which
     xarray decides from the whole dataset (:func:`_stackable_character_dimensions`);
@@ -208,20 +223,31 @@ def _load(
     source = table[0] if table else "an inlined array"
     check_coordinate(array.size * array.dtype.itemsize, source=source, name=path)
     values = _read(store, path, array)
-    attrs = {**inherited, **array.metadata.attributes}
-    attrs.pop("coordinates", None)
-    if "_FillValue" in attrs:
-        attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)
-    # Packing attributes of their recorded types, so values unpack to the type netCDF4 gives,
-    # and a character fill (which FillValueCoder refuses) restored from the record.
-    attrs = typed_fill_value(typed_attributes(attrs), values.dtype)
-    encoded = xr.Variable(variable.dims, values, attrs)
-    return xr.conventions.decode_cf_variable(
-        path.rsplit("/", 1)[-1],
-        encoded,
-        decode_times=True if decode_times is None else decode_times,
-        stack_char_dim=stack_char_dim,
-    )
+    stored = {**inherited, **array.metadata.attributes}
+    name = path.rsplit("/", 1)[-1]
+
+    def decode() -> xr.Variable:
+        attrs = dict(stored)
+        attrs.pop("coordinates", None)
+        if "_FillValue" in attrs:
+            attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], values.dtype)
+        # Packing attributes of their recorded types, so values unpack to the type netCDF4
+        # gives, and a character fill (which FillValueCoder refuses) restored from the record.
+        attrs = typed_fill_value(typed_attributes(attrs), values.dtype)
+        encoded = xr.Variable(variable.dims, values, attrs)
+        return xr.conventions.decode_cf_variable(
+            name,
+            encoded,
+            decode_times=True if decode_times is None else decode_times,
+            stack_char_dim=stack_char_dim,
+        )
+
+    if variable.dims != (name,):
+        return decode()
+    # A dimension coordinate, whose values its index makes read-only: one decoding serves
+    # every file that holds the same.
+    options = (decode_times, stack_char_dim)
+    return decoded_coordinates.decoded(name, variable.dims, values, stored, options, decode)
 
 
 def _read(store: ManifestStore, path: str, array: ManifestArray) -> np.ndarray[Any, Any]:
