@@ -105,10 +105,11 @@ from virtualstac.parsers.tiff_colour import converted_by_gdal
 from virtualstac.parsers.tiff_compression import UnsupportedCompressionError, tiff_compressors
 from virtualstac.parsers.tiff_geo import (
     GeoReference,
-    control_points,
     georeference,
     geotiff_tags,
     pixel_is_point,
+    rational_polynomials,
+    ungridded_reference,
 )
 from virtualstac.parsers.tiff_masks import MASK_VARIABLE, mask_pages, with_mask
 from virtualstac.parsers.tiff_overviews import overview_group_name, overview_pages
@@ -262,10 +263,12 @@ class TIFFParser:
             raise UnsupportedTIFFError(f"{url}: IFD {self.ifd} could not be read as a page")
         tags = geotiff_tags(main)
         geo = georeference(tags)
-        crs_attributes = geo.crs_attributes() if geo is not None else {}
+        rpcs = rational_polynomials(main, url)  # beside a transform too: they are more exact
+        crs_attributes = {**geo.crs_attributes(), **rpcs} if geo is not None else {}
         bands = BandMetadata.of_page(main, url)
         builder = _ImageBuilder(main, tif.byteorder, url, chunk_url, self, bands, file_size)
-        root = builder.build(geo, crs_attributes, control_points(tags), pixel_is_point(tags))
+        control = ungridded_reference(tags, rpcs)
+        root = builder.build(geo, crs_attributes, control, pixel_is_point(tags))
         masks, parser = mask_pages(tif, main), copy.copy(self)
         parser.variable = MASK_VARIABLE  # errors and limits name the mask
 

@@ -8,7 +8,11 @@ transform tags count without a GeoKeyDirectory too (GDAL gives x/y then, without
 Coordinates are pixel centres, computed as rioxarray does. The CRS comes from the EPSG code in
 the GeoKeys, or from their user-defined datum and projection (:mod:`.tiff_crs`), compounded with
 the vertical CRS of ``VerticalCSTypeGeoKey`` as GDAL reports it; its WKT and CF grid-mapping
-attributes come from pyproj."""
+attributes come from pyproj.
+
+Rasters georeferenced otherwise have no x/y: ground control points, and the rational
+polynomial coefficients (RPCs) of satellite scenes, are kept in ``spatial_ref`` as rioxarray
+writes them (``gcps``, ``rpcs``), for ``rio.get_gcps()`` and orthorectification."""
 
 from __future__ import annotations
 
@@ -25,7 +29,14 @@ import pyproj
 from virtualstac.manifests.geotransform import has_1d_coordinates
 from virtualstac.parsers.tiff_crs import user_defined_crs
 
-__all__ = ["GeoReference", "control_points", "georeference", "geotiff_tags", "pixel_is_point"]
+__all__ = [
+    "GeoReference",
+    "georeference",
+    "geotiff_tags",
+    "pixel_is_point",
+    "rational_polynomials",
+    "ungridded_reference",
+]
 
 # GeoKey values meaning "user-defined": the CRS is spelt out in other keys, not as an EPSG code.
 _USER_DEFINED = 32767
@@ -172,7 +183,90 @@ def pixel_is_point(geotiff_tags: Mapping[str, Any] | None) -> bool:
     return int(geotiff_tags.get("GTRasterTypeGeoKey", 1)) == _PIXEL_IS_POINT
 
 
-def control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def ungridded_reference(
+    geotiff_tags: Mapping[str, Any] | None, rpcs: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The ``spatial_ref`` attributes of a raster without an affine transform but georeferenced
+    by ground control points or by ``rpcs`` (:func:`rational_polynomials`), as rioxarray writes
+    them: with RPCs, their CRS (WGS 84, which RPCs map to) and an identity ``GeoTransform``.
+    None for a raster with a transform, or with neither."""
+    if geotiff_tags and _geotransform(geotiff_tags) is not None:
+        return None
+    points = _control_points(geotiff_tags)
+    if not rpcs:
+        return points
+    wgs84 = dict(_cf_attributes(pyproj.CRS.from_epsg(4326))[0])
+    return {**(points or {}), **wgs84, "GeoTransform": _IDENTITY, **rpcs}
+
+
+#: The GeoTransform rioxarray writes for a raster without one.
+_IDENTITY = "0.0 1.0 0.0 0.0 0.0 1.0"
+#: The TIFF tag of RPCs (GDAL's RPCCoefficientTag) and its 92 values, in their order.
+_RPC_TAG = 50844
+_RPC_SCALARS = (
+    "err_bias",
+    "err_rand",
+    "line_off",
+    "samp_off",
+    "lat_off",
+    "long_off",
+    "height_off",
+    "line_scale",
+    "samp_scale",
+    "lat_scale",
+    "long_scale",
+    "height_scale",
+)
+_RPC_COEFFICIENTS = ("line_num_coeff", "line_den_coeff", "samp_num_coeff", "samp_den_coeff")
+#: The order of rasterio's ``RPC.to_dict()``, which rioxarray serialises.
+_RPC_ORDER = (
+    "height_off",
+    "height_scale",
+    "lat_off",
+    "lat_scale",
+    "line_den_coeff",
+    "line_num_coeff",
+    "line_off",
+    "line_scale",
+    "long_off",
+    "long_scale",
+    "samp_den_coeff",
+    "samp_num_coeff",
+    "samp_off",
+    "samp_scale",
+    "err_bias",
+    "err_rand",
+)
+
+
+def rational_polynomials(page: Any, url: str) -> dict[str, Any]:
+    """``{"rpcs": ...}``: the RPCs of TIFF ``page`` as rioxarray keeps them in ``spatial_ref``
+    (rasterio's ``rpcs.to_dict()`` as JSON text); empty when the page has none.
+
+    The values are GDAL's: it reads the tag's doubles as text of 15 significant digits, so
+    rasterio's floats are those. A tag of another length is ignored, as GDAL ignores it.
+    """
+    tag = page.tags.get(_RPC_TAG)
+    if tag is None:
+        return {}
+    values = np.asarray(tag.value, dtype=np.float64).reshape(-1)
+    if values.size != len(_RPC_SCALARS) + 20 * len(_RPC_COEFFICIENTS):
+        warnings.warn(
+            f"{url}: the RPC tag holds {values.size} values, not 92; it is ignored, as GDAL "
+            "ignores it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return {}
+    text = [float(f"{value:.15g}") for value in values.tolist()]
+    fields: dict[str, Any] = dict(zip(_RPC_SCALARS, text, strict=False))
+    for n, name in enumerate(_RPC_COEFFICIENTS):
+        start = len(_RPC_SCALARS) + 20 * n
+        fields[name] = text[start : start + 20]
+    return {"rpcs": json.dumps({name: fields[name] for name in _RPC_ORDER})}
+
+
+def _control_points(geotiff_tags: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The ``spatial_ref`` attributes of a raster georeferenced by ground control points only
     (ModelTiepoints without a pixel scale or matrix, as Sentinel-1 GRD files are): its CRS and
     the points as rioxarray writes them, a GeoJSON FeatureCollection serialised as JSON text
