@@ -240,6 +240,7 @@ class TIFFParser:
                             f"{url} is damaged: its first IFD cannot be read ({err})"
                         ) from err
                     raise UnknownFormatError(f"{url!r} is not a readable TIFF file: {err}") from err
+            tif.pages.cache = True  # overviews and masks are found in the same IFDs: parse once
             with tif, reading(url, "its IFDs and tags"), counting_references():
                 group = self._parse(tif, url, chunk_url, reader.size)
         if reader.meta is not None:
