@@ -376,7 +376,8 @@ def test_a_record_size_that_is_not_a_positive_integer_is_refused(
             {"dtype": "|O", "filters": [{"id": "pickle"}]},
             r"object dtype with object codec 'pickle'",
         ),
-        ({"dtype": [["a", "<i4"]]}, r"structured dtype"),
+        ({"dtype": [["a", "<i4"], ["b", ">i4"]]}, r"structured dtype .* mixes little- and"),
+        ({"dtype": [["a", "<i4", [2]]]}, r"structured dtype .* has no Zarr v3 equivalent"),
         ({"fill_value": "oops"}, r"fill_value 'oops' is not a int32 value"),
         ({"chunks": [0]}, r"chunks \[0\] do not fit shape \[4\]"),
         # zarr refuses shapes that are not JSON integers; int() would read them as 4 and 2.

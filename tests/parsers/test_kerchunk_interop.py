@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import h5py
 import imagecodecs.numcodecs
 import netCDF4
 import numpy as np
@@ -24,6 +25,7 @@ from peer_reads import assert_same_dataset, loaded, through_fsspec
 from servers import S3Server
 from virtualstac import open_virtual_dataset
 from virtualstac.errors import ChunkReadError, UnregisteredURLError
+from virtualstac.parsers.zarr_v2 import V2MetadataError
 from virtualstac.storage.registry import ObjectStoreRegistry
 
 pytestmark = [
@@ -107,6 +109,33 @@ def test_single_hdf5_to_zarr_loads_as_fsspec_reads(
     assert_same_dataset(
         loaded(path, registry, group="ensemble"), through_fsspec(refs, group="ensemble")
     )
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_hdf5_compound_datasets_load_as_h5py_reads_them(tmp_path: Path, order: str) -> None:
+    # kerchunk keeps a compound as a Zarr v2 structured dtype (vlen_encode="leave"); fields of
+    # one byte order are one Zarr v3 structured array. Fields of both byte orders are not: the
+    # error names the dataset, and the others open without it.
+    records = np.dtype([("station", f"{order}i4"), ("level", f"{order}f8"), ("flag", "S2")])
+    mixed = np.dtype([("station", "<i4"), ("level", ">f8")])
+    source = tmp_path / "observations.h5"
+    with h5py.File(source, "w") as f:
+        values = [(1, 850.0, b"ok"), (2, 500.5, b""), (3, -1.5, b"x"), (4, 0.0, b"zz")]
+        f.create_dataset("obs", data=np.array(values, dtype=records), chunks=(2,))
+        f.create_dataset("mixed", data=np.array([(1, 2.0), (3, 4.0)], dtype=mixed))
+        f.create_dataset("level", data=np.arange(4.0))
+    refs = hdf5_refs(source, inline_threshold=0, vlen_encode="leave")
+    assert isinstance(json.loads(refs["refs"]["obs/.zarray"])["dtype"], list)
+    path = saved(refs, tmp_path / "observations.json")
+    registry = registry_of(tmp_path)
+    with pytest.raises(V2MetadataError, match=r"array 'mixed': structured dtype .* mixes"):
+        open_virtual_dataset(str(path), registry=registry)
+    virtual = open_virtual_dataset(str(path), registry=registry, drop_variables=["mixed"])
+    ours = xr.open_zarr(virtual.virtual.to_store(registry), chunks=None)["obs"].values
+    with h5py.File(source) as f:
+        expected = f["obs"][...]
+    assert ours.dtype.names == expected.dtype.names
+    np.testing.assert_array_equal(ours, expected.astype(ours.dtype))
 
 
 # -- kerchunk.netCDF3: record variables ----------------------------------------------------

@@ -162,6 +162,47 @@ def test_vlen_bytes_read_as_zarr_python_reads_them(tmp_path: Path) -> None:
     assert opened.values.tolist() == values.tolist()
 
 
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_structured_arrays_read_as_zarr_python_reads_them(tmp_path: Path, order: str) -> None:
+    # A record array of a Zarr v2 store (dtype [["station", ">i4"], ...]): its v3 form keeps
+    # the fields, one byte order for all of them in the bytes codec; the chunk never written
+    # reads as the fill value record.
+    records = np.dtype([("station", f"{order}i4"), ("level", f"{order}f8"), ("flag", "S2")])
+    path = tmp_path / "records.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    fill = np.array((-1, np.nan, b"--"), dtype=records)[()]
+    observations = group.create_array(
+        "obs", shape=(5,), chunks=(2,), dtype=records, fill_value=fill
+    )
+    observations.attrs["_ARRAY_DIMENSIONS"] = ["record"]
+    observations[:3] = np.array([(1, 850.0, b"ok"), (2, 500.5, b""), (3, -1.5, b"x")], records)
+    store = ZarrParser()(str(path), ObjectStoreRegistry.for_url(str(path)))
+    ours = zarr.open_group(store, mode="r")["obs"]
+    expected = zarr.open_group(path, mode="r")["obs"]
+    assert ours.dtype.names == expected.dtype.names
+    # Byte for byte (the fill record's NaN never equals itself), in the fields' own order.
+    assert ours[...].tobytes() == expected[...].astype(ours.dtype).tobytes()
+    assert ours[...].tolist()[3][0] == -1
+    opened = xr.open_zarr(store, consolidated=False, chunks=None)["obs"]
+    assert opened.dims == ("record",)
+    assert opened.values.tolist()[:3] == expected[:3].tolist()
+
+
+def test_structured_arrays_of_mixed_byte_orders_are_refused(tmp_path: Path) -> None:
+    references = {
+        ".zgroup": ZGROUP,
+        "v/.zarray": json.dumps(
+            {**json.loads(SIMPLE_ZARRAY), "dtype": [["a", "<i4"], ["b", ">i4"]]}
+        ),
+        "v/.zattrs": DIMS,
+    }
+    path = write_refs(tmp_path, references)
+    with pytest.raises(
+        V2MetadataError, match=r"array 'v': structured dtype .* mixes little- and big-endian"
+    ):
+        parse_json(path)
+
+
 @pytest.mark.parametrize(
     ("dtype", "fill_value"),
     [("<f4", 0.1), ("<f4", -9999.9), ("<f2", 0.1), ("<f4", 1e40), ("<c8", [0.1, 0.2])],

@@ -6,7 +6,9 @@ v2 metadata into the v3 metadata manifest arrays carry:
 - the dtype's byte order moves into the ``bytes`` codec; ``order: "F"`` becomes a ``transpose``
   codec; ``filters`` and ``compressor`` become numcodecs codecs, array-to-array filters before
   the serializer and byte filters after it; ``|O`` with a ``vlen-utf8`` (``vlen-bytes``) filter
-  becomes a string (bytes) array with the ``vlen-utf8`` (``vlen-bytes``) serializer;
+  becomes a string (bytes) array with the ``vlen-utf8`` (``vlen-bytes``) serializer; a
+  structured dtype (an HDF5 compound in Kerchunk's references) stays one when its fields share
+  a byte order (:mod:`virtualstac.parsers.zarr_v2_types`);
 - ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
   because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
   as xarray's v3 reader decodes it, so numbers and booleans decode the same through either.
@@ -23,9 +25,7 @@ manifest. Groups without ``.zgroup`` but with members below them are created imp
 
 from __future__ import annotations
 
-import base64
 import math
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -40,7 +40,7 @@ from zarr.registry import get_codec_class
 
 # Registers the imagecodecs_* codecs (TIFF compressions) that tifffile's references name.
 import virtualstac.codecs  # noqa: F401
-from virtualstac.errors import InvalidManifestError, VirtualStacError
+from virtualstac.errors import InvalidManifestError
 from virtualstac.limits import check_chunk_bytes, check_group_depth, check_references
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
@@ -50,6 +50,13 @@ from virtualstac.parsers.nczarr import (
     nczarr_dimensions,
     nczarr_unlimited_dims,
     without_netcdf_attributes,
+)
+from virtualstac.parsers.zarr_v2_types import (
+    V2MetadataError,
+    byte_orders,
+    cf_fill_attribute,
+    fill_value_of,
+    structured_dtype,
 )
 from virtualstac.storage.urls import join_url
 
@@ -64,7 +71,6 @@ __all__ = [
 ]
 
 _INT64_MAX = 2**63 - 1
-_NAT = -(2**63)  # NaT's int64
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
 # v2 object codecs with a v3 serializer and data type; the others (pickle, json2, msgpack2,
 # vlen-array) store Python objects no Zarr v3 data type describes.
@@ -72,10 +78,6 @@ _VLEN_SERIALIZERS: dict[str, ZDType[Any, Any]] = {
     "vlen-utf8": VariableLengthUTF8(),  # type: ignore[no-untyped-call]
     "vlen-bytes": VariableLengthBytes(),
 }
-
-
-class V2MetadataError(VirtualStacError, ValueError):
-    """Zarr v2 metadata is malformed, or has no Zarr v3 equivalent."""
 
 
 @dataclass
@@ -119,14 +121,15 @@ def v3_metadata_from_v2(
     beyond = beyond_int64(shape, chunks)
     if beyond:
         raise V2MetadataError(f"{where}: {beyond}")
-    if not isinstance(dtype_json, str):
-        raise V2MetadataError(
-            f"{where}: structured dtype {dtype_json!r} has no Zarr v3 equivalent here"
-        )
-    try:
-        dtype = np.dtype(dtype_json)
-    except TypeError as err:
-        raise V2MetadataError(f"{where}: unknown dtype {dtype_json!r}") from err
+    if isinstance(dtype_json, list):
+        dtype = structured_dtype(dtype_json, where)
+    elif not isinstance(dtype_json, str):
+        raise V2MetadataError(f"{where}: dtype {dtype_json!r:.200} is not a Zarr v2 dtype")
+    else:
+        try:
+            dtype = np.dtype(dtype_json)
+        except TypeError as err:
+            raise V2MetadataError(f"{where}: unknown dtype {dtype_json!r}") from err
     if dtype.kind in "mM" and np.datetime_data(dtype)[0] == "generic":
         # zarr fails on the first read of one ("Cannot convert ... with generic units").
         raise V2MetadataError(f"{where}: dtype {dtype_json!r} has no time unit")
@@ -154,13 +157,21 @@ def v3_metadata_from_v2(
     compressor = zarray.get("compressor")
     codecs, data_type = _codecs(filters, compressor, dtype, order, len(shape), where)
     native = data_type.to_native_dtype() if isinstance(data_type, ZDType) else data_type
-    fill_value = _fill_value(zarray.get("fill_value"), native, where)
+    fill_value = fill_value_of(zarray.get("fill_value"), native, where)
+    if fill_value is not None and dtype.fields is not None:
+        # The record's bytes as stored (each field in its byte order), as the fields are held.
+        try:
+            fill_value = np.frombuffer(fill_value, dtype=dtype).astype(native).tobytes()
+        except ValueError as err:
+            raise V2MetadataError(
+                f"{where}: fill_value {zarray['fill_value']!r:.100} is not one {dtype} record"
+            ) from err
     if fill_value is not None:
         # xarray masks a v2 array by its fill value (as if it were _FillValue); a v3 array
         # only by a _FillValue attribute.
         attributes["_FillValue"] = fill_value
     if "_FillValue" in attributes:
-        encoded = _cf_fill_attribute(attributes["_FillValue"], native, where)
+        encoded = cf_fill_attribute(attributes["_FillValue"], native, where)
         if encoded is None:
             del attributes["_FillValue"]
         else:
@@ -229,8 +240,13 @@ def _codecs(
         serializer = {"name": name}
         data_type = _VLEN_SERIALIZERS[name]
     else:
-        endian = "big" if dtype.byteorder == ">" else "little"
+        endian = "big" if byte_orders(dtype) == {">"} else "little"
         serializer = {"name": "bytes", "configuration": {"endian": endian}}
+        if dtype.fields is not None and endian == "big":
+            # The bytes codec says the order; zarr's JSON data type has none and reads back
+            # little-endian, so the fields are held that way (as create_v3_array_metadata
+            # holds plain big-endian dtypes).
+            data_type = dtype.newbyteorder("<")
     for config in [*filters, *([compressor] if compressor else [])]:
         codec, kind = _v3_codec(config, where)
         if kind is ArrayArrayCodec:
@@ -277,73 +293,6 @@ def _check_numcodecs_config(config: dict[str, Any], where: str) -> None:
             f"{where}: codec {config['id']!r} has configuration {config!r:.200}, which "
             f"numcodecs refuses ({type(err).__name__}: {err})"
         ) from err
-
-
-def _fill_value(value: Any, dtype: np.dtype[Any], where: str) -> Any:
-    """The v2 JSON fill value as a Python scalar of ``dtype`` (None stays None)."""
-    if value is None:
-        return None
-    try:
-        if dtype.kind == "f":
-            return _rounded(_float(value), dtype)
-        if dtype.kind == "c":
-            real, imag = value
-            return _rounded(complex(_float(real), _float(imag)), dtype)
-        if dtype.kind in "SVO":  # fixed-length bytes, raw bytes and vlen-bytes objects
-            return base64.standard_b64decode(value)
-        if dtype.kind == "b":
-            return bool(value)
-        if dtype.kind in "iu":
-            number = float(value) if not isinstance(value, int) else value
-            if number != int(number):
-                raise ValueError(f"{value!r} is not an integer")
-            return int(number)
-        if dtype.kind in "mM":
-            # zarr reads "NaT" (some writers spell the missing date so) as numpy does.
-            return _NAT if value == "NaT" else int(value)
-        return value
-    except (TypeError, ValueError) as err:
-        raise V2MetadataError(f"{where}: fill_value {value!r} is not a {dtype} value") from err
-
-
-def _float(value: Any) -> float:
-    """A v2 float as zarr reads it: a number, ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, or
-    any other text Python reads as a float (``"1.5"``, ``"nan"``, ``"1e400"``)."""
-    if isinstance(value, str):
-        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        return special[value] if value in special else float(value)
-    return float(value)
-
-
-def _rounded(number: Any, dtype: np.dtype[Any]) -> Any:
-    """``number`` as ``dtype`` holds it (float32's 0.1 is 0.10000000149...; 1e40 is inf), as
-    zarr reads a v2 fill value: xarray masks the values equal to the fill value, and a float32
-    value never equals a float64 0.1."""
-    with np.errstate(over="ignore"):
-        return dtype.type(number).item()
-
-
-def _cf_fill_attribute(value: Any, dtype: np.dtype[Any], where: str) -> Any:
-    """``_FillValue`` as xarray's Zarr v3 reader decodes it for ``dtype`` (None: no rule)."""
-    try:
-        if dtype.kind == "f":
-            number = _rounded(_float(value), dtype)
-            return base64.standard_b64encode(struct.pack("<d", number)).decode("ascii")
-        if dtype.kind == "c":
-            number = _rounded(complex(value), dtype)
-            return [
-                base64.standard_b64encode(struct.pack("<d", part)).decode("ascii")
-                for part in (number.real, number.imag)
-            ]
-        if dtype.kind in "iu":
-            return int(value)
-        if dtype.kind == "b":
-            return bool(value)
-    except (TypeError, ValueError) as err:
-        raise V2MetadataError(f"{where}: _FillValue {value!r} is not a {dtype} value") from err
-    # Strings, bytes, dates and durations: xarray's Zarr v3 reader has no _FillValue rule for
-    # them (it fails to open such an array that has one).
-    return None
 
 
 # -- chunk keys ----------------------------------------------------------------------------
