@@ -358,6 +358,32 @@ def test_vlen_bytes_are_written_with_their_object_codec(tmp_path: Path) -> None:
     assert open_references(references)["blob"].values.tolist() == blobs[...].tolist()
 
 
+@pytest.mark.parametrize("fill", [(0, 0.0), (-1, 1e20)], ids=["zeros", "other"])
+def test_structured_arrays_keep_their_fields(tmp_path: Path, fill: tuple[int, float]) -> None:
+    # A v2 dtype names its fields ([["station", "<i4"], ...]); "|V12" would leave raw bytes.
+    # Its last chunk is missing: a record of zeros is what fill_value null reads as, any other
+    # record is inlined.
+    records = np.dtype([("station", "<i4"), ("level", "<f8")])
+    path = tmp_path / "obs.zarr"  # a root array, named after its store
+    observations = zarr.create_array(
+        path,
+        shape=(5,),
+        chunks=(2,),
+        dtype=records,
+        fill_value=np.array(fill, dtype=records)[()],
+        dimension_names=["record"],
+    )
+    observations[:4] = np.array([(1, 850.0), (2, 500.5), (3, -1.5), (4, 0.0)], dtype=records)
+    references = open_virtual_dataset(str(path)).virtual.to_kerchunk()
+    zarray = json.loads(references["refs"]["obs/.zarray"])
+    assert zarray["dtype"] == [["station", "<i4"], ["level", "<f8"]]
+    assert zarray["fill_value"] is None
+    assert ("obs/2" in references["refs"]) == (fill != (0, 0.0))
+    fs = fsspec.filesystem("reference", fo=references)
+    read_back = zarr.open_group(fs.get_mapper(), mode="r", zarr_format=2)["obs"][...]
+    assert read_back.tolist() == observations[...].tolist()
+
+
 @pytest.mark.parametrize("output", ["refs.json", "refs.parq"])
 def test_missing_chunks_of_a_fill_value_v2_readers_would_mask_are_written_inline(
     tmp_path: Path, output: str

@@ -44,6 +44,8 @@ def reads_as_null_fill(value: Any) -> bool:
         return value == ""
     if isinstance(value, bytes | np.bytes_):
         return not any(value)
+    if isinstance(value, np.void):  # a record (raw bytes too): all its bytes zero
+        return not any(value.tobytes())
     try:
         return bool(np.all(np.asarray(value) == 0))
     except (TypeError, ValueError):

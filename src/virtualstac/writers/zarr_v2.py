@@ -106,7 +106,7 @@ def v2_metadata(
         "zarr_format": 2,
         "shape": list(metadata.shape),
         "chunks": list(chunk_shape_of(metadata)) if metadata.ndim else [],
-        "dtype": dtype.str,
+        "dtype": _dtype_json(dtype),
         "fill_value": fill_value,
         "order": order,
         "filters": filters or None,
@@ -202,6 +202,14 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
             "blocksize": configuration.get("blocksize", 0),
         }
     raise UnsupportedOperationError(f"array {array!r}: codec {name!r} has no numcodecs id")
+
+
+def _dtype_json(dtype: np.dtype[Any]) -> Any:
+    """The v2 ``dtype``: its ``str`` (``"<f4"``), or for a structured dtype the list of its
+    fields (``[["a", ">i4"], ...]``), which ``str`` (``"|V12"``) would lose."""
+    if dtype.fields is None:
+        return dtype.str
+    return [[name, _dtype_json(dtype.fields[name][0])] for name in dtype.names or ()]
 
 
 def _fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
