@@ -109,6 +109,30 @@ def v2_layouts(group: zarr.Group) -> None:
         "y",
         "x",
     )[:] = values * 1.5
+    # Filters reinterpret the bytes they are given as their configured types: big-endian
+    # ones, and a chain whose stored bytes are little-endian under a big-endian dtype.
+    named(
+        group.create_array(
+            "quantized",
+            shape=(6, 7),
+            chunks=(4, 3),
+            dtype=">f4",
+            filters=[numcodecs.Quantize(digits=2, dtype=">f4")],
+        ),
+        "y",
+        "x",
+    )[:] = values / 7
+    named(
+        group.create_array(
+            "scaled",
+            shape=(6, 7),
+            chunks=(4, 3),
+            dtype=">f8",
+            filters=[numcodecs.FixedScaleOffset(offset=1, scale=10, dtype=">f8", astype="<u2")],
+        ),
+        "y",
+        "x",
+    )[:] = values / 10
 
 
 def v3_codecs(group: zarr.Group) -> None:

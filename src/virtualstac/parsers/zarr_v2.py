@@ -3,12 +3,15 @@
 Kerchunk references describe Zarr v2 stores, and ZarrParser meets v2 stores on disk; both turn
 v2 metadata into the v3 metadata manifest arrays carry:
 
-- the dtype's byte order moves into the ``bytes`` codec; ``order: "F"`` becomes a ``transpose``
-  codec; ``filters`` and ``compressor`` become numcodecs codecs, array-to-array filters before
-  the serializer and byte filters after it; ``|O`` with a ``vlen-utf8`` (``vlen-bytes``) filter
-  becomes a string (bytes) array with the ``vlen-utf8`` (``vlen-bytes``) serializer; a
-  structured dtype (an HDF5 compound in Kerchunk's references) stays one when its fields share
-  a byte order (:mod:`virtualstac.parsers.zarr_v2_types`);
+- the byte order of the stored chunks (the dtype's, or that of the type the last numcodecs
+  filter encodes to) moves into the ``bytes`` codec, and the data types of Delta,
+  FixedScaleOffset, Quantize and AsType become little-endian, as zarr hands filters their
+  input; ``order: "F"`` becomes a ``transpose`` codec; ``filters`` and ``compressor`` become
+  numcodecs codecs, array-to-array filters before the serializer and byte filters after it;
+  ``|O`` with a ``vlen-utf8`` (``vlen-bytes``) filter becomes a string (bytes) array with the
+  ``vlen-utf8`` (``vlen-bytes``) serializer; a structured dtype (an HDF5 compound in Kerchunk's
+  references) stays one when its fields share a byte order
+  (:mod:`virtualstac.parsers.zarr_v2_types`);
 - ``fill_value`` (``"NaN"``, ``"Infinity"``, base64 for bytes) becomes the v3 fill value, and,
   because xarray masks v2 arrays by their fill value, also a CF ``_FillValue`` attribute encoded
   as xarray's v3 reader decodes it, so numbers and booleans decode the same through either.
@@ -240,7 +243,16 @@ def _codecs(
         serializer = {"name": name}
         data_type = _VLEN_SERIALIZERS[name]
     else:
-        endian = "big" if byte_orders(dtype) == {">"} else "little"
+        # The chunk's bytes are in the byte order of what the last filter that converts
+        # (Delta's or FixedScaleOffset's astype, AsType's encode_dtype) makes, else the
+        # array's: the bytes codec reads them in that order into the data types the chain
+        # declares, which zarr holds little-endian, so the filters are configured for that.
+        stored = byte_orders(dtype)
+        for config in filters:
+            encoded = _encoded_dtype(config)
+            if encoded is not None:
+                stored = byte_orders(encoded)
+        endian = "big" if stored == {">"} else "little"
         serializer = {"name": "bytes", "configuration": {"endian": endian}}
         if dtype.fields is not None and endian == "big":
             # The bytes codec says the order; zarr's JSON data type has none and reads back
@@ -248,7 +260,7 @@ def _codecs(
             # holds plain big-endian dtypes).
             data_type = dtype.newbyteorder("<")
     for config in [*filters, *([compressor] if compressor else [])]:
-        codec, kind = _v3_codec(config, where)
+        codec, kind = _v3_codec(_little_endian(config), where)
         if kind is ArrayArrayCodec:
             if after:
                 raise V2MetadataError(
@@ -259,6 +271,45 @@ def _codecs(
         else:
             after.append(codec)
     return [*before, serializer, *after], data_type
+
+
+#: The configuration fields of numcodecs filters that name a data type.
+_DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")
+#: The numcodecs filters that reinterpret what they are given as their configured types (other
+#: codecs' ``dtype``, such as imagecodecs' predictors', mean what each codec says).
+_TYPED_FILTERS = frozenset(("delta", "fixedscaleoffset", "quantize", "astype"))
+
+
+def _encoded_dtype(config: Any) -> np.dtype[Any] | None:
+    """The data type a numcodecs filter encodes to, if its configuration says (None if not,
+    or if it is no data type: the codec's check then names the configuration)."""
+    if not isinstance(config, dict) or config.get("id") not in _TYPED_FILTERS:
+        return None
+    name = next((config[k] for k in ("astype", "encode_dtype", "dtype") if k in config), None)
+    try:
+        return np.dtype(name) if isinstance(name, str) else None
+    except TypeError:
+        return None
+
+
+def _little_endian(config: Any) -> Any:
+    """A numcodecs filter configuration with its data types little-endian: in a v3 chain a
+    filter decodes what the bytes codec (or the filter after it) made, in the little-endian
+    data types zarr declares, and numcodecs filters reinterpret their input as their
+    configured type (Quantize's ``>f4`` would read a little-endian chunk byte-swapped)."""
+    if not isinstance(config, dict) or config.get("id") not in _TYPED_FILTERS:
+        return config
+    changed = dict(config)
+    for key in _DTYPE_FIELDS:
+        if not isinstance(config.get(key), str):
+            continue
+        try:
+            dtype = np.dtype(config[key])
+        except TypeError:
+            continue  # the codec's check names it
+        if dtype.str[0] == ">":
+            changed[key] = dtype.newbyteorder("<").str
+    return changed
 
 
 def _v3_codec(config: Any, where: str) -> tuple[dict[str, Any], type]:

@@ -87,6 +87,10 @@ def v2_metadata(
                 "readers decode; write the references to Icechunk instead"
             )
     compressor = filters.pop() if last_is_compressor else None
+    if dtype.byteorder == ">":
+        # A v2 filter reinterprets the bytes it is given as its configured data types, so they
+        # name the byte order the chunks are stored in (a v3 chain holds them little-endian).
+        filters = [_big_endian(config) for config in filters]
     attributes = dict(metadata.attributes)
     for key in _FILL_ATTRIBUTES:
         if key in attributes:
@@ -202,6 +206,24 @@ def _numcodecs_config(array: str, name: str, configuration: dict[str, Any]) -> d
             "blocksize": configuration.get("blocksize", 0),
         }
     raise UnsupportedOperationError(f"array {array!r}: codec {name!r} has no numcodecs id")
+
+
+#: The numcodecs filters that reinterpret what they are given as their configured types (other
+#: codecs' ``dtype``, such as imagecodecs' predictors', mean what each codec says).
+_TYPED_FILTERS = frozenset(("delta", "fixedscaleoffset", "quantize", "astype"))
+
+
+def _big_endian(config: dict[str, Any]) -> dict[str, Any]:
+    """A numcodecs filter configuration with its multi-byte data types big-endian."""
+    if config.get("id") not in _TYPED_FILTERS:
+        return config
+    changed = dict(config)
+    for key in ("dtype", "astype", "encode_dtype", "decode_dtype"):
+        if isinstance(config.get(key), str):
+            dtype = np.dtype(config[key])
+            if dtype.itemsize > 1 and dtype.str[0] == "<":  # "=" spelt as what it is
+                changed[key] = dtype.newbyteorder(">").str
+    return changed
 
 
 def _dtype_json(dtype: np.dtype[Any]) -> Any:
