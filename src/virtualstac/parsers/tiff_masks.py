@@ -26,6 +26,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
+from virtualstac.parsers.tiff_overviews import subfile_pages
 
 __all__ = ["MASK_ATTRIBUTES", "MASK_VARIABLE", "mask_pages", "mask_variable", "with_mask"]
 
@@ -37,7 +38,6 @@ MASK_ATTRIBUTES = {
     "flag_meanings": "invalid valid",
 }
 
-_FILETYPE_REDUCED = 1
 _FILETYPE_MASK = 4
 
 
@@ -47,13 +47,7 @@ def mask_pages(
     """The mask IFDs GDAL would use for ``main`` and its overviews, by (height, width): the
     first of each size, of one sample or as many as ``main``'s, of 1 or 8 bits."""
     found: dict[tuple[int, int], tifffile.TiffPage] = {}
-    start = main.index + 1 if isinstance(main.index, int) else 1
-    for index in range(start, len(tif.pages)):
-        page = tif.pages[index]
-        if not isinstance(page, tifffile.TiffPage):
-            break
-        if not page.subfiletype & (_FILETYPE_REDUCED | _FILETYPE_MASK):
-            break  # the next image of a multi-page file
+    for page in subfile_pages(tif, main):
         if not page.subfiletype & _FILETYPE_MASK:
             continue
         size = (int(page.imagelength), int(page.imagewidth))

@@ -33,6 +33,7 @@ __all__ = [
     "overview_group_name",
     "overview_pages",
     "overviews_as_multiscales",
+    "subfile_pages",
 ]
 
 _FILETYPE_REDUCED = 1
@@ -49,19 +50,10 @@ def overview_group_name(level: int) -> str:
 def overview_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tifffile.TiffPage]:
     """The overviews of ``main`` in GDAL's order: its SubIFDs, then the reduced IFDs after it.
 
-    Masks and reduced images with another number of samples per pixel are skipped; the scan
-    of the IFDs after ``main`` stops at the next full-resolution image.
+    Masks and reduced images with another number of samples per pixel are skipped.
     """
     samples = main.samplesperpixel
-    candidates: list[Any] = list(main.pages or ())
-    start = main.index + 1 if isinstance(main.index, int) else 1
-    for index in range(start, len(tif.pages)):
-        page = tif.pages[index]
-        if not isinstance(page, tifffile.TiffPage):
-            break
-        if not page.subfiletype & (_FILETYPE_REDUCED | _FILETYPE_MASK):
-            break  # another image (page) of a multi-page file
-        candidates.append(page)
+    candidates: list[Any] = [*(main.pages or ()), *subfile_pages(tif, main)]
     overviews = [
         page
         for page in candidates
@@ -71,6 +63,21 @@ def overview_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tiff
         and page.samplesperpixel == samples
     ]
     return overviews[:_MAX_OVERVIEWS]
+
+
+def subfile_pages(tif: tifffile.TiffFile, main: tifffile.TiffPage) -> list[tifffile.TiffPage]:
+    """The IFDs after ``main`` that belong to it (reduced images and masks, by their
+    NewSubfileType), up to the next full-resolution image of a multi-page file."""
+    pages: list[tifffile.TiffPage] = []
+    start = main.index + 1 if isinstance(main.index, int) else 1
+    for index in range(start, len(tif.pages)):
+        page = tif.pages[index]
+        if not isinstance(page, tifffile.TiffPage):
+            break
+        if not page.subfiletype & (_FILETYPE_REDUCED | _FILETYPE_MASK):
+            break
+        pages.append(page)
+    return pages
 
 
 def overview_count(group: ManifestGroup) -> int:

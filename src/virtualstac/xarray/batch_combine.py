@@ -207,6 +207,10 @@ def _strictly_increasing(dataset: xr.Dataset, dim: Hashable) -> bool:
     return bool(index.is_monotonic_increasing and index.is_unique)
 
 
+# Without collections while the batch is built: each would rescan every long-lived object
+# (the libraries' and the batch's datasets so far), about a tenth of a small file's cost, to
+# free a few cyclic objects per file (about 1 kB).
+@gc_paused()
 def open_batch(
     urls: Sequence[str],
     *,
@@ -217,20 +221,6 @@ def open_batch(
     """A batch of files opened by ``virtualize`` and joined along ``dim`` (None: along the
     dimension coordinate they differ by, in its order) when they are alike, else the virtual
     datasets one per file (a batch of one file: its dataset)."""
-    # Without collections while the batch is built: each would rescan every long-lived object
-    # (the libraries' and the batch's datasets so far), about a tenth of a small file's cost,
-    # to free a few cyclic objects per file (about 1 kB).
-    with gc_paused():
-        return _open_batch(urls, virtualize=virtualize, dim=dim, options=options)
-
-
-def _open_batch(
-    urls: Sequence[str],
-    *,
-    virtualize: Callable[[str], xr.Dataset],
-    dim: Hashable | None,
-    options: Mapping[str, Any],
-) -> Partial | list[xr.Dataset]:
     datasets = [virtualize(url) for url in urls]
     if len(datasets) == 1:
         return datasets
