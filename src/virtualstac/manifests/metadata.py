@@ -20,7 +20,7 @@ from virtualstac.errors import (
     IncompatibleCodecsError,
     InvalidManifestError,
 )
-from virtualstac.manifests.attribute_types import TYPES_KEY
+from virtualstac.manifests.attribute_types import TYPES_KEY, decoding_record
 from virtualstac.manifests.time_units import calendar_meaning, units_meaning
 
 __all__ = [
@@ -51,7 +51,8 @@ CF_ENCODING_ATTRS = (
     "_Unsigned",
     "units",
     "calendar",
-    # The recorded type of scale_factor/add_offset: what type the values unpack to.
+    # The recorded type of scale_factor/add_offset: what type the values unpack to (only that
+    # part of it is compared: attribute_types.decoding_record).
     TYPES_KEY,
 )
 
@@ -429,6 +430,8 @@ def check_combinable(
         for attr in CF_ENCODING_ATTRS:
             a = first.attributes.get(attr)
             b = other.attributes.get(attr)
+            if attr == TYPES_KEY:
+                a, b = decoding_record(first.attributes), decoding_record(other.attributes)
             if not same_value(a, b) and not _same_meaning(attr, a, b):
                 raise IncompatibleArraysError(
                     f"cannot {what}: attribute {attr!r} is {a!r} in {names[0]} but {b!r} in "

@@ -26,7 +26,7 @@ import xarray as xr
 
 from virtualstac.errors import IncompatibleArraysError
 from virtualstac.manifests.array import ManifestArray
-from virtualstac.manifests.attribute_types import TYPES_KEY
+from virtualstac.manifests.attribute_types import TYPES_KEY, decoding_record
 from virtualstac.manifests.metadata import CF_ENCODING_ATTRS
 from virtualstac.stac.grouping import AssignedGroups
 
@@ -72,7 +72,10 @@ def _attributes(datasets: Mapping[Any, xr.Dataset], names: tuple[str, ...]) -> d
         for name, variable in dataset.variables.items():
             if isinstance(variable.data, ManifestArray):
                 attributes = variable.data.metadata.attributes
-                found[str(name)] = [attributes.get(attr) for attr in names]
+                found[str(name)] = [
+                    decoding_record(attributes) if attr == TYPES_KEY else attributes.get(attr)
+                    for attr in names
+                ]
     safe: dict[str, Any] = json.loads(json.dumps(found, default=str))
     return safe
 

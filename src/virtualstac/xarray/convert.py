@@ -19,6 +19,7 @@ from virtualstac.errors import UnsupportedOperationError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualstac.manifests.attribute_types import (
+    TYPES_KEY,
     with_character_fill,
     with_string_fill,
     with_types,
@@ -58,7 +59,7 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         metadata = replace_metadata(
             data.metadata,
             dimension_names=tuple(str(d) for d in variable.dims),
-            attributes=_json_attrs(attrs),
+            attributes=_typed_json_attrs(attrs),
         )
         return ManifestArray(metadata, data.manifest)
     if not isinstance(data, np.ndarray):
@@ -102,8 +103,7 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
     if "_FillValue" in attrs:
         attrs["_FillValue"] = cf_fill_value_attribute(attrs["_FillValue"], values.dtype)
     # A float32 scale_factor stays float32 through JSON, so values unpack as they did here.
-    types = {key: np.asarray(value).dtype for key, value in attrs.items()}
-    json_attrs = with_types(_json_attrs(attrs), types)
+    json_attrs = _typed_json_attrs(attrs)
     # xarray's Zarr reader refuses a _FillValue on text: kept in the type record.
     if isinstance(text_fill, bytes):
         with_character_fill(json_attrs, text_fill)
@@ -165,7 +165,7 @@ def dataset_to_group(dataset: xr.Dataset) -> ManifestGroup:
     arrays = {str(name): variable_to_array(name, var) for name, var in variables.items()}
     return ManifestGroup(
         arrays=arrays,
-        attributes=_json_attrs(attributes),
+        attributes=_typed_json_attrs(attributes),
         unlimited_dims=_unlimited_dims(dataset.encoding.get("unlimited_dims")),
     )
 
@@ -192,6 +192,22 @@ def _unlimited_dims(value: Any) -> list[str] | None:
     return [str(name) for name in value]
 
 
+def _typed_json_attrs(attrs: Mapping[Any, Any]) -> dict[str, Any]:
+    """``attrs`` as JSON, with the types JSON would lose recorded (a ``float32``
+    ``scale_factor``, a ``valid_max`` of ``inf``, a complex number: :func:`with_types`). A
+    Python float is a ``float64`` unless the attributes' record (a virtual variable's) says
+    what it was."""
+    recorded = attrs.get(TYPES_KEY)
+    known = recorded.get("types") if isinstance(recorded, Mapping) else None
+    types = {
+        str(key): np.asarray(value).dtype
+        for key, value in attrs.items()
+        if isinstance(value, np.ndarray | np.generic | complex)
+        or (isinstance(value, float) and not (isinstance(known, Mapping) and key in known))
+    }
+    return with_types(_json_attrs(attrs), types)
+
+
 def _json_attrs(attrs: Mapping[Any, Any]) -> dict[str, Any]:
     return {str(k): _json_value(v) for k, v in attrs.items()}
 
@@ -203,6 +219,8 @@ def _json_value(value: Any) -> Any:
         return _json_value(value.item())
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
+    if isinstance(value, complex):
+        return [value.real, value.imag]  # as the HDF5 parser and Zarr's JSON write them
     if isinstance(value, list | tuple):
         return [_json_value(v) for v in value]
     return value

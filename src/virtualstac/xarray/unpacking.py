@@ -9,7 +9,6 @@ so values have the type the netcdf4 engine gives them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -17,7 +16,13 @@ import numpy as np
 import xarray as xr
 from xarray.coding.common import lazy_elemwise_func
 
-from virtualstac.manifests.attribute_types import TYPES_KEY, typed_attributes, typed_fill_value
+from virtualstac.manifests.attribute_types import (
+    NON_FINITE_SPELLINGS,
+    TYPES_KEY,
+    non_finite,
+    typed_attributes,
+    typed_fill_value,
+)
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.store import ManifestStore
 
@@ -25,8 +30,6 @@ __all__ = ["CF_DECODING", "open_zarr_values"]
 
 #: CF attributes holding numbers of a variable's type, which may be non-finite for floats.
 _CF_NUMBERS = ("missing_value", "valid_min", "valid_max", "valid_range", "actual_range")
-#: How strict JSON (the writers', Icechunk's) spells non-finite numbers.
-_SPELLED = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 #: The CF decoding options of ``xr.open_zarr`` (and ``xr.decode_cf``).
 CF_DECODING = (
@@ -66,12 +69,41 @@ def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
             variable.attrs = typed_fill_value(dict(variable.attrs), variable.dtype)
     if TYPES_KEY in raw.attrs:
         raw.attrs = typed_attributes(raw.attrs)
+    elif any(non_finite(value) for value in raw.attrs.values()):
+        # xarray hides a group's record (it hides every attribute named "_nc..."): read there.
+        record = _group_record(store, options)
+        if record is not None:
+            raw.attrs = typed_attributes({**raw.attrs, TYPES_KEY: record})
     raw = _strings_as_objects(raw)
     if not decode:
         return raw
     given = {name: value for name, value in decoding.items() if value is not None}
     decoded: xr.Dataset = xr.decode_cf(raw, **given)
     return decoded
+
+
+def _group_record(store: Any, options: Mapping[str, Any]) -> Any:
+    """The type record among the attributes of the group ``xr.open_zarr(store, **options)``
+    opened, which xarray leaves out of the dataset's; None if it has none."""
+    import zarr
+
+    path = (options.get("group") or "").strip("/")
+    if isinstance(store, ManifestStore):
+        node = store.group[path] if path else store.group
+        attributes = node.metadata.attributes if isinstance(node, ManifestGroup) else {}
+        return attributes.get(TYPES_KEY)
+    try:
+        group = zarr.open_group(
+            store,
+            path=path,
+            mode="r",
+            zarr_format=options.get("zarr_format"),
+            storage_options=options.get("storage_options"),
+            use_consolidated=options.get("consolidated"),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # xarray opened it; a record that cannot be read is none
+    return group.attrs.get(TYPES_KEY)
 
 
 def _strings_as_objects(dataset: xr.Dataset) -> xr.Dataset:
@@ -106,15 +138,18 @@ def _as_objects(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def _non_finite_numbers(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """A float variable's ``attributes`` with the numbers of ``missing_value`` and the valid
     and actual ranges that strict JSON spells ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``
-    numbers again, so that xarray masks by them as netCDF4 reads them."""
+    numbers again, so that xarray masks by them as netCDF4 reads them: for stores written
+    without the type record of non-finite floats (:mod:`~virtualstac.manifests.attribute_types`),
+    which then gives them their types."""
     restored = dict(attributes)
     for name in _CF_NUMBERS:
         value = attributes.get(name)
         values: list[Any] = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) for v in values) and all(
-            _SPELLED.get(v) is not None if isinstance(v, str) else _is_number(v) for v in values
+            NON_FINITE_SPELLINGS.get(v) is not None if isinstance(v, str) else _is_number(v)
+            for v in values
         ):
-            numbers = [_SPELLED[v] if isinstance(v, str) else float(v) for v in values]
+            numbers = [NON_FINITE_SPELLINGS[v] if isinstance(v, str) else float(v) for v in values]
             restored[name] = numbers if isinstance(value, list) else numbers[0]
     return restored
 
