@@ -527,8 +527,6 @@ def write_hdf5_unsupported(path: Path) -> Path:
         f["null_dataspace"] = h5py.Empty("f4")
         f["external_link"] = h5py.ExternalLink("other.h5", "/data")
         f["dangling"] = h5py.SoftLink("/nowhere")
-        f["region_attr"] = np.arange(3)
-        f["region_attr"].attrs["region"] = f["fine"].regionref[1:2]
     return path
 
 

@@ -7,6 +7,8 @@ these tests compare both with ``node.attrs`` on files h5py and the netCDF4 libra
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,10 @@ import h5py
 import netCDF4
 import numpy as np
 import pytest
+import xarray as xr
 
+from virtualstac import open_virtual_dataset
+from virtualstac.errors import NotVirtualizableError
 from virtualstac.parsers.hdf_metadata import Attributes
 
 
@@ -108,3 +113,144 @@ def test_a_missing_attribute_is_a_key_error(h5py_attributes: Path) -> None:
         assert "missing" not in ours
         with pytest.raises(KeyError):
             ours["missing"]
+
+
+# -- attributes of types JSON cannot hold ---------------------------------------------------
+#
+# The netcdf4 engine leaves out an attribute of a type netCDF has no type for (h5netcdf reads
+# some, fails on others): so does the parser, with a warning naming the file, the object and
+# the attribute, rather than refusing the whole file. One xarray decodes a variable's values
+# with is refused: left out, the values would read otherwise.
+
+
+def _opaque(node: Any, name: str) -> None:
+    node.attrs.create(name, np.void(b"\x01\x02\x03"))
+
+
+def _opaques(node: Any, name: str) -> None:
+    node.attrs.create(name, np.array([b"\x01\x02", b"\x03\x04"], dtype="V2"))
+
+
+def _opaque_member(node: Any, name: str) -> None:
+    node.attrs.create(name, np.array([(1, b"\x01\x02")], dtype=[("a", "i4"), ("b", "V2")]))
+
+
+def _region(node: Any, name: str) -> None:
+    node.attrs[name] = node.file["v"].regionref[0:2]
+
+
+def _region_member(node: Any, name: str) -> None:
+    dtype = np.dtype([("a", "i4"), ("r", h5py.regionref_dtype)])
+    node.attrs.create(name, np.array([(1, node.file["v"].regionref[0:1])], dtype=dtype))
+
+
+def _long_double(node: Any, name: str) -> None:
+    node.attrs[name] = np.longdouble(1) / 3
+
+
+LEFT_OUT = {
+    "opaque": (_opaque, "an HDF5 opaque value of 3 bytes"),
+    "opaques": (_opaques, "an HDF5 opaque value of 2 bytes"),
+    "opaque_member": (_opaque_member, "an HDF5 opaque value of 2 bytes"),
+    "region": (_region, "an HDF5 region reference"),
+    "region_member": (_region_member, "an HDF5 region reference"),
+    "long_double": (_long_double, r"a 128-bit float \(np.longdouble\('0.333"),
+}
+
+
+def _netcdf_file(path: Path) -> Path:
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 3)
+        variable = nc.createVariable("v", "f4", ("x",))
+        variable[:] = [1.0, 2.0, 3.0]
+        variable.units = "K"
+        nc.title = "kept"
+    return path
+
+
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is a double here")
+@pytest.mark.parametrize("where", ["file", "variable"])
+@pytest.mark.parametrize("case", sorted(LEFT_OUT))
+def test_an_attribute_json_cannot_hold_is_left_out_as_netcdf4_leaves_it_out(
+    tmp_path: Path, case: str, where: str
+) -> None:
+    path = _netcdf_file(tmp_path / f"{case}.nc")
+    write, reason = LEFT_OUT[case]
+    with h5py.File(path, "a") as f:
+        write(f if where == "file" else f["v"], "odd")
+
+    with pytest.warns(RuntimeWarning) as record:
+        virtual = open_virtual_dataset(str(path), loadable_variables=[])
+    messages = [str(w.message) for w in record if "has attribute 'odd'" in str(w.message)]
+    assert len(messages) == 1
+    kind, name = ("group", "/") if where == "file" else ("variable", "v")
+    assert messages[0].startswith(f"{path.as_uri()}: {kind} {name!r} has attribute 'odd', ")
+    assert re.search(reason, messages[0])
+    assert messages[0].endswith("; it is left out, as the netcdf4 engine leaves it out")
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert "odd" not in direct.attrs and "odd" not in direct["v"].attrs
+        ours = virtual if where == "file" else virtual["v"]
+        theirs = direct if where == "file" else direct["v"]
+        assert ours.attrs == theirs.attrs
+
+
+def test_a_long_double_a_float64_holds_is_a_number(tmp_path: Path) -> None:
+    path = _netcdf_file(tmp_path / "long_double.nc")
+    with h5py.File(path, "a") as f:
+        f["v"].attrs["half"] = np.longdouble(0.5)
+        f["v"].attrs["halves"] = np.array([0.5, np.nan, np.inf], dtype=np.longdouble)
+    attributes = open_virtual_dataset(str(path), loadable_variables=[])["v"].attrs
+    assert attributes["half"] == 0.5
+    np.testing.assert_array_equal(attributes["halves"], [0.5, np.nan, np.inf])
+
+
+def test_an_attribute_xarray_decodes_values_with_is_refused_naming_it(tmp_path: Path) -> None:
+    path = _netcdf_file(tmp_path / "packed.nc")
+    with h5py.File(path, "a") as f:
+        _opaque(f["v"], "scale_factor")
+        _opaque(f, "scale_factor")  # a group's decodes nothing: left out
+
+    with pytest.raises(NotVirtualizableError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        open_virtual_dataset(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path.as_uri()}: variable 'v' has attribute 'scale_factor', ")
+    assert "an HDF5 opaque value of 3 bytes, which xarray would decode its values with" in message
+    assert "drop_variables=['v']" in message
+
+
+@pytest.mark.parametrize(("size", "signed"), [(3, True), (3, False), (5, True), (6, False)])
+def test_integers_of_sizes_numpy_lacks_read_as_netcdf4_reads_them(
+    tmp_path: Path, size: int, signed: bool
+) -> None:
+    path = _netcdf_file(tmp_path / "odd_integers.nc")
+    stored = h5py.h5t.STD_I64BE.copy()  # big-endian too
+    stored.set_size(size)
+    if not signed:
+        stored.set_sign(h5py.h5t.SGN_NONE)
+    values = np.array([-2 if signed else 2 ** (8 * size) - 2, 5], dtype="i8" if signed else "u8")
+    with h5py.File(path, "a") as f:
+        attribute = h5py.h5a.create(f["v"].id, b"odd", stored, h5py.h5s.create_simple((2,)))
+        attribute.write(values)
+
+    ours = open_virtual_dataset(str(path), loadable_variables=[])["v"].attrs["odd"]
+    with xr.open_dataset(path, engine="netcdf4") as direct:
+        assert ours == direct["v"].attrs["odd"].tolist() == values.tolist()
+
+
+@pytest.mark.parametrize("where", ["file", "variable"])
+def test_an_attribute_no_reader_can_read_is_refused_naming_it(tmp_path: Path, where: str) -> None:
+    # An HDF5 time type: netCDF4, h5py and h5netcdf refuse the whole file too.
+    path = _netcdf_file(tmp_path / "time.nc")
+    with h5py.File(path, "a") as f:
+        node = f if where == "file" else f["v"]
+        scalar = h5py.h5s.create(h5py.h5s.SCALAR)
+        h5py.h5a.create(node.id, b"when", h5py.h5t.UNIX_D32LE, scalar)
+    with pytest.raises((RuntimeError, AttributeError), match=r"Can.t open HDF5 attribute"):
+        xr.open_dataset(path, engine="netcdf4")
+
+    with pytest.raises(NotVirtualizableError) as info:
+        open_virtual_dataset(str(path))
+    kind = "group '/'" if where == "file" else "variable 'v'"
+    message = str(info.value)
+    assert message.startswith(f"{path.as_uri()}: {kind} has attribute 'when', which h5py cannot")

@@ -34,12 +34,10 @@ from virtualstac.errors import (
     SourceChangedError,
     SourceNotFoundError,
     UnknownFormatError,
-    VirtualStacError,
 )
 from virtualstac.gc_pause import gc_paused
 from virtualstac.limits import (
     check_chunk_bytes,
-    check_coordinate,
     check_group_depth,
     check_references,
     counting_references,
@@ -65,8 +63,6 @@ from virtualstac.parsers.hdf_chunks import (
     file_size,
     inlined_manifest,
     stored_elsewhere,
-    string_fill,
-    strings_by_chunk,
     unwritten_chunks,
 )
 from virtualstac.parsers.hdf_dimensions import (
@@ -76,6 +72,7 @@ from virtualstac.parsers.hdf_dimensions import (
     netcdf_name,
     unlimited_dimensions,
 )
+from virtualstac.parsers.hdf_external import external_count, external_manifest, resolve_prefix
 from virtualstac.parsers.hdf_filters import (
     UnsupportedFilterError,
     codecs_for_filters,
@@ -91,6 +88,7 @@ from virtualstac.parsers.hdf_metadata import (
     mark_text,
 )
 from virtualstac.parsers.hdf_open import open_read_only
+from virtualstac.parsers.hdf_strings import string_array
 from virtualstac.parsers.hdf_types import referenced_dtype, stored_bits_problem, string_codecs
 from virtualstac.parsers.protocol import registry_or_default
 from virtualstac.storage.failures import redact
@@ -132,6 +130,12 @@ class HDFParser:
         Contiguous datasets larger than this are referenced as several chunks: equal slices
         along their leading axes, each as large as fits, so a read fetches only the slices it
         needs (HDF5 chunked datasets keep their own chunks).
+    external_prefix
+        Where the relative names of external raw files (datasets created with
+        ``H5Pset_external``, h5py's ``external=``) are found: a directory's path or URL, which
+        may start with ``${ORIGIN}``, the HDF5 file's directory (HDF5's ``H5Pset_efile_prefix``).
+        By default the HDF5 file's directory, where HDF5 itself looks in the working directory
+        unless ``HDF5_EXTFILE_PREFIX='${ORIGIN}'`` (see :mod:`~virtualstac.parsers.hdf_external`).
 
     Notes
     -----
@@ -154,6 +158,7 @@ class HDFParser:
         drop_variables: Iterable[str] = (),
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        external_prefix: str | None = None,
     ) -> None:
         """Configure the parser (see the class docstring)."""
         if isinstance(drop_variables, str):
@@ -166,6 +171,7 @@ class HDFParser:
         self.drop_variables = frozenset(v.strip("/") for v in drop_variables)
         self.inline_threshold = int(inline_threshold)
         self.max_chunk_bytes = int(max_chunk_bytes)
+        self.external_prefix = resolve_prefix(external_prefix)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry | None = None) -> ManifestStore:
         """Parse the file at ``url``, reading it through ``registry``.
@@ -181,7 +187,7 @@ class HDFParser:
             # Read directly (a local file's stamp is its own), not through the block cache.
             file, meta = local
             with counting_references():
-                group = self.parse_file(url, file)
+                group = self.parse_file(url, file, registry=registry)
             if _local_file(store, path) != local:
                 raise SourceChangedError(
                     f"{redact(url)!r} changed while it was parsed (it was {meta['size']} bytes, "
@@ -190,19 +196,26 @@ class HDFParser:
         if group is None:
             reader = BlockCachedReader.from_url(url, registry)
             with counting_references():
-                group = self.parse_file(url, reader)
+                group = self.parse_file(url, reader, registry=registry)
             meta = reader.meta
         if meta is not None:
             stamp = SourceStamp.from_meta(meta)
             group = group.with_source_stamps({normalize_url(url): stamp})
         return ManifestStore(group, registry=registry)
 
-    def parse_file(self, url: str, file: str | IO[bytes] | BlockCachedReader) -> ManifestGroup:
+    def parse_file(
+        self,
+        url: str,
+        file: str | IO[bytes] | BlockCachedReader,
+        *,
+        registry: ObjectStoreRegistry | None = None,
+    ) -> ManifestGroup:
         """Build the group of the HDF5 file ``url``, whose bytes ``file`` reads.
 
         ``file`` is a local file's path, or any seekable binary file object (a
         :class:`BlockCachedReader` counts the requests it makes); the chunk references point at
-        ``url``.
+        ``url``. External raw files are looked up through ``registry`` (by default one
+        allowing ``url``'s directory or bucket).
         """
         # No garbage collection while h5py holds its lock, which it does while it calls our
         # reader: a collection on a thread the reader waits for could need that lock (gc_pause).
@@ -210,7 +223,7 @@ class HDFParser:
             h5file = open_read_only(url, file, opened)
             # h5py reports damaged metadata as OSError too ("Can't read data", bad checksums).
             with h5file, reading(url, "its HDF5 groups and links", also=(OSError,)):
-                return _FileWalker(url, h5file, self).root()
+                return _FileWalker(url, h5file, self, registry).root()
 
 
 class _FileWalker:
@@ -222,8 +235,15 @@ class _FileWalker:
     read as fill values), so such datasets are extended to the dimension's length.
     """
 
-    def __init__(self, url: str, h5file: h5py.File, parser: HDFParser) -> None:
+    def __init__(
+        self,
+        url: str,
+        h5file: h5py.File,
+        parser: HDFParser,
+        registry: ObjectStoreRegistry | None,
+    ) -> None:
         self.url = url
+        self.registry = registry
         self.chunk_url = normalize_url(url)
         self.file = h5file
         self.parser = parser
@@ -387,7 +407,13 @@ class _FileWalker:
                 arrays[name] = self.array(member)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
-            Attributes(plan.group), plan.path or "/", self.file, self.fail_group, is_scale=False
+            Attributes(plan.group),
+            plan.path or "/",
+            self.file,
+            self.fail_group,
+            is_scale=False,
+            url=self.url,
+            kind="group",
         )
         return ManifestGroup(
             arrays=arrays, groups=groups, attributes=attributes, unlimited_dims=plan.unlimited
@@ -405,11 +431,22 @@ class _FileWalker:
         dims = [d.name for d in member.dims]
         shape = self.dimensions.shape(member)
         attributes = hdf_metadata.attributes(
-            member.attrs, member.path, self.file, self.fail, is_scale=member.is_scale
+            member.attrs,
+            member.path,
+            self.file,
+            self.fail,
+            is_scale=member.is_scale,
+            url=self.url,
+            kind="variable",
         )
         vlen = h5py.check_vlen_dtype(member.dtype)
+        external = external_count(dcpl) > 0
         if vlen in (str, bytes):
-            return self.strings(member, shape, dims, attributes)
+            if external:
+                # h5py would read them from the external file as HDF5 finds it (in the working
+                # directory), and their heap addresses point into this file.
+                raise self.fail(member.path, "has variable-length strings in external raw files")
+            return string_array(member, shape, dims, attributes, self.url, self.fail)
         dtype = referenced_dtype(member.dtype, member.path, self.fail)
         if member.chunks:
             # Reading any value decodes its whole chunk, through h5py (inlined) or Zarr alike.
@@ -442,7 +479,7 @@ class _FileWalker:
         values = None
         if layout == h5py.h5d.COMPACT:
             values = self.read(member)
-        elif ds.size * dtype.itemsize < self.parser.inline_threshold:
+        elif ds.size * dtype.itemsize < self.parser.inline_threshold and not external:
             if member.chunks and not pipeline(dcpl):
                 # HDF5 reads a short unfiltered chunk padded with whatever memory held, so
                 # check the chunk sizes, as for referenced chunks, before trusting the values.
@@ -477,6 +514,18 @@ class _FileWalker:
                 check_edge_chunks(member, shape, chunks, self.fail)
             filters, skipped, manifest = chunked_manifest(
                 member, shape, chunks, self.chunk_url, self.size, self.fail, filters=filters
+            )
+        elif external:
+            skipped = {}
+            chunks, manifest = external_manifest(
+                member,
+                shape,
+                dtype,
+                url=self.chunk_url,
+                prefix=self.parser.external_prefix,
+                registry=registry_or_default(self.url, self.registry),
+                fail=self.fail,
+                max_chunk_bytes=self.parser.max_chunk_bytes,
             )
         else:
             skipped = {}
@@ -518,53 +567,6 @@ class _FileWalker:
             return member.node[()]
         except (OSError, ValueError) as err:
             raise self.fail(member.path, f"is stored compact and could not be read: {err}") from err
-
-    def strings(
-        self,
-        member: Member,
-        shape: tuple[int, ...],
-        dims: list[str],
-        attributes: dict[str, Any],
-    ) -> ManifestArray:
-        """Variable-length strings: their chunks hold heap addresses, so inline the values."""
-        from numcodecs.vlen import VLenUTF8
-
-        # Each string is at least a Python object reference once read.
-        check_coordinate(member.node.size * 8, source=self.url, name=member.path)
-
-        ds = member.node
-        dtype = np.dtypes.StringDType()
-        stored = member.attrs.get("_FillValue")
-        encode_fill_attributes(attributes, dtype, member.path, self.fail, stored)
-        chunks = tuple(max(int(s), 1) for s in ds.shape)
-        try:
-            try:
-                # UTF-8 whatever the character set says, as netCDF reads them: writers mark
-                # UTF-8 text ASCII (C's default), which h5py would refuse to decode.
-                values = np.asarray(ds.asstr("utf-8")[()], dtype=object)
-            except OSError:
-                # HDF5 refuses to read strings of chunks never written from a file open
-                # read-only ("no write intent"); the chunks written read one by one.
-                values = strings_by_chunk(member)
-        except OSError as err:
-            raise self.fail(member.path, f"has strings HDF5 could not read: {err}") from err
-        except VirtualStacError:
-            raise  # a damaged heap (hdf_heaps), not an encoding
-        except (ValueError, UnicodeDecodeError) as err:
-            raise self.fail(member.path, f"has strings that are not UTF-8: {err}") from err
-        metadata = create_v3_array_metadata(
-            shape=shape,
-            data_type=dtype,
-            chunk_shape=chunks,
-            # Records past the dataset's extent read as netCDF reads them: its fill value.
-            fill_value=string_fill(member),
-            codecs=[{"name": "vlen-utf8"}],
-            attributes=attributes,
-            dimension_names=dims,
-        )
-        # No records stored: no chunk (even zero strings encode to a length header).
-        data = VLenUTF8().encode(np.ascontiguousarray(values.reshape(-1))) if values.size else b""
-        return ManifestArray(metadata, inlined_manifest(grid_shape(shape, chunks), bytes(data)))
 
     def fail(self, path: str, reason: str) -> NotVirtualizableError:
         return NotVirtualizableError(

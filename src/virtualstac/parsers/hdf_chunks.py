@@ -28,7 +28,7 @@ from virtualstac.parsers.hdf_filters import (
     skip_frame,
     skippable_filters,
 )
-from virtualstac.parsers.hdf_metadata import Fail, Member, decode_text
+from virtualstac.parsers.hdf_metadata import Fail, Member
 
 __all__ = [
     "ChunkedStorage",
@@ -40,14 +40,12 @@ __all__ = [
     "inlined_manifest",
     "missing_manifest",
     "stored_elsewhere",
-    "string_fill",
-    "strings_by_chunk",
     "unwritten_chunks",
 ]
 
 _SHUFFLE = 2  # HDF5's filter id
 
-#: How many source or external files an error names.
+#: How many source files an error names.
 _NAMED = 3
 
 #: Contiguous storage is cut into slices no smaller than this (unless it is smaller itself).
@@ -326,8 +324,9 @@ def file_size(h5file: h5py.File) -> int | None:
 
 
 def stored_elsewhere(dcpl: Any) -> str | None:
-    """Why a dataset's values are not in its file (a virtual dataset's sources, external raw
-    files), naming where they are; None when they are in it."""
+    """Why a dataset's values are not in its file and cannot be referenced there (a virtual
+    dataset's sources), naming where they are; None otherwise (external raw files are
+    referenced: :mod:`~virtualstac.parsers.hdf_external`)."""
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:
         count = dcpl.get_virtual_count()
         files = [str(dcpl.get_virtual_filename(i)) for i in range(min(count, _NAMED))]
@@ -341,11 +340,6 @@ def stored_elsewhere(dcpl: Any) -> str | None:
             f"is an HDF5 virtual dataset of {', '.join(sources)}{more}; virtualize its source "
             "files instead"
         )
-    count = dcpl.get_external_count()
-    if count:
-        files = [decode_text(dcpl.get_external(i)[0]) for i in range(min(count, _NAMED))]
-        more = ", ..." if count > _NAMED else ""
-        return f"stores its data in external raw files ({', '.join(map(repr, files))}{more})"
     return None
 
 
@@ -379,31 +373,6 @@ def unwritten_chunks(member: Member) -> int:
         return 1 if dsid.get_offset() is None else 0
     total = math.prod(grid_shape(shape, member.chunks))
     return total - int(dsid.get_num_chunks(dsid.get_space()))
-
-
-def string_fill(member: Member) -> str:
-    """What a variable-length string dataset's unwritten strings read as: its fill value, the
-    empty string unless it has one (netCDF's ``NC_FILL_STRING``)."""
-    fill = member.node.fillvalue
-    return fill.decode("utf-8") if isinstance(fill, bytes) else str(fill or "")
-
-
-def strings_by_chunk(member: Member) -> npt.NDArray[np.object_]:
-    """The variable-length strings of a dataset read chunk by chunk, the chunks never written
-    reading as its fill value (the empty string unless it has one), as netCDF reads them."""
-    ds = member.node
-    values = np.full(ds.shape, string_fill(member), dtype=object)
-    if member.chunks is None:
-        return values  # contiguous storage reads whole or never was written
-    offsets: list[tuple[int, ...]] = []
-    ds.id.chunk_iter(lambda info: offsets.append(info.chunk_offset))
-    for offset in offsets:
-        region = tuple(
-            slice(start, min(start + size, extent))
-            for start, size, extent in zip(offset, member.chunks, ds.shape, strict=True)
-        )
-        values[region] = ds.asstr("utf-8")[region]
-    return values
 
 
 def check_edge_chunks(

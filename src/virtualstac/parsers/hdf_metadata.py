@@ -10,6 +10,7 @@ for chunks never written.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -22,7 +23,7 @@ from virtualstac.manifests.attribute_types import (
     with_string_fill,
     with_types,
 )
-from virtualstac.manifests.metadata import cf_fill_value_attribute
+from virtualstac.manifests.metadata import CF_ENCODING_ATTRS, cf_fill_value_attribute
 
 __all__ = [
     "Attributes",
@@ -265,7 +266,16 @@ def _read_attribute(node: h5py.Dataset | h5py.Group, name: str | bytes, raw: byt
     key = stored.encode()
     known = _ATTRIBUTE_TYPES.get(key)
     if known is None:
-        known = _attribute_type(stored.dtype)
+        try:
+            dtype = stored.dtype
+        except TypeError:
+            # No numpy type: integers of 3, 5, 6 or 7 bytes read as netCDF reads them (in the
+            # next larger type, HDF5 converting), anything else refused by h5py's own error.
+            wider = _wider_integer(stored)
+            if wider is None:
+                raise
+            dtype = wider
+        known = _attribute_type(dtype)
         if len(_ATTRIBUTE_TYPES) < _MAX_ATTRIBUTE_TYPES:
             _ATTRIBUTE_TYPES[key] = known
     dtype, memory_type = known
@@ -289,12 +299,30 @@ def _attribute_type(dtype: np.dtype[Any]) -> tuple[np.dtype[Any], Any]:
     return dtype, h5py.h5t.py_create(dtype) if simple or text else None
 
 
+def _wider_integer(stored: Any) -> np.dtype[Any] | None:
+    """The type netCDF-C reads an HDF5 integer of ``stored`` (a type id) in when numpy has
+    none of its size: the next larger of 4 or 8 bytes, signed as stored; None for other
+    types."""
+    if stored.get_class() != h5py.h5t.INTEGER or stored.get_size() > 8:
+        return None
+    size = 4 if stored.get_size() <= 4 else 8
+    return np.dtype(f"{'i' if stored.get_sign() == h5py.h5t.SGN_2 else 'u'}{size}")
+
+
 def _stored_bytes(attr: Any) -> int:
     """The bytes attribute ``attr`` stores; 0 for none (h5py takes HDF5's 0 for a failure)."""
     try:
         return int(attr.get_storage_size())
     except RuntimeError:
         return 0
+
+
+class _UnrepresentableError(Exception):
+    """An attribute value JSON cannot hold; ``reason`` says what it is."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def attributes(
@@ -304,46 +332,79 @@ def attributes(
     fail: Fail,
     *,
     is_scale: bool,
+    url: str,
+    kind: str,
 ) -> dict[str, Any]:
     """The user attributes of the group or dataset at ``where``, as JSON values (and the types
-    of packing attributes JSON widens, see :mod:`virtualstac.manifests.attribute_types`)."""
+    of packing attributes JSON widens, see :mod:`virtualstac.manifests.attribute_types`).
+
+    An attribute JSON cannot hold (an opaque value, a region reference, an object reference
+    HDF5 cannot follow, a long double no float64 equals) is left out with a
+    ``RuntimeWarning`` naming ``url``, the ``kind`` of object (``"variable"``, ``"group"``)
+    and the attribute, as the netcdf4 engine leaves out attributes of types netCDF has no
+    type for; one xarray decodes a variable's values with (``scale_factor``, ``_FillValue``,
+    ``units``...) is refused instead, since leaving it out would change the values.
+    """
     result: dict[str, Any] = {}
     types: dict[str, np.dtype[Any]] = {}
     for name in attrs:
         if name in _INTERNAL_ATTRS or (is_scale and name in _SCALE_ATTRS):
             continue
+        # h5py gives a name that is not UTF-8 as bytes, which JSON has no key for.
+        key = decode_text(name) if isinstance(name, bytes) else name
         try:
             value = attrs[name]
         except VirtualStacError:
             raise  # a damaged heap (hdf_heaps): the file, not the attribute
         except (OSError, TypeError, ValueError) as err:
-            raise fail(where, f"has attribute {name!r}, which h5py cannot read: {err}") from err
-        # h5py gives a name that is not UTF-8 as bytes, which JSON has no key for.
-        key = decode_text(name) if isinstance(name, bytes) else name
-        result[key] = _attribute_value(value, where, key, h5file, fail)
+            # netCDF-C refuses these too (time types), as h5py and h5netcdf do.
+            raise fail(where, f"has attribute {key!r}, which h5py cannot read: {err}") from err
+        try:
+            result[key] = _attribute_value(value, h5file)
+        except _UnrepresentableError as err:
+            if kind == "variable" and key in CF_ENCODING_ATTRS:
+                raise fail(
+                    where,
+                    f"has attribute {key!r}, {err.reason}, which xarray would decode its values "
+                    "with",
+                ) from None
+            warnings.warn(
+                f"{url}: {kind} {where!r} has attribute {key!r}, {err.reason}; it is left "
+                "out, as the netcdf4 engine leaves it out",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
         if isinstance(value, np.ndarray | np.generic):
             types[key] = value.dtype
     return with_types(result, types)
 
 
-def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail: Fail) -> Any:
+def _attribute_value(value: Any, h5file: h5py.File) -> Any:
     """An attribute value as JSON: scalars for one-element arrays, lists, str for bytes,
-    objects for compound values, ``[real, imaginary]`` for complex numbers."""
+    objects for compound values, ``[real, imaginary]`` for complex numbers.
+
+    Raises :class:`_UnrepresentableError` for values JSON cannot hold.
+    """
     if isinstance(value, h5py.Empty):
         return "" if value.dtype.kind in "SOU" else []
+    if isinstance(value, np.ndarray | np.void) and value.dtype.kind == "V":
+        if value.dtype.names is None:
+            raise _UnrepresentableError(f"an HDF5 opaque value of {value.dtype.itemsize} bytes")
     if isinstance(value, np.ndarray) and value.size == 1:
         value = value.reshape(-1)[0]
     if isinstance(value, np.ndarray) and value.dtype.names is not None:
-        return [_attribute_value(v, where, name, h5file, fail) for v in value]
+        return [_attribute_value(v, h5file) for v in value]
     if isinstance(value, np.ndarray):
+        # tolist() gives long doubles as numpy scalars, checked one by one below.
         value = value.tolist()
     if isinstance(value, list):
         # Nested for attributes of more than one dimension, as h5py gives them.
-        return [_attribute_value(v, where, name, h5file, fail) for v in value]
+        return [_attribute_value(v, h5file) for v in value]
     if isinstance(value, bytes | np.bytes_):
         return decode_text(bytes(value))
     if isinstance(value, h5py.RegionReference):
-        raise fail(where, f"has attribute {name!r}, an HDF5 region reference")
+        raise _UnrepresentableError("an HDF5 region reference")
     if isinstance(value, h5py.Reference):
         if not value:
             return ""
@@ -351,17 +412,15 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
             return h5file[value].name
         except (KeyError, ValueError, OSError, RuntimeError) as err:
             # A reference to a dataset deleted since points at freed (or reused) space.
-            raise fail(
-                where, f"has attribute {name!r}, an object reference HDF5 cannot follow ({err})"
-            ) from err
+            raise _UnrepresentableError(f"an object reference HDF5 cannot follow ({err})") from err
     if isinstance(value, np.void) and value.dtype.names is not None:
         # A compound value (netCDF4 reads a record) as an object of its members.
-        return {
-            field: _attribute_value(value[field], where, name, h5file, fail)
-            for field in value.dtype.names
-        }
+        return {field: _attribute_value(value[field], h5file) for field in value.dtype.names}
     if isinstance(value, np.complexfloating | complex):
-        return [float(value.real), float(value.imag)]  # as Zarr's JSON writes complex numbers
+        # As Zarr's JSON writes complex numbers.
+        return [_exact_float(value.real), _exact_float(value.imag)]
+    if isinstance(value, np.floating):
+        return _exact_float(value)
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, str) and not value.isascii():
@@ -370,9 +429,18 @@ def _attribute_value(value: Any, where: str, name: str, h5file: h5py.File, fail:
         return decode_text(value.encode("utf-8", "surrogateescape"))
     if isinstance(value, bool | int | float | str) or value is None:
         return value
-    raise fail(
-        where, f"has attribute {name!r} of type {type(value).__name__}, which JSON cannot hold"
-    )
+    raise _UnrepresentableError(f"of type {type(value).__name__}, which JSON cannot hold")
+
+
+def _exact_float(value: Any) -> float:
+    """``value`` (a float of any precision) as a JSON number; a long double that no float64
+    equals raises :class:`_UnrepresentableError` (rounded, it would be another number)."""
+    number = float(value)
+    if np.dtype(type(value)).itemsize > 8 and number != value and not np.isnan(value):
+        raise _UnrepresentableError(
+            f"a {np.dtype(type(value)).itemsize * 8}-bit float ({value!r}) no JSON number equals"
+        )
+    return number
 
 
 def fill_value(
