@@ -20,6 +20,7 @@ from virtualstac import ManifestArray, ObjectStoreRegistry
 from virtualstac.errors import (
     IncompatibleArraysError,
     InvalidPathError,
+    SourceNotFoundError,
     UnregisteredURLError,
 )
 from virtualstac.stac import (
@@ -302,6 +303,44 @@ def test_assets_described_only_by_the_collections_item_assets(
     expected = np.where(raw == 0, np.nan, raw * 1e-4 - 0.1)
     np.testing.assert_allclose(ten_metre["B02"].isel(time=0).values, expected, rtol=1e-12)
     assert ten_metre["B02"].encoding["scale_factor"] == 1e-4
+
+
+@pytest.mark.parametrize("options", [{}, {"use_published": False}], ids=["default", "parse"])
+def test_items_whose_collection_cannot_be_read_are_refused_not_opened_unscaled(
+    tmp_path: Path, write_band: WriteBand, read_band: ReadBand, options: dict[str, bool]
+) -> None:
+    # Earth Search's Items leave raster:bands to their Collection's item_assets. Opened from a
+    # copy whose collection.json was not copied, they would give raw counts, not reflectances.
+    band = write_band(tmp_path / "B02.tif", size=150, seed=1)
+    extent = pystac.Extent(
+        pystac.SpatialExtent([[-180, -90, 180, 90]]), pystac.TemporalExtent([[None, None]])
+    )
+    collection = pystac.Collection("s2", "item_assets describe the bands", extent)
+    collection.extra_fields["item_assets"] = {
+        "B02": {"type": COG, "roles": ["data"], "raster:bands": [{"nodata": 0, "scale": 1e-4}]}
+    }
+    for day in (1, 2):
+        item = pystac.Item(f"S2_{day}", None, None, dt.datetime(2024, 1, day, tzinfo=dt.UTC), {})
+        item.add_asset("B02", pystac.Asset(str(band)))  # only an href
+        collection.add_item(item)
+    collection.normalize_hrefs(str(tmp_path / "stac"))
+    collection.save(pystac.CatalogType.SELF_CONTAINED)
+    (tmp_path / "stac" / "collection.json").unlink()
+    saved = tmp_path / "stac"
+    items = [pystac.Item.from_file(str(saved / i / f"{i}.json")) for i in ("S2_1", "S2_2")]
+
+    for stac in (items[0], pystac.ItemCollection(items)):
+        with pytest.raises(
+            SourceNotFoundError,
+            match=r"collection\.json .*does not exist; item 'S2_1' may leave to that "
+            r"Collection's item_assets .*nodata, scale and offset.*cannot be applied",
+        ):
+            open_stac(stac, ["B02"], **options)
+
+    for item in items:  # the user's choice: open the Items as they are, unscaled
+        item.remove_links(pystac.RelType.COLLECTION)
+    raw = open_stac(pystac.ItemCollection(items), ["B02"], **options)
+    np.testing.assert_array_equal(raw["B02"].isel(time=0).values, read_band(band))
 
 
 def test_relative_href_without_self_href_is_refused(make_item: MakeItem) -> None:

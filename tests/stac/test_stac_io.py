@@ -134,7 +134,8 @@ def test_an_unreachable_collection_link_costs_the_registrys_timeouts_only(
 ) -> None:
     """The Collection an Item links to is read for the stores published there and for its
     ``item_assets``; a server that never answers costs the timeouts of the registry the open
-    was given. Without published stores to look for, the Item opens as it is."""
+    was given, and fails the open whether or not published stores are looked for: the Item's
+    assets may leave their bands' scale and nodata to that Collection."""
     item = scenes.items[0]
     path = scenes.files[item.id]["B02"]
     with FaultyServer({"collection.json": b"{}"}, "hang") as server:
@@ -145,9 +146,13 @@ def test_an_unreachable_collection_link_costs_the_registrys_timeouts_only(
         started = time.monotonic()
         with pytest.raises(NetworkTimeoutError, match=re.escape(url)):
             open_stac(item, ["B02"], registry=registry)
-        opened = open_stac(item, ["B02"], registry=registry, use_published=False)
+        with pytest.raises(NetworkTimeoutError, match=re.escape(url) + ".*item_assets"):
+            open_stac(item, ["B02"], registry=registry, use_published=False)
         assert time.monotonic() - started < 15
         assert server.connections == 6  # three attempts, twice
+        item.remove_links(pystac.RelType.COLLECTION)  # the user's choice: open it as it is
+        opened = open_stac(item, ["B02"], registry=registry)
+        assert server.connections == 6
     np.testing.assert_array_equal(opened["B02"].values, read_band(path))
 
 

@@ -12,29 +12,30 @@ replace the packing (nodata, scale, offset, unit) of its description's ``bands``
 
 The Collection is the one the Item links to: already in memory when the Item was read
 through it, otherwise read once per Collection id (one request for the results of a search).
-An unreachable Collection describes nothing: the Items are opened as they are.
+A Collection the Item links to that cannot be read (missing, no valid STAC, unreachable,
+refused) raises, whatever the options: what it would fill in is unknown, and opening the Items
+as they are could turn scaled reflectances into raw counts without a word. An Item linking to
+no Collection is opened as it is.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 import pystac
 
 from virtualstac.errors import VirtualStacError
-from virtualstac.stac.invalid import PYSTAC_ERRORS, collection_of
+from virtualstac.stac.invalid import collection_of
 
-__all__ = ["ItemAssets"]
+__all__ = ["ItemAssets", "described_collection"]
 
 #: The STAC 1.0 band lists, and the STAC 1.1 ``bands`` fields that say what each says.
 _STAC_10_BANDS = {
     "eo:bands": {"name", "eo:common_name"},
     "raster:bands": {"nodata", "raster:scale", "raster:offset", "unit"},
 }
-
-#: What reading a Collection may raise: a missing or broken file, an unreachable URL.
-_UNREADABLE: tuple[type[Exception], ...] = (*PYSTAC_ERRORS, OSError, ValueError, VirtualStacError)
 
 
 class ItemAssets:
@@ -80,15 +81,48 @@ class ItemAssets:
         return self._found[collection_id]
 
 
-def _item_assets(item: pystac.Item) -> Mapping[str, Any]:
+def described_collection(item: pystac.Item) -> pystac.Collection | None:
+    """The Collection ``item`` links to (read if need be), or None if it links to none.
+
+    Raises
+    ------
+    SourceNotFoundError, InvalidCatalogError, NetworkError, UnregisteredURLError
+        If the Collection linked to cannot be read, or may not be (a remote Item's link to
+        a local file): as :func:`~virtualstac.stac.invalid.collection_of`, the message also
+        saying that its ``item_assets`` cannot be applied.
+    """
     try:
-        collection = collection_of(item)
-    except _UNREADABLE:
-        return {}
+        return collection_of(item)
+    except VirtualStacError as err:
+        # collection_of's errors name the file and the Item linking to it; say why it
+        # matters, keeping the type.
+        raise _explained(err, item) from err.__cause__
+
+
+def _item_assets(item: pystac.Item) -> Mapping[str, Any]:
+    collection = described_collection(item)
     if collection is None:
         return {}
     found = collection.extra_fields.get("item_assets")
     return found if isinstance(found, Mapping) else {}
+
+
+def _explained(err: VirtualStacError, item: pystac.Item) -> VirtualStacError:
+    """``err``, raised reading ``item``'s Collection, saying what could not be applied."""
+    if not err.args or not isinstance(err.args[0], str):
+        return err
+    try:
+        explained = copy.copy(err)
+    except Exception:  # an error type that cannot be copied: raised as it is
+        return err
+    explained.args = (
+        f"{err.args[0]}; item {item.id!r} may leave to that Collection's item_assets what its "
+        "assets omit (type, roles, bands with their nodata, scale and offset), which "
+        "therefore cannot be applied: fix the collection link, or remove it "
+        "(item.remove_links('collection')) to open the Item as it is",
+        *err.args[1:],
+    )
+    return explained
 
 
 def _not_overridden(described: dict[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from virtualstac.stac.icechunk_reads import (
     reading_settings,
 )
 from virtualstac.stac.invalid import catalog_items, collection_of
+from virtualstac.stac.item_assets import described_collection
 from virtualstac.stac.levels import level_group
 from virtualstac.stac.published_parts import item_part, items_part
 from virtualstac.stac.published_stores import (
@@ -222,7 +223,7 @@ def _stores_of(
         own = published_assets(stac)
         if own:
             return f"item {stac.id!r}", own, [stac], False
-        collection = collection_of(stac)
+        collection = described_collection(stac)
         items = [stac]
     elif isinstance(stac, pystac.ItemCollection | list | tuple):
         items = list(stac)
