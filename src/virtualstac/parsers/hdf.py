@@ -78,6 +78,7 @@ from virtualstac.parsers.hdf_filters import (
     codecs_for_filters,
     pipeline,
 )
+from virtualstac.parsers.hdf_links import LinkOutsideFileError, linked, outside_file
 from virtualstac.parsers.hdf_metadata import (
     Attributes,
     DatatypeError,
@@ -256,7 +257,12 @@ class _FileWalker:
 
     def root(self) -> ManifestGroup:
         path = self.parser.group
-        node = self.file.get(path) if path else self.root_group
+        try:  # link by link: HDF5 would follow an external link on the way (hdf_links.py)
+            node = linked(self.root_group, path) if path else self.root_group
+        except LinkOutsideFileError as err:
+            raise NotVirtualizableError(
+                f"{self.url}: group {path!r} lies outside the file: {err}"
+            ) from err
         if node is None:
             raise SourceNotFoundError(f"{self.url}: there is no group {path!r} in the file")
         if not isinstance(node, h5py.Group):
@@ -267,7 +273,7 @@ class _FileWalker:
         # datasets count towards the lengths of those dimensions.
         parts = path.split("/") if path else []
         for depth in range(len(parts)):
-            ancestor = self.file["/".join(parts[:depth]) or "/"]
+            ancestor = self.file["/".join(parts[:depth]) or "/"]  # on the path walked above
             datasets = self.datasets_of(ancestor)
             self.dimensions.register_scales(datasets)
             for member in datasets:
@@ -307,15 +313,12 @@ class _FileWalker:
                 members.extend(self.member(name, relative, node, drop))
                 continue
             link = group.get(key, getlink=True)
-            if isinstance(link, h5py.ExternalLink):
+            try:  # walked link by link: HDF5 would follow an external link (hdf_links.py)
+                node = linked(group, key)
+            except LinkOutsideFileError as err:
                 if not drop:
                     continue
-                raise self.fail(
-                    relative,
-                    f"is an external link to {link.path!r} in {link.filename!r}, whose data lies "
-                    "in another file",
-                )
-            node = group.get(key)
+                raise self.fail(relative, outside_file(link, err)) from err
             if node is None:
                 if not drop:
                     continue
