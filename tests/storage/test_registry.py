@@ -245,6 +245,27 @@ def test_for_url_of_a_file_at_the_root_allows_only_that_file() -> None:
         registry.resolve("file:///etc/passwd")
 
 
+def test_for_urls_allows_what_for_url_allows_for_each_never_the_whole_filesystem(
+    tmp_path: Path,
+) -> None:
+    # open_virtual_mfdataset's default: a file at the root next to files in a directory once
+    # made the root itself, and every file on the machine, readable.
+    named = [str(tmp_path / "a" / "x.nc"), "/data.nc", "/more.nc", "s3://bucket/era/y.nc"]
+
+    registry = ObjectStoreRegistry.for_urls(named)
+
+    assert set(registry.allowed) == {
+        (tmp_path / "a").as_uri(),
+        "file:///data.nc",
+        "file:///more.nc",
+        "s3://bucket",
+    }
+    assert all(url in registry for url in named)
+    assert str(tmp_path / "a" / "sibling.nc") in registry  # for_url's model: the directory
+    for elsewhere in ("/etc/passwd", str(tmp_path / "b" / "x.nc"), "s3://other/y.nc"):
+        assert elsewhere not in registry
+
+
 # -- exact locations and links ------------------------------------------------------------------
 
 

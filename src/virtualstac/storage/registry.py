@@ -311,11 +311,26 @@ class ObjectStoreRegistry:
         HTTP URLs allow their directory on that host. ``network`` and ``options`` configure
         the store as in :meth:`register`.
         """
-        url = normalize_url(url)
-        prefix = store_prefix(url)
-        only = [url] if prefix == "file:///" else None
+        return cls.for_urls([url], network=network, **options)
+
+    @classmethod
+    def for_urls(
+        cls, urls: Iterable[str], *, network: NetworkOptions = DEFAULT_NETWORK, **options: Any
+    ) -> ObjectStoreRegistry:
+        """Return a registry that allows what :meth:`for_url` allows for each of ``urls``: the
+        directory (bucket, or directory on its host) of each, a file at the local filesystem's
+        root alone, never the whole filesystem. ``options`` configure every store built."""
         registry = cls(network=network)
-        registry.register(prefix, only=only, **options)
+        for given in urls:
+            url = normalize_url(given)
+            if registry._stores and url in registry:
+                continue  # in the directory (or bucket) of an earlier one
+            prefix = store_prefix(url)
+            at_root = prefix == "file:///"
+            if _canonical_prefix(prefix) in registry._stores:
+                registry.allow(url if at_root else prefix)
+            else:
+                registry.register(prefix, only=[url] if at_root else None, **options)
         return registry
 
     @property

@@ -389,8 +389,8 @@ def open_virtual_mfdataset(
         ``combine="nested"``, nested lists (one level per ``concat_dim``, outermost first)
         arrange the files in several dimensions, as in ``xr.open_mfdataset``.
     parser, registry, group, loadable_variables, drop_variables, decode_times, overview_level
-        As in :func:`open_virtual_dataset`; one registry is shared by all files (by default the
-        one for the first file, extended to the directory of every other file).
+        As in :func:`open_virtual_dataset`; one registry is shared by all files (by default
+        :meth:`ObjectStoreRegistry.for_urls`: what one file's open allows, for each file).
     combine
         ``"by_coords"`` (``xr.combine_by_coords``, needs loaded dimension coordinates) or
         ``"nested"`` (``xr.combine_nested`` along ``concat_dim``, in the order given).
@@ -465,11 +465,8 @@ def open_virtual_mfdataset(
     else:
         raise ValueError("nested lists of paths need combine='nested'")
     if registry is None:
-        registry = ObjectStoreRegistry.for_url(urls[0])
-        for url in urls[1:]:
-            if url not in registry:
-                directory = ObjectStoreRegistry.for_url(url).prefixes[0]
-                registry.register(directory)
+        # As open_virtual_dataset allows for one file, for each: never the whole filesystem.
+        registry = ObjectStoreRegistry.for_urls(urls)
     executor = executor_for(parallel)
     dims = concat_levels(concat_dim)
     virtualize = functools.partial(
