@@ -276,6 +276,23 @@ def test_a_variable_named_like_zarr_metadata_is_refused(tmp_path: Path) -> None:
     assert list(parse(path, drop_variables=["sub/zarr.json"]).group["sub"]) == []
 
 
+def test_names_with_a_backslash_are_refused(tmp_path: Path) -> None:
+    """netCDF-4 allows a backslash in names; zarr-python reads it as '/', so the variable (or
+    group) would silently vanish from the store."""
+    path = tmp_path / "names.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("x", 2)
+        ds.createVariable("kept", "f4", ("x",))[:] = [1, 2]
+        ds.createVariable("a\\b", "f4", ("x",))[:] = [3, 4]
+    with pytest.raises(NotVirtualizableError, match=r"variable 'a\\\\b' has a backslash"):
+        parse(path)
+    assert list(parse(path, drop_variables=["a\\b"]).group) == ["kept"]
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createGroup("c\\d").createDimension("x", 2)
+    with pytest.raises(NotVirtualizableError, match=r"group 'c\\\\d' has a backslash"):
+        parse(path)
+
+
 def test_drop_variables_by_name_and_path(everything: Path) -> None:
     group = parse(everything, drop_variables=["precip", "forecast/members/spread"]).group
     assert "precip" not in group

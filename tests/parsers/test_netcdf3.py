@@ -448,6 +448,23 @@ def test_a_variable_named_like_zarr_metadata_is_refused(tmp_path: Path) -> None:
     assert list(parse(path, drop_variables=["zarr.json"]).group) == ["kept"]
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_variable_with_a_backslash_in_its_name_is_refused(tmp_path: Path, fmt: str) -> None:
+    """netCDF-C allows a backslash in names; zarr-python reads it as '/', so the variable
+    would silently vanish from the store."""
+    path = tmp_path / "names.nc"
+    with netCDF4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("x\\y", 2)  # dimension names are only metadata: fine
+        ds.createVariable("kept", "f4", ("x\\y",))[:] = [1, 2]
+        ds.createVariable("a\\b", "f4", ("x\\y",))[:] = [3, 4]
+    with pytest.raises(NotVirtualizableError, match=r"variable 'a\\\\b' has a backslash"):
+        parse(path)
+    store = parse(path, drop_variables=["a\\b"])
+    kept = xr.open_zarr(store, consolidated=False, chunks=None)["kept"]
+    assert kept.dims == ("x\\y",)
+    np.testing.assert_array_equal(kept.values, [1, 2])
+
+
 @pytest.mark.parametrize("name", [b"a/b", b".", b"..", b""])
 def test_a_variable_named_as_no_zarr_array_can_be_is_refused(tmp_path: Path, name: bytes) -> None:
     """netCDF-C writes no such name (a damaged header can hold one); the error names the file

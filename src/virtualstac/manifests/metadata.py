@@ -34,6 +34,7 @@ __all__ = [
     "decode_cf_fill_value",
     "grid_shape",
     "json_safe",
+    "member_name_problem",
     "metadata_for_variable",
     "nan_payload_fill",
     "parse_metadata",
@@ -64,6 +65,26 @@ METADATA_NAME_REASON = (
     f"is named {METADATA_NAME!r}, the name of a Zarr group's metadata, so Zarr readers would "
     "never see it"
 )
+
+
+def member_name_problem(name: str) -> str | None:
+    """Why no Zarr reader would find a group member named ``name`` (a reason, to follow the
+    member's name in an error), or ``None`` if it can have that name.
+
+    netCDF allows a backslash in names (``a\\b``), Zarr v3 too, but zarr-python reads it as a
+    ``/`` (``normalize_path``), so it would look for the member in a group ``a`` and pass over
+    it when listing: the variable would vanish without a word.
+    """
+    if name == METADATA_NAME:
+        return METADATA_NAME_REASON
+    if name in ("", ".", "..") or "/" in name:
+        return "has a name no Zarr array can have"
+    if "\\" in name:
+        return (
+            "has a backslash in its name, which zarr-python reads as '/' (a path separator), "
+            "so Zarr readers would never find it"
+        )
+    return None
 
 
 def create_v3_array_metadata(

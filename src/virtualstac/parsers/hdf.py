@@ -45,10 +45,9 @@ from virtualstac.limits import (
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.metadata import (
-    METADATA_NAME,
-    METADATA_NAME_REASON,
     create_v3_array_metadata,
     grid_shape,
+    member_name_problem,
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
@@ -399,8 +398,9 @@ class _FileWalker:
         arrays: dict[str, ManifestArray] = {}
         for member in variables:
             name = netcdf_name(member.name)
-            if name == METADATA_NAME:
-                raise self.fail(member.path, METADATA_NAME_REASON)
+            problem = member_name_problem(name)
+            if problem is not None:
+                raise self.fail(member.path, problem)
             if name != member.name and name in taken:
                 raise self.fail(
                     member.path, f"is netCDF-4's name for a variable {name!r}, which also exists"
@@ -408,6 +408,10 @@ class _FileWalker:
             where = f"dataset {member.path!r} (its layout, attributes and chunk index)"
             with reading(self.url, where, also=(OSError,)):
                 arrays[name] = self.array(member)
+        for name, sub in plan.groups.items():
+            problem = member_name_problem(name)
+            if problem is not None:
+                raise self.fail_group(sub.path, problem)
         groups = {name: self.build(sub) for name, sub in plan.groups.items()}
         attributes = hdf_metadata.attributes(
             Attributes(plan.group),

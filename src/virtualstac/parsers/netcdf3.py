@@ -37,11 +37,10 @@ from virtualstac.manifests.attribute_types import with_character_fill, with_type
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.manifest import ChunkManifest
 from virtualstac.manifests.metadata import (
-    METADATA_NAME,
-    METADATA_NAME_REASON,
     cf_fill_value_attribute,
     create_v3_array_metadata,
     grid_shape,
+    member_name_problem,
 )
 from virtualstac.manifests.sources import SourceStamp
 from virtualstac.manifests.store import ManifestStore
@@ -252,11 +251,10 @@ class _GroupBuilder:
         )
 
     def array(self, variable: Variable) -> ManifestArray:
-        if variable.name == METADATA_NAME:
-            raise self.fail(variable, METADATA_NAME_REASON)
-        if variable.name in ("", ".", "..") or "/" in variable.name:
-            # netCDF-C never writes such a name (``NC_check_name``): the header is damaged.
-            raise self.fail(variable, "has a name no Zarr array can have")
+        # netCDF-C writes "zarr.json" and "a\\b", but never "a/b" or "" (``NC_check_name``).
+        problem = member_name_problem(variable.name)
+        if problem is not None:
+            raise self.fail(variable, problem)
         dtype = variable.nc_type.dtype
         lengths = [self.header.dimensions[d][1] for d in variable.dimids]
         is_record = self.is_record(variable)
