@@ -205,6 +205,22 @@ def test_scipy_files(tmp_path: Path, version: int, record_variables: int) -> Non
         assert short_manifest.shape_chunk_grid == (7, 1)
 
 
+def test_names_scipy_writes_as_latin_1_read_as_scipy_reads_them(tmp_path: Path) -> None:
+    """xarray's ``to_netcdf(engine="scipy")`` writes non-ASCII names as Latin-1 (netCDF4
+    cannot open such a file); they read as the scipy engine reads them."""
+    path = tmp_path / "latin1.nc"
+    written = xr.Dataset(
+        {"température": ("Zürich", np.array([1.5, 2.5], "f4"), {"unité": "°C"})},
+        attrs={"note": "café"},
+    )
+    written.to_netcdf(path, engine="scipy")
+    assert "Zürich".encode("latin-1") in path.read_bytes()
+    ours = xr.open_zarr(parse(path), consolidated=False, chunks=None)
+    with xr.open_dataset(path, engine="scipy") as expected:
+        xr.testing.assert_identical(ours, expected.load())
+    assert ours["température"].dims == ("Zürich",)
+
+
 def test_fill_values_of_another_type_mask_as_with_the_netcdf4_engine(tmp_path: Path) -> None:
     """scipy writes a ``_FillValue`` of any type. netCDF compares it with the values as it is:
     a float64 0.1 equals no float32 value (it once masked the float32 nearest to it), and an

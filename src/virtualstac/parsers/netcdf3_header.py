@@ -150,13 +150,15 @@ class HeaderDecoder:
         return data
 
     def name(self) -> str:
-        """A name: its length, then its UTF-8 bytes, padded."""
+        """A name: its length, then its UTF-8 (or, from scipy, Latin-1) bytes, padded."""
         # netCDF-C hands names out as C strings, so a name padded with NULs ends at the first.
         raw = self.padded(self.non_neg()).split(b"\x00", 1)[0]
         try:
             return raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise NetCDF3FormatError(f"{self.url!r}: a name in the header is not UTF-8") from err
+        except UnicodeDecodeError:
+            # scipy.io.netcdf_file (xarray's engine="scipy") writes names as Latin-1 and reads
+            # them so; the HDF5 parser reads names that are not UTF-8 so too.
+            return raw.decode("latin-1")
 
     def list_count(self, tag: int, what: str) -> int:
         """The element count of a list that is either ABSENT or starts with ``tag``."""
