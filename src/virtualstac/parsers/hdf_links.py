@@ -76,7 +76,10 @@ def _walk(start: h5py.h5g.GroupID, path: bytes, budget: list[int]) -> object | N
             return None
         walked.append(decode_text(part))
         if kind == h5py.h5l.TYPE_HARD:
-            current = h5py.h5o.open(current, part)
+            try:
+                current = h5py.h5o.open(current, part)
+            except KeyError:  # an object HDF5 cannot read (damaged): nothing, as group.get gives
+                return None
         elif kind == h5py.h5l.TYPE_SOFT:
             budget[0] -= 1
             if budget[0] < 0:
