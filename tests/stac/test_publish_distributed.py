@@ -32,7 +32,7 @@ from distributed import Client, get_task_stream
 from virtualstac.cli import main
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import open_stac, publish
-from virtualstac.stac.publish_distributed import batched
+from virtualstac.stac.publish_distributed import batched, document_of, item_of
 
 
 def repository_of(target: Path) -> icechunk.Repository:
@@ -215,3 +215,33 @@ def test_batches_never_part_items_of_one_time_step(make_item: Callable[..., pyst
         ["i3", "i4", "i5"],
     ]
     assert [len(batch) for batch in batched(items, 1)] == [3, 1, 2]
+
+
+def test_an_unsaved_collection_travels_with_its_items_to_the_workers(tmp_path: Path) -> None:
+    # A worker cannot read a Collection the client has not saved yet, and its item_assets may
+    # hold what the items' assets leave out (nodata, scale): it goes along with each item.
+    bands = [{"nodata": 0, "scale": 0.5, "offset": -1.0}]
+    collection = pystac.Collection(
+        "scenes",
+        "Scenes",
+        pystac.Extent(
+            pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
+            pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
+        ),
+        extra_fields={"item_assets": {"data": {"roles": ["data"], "raster:bands": bands}}},
+    )
+    item = pystac.Item("scene", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), properties={})
+    item.add_asset("data", pystac.Asset(str(tmp_path / "scene.tif")))
+    collection.add_item(item)
+    collection.normalize_hrefs(str(tmp_path))
+
+    sent = json.loads(json.dumps(document_of(item)))
+    rebuilt = item_of(sent)
+
+    assert not (tmp_path / "collection.json").exists()
+    held = rebuilt.get_collection()
+    assert held is not None
+    assert held.extra_fields["item_assets"]["data"]["raster:bands"] == bands
+    assert rebuilt.get_single_link("collection").get_absolute_href() == str(
+        tmp_path / "collection.json"
+    )

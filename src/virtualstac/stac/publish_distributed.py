@@ -45,7 +45,15 @@ from virtualstac.writers.icechunk_regions import (
     write_region,
 )
 
-__all__ = ["BATCHES_PER_WORKER", "Batches", "Opening", "batched", "document_of", "is_cluster"]
+__all__ = [
+    "BATCHES_PER_WORKER",
+    "Batches",
+    "Opening",
+    "batched",
+    "document_of",
+    "is_cluster",
+    "item_of",
+]
 
 #: Batches per worker: more than one, so that a slow worker's share is taken by others.
 BATCHES_PER_WORKER = 4
@@ -101,7 +109,7 @@ class _Parse:
     appending: tuple[Target, str] | None
 
     def __call__(self, documents: list[dict[str, Any]]) -> ManifestGroup:
-        items = [pystac.Item.from_dict(document, migrate=False) for document in documents]
+        items = [item_of(document) for document in documents]
         dataset = self.opening(items, parallel=False, progress=False)
         dim = self.opening.concat_dim
         if self.appending is None:
@@ -246,13 +254,34 @@ def _when(item: pystac.Item) -> Any:
 
 
 def document_of(item: pystac.Item) -> dict[str, Any]:
-    """The item as JSON a worker rebuilds it from: absolute asset hrefs, its self link, and its
-    Collection's link when that Collection was saved (for its storage schemes)."""
+    """The item as JSON a worker rebuilds it from (:func:`item_of`): absolute asset hrefs, its
+    self link and its Collection's link; with the Collection itself (less its links) when the
+    client holds it, since it may not be saved where the link points yet, and its item_assets
+    and storage schemes describe the item's assets."""
     clone = item.clone()
     clone.make_asset_hrefs_absolute()
     link = item.get_single_link(pystac.RelType.COLLECTION)
-    collection = None if link is None else link.get_absolute_href()
+    href = None if link is None else link.get_absolute_href()
     clone.links = [link for link in clone.links if link.rel == pystac.RelType.SELF]
-    if collection is not None:
-        clone.add_link(pystac.Link(pystac.RelType.COLLECTION, collection))
-    return clone.to_dict(include_self_link=True, transform_hrefs=False)
+    collection: dict[str, Any] | None = None
+    if link is not None and href is not None:
+        clone.add_link(pystac.Link(pystac.RelType.COLLECTION, href))
+        if link.is_resolved() and isinstance(link.target, pystac.Collection):
+            held = link.target.clone()
+            held.links = [other for other in held.links if other.rel == pystac.RelType.SELF]
+            collection = held.to_dict(include_self_link=True, transform_hrefs=False)
+    return {
+        "item": clone.to_dict(include_self_link=True, transform_hrefs=False),
+        "collection": collection,
+    }
+
+
+def item_of(document: dict[str, Any]) -> pystac.Item:
+    """The item :func:`document_of` wrote, linked to its Collection when that came along."""
+    item = pystac.Item.from_dict(document["item"], migrate=False)
+    if document["collection"] is not None:
+        collection = pystac.Collection.from_dict(document["collection"], migrate=False)
+        link = item.get_single_link(pystac.RelType.COLLECTION)
+        if link is not None:
+            link.target = collection
+    return item

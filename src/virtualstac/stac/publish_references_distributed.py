@@ -39,6 +39,7 @@ from virtualstac.stac.publish_distributed import (
     Opening,
     batched,
     document_of,
+    item_of,
 )
 from virtualstac.writers.icechunk_regions import Layout, stack_layouts
 from virtualstac.writers.kerchunk import (
@@ -89,7 +90,7 @@ class _Parse:
     opening: Opening
 
     def __call__(self, documents: list[dict[str, Any]]) -> _Part:
-        items = [pystac.Item.from_dict(document, migrate=False) for document in documents]
+        items = [item_of(document) for document in documents]
         levels = self.opening(items, parallel=False, progress=False)
         dim = self.opening.concat_dim
         loaded: dict[str, xr.Dataset] = {}
