@@ -168,9 +168,21 @@ def _netcdf_file(path: Path) -> Path:
     return path
 
 
-@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is a double here")
 @pytest.mark.parametrize("where", ["file", "variable"])
-@pytest.mark.parametrize("case", sorted(LEFT_OUT))
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            case,
+            marks=pytest.mark.skipif(
+                case == "long_double" and np.dtype(np.longdouble).itemsize <= 8,
+                reason="numpy's long double is a plain double on this platform (it is 16 bytes "
+                "on x86-64 Linux, where CI runs this case): no wider float to write",
+            ),
+        )
+        for case in sorted(LEFT_OUT)
+    ],
+)
 def test_an_attribute_json_cannot_hold_is_left_out_as_netcdf4_leaves_it_out(
     tmp_path: Path, case: str, where: str
 ) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -124,19 +125,12 @@ def tag_value(text: str) -> Any:
     """An item's text as rioxarray reads it: an integer, else a float, else the text; a
     ``{1,2,3}`` list of numbers (as GDAL's netCDF driver writes arrays) as a list of floats."""
     if text.startswith("{") and text.endswith("}"):
-        parts = text.strip("{}").split(",")
-        try:
-            return [float(part) for part in parts]
-        except ValueError:
-            pass
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+        with suppress(ValueError):
+            return [float(part) for part in text.strip("{}").split(",")]
+    for number in (int, float):
+        with suppress(ValueError):
+            return number(text)
+    return text
 
 
 def tag_attributes(
