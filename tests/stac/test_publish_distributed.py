@@ -32,7 +32,7 @@ from distributed import Client, get_task_stream
 from virtualstac.cli import main
 from virtualstac.errors import IncompatibleArraysError, WorkerLostError
 from virtualstac.stac import open_stac, publish
-from virtualstac.stac.publish_distributed import batched, document_of, item_of
+from virtualstac.stac.publish_distributed import batched, document_of, documents_of, item_of
 
 
 def repository_of(target: Path) -> icechunk.Repository:
@@ -245,3 +245,27 @@ def test_an_unsaved_collection_travels_with_its_items_to_the_workers(tmp_path: P
     assert rebuilt.get_single_link("collection").get_absolute_href() == str(
         tmp_path / "collection.json"
     )
+
+
+def test_a_collection_is_written_once_for_its_items_without_their_links(tmp_path: Path) -> None:
+    # One link per item: written for every item, a Collection of n items would cost n^2.
+    collection = pystac.Collection(
+        "scenes",
+        "Scenes",
+        pystac.Extent(
+            pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
+            pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
+        ),
+    )
+    for day in range(1, 4):
+        item = pystac.Item(f"d{day}", None, None, dt.datetime(2024, 1, day, tzinfo=dt.UTC), {})
+        item.add_asset("data", pystac.Asset(str(tmp_path / f"d{day}.tif")))
+        collection.add_item(item)
+    collection.normalize_hrefs(str(tmp_path))
+
+    documents = documents_of(list(collection.get_items()))
+
+    written = {id(document["collection"]) for document in documents}
+    assert len(written) == 1
+    assert [link["rel"] for link in documents[0]["collection"]["links"]] == ["self"]
+    assert len(collection.get_links(pystac.RelType.ITEM)) == 3  # the client's is untouched

@@ -13,6 +13,7 @@ repository and the catalog stay as they were, and publishing again completes.
 
 from __future__ import annotations
 
+import copy
 import math
 import uuid
 from collections.abc import Iterable, Sequence
@@ -51,6 +52,7 @@ __all__ = [
     "Opening",
     "batched",
     "document_of",
+    "documents_of",
     "is_cluster",
     "item_of",
 ]
@@ -168,7 +170,7 @@ class Batches(Writes):
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
         self._groups = [
-            client.submit(parse, [document_of(item) for item in batch], key=self._key("parse", n))
+            client.submit(parse, documents_of(batch), key=self._key("parse", n))
             for n, batch in enumerate(batched(items, size, opening.groups))
         ]
         layouts = self._gather(
@@ -253,11 +255,21 @@ def _when(item: pystac.Item) -> Any:
     return item.datetime or item.common_metadata.start_datetime
 
 
-def document_of(item: pystac.Item) -> dict[str, Any]:
+def documents_of(items: Iterable[pystac.Item]) -> list[dict[str, Any]]:
+    """:func:`document_of` of each item, a Collection written once for all of its items (one
+    object, which pickling sends once per batch)."""
+    written: dict[int, dict[str, Any]] = {}
+    return [document_of(item, written) for item in items]
+
+
+def document_of(
+    item: pystac.Item, written: dict[int, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The item as JSON a worker rebuilds it from (:func:`item_of`): absolute asset hrefs, its
     self link and its Collection's link; with the Collection itself (less its links) when the
     client holds it, since it may not be saved where the link points yet, and its item_assets
-    and storage schemes describe the item's assets."""
+    and storage schemes describe the item's assets. ``written`` keeps the Collections written
+    so far, by object."""
     clone = item.clone()
     clone.make_asset_hrefs_absolute()
     link = item.get_single_link(pystac.RelType.COLLECTION)
@@ -267,13 +279,24 @@ def document_of(item: pystac.Item) -> dict[str, Any]:
     if link is not None and href is not None:
         clone.add_link(pystac.Link(pystac.RelType.COLLECTION, href))
         if link.is_resolved() and isinstance(link.target, pystac.Collection):
-            held = link.target.clone()
-            held.links = [other for other in held.links if other.rel == pystac.RelType.SELF]
-            collection = held.to_dict(include_self_link=True, transform_hrefs=False)
+            written = {} if written is None else written
+            key = id(link.target)
+            if key not in written:
+                written[key] = _collection_document(link.target)
+            collection = written[key]
     return {
         "item": clone.to_dict(include_self_link=True, transform_hrefs=False),
         "collection": collection,
     }
+
+
+def _collection_document(collection: pystac.Collection) -> dict[str, Any]:
+    """The Collection as JSON with its self link only: its other links (one per item) are
+    neither copied nor sent."""
+    bare = copy.copy(collection)
+    own = collection.get_single_link(pystac.RelType.SELF)
+    bare.links = [] if own is None else [own]
+    return bare.to_dict(include_self_link=True, transform_hrefs=False)
 
 
 def item_of(document: dict[str, Any]) -> pystac.Item:

@@ -38,7 +38,7 @@ from virtualstac.stac.publish_distributed import (
     BATCHES_PER_WORKER,
     Opening,
     batched,
-    document_of,
+    documents_of,
     item_of,
 )
 from virtualstac.writers.icechunk_regions import Layout, stack_layouts
@@ -180,9 +180,7 @@ class ReferenceBatches:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
         self._parts = [
-            client.submit(
-                _Parse(opening), [document_of(item) for item in batch], key=self._key("parse", n)
-            )
+            client.submit(_Parse(opening), documents_of(batch), key=self._key("parse", n))
             for n, batch in enumerate(batched(items, size, opening.groups))
         ]
         summaries: list[_Summary] = self._gather(
