@@ -16,18 +16,21 @@ Readers:
 
 - ``virtualstac``: a ManifestArray built by hand from h5py's chunk index (``chunk_iter``) with
   codecs ``bytes`` + ``numcodecs.shuffle`` + ``numcodecs.zlib``, served by our ManifestStore and
-  read with ``xr.open_zarr(store, chunks=None)[var].values``;
+  read with ``virtualstac.xarray.open_zarr_dataset(store, chunks=None)[var].values``: the
+  ``xr.open_zarr`` virtualstac's front ends open stores with, whose basic selections skip
+  zarr's per-chunk walk (``manifests/selection_reads.py``); also with plain ``xr.open_zarr``
+  (``plain xr.open_zarr``: zarr walks the chunks, then our codec pipeline reads them);
 - ``VirtualiZarr``: its ``HDFParser()(url, registry)`` ManifestStore, read the same way
   (``zarr_format=3``);
 - both also with ``zarr.config.set({"async.concurrency": 64})``, through xarray's default
   dask-backed ``xr.open_zarr(store)`` (one task per source chunk), and with dask chunks of one
   whole time step (``chunks={"time": 1, "y": -1, "x": -1}``);
 - ``Icechunk``: our references published to a local Icechunk repository (``write_icechunk``,
-  committed before timing), read from a read-only session with ``xr.open_zarr(store,
-  chunks=None)``: virtualstac's store over the session (``checked_store``, as ``open_stac``
-  reads it: virtual chunks fetched from their sources) through virtualstac's codec pipeline,
-  and the session's own store through zarr's ``BatchedCodecPipeline`` (the peer: what a plain
-  zarr reader of the repository gets);
+  committed before timing), read from a read-only session with ``chunks=None``: virtualstac's
+  store over the session (``checked_store``, as ``open_stac`` reads it: virtual chunks fetched
+  from their sources) opened with ``open_zarr_dataset``, through virtualstac's codec pipeline,
+  and the session's own store with ``xr.open_zarr`` through zarr's ``BatchedCodecPipeline``
+  (the peer: what a plain zarr reader of the repository gets);
 - ``h5py``: ``dset[...]``; ``netCDF4``: ``var[:]`` with auto mask/scale off.
 
 Run ``python benchmarks/bench_store_read.py [--quick]``.
@@ -250,8 +253,13 @@ def worker_read(params: dict[str, Any]) -> dict[str, Any]:
         elif params.get("dask_chunks") is not None:
             kwargs["chunks"] = params["dask_chunks"]
 
+        if reader == "vz" or params.get("plain"):
+            open_store: Any = xr.open_zarr
+        else:
+            from virtualstac.xarray import open_zarr_dataset as open_store
+
         def opener() -> Any:
-            return xr.open_zarr(store, **kwargs)[VAR]
+            return open_store(store, **kwargs)[VAR]
 
         def read(handle: Any) -> np.ndarray[Any, Any]:
             return np.asarray(handle.values)
@@ -318,6 +326,7 @@ READERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("netCDF4 var[:]", "netcdf4", {}),
     ("store, open_zarr(chunks=None)", "ours", {}),
     ("store, open_zarr(chunks=None)", "vz", {}),
+    ("store, plain xr.open_zarr(chunks=None)", "ours-plain", {"plain": True}),
     ("store, async.concurrency=64", "ours", {"concurrency": 64}),
     ("store, async.concurrency=64", "vz", {"concurrency": 64}),
     ("store, open_zarr() with dask", "ours", {"dask": True}),
@@ -332,6 +341,7 @@ WHO = {
     "vz": "VirtualiZarr",
     "icechunk": "virtualstac's pipeline",
     "icechunk-zarr": "zarr's pipeline",
+    "ours-plain": "virtualstac",
 }
 
 
@@ -345,7 +355,7 @@ def _measure_file(
         who = WHO.get(reader, reader)
         progress(f"{kind}: {who} {label} ...")
         n = dask_repeat if options.get("dask") else repeat
-        params = {"reader": reader.removesuffix("-zarr"), "path": str(path), "repeat": n}
+        params = {"reader": reader.removesuffix("-zarr").removesuffix("-plain"), "path": str(path), "repeat": n}
         result = run_worker(SCRIPT, "read", {**params, "repository": str(repository), **options})
         results[(label, reader)] = result
         if result is not None:
@@ -417,6 +427,17 @@ def _rows(
                 target=TARGETS[kind] if reader == "h5py" else "",
             )
         )
+    plain = "store, plain xr.open_zarr(chunks=None)"
+    rows.append(
+        Row(
+            f"{kind}: our store through xr.open_zarr itself (zarr walks the chunks) vs native",
+            "MB/s",
+            mbps(plain, "ours-plain"),
+            mbps("h5py dset[...]", "h5py"),
+            better="higher",
+            peer_name="h5py dset[...]",
+        )
+    )
     _SERIES.extend(
         Series(PLOT, name, "codec", "MB/s (uncompressed)", [(kind, value)])
         for name, value in (

@@ -69,7 +69,7 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
         return super().from_codecs([decoder_twin(codec) for codec in codecs], batch_size=batch_size)
 
     @cached_property
-    def _transform(self) -> ChunkTransform | None:
+    def chunk_transform(self) -> ChunkTransform | None:
         """The codecs as one synchronous chain; None if one of them is asynchronous only."""
         try:
             return ChunkTransform(codecs=tuple(decoder_twin(codec) for codec in self))
@@ -85,7 +85,7 @@ class ManifestCodecPipeline(BatchedCodecPipeline):
         """Read chunks into ``out``: concurrently when every codec is synchronous and no codec
         decodes parts of chunks (sharding), else as zarr's pipeline does."""
         batch = list(batch_info)
-        transform = None if self.supports_partial_decode else self._transform
+        transform = None if self.supports_partial_decode else self.chunk_transform
         if transform is not None and can_read_concurrently(batch, transform):
             return await read_concurrently(batch, out, drop_axes, transform)
         return await super().read(batch, out, drop_axes)

@@ -7,6 +7,7 @@ from virtualstac.xarray.open import (
     open_virtual_datatree,
     open_virtual_mfdataset,
 )
+from virtualstac.xarray.zarr_store import open_zarr_dataset
 
 __all__ = [
     "VirtualDataTreeAccessor",
@@ -16,4 +17,5 @@ __all__ = [
     "open_virtual_dataset",
     "open_virtual_datatree",
     "open_virtual_mfdataset",
+    "open_zarr_dataset",
 ]

@@ -25,6 +25,7 @@ from virtualstac.manifests.attribute_types import (
 )
 from virtualstac.manifests.group import ManifestGroup
 from virtualstac.manifests.store import ManifestStore
+from virtualstac.xarray.zarr_store import open_zarr_dataset
 
 __all__ = ["CF_DECODING", "open_zarr_values"]
 
@@ -54,7 +55,7 @@ def open_zarr_values(store: Any, **options: Any) -> xr.Dataset:
     """
     decoding = {name: options.pop(name) for name in CF_DECODING if name in options}
     decode = options.pop("decode_cf", None) is not False
-    raw: xr.Dataset = xr.open_zarr(store, decode_cf=False, **options)
+    raw: xr.Dataset = open_zarr_dataset(store, decode_cf=False, **options)
     if isinstance(store, ManifestStore):
         path = (options.get("group") or "").strip("/")
         node = store.group[path] if path else store.group
