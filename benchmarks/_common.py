@@ -17,6 +17,7 @@ import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -164,11 +165,21 @@ def run_worker(
     broken measurement does not hide the others.
     """
     command = [sys.executable, str(script), "--worker", name, json.dumps(dict(params))]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        print(f"    ! worker {name} timed out after {timeout:.0f} s", flush=True)
-        return None
+    # Its own session: the processes a measurement started (pool workers, a forkserver, a
+    # cluster's nannies) are ended with it, not left to wind down during the next measurement.
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as worker:
+        try:
+            stdout, stderr = worker.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+            print(f"    ! worker {name} timed out after {timeout:.0f} s", flush=True)
+            return None
+        finally:
+            _end_session(worker.pid)
+    done = subprocess.CompletedProcess(command, worker.returncode, stdout, stderr)
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             result: dict[str, Any] = json.loads(line[len(RESULT_MARKER) :])
@@ -176,6 +187,22 @@ def run_worker(
     tail = "\n      ".join(done.stderr.strip().splitlines()[-8:])
     print(f"    ! worker {name} failed (exit {done.returncode}):\n      {tail}", flush=True)
     return None
+
+
+def _end_session(session: int) -> None:
+    """End every process left in ``session`` and wait, up to 10 s, until they are gone."""
+    for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(session, signal_number)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(session, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)
 
 
 def worker_main(workers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> bool:

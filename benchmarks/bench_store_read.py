@@ -355,7 +355,11 @@ def _measure_file(
         who = WHO.get(reader, reader)
         progress(f"{kind}: {who} {label} ...")
         n = dask_repeat if options.get("dask") else repeat
-        params = {"reader": reader.removesuffix("-zarr").removesuffix("-plain"), "path": str(path), "repeat": n}
+        params = {
+            "reader": reader.removesuffix("-zarr").removesuffix("-plain"),
+            "path": str(path),
+            "repeat": n,
+        }
         result = run_worker(SCRIPT, "read", {**params, "repository": str(repository), **options})
         results[(label, reader)] = result
         if result is not None:
