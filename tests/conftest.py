@@ -23,8 +23,10 @@ All are started once per session on free ports and stopped at the end. See ``ser
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import zarr.core.array
 
 from servers import (
     HTTP_SERVERS,
@@ -89,3 +91,14 @@ def stac_api(
         yield ServedArchive(server.url, archive)
     finally:
         server.stop()
+
+
+@pytest.fixture
+def no_zarr_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """zarr's reads of selections fail: a read passing with it went past zarr's per-chunk walk
+    (``manifests/selection_reads.py``)."""
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("zarr walked the chunks")
+
+    monkeypatch.setattr(zarr.core.array, "_get_selection", refuse)

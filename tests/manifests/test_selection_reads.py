@@ -27,16 +27,6 @@ type WriteHDF5 = Callable[..., Path]
 type HDF5Array = Callable[..., ManifestArray]
 
 
-@pytest.fixture
-def no_zarr_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """zarr's reads of selections fail: a read passing with it went past zarr's chunk walk."""
-
-    async def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("zarr walked the chunks")
-
-    monkeypatch.setattr(zarr.core.array, "_get_selection", refuse)
-
-
 def virtual(array: ManifestArray, path: Path) -> VirtualChunksArray:
     store = ManifestStore(
         ManifestGroup(arrays={"data": array}), registry=ObjectStoreRegistry.for_url(str(path))

@@ -4,31 +4,14 @@ per-chunk walk, with and without dask; other stores opened by ``xr.open_zarr`` i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
 import pytest
 import xarray as xr
-import zarr.core.array
 
 from virtualstac import ManifestGroup, ManifestStore, ObjectStoreRegistry, open_virtual_dataset
 from virtualstac.xarray.zarr_store import VirtualChunksZarrStore, open_zarr_dataset
-
-
-def refuse_zarr_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """zarr's reads of selections fail: a read passing with it went past zarr's chunk walk."""
-
-    async def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("zarr walked the chunks")
-
-    monkeypatch.setattr(zarr.core.array, "_get_selection", refuse)
-
-
-@pytest.fixture
-def no_zarr_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """zarr's reads of selections fail."""
-    refuse_zarr_walk(monkeypatch)
 
 
 @pytest.fixture
@@ -51,14 +34,16 @@ def store_of(path: Path) -> ManifestStore:
 
 @pytest.mark.parametrize("chunks", [None, {}, {"phony_dim_0": 2, "phony_dim_1": 32}])
 def test_a_manifest_store_opens_as_xr_open_zarr_does_and_reads_past_the_walk(
-    netcdf: Path, chunks: dict[str, int] | None, monkeypatch: pytest.MonkeyPatch
+    netcdf: Path, chunks: dict[str, int] | None, request: pytest.FixtureRequest
 ) -> None:
-    expected = xr.open_zarr(store_of(netcdf), chunks=chunks).load()
+    expected = xr.open_zarr(store_of(netcdf), chunks=chunks)
+    expected_chunks = expected.chunks
+    expected.load()
 
-    refuse_zarr_walk(monkeypatch)
+    request.getfixturevalue("no_zarr_walk")
     opened = open_zarr_dataset(store_of(netcdf), chunks=chunks)
 
-    assert opened.chunks == xr.open_zarr(store_of(netcdf), chunks=chunks).chunks
+    assert opened.chunks == expected_chunks
     xr.testing.assert_identical(opened.load(), expected)
     assert opened["t"].encoding == expected["t"].encoding
     with h5py.File(netcdf) as f:
