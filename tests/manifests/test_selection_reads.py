@@ -17,6 +17,7 @@ from zarr.errors import ChunkNotFoundError
 
 from virtualstac import ManifestArray, ManifestGroup, ManifestStore, ObjectStoreRegistry
 from virtualstac.errors import ChunkDecodeError, ChunkReadError
+from virtualstac.manifests import selection_reads
 from virtualstac.manifests.selection_reads import (
     VirtualChunksArray,
     read_basic_selection,
@@ -166,3 +167,40 @@ def test_arrays_of_other_stores_are_zarrs(tmp_path: Path) -> None:
     assert not reads_virtual_chunks(array.store)
     assert read_basic_selection(array, (slice(None),)) is None
     np.testing.assert_array_equal(VirtualChunksArray.of(array)[1:3], array[1:3])
+
+
+def test_a_read_of_many_chunks_hands_them_to_the_pool_a_batch_at_a_time(
+    sample: Path, hdf5_array: HDF5Array, no_zarr_walk: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 3 x 3 x 2 = 18 chunks, in batches of at most 4: what a read holds per chunk is bounded.
+    monkeypatch.setattr(selection_reads, "READ_BATCH", 4)
+    handed: list[int] = []
+    original = selection_reads.read_concurrently
+
+    async def counting(batch: Any, *args: Any) -> Any:
+        handed.append(len(batch))
+        return await original(batch, *args)
+
+    monkeypatch.setattr(selection_reads, "read_concurrently", counting)
+    array = virtual(hdf5_array(sample, ["t", "y", "x"]), sample)
+
+    np.testing.assert_array_equal(array[:], h5py_read(sample, ...))
+    assert handed == [4, 4, 4, 4, 2]
+
+
+def test_missing_chunks_of_every_batch_are_named(
+    tmp_path: Path, hdf5_array: HDF5Array, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(selection_reads, "READ_BATCH", 3)
+    path = tmp_path / "sparse.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("data", shape=(8,), dtype="<i2", chunks=(1,), fillvalue=-1)[2:6] = 5
+    array = virtual(hdf5_array(path, ["x"]), path)
+
+    with zarr.config.set({"array.read_missing_chunks": False}):
+        strict = VirtualChunksArray.of(zarr.open_array(array.store, path="data", mode="r"))
+        with pytest.raises(ChunkNotFoundError, match=r"^4 chunk\(s\) not found") as raised:
+            strict[:]
+
+    named = [f"chunk 'c/{i}' (grid position ({i},))" for i in (0, 1, 6, 7)]
+    assert all(chunk in str(raised.value) for chunk in named)

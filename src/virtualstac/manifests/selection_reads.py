@@ -20,7 +20,7 @@ zarr's own indexer, and any selection or array this does not cover is read by za
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,12 @@ from virtualstac.manifests.decoding import (
 from virtualstac.manifests.pipeline import ManifestCodecPipeline
 from virtualstac.manifests.store import ManifestStore
 
-__all__ = ["VirtualChunksArray", "read_basic_selection", "reads_virtual_chunks"]
+__all__ = ["READ_BATCH", "VirtualChunksArray", "read_basic_selection", "reads_virtual_chunks"]
+
+#: Chunks handed to the decoding pool at a time. What a read holds per chunk (its path, its
+#: selections, its result: about 1 kB) stays bounded however many chunks a selection covers:
+#: a million chunks of 4 bytes held 1.1 GB at once (zarr's own walk, 1.25 GB).
+READ_BATCH = 65_536
 
 
 class VirtualChunksArray(zarr.Array):  # type: ignore[type-arg]
@@ -117,15 +122,23 @@ def read_basic_selection(array: zarr.Array, selection: Any) -> Any | None:  # ty
         config=config,
         prototype=prototype,
     )
-    batch = _chunks(async_array.store_path, metadata, axes, spec)
-    if not can_read_concurrently(batch, pipeline.chunk_transform):
+    transform = pipeline.chunk_transform
+    batches = _batches(async_array.store_path, metadata, axes, spec, READ_BATCH)
+    first = next(batches)
+    if not can_read_concurrently(first, transform):
         return None
     out = prototype.nd_buffer.empty(
         shape=indexer.shape, dtype=metadata.dtype.to_native_dtype(), order="C"
     )
-    results = sync(read_concurrently(batch, out, (), pipeline.chunk_transform))
-    if getattr(config, "read_missing_chunks", True) is False:
-        _refuse_missing(async_array.store_path, metadata, axes, results)
+    coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
+    missing: list[tuple[int, ...]] = []
+    for batch in itertools.chain((first,), batches):
+        results = sync(read_concurrently(batch, out, (), transform))
+        for chunk, result in zip(itertools.islice(coordinates, len(batch)), results, strict=True):
+            if result["status"] == "missing":
+                missing.append(chunk)
+    if missing and getattr(config, "read_missing_chunks", True) is False:
+        raise _missing_error(async_array.store_path, metadata, missing)
     return out.as_ndarray_like()
 
 
@@ -143,61 +156,56 @@ def _kept(indexer: BasicIndexer) -> list[Any]:
     return [dim for dim in indexer.dim_indexers if isinstance(dim, SliceDimIndexer)]
 
 
-def _chunks(
+def _batches(
     array_path: StorePath,
     metadata: Any,
     axes: Sequence[Sequence[ChunkDimProjection]],
     spec: ArraySpec,
-) -> list[ReadItem]:
-    """The read of every chunk the projections ``axes`` cover, in zarr's order (C order of
-    the chunk grid), as zarr's walk would list them."""
+    size: int,
+) -> Iterator[list[ReadItem]]:
+    """The reads of every chunk the projections ``axes`` cover, in zarr's order (C order of
+    the chunk grid) and as zarr's walk would list them, ``size`` chunks at a time."""
     # Each axis's parts as 1-tuples (an integer's output part as ()), so that a chunk's tuples
     # are sums of tuples: a C loop, where building them in Python cost what zarr's walk does.
     selections = [[(p.dim_chunk_sel,) for p in axis] for axis in axes]
     places = [[() if p.dim_out_sel is None else (p.dim_out_sel,) for p in axis] for axis in axes]
     wholes = [[p.is_complete_chunk for p in axis] for axis in axes]
-    keys = _keys(metadata, axes)
     base = f"{array_path.path}/" if array_path.path else ""
     store = array_path.store
-    return [
+    reads: Iterator[ReadItem] = (
         (_ChunkPath(store, base + key), spec, sum(chunk, ()), sum(place, ()), all(whole))
         for key, chunk, place, whole in zip(
-            keys,
+            _keys(metadata, axes),
             itertools.product(*selections),
             itertools.product(*places),
             itertools.product(*wholes),
             strict=True,
         )
-    ]
+    )
+    while batch := list(itertools.islice(reads, size)):
+        yield batch
 
 
-def _keys(metadata: Any, axes: Sequence[Sequence[ChunkDimProjection]]) -> list[str]:
+def _keys(metadata: Any, axes: Sequence[Sequence[ChunkDimProjection]]) -> Iterator[str]:
     """The chunk keys of the product of ``axes``, in C order."""
     encoding = getattr(metadata, "chunk_key_encoding", None)
     if isinstance(metadata, ArrayV3Metadata) and type(encoding) is DefaultChunkKeyEncoding:
         separator = encoding.separator
         indices = [[str(p.dim_chunk_ix) for p in axis] for axis in axes]
-        return [separator.join(("c", *parts)) for parts in itertools.product(*indices)]
+        return (separator.join(("c", *parts)) for parts in itertools.product(*indices))
     coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
-    return [metadata.encode_chunk_key(chunk) for chunk in coordinates]
+    return (metadata.encode_chunk_key(chunk) for chunk in coordinates)
 
 
-def _refuse_missing(
-    array_path: StorePath,
-    metadata: Any,
-    axes: Sequence[Sequence[ChunkDimProjection]],
-    results: Sequence[Any],
-) -> None:
+def _missing_error(
+    array_path: StorePath, metadata: Any, missing: Sequence[tuple[int, ...]]
+) -> ChunkNotFoundError:
     """zarr's error for chunks that are missing when ``array.read_missing_chunks`` is off."""
-    coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
-    missing = [
-        f"  chunk '{metadata.encode_chunk_key(chunk)}' (grid position {chunk})"
-        for chunk, result in zip(coordinates, results, strict=True)
-        if result["status"] == "missing"
-    ]
-    if missing:
-        raise ChunkNotFoundError(
-            f"{len(missing)} chunk(s) not found in store '{array_path}'.\n"
-            "Set the 'array.read_missing_chunks' config to True to fill missing chunks with "
-            "the fill value.\nMissing chunks:\n" + "\n".join(missing)
-        )
+    listed = "\n".join(
+        f"  chunk '{metadata.encode_chunk_key(chunk)}' (grid position {chunk})" for chunk in missing
+    )
+    return ChunkNotFoundError(
+        f"{len(missing)} chunk(s) not found in store '{array_path}'.\n"
+        "Set the 'array.read_missing_chunks' config to True to fill missing chunks with "
+        f"the fill value.\nMissing chunks:\n{listed}"
+    )
