@@ -4,6 +4,7 @@ chunk, through ``xr.open_zarr`` with and without dask, and damaged files named."
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,9 +136,11 @@ def test_whole_uncompressed_chunks_of_contiguous_blocks_are_read_into_place(
     read_into = local_ranges.read_local_range_into
     placed: list[str] = []
 
-    def counting(item: local_ranges.LocalRange, destination: memoryview) -> None:
+    def counting(
+        item: local_ranges.LocalRange, destination: memoryview, files: dict[str, int] | None
+    ) -> None:
         placed.append(item.key)
-        read_into(item, destination)
+        read_into(item, destination, files)
 
     monkeypatch.setattr(decoding, "read_local_range_into", counting)
     values = np.arange(5 * 40 * 30).reshape(5, 40, 30).astype(dtype)
@@ -148,6 +151,31 @@ def test_whole_uncompressed_chunks_of_contiguous_blocks_are_read_into_place(
 
     np.testing.assert_array_equal(read, h5py_values(path))
     assert len(placed) == into_place
+
+
+def test_chunks_read_into_place_share_their_file_within_a_task(
+    write_hdf5: WriteHDF5,
+    hdf5_array: HDF5Array,
+    no_obstore: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = np.arange(64 * 30, dtype="<f4").reshape(64, 30)
+    # 64 chunks of one whole row each, each read straight into its place in the output.
+    path = write_hdf5("rows.h5", values, chunks=(1, 30), compression=None, shuffle=False)
+    opened: list[str] = []
+    open_file = os.open
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> int:
+        opened.append(name)
+        return open_file(name, *args, **kwargs)
+
+    ds = dataset_of(hdf5_array(path, ["t", "x"]), path, chunks=None)
+    monkeypatch.setattr(os, "open", counting)
+    read = ds["data"].values
+
+    np.testing.assert_array_equal(read, values)
+    # Once per task of the decoding pool (a few), not once per chunk.
+    assert 1 <= opened.count(str(path)) <= 8
 
 
 def test_a_truncated_chunk_read_into_place_is_named(

@@ -58,6 +58,7 @@ from virtualstac.storage.failures import describe
 from virtualstac.storage.local_ranges import (
     LocalRange,
     LocalRun,
+    local_files,
     read_local_range_into,
     read_local_ranges,
 )
@@ -424,25 +425,26 @@ def _read_into_place(
     if target.flags.c_contiguous and not _whole_rows(chunks[local[0]][1][1].shape, target.shape):
         return local
     others = []
-    for index in local:
-        raw, (_, _, _, out_selection, is_complete_chunk) = chunks[index]
-        place = None
-        if (
-            is_complete_chunk
-            and isinstance(out_selection, tuple)
-            and all(isinstance(part, slice) for part in out_selection)
-        ):
-            place = target[out_selection]
-        # A 0-d output indexed with () gives a scalar, not a view: it takes the copying path.
-        if (
-            not isinstance(place, np.ndarray)
-            or not place.flags.c_contiguous
-            or place.nbytes != raw.end - raw.start
-        ):
-            others.append(index)
-            continue
-        # As bytes through a uint8 view: a buffer of dates or durations cannot be made.
-        read_local_range_into(raw, memoryview(place.reshape(-1).view(np.uint8)))
+    with local_files() as files:
+        for index in local:
+            raw, (_, _, _, out_selection, is_complete_chunk) = chunks[index]
+            place = None
+            if (
+                is_complete_chunk
+                and isinstance(out_selection, tuple)
+                and all(isinstance(part, slice) for part in out_selection)
+            ):
+                place = target[out_selection]
+            # A 0-d output indexed with () gives a scalar, not a view: it takes the copying path.
+            if (
+                not isinstance(place, np.ndarray)
+                or not place.flags.c_contiguous
+                or place.nbytes != raw.end - raw.start
+            ):
+                others.append(index)
+                continue
+            # As bytes through a uint8 view: a buffer of dates or durations cannot be made.
+            read_local_range_into(raw, memoryview(place.reshape(-1).view(np.uint8)), files)
     return others
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ __all__ = [
     "LocalRange",
     "LocalRun",
     "local_file",
+    "local_files",
     "read_local_range_into",
     "read_local_ranges",
     "short_read_error",
@@ -195,14 +197,29 @@ def _file_size(descriptor: int, item: LocalRange) -> int:
         ) from err
 
 
-def read_local_range_into(item: LocalRange, destination: memoryview) -> None:
-    """Read the bytes of ``item`` straight into ``destination`` (as long as the range)."""
+@contextmanager
+def local_files() -> Iterator[dict[str, int]]:
+    """Descriptors of the local files that reads into place share (:func:`read_local_range_into`),
+    each file opened once, all closed at the end: opening and closing a file per chunk cost
+    more than reading a small chunk."""
     descriptors: dict[str, int] = {}
     try:
-        filled = _read_fully(_open(item, descriptors), destination, item)
+        yield descriptors
     finally:
         for descriptor in descriptors.values():
             os.close(descriptor)
+
+
+def read_local_range_into(
+    item: LocalRange, destination: memoryview, files: dict[str, int] | None = None
+) -> None:
+    """Read the bytes of ``item`` straight into ``destination`` (as long as the range), with
+    the descriptors of ``files`` (:func:`local_files`) if given."""
+    if files is None:
+        with local_files() as own:
+            filled = _read_fully(_open(item, own), destination, item)
+    else:
+        filled = _read_fully(_open(item, files), destination, item)
     if filled < item.end - item.start:
         raise short_read_error(item.key, item.url, item.start, item.end, filled)
 
