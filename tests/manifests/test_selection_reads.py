@@ -131,17 +131,23 @@ def test_missing_chunks_raise_as_zarr_does_when_it_is_told_to(
     assert "chunk 'c/1/0'" in str(ours.value) and "chunk 'c/1/1'" in str(ours.value)
 
 
-def test_a_damaged_chunk_is_named(
-    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, no_zarr_walk: None
-) -> None:
+def damaged(write_hdf5: WriteHDF5) -> tuple[Path, np.ndarray[Any, Any]]:
+    """A file of zlib chunks whose chunk (2, 1, 0) is overwritten in its middle."""
     values = np.arange(4 * 32 * 32, dtype="<f4").reshape(4, 32, 32)
     path = write_hdf5("damaged.h5", values, chunks=(1, 16, 16))
-    array = virtual(hdf5_array(path, ["t", "y", "x"]), path)
     with h5py.File(path) as f:
         info = f["data"].id.get_chunk_info_by_coord((2, 16, 0))
     with path.open("r+b") as f:
         f.seek(info.byte_offset + 2)
         f.write(b"\xff" * 64)
+    return path, values
+
+
+def test_a_damaged_chunk_is_named(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, no_zarr_walk: None
+) -> None:
+    path, _ = damaged(write_hdf5)
+    array = virtual(hdf5_array(path, ["t", "y", "x"]), path)
 
     with pytest.raises(ChunkDecodeError, match=r"c/2/1/0.*damaged\.h5"):
         array[:]
@@ -204,3 +210,34 @@ def test_missing_chunks_of_every_batch_are_named(
 
     named = [f"chunk 'c/{i}' (grid position ({i},))" for i in (0, 1, 6, 7)]
     assert all(chunk in str(raised.value) for chunk in named)
+
+
+@pytest.fixture
+def no_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads through the decoding pool fail: a read passing with it ran in the calling thread."""
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the read went to the pool")
+
+    monkeypatch.setattr(selection_reads, "read_concurrently", refuse)
+
+
+def test_a_read_of_one_local_chunk_runs_in_the_calling_thread(
+    sample: Path, hdf5_array: HDF5Array, no_zarr_walk: None, no_pool: None
+) -> None:
+    array = virtual(hdf5_array(sample, ["t", "y", "x"]), sample)
+
+    # What a dask task of the file's own chunks asks for: one chunk, or the edge of one.
+    for selection in [(slice(0, 2), slice(0, 16), slice(0, 16)), (4, slice(32, 40), 20)]:
+        np.testing.assert_array_equal(array[selection], h5py_read(sample, selection))
+
+
+def test_a_damaged_chunk_read_alone_is_named(
+    write_hdf5: WriteHDF5, hdf5_array: HDF5Array, no_zarr_walk: None, no_pool: None
+) -> None:
+    path, values = damaged(write_hdf5)
+    array = virtual(hdf5_array(path, ["t", "y", "x"]), path)
+
+    np.testing.assert_array_equal(array[2, :16, :16], values[2, :16, :16])
+    with pytest.raises(ChunkDecodeError, match=r"c/2/1/0.*damaged\.h5"):
+        array[2, 16:, :16]

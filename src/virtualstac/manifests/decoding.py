@@ -63,7 +63,13 @@ from virtualstac.storage.local_ranges import (
     read_local_ranges,
 )
 
-__all__ = ["ChunkBytesSource", "can_read_concurrently", "decode_pool", "read_concurrently"]
+__all__ = [
+    "ChunkBytesSource",
+    "can_read_concurrently",
+    "decode_pool",
+    "read_concurrently",
+    "read_in_place",
+]
 
 type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
 
@@ -132,6 +138,31 @@ def can_read_concurrently(batch: Sequence[ReadItem], transform: ChunkTransform |
     return all(
         isinstance(getter, StorePath) and getter.store is first.store for getter, *_ in batch
     )
+
+
+def read_in_place(
+    batch: Sequence[ReadItem], out: NDBuffer, transform: ChunkTransform
+) -> tuple[GetResult, ...] | None:
+    """Read the chunks of ``batch`` in the calling thread when they are all in local files of
+    a ManifestStore and decode straight into a numpy ``out``; None (having read nothing)
+    otherwise.
+
+    For reads of a chunk or two (a dask task's): a hop to zarr's event loop and another to the
+    decoding pool and back cost more than reading a small chunk, and a dask worker's threads
+    already use the cores.
+    """
+    store = batch[0][0].store
+    target = out.as_ndarray_like()
+    if not isinstance(store, ManifestStore) or not isinstance(target, np.ndarray):
+        return None
+    direct = DirectDecoder.for_chain(transform, batch[0][1])
+    if direct is None:
+        return None
+    located = store.local_chunk_ranges([getter.path for getter, *_ in batch])
+    if located is None:
+        return None
+    chunks = list(zip(located, batch, strict=True))
+    return tuple(_decode_some(chunks, out, (), direct, store.describe_chunk))
 
 
 async def read_concurrently(

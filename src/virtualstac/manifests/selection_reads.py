@@ -39,16 +39,26 @@ from virtualstac.manifests.decoding import (
     ReadItem,
     can_read_concurrently,
     read_concurrently,
+    read_in_place,
 )
 from virtualstac.manifests.pipeline import ManifestCodecPipeline
 from virtualstac.manifests.store import ManifestStore
 
-__all__ = ["READ_BATCH", "VirtualChunksArray", "read_basic_selection", "reads_virtual_chunks"]
+__all__ = [
+    "IN_PLACE_CHUNKS",
+    "READ_BATCH",
+    "VirtualChunksArray",
+    "read_basic_selection",
+    "reads_virtual_chunks",
+]
 
 #: Chunks handed to the decoding pool at a time. What a read holds per chunk (its path, its
 #: selections, its result: about 1 kB) stays bounded however many chunks a selection covers:
 #: a million chunks of 4 bytes held 1.1 GB at once (zarr's own walk, 1.25 GB).
 READ_BATCH = 65_536
+#: Reads of at most this many chunks of local files are decoded in the calling thread
+#: (:func:`~virtualstac.manifests.decoding.read_in_place`): a dask task's read of one chunk.
+IN_PLACE_CHUNKS = 1
 
 
 class VirtualChunksArray(zarr.Array):  # type: ignore[type-arg]
@@ -133,7 +143,11 @@ def read_basic_selection(array: zarr.Array, selection: Any) -> Any | None:  # ty
     coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
     missing: list[tuple[int, ...]] = []
     for batch in itertools.chain((first,), batches):
-        results = sync(read_concurrently(batch, out, (), transform))
+        results = None
+        if len(batch) <= IN_PLACE_CHUNKS:
+            results = read_in_place(batch, out, transform)
+        if results is None:
+            results = sync(read_concurrently(batch, out, (), transform))
         for chunk, result in zip(itertools.islice(coordinates, len(batch)), results, strict=True):
             if result["status"] == "missing":
                 missing.append(chunk)
