@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 import imagecodecs
@@ -11,9 +12,10 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
+from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec, SupportsSyncCodec
 from zarr.codecs import BytesCodec
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_utils import ChunkTransform
 from zarr.registry import get_codec_class
 
 import virtualstac.codecs as codecs
@@ -84,6 +86,47 @@ def test_every_codec_is_registered_with_zarr() -> None:
         assert get_codec_class(name) is cls
         kind = ArrayArrayCodec if "delta" in name or "floatpred" in name else BytesBytesCodec
         assert issubclass(cls, kind)
+
+
+def test_every_codec_decodes_synchronously() -> None:
+    # zarr's ChunkTransform takes only such codecs: a chain with another one (a TIFF's
+    # predictor, its short last strip's padding) is read by zarr's per-chunk coroutines,
+    # past virtualstac's decoding pool (manifests/decoding.py) and its selection reads.
+    not_sync = [
+        name for name, cls in codecs.CODECS.items() if not issubclass(cls, SupportsSyncCodec)
+    ]
+    assert not_sync == []
+    for codec in (HorizontalPredictorCodec(), FloatPredictorCodec(), PadCodec(size=8)):
+        ChunkTransform(codecs=(codec, BytesCodec()) if isinstance(codec, ArrayArrayCodec)
+                       else (BytesCodec(), codec))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AsyncOnly(BytesBytesCodec):
+    """A bytes-to-bytes codec with no synchronous methods, as third-party codecs may be."""
+
+    is_fixed_size = True
+
+    async def _decode_single(self, chunk_bytes: Any, chunk_spec: Any) -> Any:
+        return chunk_bytes
+
+    async def _encode_single(self, chunk_bytes: Any, chunk_spec: Any) -> Any:
+        return chunk_bytes
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: Any) -> int:
+        return input_byte_length
+
+
+def test_hdf5_optional_decodes_synchronously_when_its_filter_does() -> None:
+    zlib = {"name": "numcodecs.zlib", "configuration": {"level": 1}}
+    ChunkTransform(codecs=(BytesCodec(), HDF5OptionalCodec(size=40, codec=zlib)))
+    with pytest.raises(TypeError, match="HDF5OptionalCodec"):
+        ChunkTransform(codecs=(BytesCodec(), HDF5OptionalCodec(size=40, codec=AsyncOnly())))
+    # Read through zarr's coroutines, it still decodes.
+    array = roundtrip(np.arange(20, dtype="<i4"), (10,), compressors=[
+        HDF5OptionalCodec(size=40, codec=AsyncOnly())
+    ])  # fmt: skip
+    np.testing.assert_array_equal(array[...], np.arange(20))
 
 
 @pytest.mark.parametrize("codec", [LZWCodec(), PackBitsCodec(), ZstdCodec(level=3)])

@@ -335,11 +335,17 @@ class PadCodec(BytesBytesCodec):
         """The codec's zarr v3 JSON form."""
         return {"name": self.codec_name, "configuration": {"size": self.size}}
 
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         data = chunk_bytes.as_numpy_array()
         if len(data) == self.size:
             return chunk_bytes
         return chunk_spec.prototype.buffer.from_array_like(_padded(data, self.size))
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return self._decode_sync(chunk_bytes, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return chunk_bytes
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         return chunk_bytes

@@ -80,13 +80,19 @@ class ComplexIntCodec(BytesBytesCodec):
         """The codec's zarr v3 JSON form."""
         return {"name": self.codec_name, "configuration": {"dtype": self.dtype}}
 
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         widened = _widen(chunk_bytes.as_numpy_array(), self.dtype)
         return chunk_spec.prototype.buffer.from_array_like(widened.view(np.uint8))
 
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return self._decode_sync(chunk_bytes, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         narrowed = _narrow(chunk_bytes.as_numpy_array(), self.dtype)
         return chunk_spec.prototype.buffer.from_array_like(narrowed.view(np.uint8))
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return self._encode_sync(chunk_bytes, chunk_spec)
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         """The stored components are half as wide as the decoded ones."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numcodecs.abc
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
-from zarr.abc.codec import BytesBytesCodec
+from zarr.abc.codec import BytesBytesCodec, SupportsSyncCodec, _codec_supports_sync
 from zarr.core.common import JSON, parse_named_configuration
 
 if TYPE_CHECKING:
@@ -203,10 +203,29 @@ class HDF5OptionalCodec(BytesBytesCodec):
         """The codec with its filter's codec fitted to the array, as zarr fits every codec."""
         return type(self)(size=self.size, codec=self.codec.evolve_from_array_spec(array_spec))
 
+    @property
+    def _sync_capable(self) -> bool:
+        # zarr asks this of codecs whose sync methods delegate (as of its sharding codec).
+        return _codec_supports_sync(self.codec)
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        if len(chunk_bytes) == self.size:
+            return chunk_bytes
+        codec = self.codec
+        assert isinstance(codec, SupportsSyncCodec)  # zarr calls it only if _sync_capable
+        decoded: Buffer = codec._decode_sync(chunk_bytes, chunk_spec)
+        return decoded
+
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         if len(chunk_bytes) == self.size:
             return chunk_bytes
         return await self.codec._decode_single(chunk_bytes, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        codec = self.codec
+        assert isinstance(codec, SupportsSyncCodec)  # zarr calls it only if _sync_capable
+        encoded: Buffer | None = codec._encode_sync(chunk_bytes, chunk_spec)
+        return encoded
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         return await self.codec._encode_single(chunk_bytes, chunk_spec)

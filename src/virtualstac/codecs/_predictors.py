@@ -14,6 +14,7 @@ what those twins need; in zarr v3 the chunk spec provides them, and they are che
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -136,6 +137,21 @@ class _PredictorCodec(ArrayArrayCodec):
         native = result.astype(result.dtype.newbyteorder("="), copy=False)
         return chunk_spec.prototype.nd_buffer.from_numpy_array(native.reshape(array.shape))
 
+    # Synchronous, as zarr's SupportsSyncCodec asks: the chains of TIFFs with a predictor
+    # decode on virtualstac's pool (manifests/decoding.py), whose selections then read past
+    # zarr's per-chunk walk (manifests/selection_reads.py).
+    @abstractmethod
+    def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer: ...
+
+    @abstractmethod
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer: ...
+
+    async def _decode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return self._decode_sync(chunk_array, chunk_spec)
+
+    async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return self._encode_sync(chunk_array, chunk_spec)
+
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         """Predictors keep the size."""
         return input_byte_length
@@ -150,10 +166,10 @@ class HorizontalPredictorCodec(_PredictorCodec):
 
     codec_name = "imagecodecs_delta"
 
-    async def _decode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+    def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._differenced(imagecodecs.delta_decode, chunk_array, chunk_spec)
 
-    async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._differenced(imagecodecs.delta_encode, chunk_array, chunk_spec)
 
     def _differenced(
@@ -185,11 +201,11 @@ class FloatPredictorCodec(_PredictorCodec):
             return np.dtype(chunk_array.dtype).newbyteorder("=")
         return np.dtype(self.dtype)
 
-    async def _decode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+    def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         stored = self._stored(chunk_array)
         return self._apply(imagecodecs.floatpred_decode, chunk_array, chunk_spec, stored)
 
-    async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         # floatpred_encode returns the shuffled bytes in ``stored`` order; as native values
         # they are what the bytes codec writes back in that order.
         stored = self._stored(chunk_array)

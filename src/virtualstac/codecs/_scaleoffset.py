@@ -176,9 +176,12 @@ class HDF5ScaleOffsetCodec(BytesBytesCodec):
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
 
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         encoded = encode(chunk_bytes.to_bytes(), self.cd_values)
         return chunk_spec.prototype.buffer.from_bytes(encoded)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return self._encode_sync(chunk_bytes, chunk_spec)
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         """Unknown in advance: the filter packs the values."""
