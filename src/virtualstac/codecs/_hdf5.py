@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numcodecs.abc
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
-from zarr.abc.codec import BytesBytesCodec, SupportsSyncCodec, _codec_supports_sync
+from zarr.abc.codec import BytesBytesCodec, SupportsSyncCodec
 from zarr.core.common import JSON, parse_named_configuration
 
 if TYPE_CHECKING:
@@ -206,7 +206,8 @@ class HDF5OptionalCodec(BytesBytesCodec):
     @property
     def _sync_capable(self) -> bool:
         # zarr asks this of codecs whose sync methods delegate (as of its sharding codec).
-        return _codec_supports_sync(self.codec)
+        codec = self.codec
+        return isinstance(codec, SupportsSyncCodec) and getattr(codec, "_sync_capable", True)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         if len(chunk_bytes) == self.size:
