@@ -1,4 +1,5 @@
-"""``proj:`` fields: the grid of files without georeferencing, and the CRS of files placed
+"""``proj:`` fields: the grid of files without georeferencing (``proj:transform``, or
+``proj:bbox`` and ``proj:shape``), and the CRS of files placed
 without one; every spelling of the CRS (projection v1's ``proj:epsg``, v2's ``proj:code``,
 ``proj:wkt2``, ``proj:projjson``), an asset's overriding its Item's.
 
@@ -190,3 +191,53 @@ def test_an_assets_proj_crs_overrides_the_items_of_another_spelling(
 
     assert pyproj.CRS.from_wkt(opened["spatial_ref"].attrs["crs_wkt"]) == SINUSOIDAL
     np.testing.assert_array_equal(opened["lst"].values, read_band(plain))
+
+
+def test_proj_bbox_and_shape_place_a_file_without_georeferencing_or_proj_transform(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
+) -> None:
+    # proj:transform is optional: a north-up grid is its bounds in the asset's CRS and its
+    # shape, as GDAL places a raster given -a_ullr (odc-stac needs proj:transform).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    twin = write_band(tmp_path / "twin.tif", size=150, seed=1, resolution=20)
+    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B05": (str(plain), COG)})
+    item.properties["proj:code"] = "EPSG:32633"
+    item.assets["B05"].extra_fields.update(
+        {"proj:shape": [100, 150], "proj:bbox": [500000.0, 3998000.0, 503000.0, 4000000.0]}
+    )
+
+    opened = open_stac(item)
+
+    x, y = coordinates(twin)
+    np.testing.assert_allclose(opened["x"].values, x)
+    np.testing.assert_allclose(opened["y"].values, y)
+    assert opened["spatial_ref"].attrs["GeoTransform"].split() == [
+        "500000.0",
+        "20.0",
+        "0.0",
+        "4000000.0",
+        "0.0",
+        "-20.0",
+    ]
+    np.testing.assert_array_equal(opened["B05"].values, read_band(plain))
+    georeferenced = make_item(
+        "twin", dt.datetime(2024, 1, 2, tzinfo=dt.UTC), {"B05": (str(twin), COG)}
+    )
+    assert len(open_stac([item, georeferenced], group_by="grid")) == 1
+
+    item.assets["B05"].extra_fields["proj:bbox"] = [500000.0, 3998000.0, 0.0, 503000.0, 4e6, 9.0]
+    np.testing.assert_allclose(open_stac(item)["y"].values, y)  # 3-D bounds: heights aside
+
+
+def test_proj_bbox_that_cannot_place_a_grid_is_refused_naming_the_asset(
+    tmp_path: Path, make_item: MakeItem, write_band: WriteBand
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
+    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B05": (str(plain), COG)})
+    item.assets["B05"].extra_fields.update({"proj:shape": [0, 0], "proj:bbox": [0, 0, 1, 1]})
+    with pytest.raises(InvalidCatalogError, match=r"asset 'B05' of item 'plain': proj:bbox"):
+        open_stac(item)

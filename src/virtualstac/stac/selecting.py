@@ -517,6 +517,9 @@ def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _P
 
     transform = _numbers(where, "proj:transform", get("transform"))
     shape = _numbers(where, "proj:shape", get("shape"))
+    bbox = _numbers(where, "proj:bbox", get("bbox"))
+    if transform is None and bbox is not None and shape is not None:
+        transform = _north_up(where, bbox, shape)
     # The CRS is one field in four spellings: an asset giving any of them (proj:code null with
     # proj:wkt2: "no EPSG code, this WKT") overrides the Item's CRS, whichever spelling it has.
     own = any(f"proj:{name}" in asset.extra_fields for name in _CRS_FIELDS)
@@ -533,6 +536,20 @@ def _projection(where: str, asset: pystac.Asset, item: pystac.Item | None) -> _P
         shape=None if shape is None else tuple(int(v) for v in shape),
         crs=crs,
     )
+
+
+def _north_up(where: str, bbox: list[float], shape: list[float]) -> list[float]:
+    """The transform of a north-up grid of ``shape`` (rows, columns) over ``bbox`` (west,
+    south, east, north; or with heights, 3-D), as GDAL places a raster by its corners: the
+    projection extension makes ``proj:transform`` optional beside ``proj:bbox``."""
+    if len(bbox) not in (4, 6) or len(shape) < 2 or min(shape[-2:]) <= 0:
+        raise InvalidCatalogError(
+            f"{where}: proj:bbox needs 4 or 6 values and proj:shape 2 positive ones, not "
+            f"{bbox} and {shape}"
+        )
+    west, south, east, north = bbox if len(bbox) == 4 else (bbox[0], bbox[1], bbox[3], bbox[4])
+    height, width = shape[-2:]
+    return [(east - west) / width, 0.0, west, 0.0, (south - north) / height, north]
 
 
 def _numbers(where: str, name: str, value: Any) -> list[float] | None:
