@@ -7,6 +7,7 @@ asks for the other's names; odc-stac (a peer, only compared with here) resolves 
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pystac
 import pytest
 import rasterio
 import xarray as xr
-from providers import earth_search_item, planetary_computer_collection
+from providers import EXTENSIONS, earth_search_item, planetary_computer_collection
 from sentinel2 import rasterio_mosaic, scaled, write_catalog
 
 from virtualstac.stac import AssetNotFoundError, open_stac, publish
@@ -123,3 +124,46 @@ def test_an_item_lacking_the_asset_does_not_fall_back_to_its_jpeg2000_twin(
     del item.assets["nir"]  # "nir-jp2" lists the band with common name "nir"
     with pytest.raises(AssetNotFoundError, match=r"no asset 'nir'.*asset 'nir-jp2'.*image/jp2"):
         open_stac(item, ["red", "nir"])
+
+
+def test_a_band_of_an_asset_split_by_its_gdal_scales_is_taken_by_its_alias(
+    tmp_path: Path,
+) -> None:
+    # A band-interleaved file whose bands GDAL scales differently opens as one variable per
+    # band (bands.md); asked for by common name, the band is that variable, named as asked.
+    raw = np.random.default_rng(0).integers(1, 1000, (2, 64, 64), dtype="uint16")
+    path = tmp_path / "temperatures.tif"
+    with rasterio.open(
+        path, "w", driver="GTiff", width=64, height=64, count=2, dtype="uint16",
+        crs="EPSG:32633", transform=rasterio.transform.from_origin(5e5, 4e6, 30, 30),
+        tiled=True, blockxsize=32, blockysize=32, interleave="band",
+    ) as dst:  # fmt: skip
+        dst.write(raw)
+        dst.scales, dst.offsets = (0.01, 0.02), (0.0, 150.0)
+    when = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
+    item = pystac.Item("L1", None, None, when, {}, stac_extensions=EXTENSIONS)
+    bands = [{"name": "B10", "common_name": "lwir11"}, {"name": "B11", "common_name": "lwir12"}]
+    item.add_asset(
+        "thermal",
+        pystac.Asset(
+            str(path), media_type="image/tiff; application=geotiff", roles=["data"],
+            extra_fields={
+                "eo:bands": bands,
+                "raster:bands": [{"data_type": "uint16"}] * 2,
+                "proj:epsg": 32633,
+                "proj:shape": [64, 64],
+                "proj:transform": [30, 0, 5e5, 0, -30, 4e6],
+            },
+        ),
+    )  # fmt: skip
+    assert list(open_stac(item).data_vars) == ["thermal_1", "thermal_2"]
+
+    opened = open_stac(item, ["lwir12"])
+
+    assert list(opened.data_vars) == ["lwir12"]
+    np.testing.assert_allclose(opened["lwir12"].values, raw[1] * 0.02 + 150.0, rtol=1e-6)
+    theirs = odc.stac.load([item], bands=["lwir12"])
+    np.testing.assert_array_equal(theirs["lwir12"].isel(time=0).values, raw[1])  # no scales
+    assert list(open_stac(item, ["thermal", "B10"]).data_vars) == [
+        "thermal_1", "thermal_2", "B10"
+    ]  # fmt: skip

@@ -115,9 +115,14 @@ class BandSelections:
         multi-band variables leave unless :attr:`kept`, and with them the ``band`` labels no
         variable uses any more."""
         selected = {}
+        dropped = {variable for variable, _ in self.bands.values()}
         for alias, (variable, index) in self.bands.items():
             if variable not in dataset:
-                continue  # another grid's dataset (group_by="grid")
+                split = _split_variables(dataset, variable)
+                if index < len(split):
+                    selected[alias] = dataset[split[index]]
+                    dropped.update(split)
+                continue  # otherwise another grid's dataset (group_by="grid")
             if "band" not in dataset[variable].dims:
                 raise IncompatibleArraysError(
                     f"{alias!r} is band {index + 1} of {variable!r}, which has no band "
@@ -127,9 +132,18 @@ class BandSelections:
             selected[alias] = band.drop_vars(
                 [name for name in band.coords if "band" in dataset[name].dims]
             )
-        dropped = {variable for variable, _ in self.bands.values()} - self.kept
-        dataset = dataset.drop_vars([name for name in dropped if name in dataset])
+        kept = self.kept.union(*(_split_variables(dataset, key) for key in self.kept))
+        dataset = dataset.drop_vars([name for name in dropped - kept if name in dataset])
         dataset = dataset.assign(selected)
         if not any("band" in variable.dims for variable in dataset.data_vars.values()):
             dataset = dataset.drop_dims("band", errors="ignore")
         return dataset
+
+
+def _split_variables(dataset: xr.Dataset, variable: str) -> list[str]:
+    """``<variable>_1``, ``<variable>_2``, ...: the one variable per band of an asset whose
+    bands GDAL scales differently in a band-interleaved file (``asset_reading``)."""
+    names: list[str] = []
+    while f"{variable}_{len(names) + 1}" in dataset.data_vars:
+        names.append(f"{variable}_{len(names) + 1}")
+    return names
