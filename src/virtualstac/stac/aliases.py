@@ -137,7 +137,16 @@ class BandSelections:
         dataset = dataset.assign(selected)
         if not any("band" in variable.dims for variable in dataset.data_vars.values()):
             dataset = dataset.drop_dims("band", errors="ignore")
-        return dataset
+        # The bands were assigned after the coordinates, and a dataset lists its dimensions in
+        # the order its variables brought them: x before y, where odc-stac and the variables
+        # themselves have y before x.
+        ordered = xr.Dataset(
+            {name: dataset[name].variable for name in dataset.data_vars},
+            coords=dataset.coords,
+            attrs=dataset.attrs,
+        )
+        ordered.encoding = dataset.encoding
+        return ordered
 
 
 def _split_variables(dataset: xr.Dataset, variable: str) -> list[str]:
