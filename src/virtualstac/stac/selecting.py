@@ -243,7 +243,8 @@ def _resolved(
                     f"item {item.id!r} has no asset {name!r}; {name!r} is {best.describe()}, "
                     f"which holds {best.count} bands that references cannot take apart: open "
                     f"values (drop references=True), or assets=[{best.key!r}] and select the "
-                    f"band (.isel(band={best.index}))"
+                    f"band (.isel(band={best.index}), or the variable "
+                    f"'{best.key}_{best.index + 1}' of a file whose bands GDAL scales differently)"
                 )
             variable = _field(assets[best.key], item, VARIABLE_PROP) or best.key
             selections.add(name, str(variable), best.index, f"item {item.id!r}")
