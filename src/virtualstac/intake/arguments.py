@@ -240,6 +240,8 @@ class Arguments:
 
 #: How a YAML catalog or a template writes true and false.
 _FLAGS = {"true": True, "false": False}
+#: The largest size of a chunk: the largest length of an array, an int64.
+_LONGEST = 2**63 - 1
 
 
 def _chunk_size(value: Any) -> int | str | None:
@@ -247,7 +249,9 @@ def _chunk_size(value: Any) -> int | str | None:
     renders it (``"12"``); None for anything else."""
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
-    if type(value) is int and (value > 0 or value == -1):
+    # No array is longer than an int64 counts: dask fails on a larger size with a TypeError
+    # from numpy that names neither the entry nor the argument.
+    if type(value) is int and (0 < value <= _LONGEST or value == -1):
         return value
     return "auto" if value == "auto" else None
 
