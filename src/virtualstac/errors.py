@@ -43,6 +43,7 @@ __all__ = [
     "UnsupportedIndexingError",
     "UnsupportedOperationError",
     "UnsupportedOptionError",
+    "VariableNotFoundError",
     "VirtualStacError",
     "WorkerLostError",
     "in_context",
@@ -166,6 +167,14 @@ class NotWritableError(VirtualStacError, PermissionError):
 
 class OverviewNotFoundError(VirtualStacError, IndexError):
     """An overview level asked for does not exist: the file has fewer (or no) overviews."""
+
+
+class VariableNotFoundError(VirtualStacError, KeyError):
+    """A variable asked for by name (``loadable_variables``) is not in the file's group."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its message; this one is a sentence.
+        return str(self.args[0]) if self.args else ""
 
 
 class LimitExceededError(VirtualStacError, MemoryError):

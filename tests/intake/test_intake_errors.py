@@ -22,6 +22,7 @@ from virtualstac.errors import (
     InvalidCatalogError,
     SourceNotFoundError,
     UnsupportedIndexingError,
+    VariableNotFoundError,
 )
 from virtualstac.intake import VirtualSource
 
@@ -301,6 +302,21 @@ sources:
     assert entries.good.read().sizes["time"] == 24
     with pytest.raises(InvalidCatalogArgumentError, match="'decode_times'"):
         VirtualSource(urlpath="/data/*.nc", decode_times="maybe")  # made in Python: at once
+
+
+def test_a_loadable_variable_the_files_lack_names_the_entry(tmp_path: Path) -> None:
+    """A misspelt ``loadable_variables`` fails as a missing group does: typed and named."""
+    write_sample_archive(tmp_path / "data", days=1)
+    catalog = write_catalog(
+        tmp_path,
+        "virtual",
+        'urlpath: "{{ CATALOG_DIR }}/data/*.nc"\nloadable_variables: [t2m, t3m]',
+    )
+    with pytest.raises(VariableNotFoundError) as missing:
+        load(catalog)
+    assert str(missing.value).startswith("catalog entry 'broken': file://")
+    assert "loadable_variables ['t3m'] are not in group '/'; it has ['lat', " in str(missing.value)
+    assert isinstance(missing.value, KeyError)
 
 
 def test_a_bad_argument_names_the_entry_among_many(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from virtualstac.errors import ChunkDecodeError
+from virtualstac.errors import ChunkDecodeError, VariableNotFoundError
 from virtualstac.limits import check_coordinate
 from virtualstac.manifests.array import ManifestArray
 from virtualstac.manifests.attribute_types import typed_attributes, typed_fill_value
@@ -52,7 +52,7 @@ def virtual_dataset_from_store(
         load = list(loadable_variables)
         unknown = [name for name in load if name not in variables]
         if unknown:
-            raise KeyError(
+            raise VariableNotFoundError(
                 f"loadable_variables {unknown} are not in group {group or '/'!r}; "
                 f"it has {sorted(variables)}"
             )

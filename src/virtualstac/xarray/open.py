@@ -16,6 +16,7 @@ from virtualstac.errors import (
     InvalidManifestError,
     NotVirtualizableError,
     SourceNotFoundError,
+    VariableNotFoundError,
 )
 from virtualstac.manifests.group import ManifestGroup, virtual_datatree
 from virtualstac.manifests.store import ManifestStore
@@ -226,9 +227,9 @@ def group_dataset(
         dataset = store.to_virtual_dataset(
             group=path, loadable_variables=loadable, decode_times=decode_times
         )
-    except (InvalidManifestError, NotVirtualizableError) as err:
+    except (InvalidManifestError, NotVirtualizableError, VariableNotFoundError) as err:
         raise type(err)(f"{where}: {err}") from err
-    except KeyError as err:  # loadable_variables the file has not, or a group that is an array
+    except KeyError as err:  # a group that is an array
         raise KeyError(f"{where}: {err.args[0] if err.args else err}") from err
     dropped = [name for name in drop if name in dataset.variables]
     return dataset.drop_vars(dropped) if dropped else dataset
