@@ -275,6 +275,26 @@ def test_usage_errors_exit_with_2(
     assert f"--workers: {message}" in capsys.readouterr().err
 
 
+def test_an_empty_target_is_refused_not_taken_for_the_working_directory(
+    catalog: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``virtualstac publish c.json "$TARGET"`` with TARGET unset: the Kerchunk file would
+    replace the (empty) directory the command runs in."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    command = ["publish", str(catalog), "", "--format", "kerchunk", "--assets", "B02"]
+    assert main([*command, "--no-progress"]) == 1
+    assert capsys.readouterr().err == (
+        "virtualstac: error: cannot publish at '': name the store's local path or URL\n"
+    )
+    assert here.is_dir()
+    assert "kerchunk" not in json.loads(catalog.read_text()).get("assets", {})
+
+
 def run(*arguments: str, **options: object) -> subprocess.CompletedProcess[str]:
     """The installed command, as a shell runs it."""
     command = [sys.executable, "-m", "virtualstac.cli", *arguments]

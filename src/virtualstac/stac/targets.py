@@ -100,7 +100,17 @@ class Target:
 
         Options default to those of the store ``registry`` holds for the location, so one
         registry can grant reading the sources and writing the target.
+
+        Raises
+        ------
+        InvalidPathError
+            For an empty ``location`` or a URL of a scheme no store is written at.
         """
+        if not str(location).strip():
+            # Path("") is the working directory: a Kerchunk file would replace it if empty.
+            raise InvalidPathError(
+                f"cannot publish at {str(location)!r}: name the store's local path or URL"
+            )
         url = normalize_url(str(Path(location).resolve()) if _is_local(location) else str(location))
         url = url.rstrip("/")
         scheme = url.partition("://")[0]
