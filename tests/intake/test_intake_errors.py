@@ -174,6 +174,28 @@ def test_stac_virtual_argument_of_the_right_type_that_cannot_be_used(
     assert f"argument {argument!r}" in message and reason in message
 
 
+@pytest.mark.parametrize(
+    ("driver", "location"),
+    [("virtual", "urlpath: /data/a.nc"), ("stac_virtual", "url: /item.json")],
+)
+@pytest.mark.parametrize(
+    ("authorize", "reason"),
+    [
+        ("sources/", "'sources/' is a relative path: write it as \"{{ CATALOG_DIR }}/sources/\""),
+        ("['']", "holds an empty prefix"),
+    ],
+)
+def test_a_prefix_to_authorize_must_be_absolute(
+    tmp_path: Path, driver: str, location: str, authorize: str, reason: str
+) -> None:
+    """Relative to the catalog or to wherever Python runs? As for ``urlpath``, neither."""
+    catalog = write_catalog(tmp_path, driver, f"{location}\nauthorize: {authorize}")
+    with pytest.raises(InvalidCatalogArgumentError) as refused:
+        load(catalog)
+    assert str(refused.value).startswith(f"catalog entry 'broken': intake driver {driver!r}")
+    assert f"argument 'authorize' {reason}" in str(refused.value)
+
+
 def test_stac_virtual_unknown_argument(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, "stac_virtual", "url: item.json\ncollection: [a]")
     with pytest.raises(InvalidCatalogArgumentError, match=r"'stac_virtual'.*'collection'"):

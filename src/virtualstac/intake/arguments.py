@@ -106,6 +106,18 @@ class Arguments:
             return [os.path.expanduser(path) for path in names]
         return None if names is None else os.path.expanduser(names)
 
+    def prefixes(self, name: str, value: Any) -> list[str]:
+        """URL prefixes to authorize: absolute paths (``~`` the home directory) or URLs; an
+        empty or relative one is refused, as a relative ``urlpath`` is."""
+        given = self.paths(name, value)
+        prefixes = [given] if isinstance(given, str) else list(given or ())
+        for prefix in prefixes:
+            if not prefix.strip():
+                raise self.refused(name, "holds an empty prefix: name a directory or URL")
+            if "://" not in prefix and not prefix.startswith("/"):
+                raise self.relative(name, prefix)
+        return prefixes
+
     def variables(self, name: str, value: Any) -> list[str] | None:
         """Variable names: a list of strings, one string, or None."""
         names = self.names(name, value)

@@ -217,7 +217,9 @@ def _checked_options(arguments: Arguments, given: dict[str, Any]) -> dict[str, A
             value = arguments.overview_level(value)
         elif name == "chunks":
             value = arguments.chunks(value)
-        elif name in ("authorize", "loadable_variables", "drop_variables"):
+        elif name == "authorize":
+            value = arguments.prefixes(name, value)
+        elif name in ("loadable_variables", "drop_variables"):
             value = arguments.variables(name, value)
         elif name == "group_by":
             if value not in (None, "grid"):

@@ -187,7 +187,7 @@ class VirtualSource(VirtualDataSource):
         # intake-xarray's zarr driver: whether xarray reads a store's consolidated metadata,
         # which holds the same arrays as the rest of it.
         arguments.flag("consolidated", consolidated)
-        self.authorize = _as_list(arguments.names("authorize", authorize))
+        self.authorize = arguments.prefixes("authorize", authorize)
         self.chunks = arguments.chunks(chunks)
         self.references = bool(arguments.flag("references", references))
         if self.references and chunks:
