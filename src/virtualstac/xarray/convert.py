@@ -67,7 +67,9 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
             f"variable {name!r} holds a {type(data).__name__}; only virtual (ManifestArray) and "
             "loaded (numpy) variables can be referenced - call .load() on it first"
         )
-    encoded = xr.conventions.encode_cf_variable(variable, name=name)
+    encoded = _without_defaults_added(
+        variable, xr.conventions.encode_cf_variable(variable, name=name)
+    )
     values = np.asarray(encoded.values, order="C")
     if values.dtype.kind == "O" and all(isinstance(v, bytes) for v in values.flat):
         # Masked characters decode to objects, and encode back to their bytes with the fill.
@@ -140,6 +142,30 @@ def variable_to_array(name: Hashable, variable: xr.Variable) -> ManifestArray:
         inlined={(0,) * len(grid): stored} if values.size else {},
     )
     return ManifestArray(metadata, manifest)
+
+
+def _without_defaults_added(source: xr.Variable, encoded: xr.Variable) -> xr.Variable:
+    """``encoded`` without the attributes xarray's encoder adds to a variable read from a file
+    that had none: a ``calendar`` (times decoded to ``datetime64`` by the default calendar,
+    which the attribute would only restate: CF's default, ``standard``, is the proleptic
+    Gregorian one after 1582, and xarray decodes earlier dates to cftime objects) and a NaN
+    ``_FillValue`` on floats that had no fill value. Stored, they would show with
+    ``decode_cf=False`` where the file's own reader shows none.
+    """
+    if "dtype" not in source.encoding:
+        return encoded  # not read from a file: xarray's defaults are the only record
+    attrs = dict(encoded.attrs)
+    if source.dtype.kind == "M" and "calendar" not in source.encoding:
+        attrs.pop("calendar", None)
+    fill = attrs.get("_FillValue")
+    if (
+        "_FillValue" not in source.encoding
+        and "_FillValue" not in source.attrs
+        and isinstance(fill, float | np.floating)
+        and np.isnan(fill)
+    ):
+        del attrs["_FillValue"]
+    return xr.Variable(encoded.dims, encoded.data, attrs, encoded.encoding)
 
 
 def _lost_encoding(encoding: Mapping[str, Any], attrs: Mapping[Any, Any]) -> dict[str, Any]:
