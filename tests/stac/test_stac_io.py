@@ -27,6 +27,7 @@ from faulty_servers import QUICK, FaultyServer
 from virtualstac import ObjectStoreRegistry
 from virtualstac.errors import (
     InvalidCatalogError,
+    InvalidPathError,
     LimitExceededError,
     NetworkError,
     NetworkTimeoutError,
@@ -193,6 +194,15 @@ def test_a_local_document_is_read_no_further_than_the_metadata_limit(tmp_path: P
     catalog = {**CATALOG, "links": [{"rel": "child", "href": "./huge.json"}]}
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
     with limits(metadata_bytes=1000), pytest.raises(LimitExceededError, match=r"huge\.json"):
+        catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))
+
+
+@pytest.mark.parametrize("href", ["ftp://example.com/catalog.json", "s3://bucket/catalog.json"])
+def test_a_link_of_a_scheme_catalogs_are_not_read_from_is_named(tmp_path: Path, href: str) -> None:
+    catalog = {**CATALOG, "links": [{"rel": "child", "href": href}]}
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+
+    with pytest.raises(InvalidPathError, match=rf"{re.escape(href)}.*URL scheme"):
         catalog_items(read_stac(str(tmp_path / "catalog.json"), QUICK))
 
 

@@ -31,6 +31,7 @@ from urllib3.util.retry import Retry
 
 from virtualstac.errors import (
     InvalidCatalogError,
+    InvalidPathError,
     NetworkError,
     NetworkTimeoutError,
     RedirectRefusedError,
@@ -83,6 +84,11 @@ class BoundedStacIO(DefaultStacIO):
         """The text of the document at ``href`` (a URL, or a local path)."""
         if "://" not in href or href.startswith("file://"):
             return _local_text(href)
+        if not href.lower().startswith(("http://", "https://")):
+            raise InvalidPathError(
+                f"cannot read STAC JSON from {redact(href)!r}: its URL scheme is not one "
+                "virtualstac reads catalogs from (local paths, file://, http:// and https://)"
+            )
         try:
             response = self._pool.request(
                 "GET", href, headers=dict(self.headers), preload_content=False
