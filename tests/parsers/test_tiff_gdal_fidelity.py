@@ -147,7 +147,7 @@ def test_nodata_text_is_read_as_gdal_reads_it(tmp_path: Path, text: str, nodata:
 
 @pytest.mark.parametrize(
     ("dtype", "text", "unwritten"),
-    [("uint8", "300", 255), ("uint8", "7.5", 8), ("int16", "-2.5", -3), ("uint16", "nan", 0)],
+    [("uint8", "300", 255), ("int16", "40000.5", 32767), ("uint16", "nan", 0)],
 )
 def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
     tmp_path: Path, dtype: str, text: str, unwritten: int
@@ -173,6 +173,45 @@ def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
     with rasterio.open(path) as src:
         assert src.read(1)[40, 40] == unwritten  # GDAL fills unwritten tiles with it
     assert "_FillValue" not in ds["band_data"].encoding
+    np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "text", "masked", "unwritten"),
+    [("uint8", "7.5", 7, 8), ("int16", "-2.5", -2, -3), ("uint16", "0.9", 0, 1)],
+)
+def test_a_fractional_nodata_masks_the_integer_gdal_casts_it_to(
+    tmp_path: Path, dtype: str, text: str, masked: int, unwritten: int
+) -> None:
+    # GDAL's nodata mask compares pixels with the nodata cast to the band's type (truncated),
+    # while it fills unwritten tiles with the nodata rounded: those stay unmasked.
+    data = np.full((1, 64, 64), 100, dtype)
+    data[0, :4, :4] = masked
+    data[0, 4:8, :4] = unwritten
+    path = write_gdal(
+        tmp_path / "sparse.tif",
+        dtype=dtype,
+        nodata=1,
+        sparse_ok="TRUE",
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+        window=(0, 0, 32, 32),
+        width=64,
+        height=64,
+        data=data,
+    )
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    with rasterio.open(path) as src:
+        assert src.read(1)[40, 40] == unwritten
+        assert src.read(1, masked=True).mask.sum() == 16
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        ds = open_decoded(path)
+
+    assert ds["band_data"].encoding["_FillValue"] == masked
     np.testing.assert_array_equal(ds["band_data"].values, rasterio_decoded(path))
 
 

@@ -29,8 +29,8 @@ The GDAL nodata value, rounded to the band type as GDAL rounds it, becomes the z
 ``fill_value`` and the CF ``_FillValue`` (for complex bands the nodata value plus 0j: CF readers
 mask that value, where GDAL masks every pixel whose real part is the nodata value); tiles that
 were never written (offset or byte count 0, e.g. GDAL ``SPARSE_OK=TRUE``) are missing chunks and
-read as the fill value, as GDAL reads them. A nodata value an integer band cannot hold (300 for
-bytes, 7.5) masks nothing, but the fill value is still GDAL's conversion of it (255, 8). 64-bit
+read as the fill value, as GDAL reads them. Integer bands mask their nodata truncated (7.5: 7),
+one beyond their range (300 for bytes) nothing, but fill with it rounded (8, 255). 64-bit
 integer bands take the leading integer of the nodata text, as GDAL parses it.
 GDAL's other metadata (``tags()``, ``tags(bidx)``) becomes attributes (:mod:`.tiff_tags`).
 GDAL band scales and offsets (``GDAL_METADATA``) become CF

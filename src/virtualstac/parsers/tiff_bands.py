@@ -170,21 +170,29 @@ def gdal_number(text: str) -> float:
 
 
 def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
-    """The nodata value GDAL reads from ``GDAL_NODATA`` ``text`` for a TIFF band of ``dtype``.
+    """The nodata value GDAL masks by, from ``GDAL_NODATA`` ``text``, for a band of ``dtype``.
 
-    :func:`fill_value`, except for 64-bit integer bands, whose nodata GDAL parses as C's
+    :func:`fill_value` for floating-point bands, except float16 ones, whose pixels GDAL
+    compares with the nodata unrounded: one a float16 cannot hold (``-9999``) masks nothing.
+    8- to 32-bit integer bands mask the nodata cast to their type, truncated toward zero, as
+    GDAL's nodata mask casts it whenever it lies within the type's range (``"7.5"`` masks 7
+    in a byte band, ``"-2.5"`` masks -2 in an int16 one; ``"300"`` or ``"nan"`` in a byte
+    band mask nothing). 64-bit integer bands mask the nodata GDAL parses as C's
     ``strtoll``/``strtoull`` do: the leading integer of the text (``"-9.2e+18"``, as rasterio
     writes an int64 nodata of -2**63, is -9; ``"12.7"`` is 12; no digits: 0), clamped to the
-    type's range, negative numbers wrapping for uint64, and float16 bands, whose pixels GDAL
-    compares with the nodata unrounded: one a float16 cannot hold (``-9999``) masks nothing.
+    type's range, negative numbers wrapping for uint64.
     """
     dtype = np.dtype(dtype)
     if dtype == np.float16:
         value = fill_value(text, dtype)
         number = gdal_number(text)
         return value if value == number or math.isnan(number) else None
-    if dtype.kind not in "iu" or dtype.itemsize != 8:
+    if dtype.kind not in "iu":
         return fill_value(text, dtype)
+    if dtype.itemsize != 8:
+        number = gdal_number(text)
+        info = np.iinfo(dtype)
+        return int(number) if info.min <= number <= info.max else None  # NaN is out of range
     match = _LEADING_INTEGER.match(text)
     value = int(match.group(1)) if match else 0
     info = np.iinfo(dtype)
