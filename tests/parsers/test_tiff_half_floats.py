@@ -26,7 +26,7 @@ def masked_as_rasterio(path: Path) -> np.ndarray:
 
 
 @pytest.mark.filterwarnings("ignore:.*does not fit float16:RuntimeWarning")
-@pytest.mark.parametrize("nodata", [-9999.0, 0.1, -2048.0, float("nan")])
+@pytest.mark.parametrize("nodata", [-9999.0, 0.1, -2048.0, 1.0000000001, float("nan")])
 @pytest.mark.parametrize("sparse", [False, True], ids=["written", "sparse"])
 def test_float16_nodata_masks_what_gdal_masks(tmp_path: Path, nodata: float, sparse: bool) -> None:
     # Only the top-left 32 x 32 pixels are written: the rest is nodata, written or unwritten.

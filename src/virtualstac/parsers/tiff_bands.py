@@ -173,7 +173,8 @@ def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     """The nodata value GDAL masks by, from ``GDAL_NODATA`` ``text``, for a band of ``dtype``.
 
     :func:`fill_value` for floating-point bands, except float16 ones, whose pixels GDAL
-    compares with the nodata unrounded: one a float16 cannot hold (``-9999``) masks nothing.
+    compares with the nodata as a float32: one a float16 cannot hold (``-9999``) masks
+    nothing, one only a float64 tells from a float16 (``1.0000000001``) masks it (1).
     8- to 32-bit integer bands mask the nodata cast to their type, truncated toward zero, as
     GDAL's nodata mask casts it whenever it lies within the type's range (``"7.5"`` masks 7
     in a byte band, ``"-2.5"`` masks -2 in an int16 one; ``"300"`` or ``"nan"`` in a byte
@@ -184,9 +185,13 @@ def nodata_value(text: str, dtype: np.dtype[Any]) -> int | float | None:
     """
     dtype = np.dtype(dtype)
     if dtype == np.float16:
-        value = fill_value(text, dtype)
         number = gdal_number(text)
-        return value if value == number or math.isnan(number) else None
+        if not math.isfinite(number):
+            return number
+        if abs(number) > float(np.finfo(dtype).max):
+            return None  # GDAL's mask ignores a nodata beyond the type's range
+        value = fill_value(text, dtype)
+        return value if value == float(np.float32(number)) else None
     if dtype.kind not in "iu":
         return fill_value(text, dtype)
     if dtype.itemsize != 8:
