@@ -146,3 +146,21 @@ def test_a_named_pipe_among_the_sources_is_refused_before_any_chunk_is_read(
 
     with pytest.raises(UnregisteredURLError, match=re.escape(f"'{pipe.as_uri()}' is not allowed")):
         open_published(collection.assets["icechunk"])
+
+
+def test_a_reference_outside_the_containers_is_refused_naming_the_store(
+    scenes: Scenes, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A Collection opens several stores: the refusal says which one holds the reference."""
+    (secret,) = write_sample_archive(tmp_path_factory.mktemp("private"), days=1)
+    collection = published_scenes(scenes, tmp_path)
+    add_references(
+        collection.assets["icechunk"], "hostile/refs", scenes.files["S2_0"]["B02"], 3, last=secret
+    )
+
+    store = (tmp_path / "scenes.icechunk").as_uri()
+    with pytest.raises(
+        UnregisteredURLError,
+        match=re.escape(f"the published Icechunk store at {store}: a virtual chunk references"),
+    ):
+        open_published(collection.assets["icechunk"])

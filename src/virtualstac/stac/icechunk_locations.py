@@ -17,6 +17,7 @@ from typing import Any
 
 from zarr.core.sync import sync
 
+from virtualstac.errors import UnregisteredURLError
 from virtualstac.stac.authorization import check_local_locations
 
 __all__ = ["check_local_chunk_locations"]
@@ -28,21 +29,27 @@ _BATCH = 10_000
 _REMEMBERED = 100_000
 
 
-def check_local_chunk_locations(repository: Any, session: Any, containers: Sequence[str]) -> None:
+def check_local_chunk_locations(
+    repository: Any, session: Any, containers: Sequence[str], store: str
+) -> None:
     """Refuse a snapshot whose local chunk locations resolve (links, ``..``) outside the
     local ``containers``, reading its references a batch at a time.
 
-    ``session`` is a read-only session of ``repository``; every array of its snapshot is
-    checked, those below groups that do not exist too.
+    ``session`` is a read-only session of ``repository``, the store at ``store``; every array
+    of its snapshot is checked, those below groups that do not exist too.
 
     Raises
     ------
     UnregisteredURLError
-        Naming the first location found that escapes and the prefix to authorize.
+        Naming the store, the first location found that escapes and the prefix to authorize.
     icechunk.IcechunkError
         If the snapshot or one of its manifests cannot be read.
     """
-    sync(_check_snapshot(repository, session, containers))
+    try:
+        sync(_check_snapshot(repository, session, containers))
+    except UnregisteredURLError as err:
+        # A catalog opens several stores: the reader must know which one holds the reference.
+        raise UnregisteredURLError(f"the published Icechunk store at {store}: {err}") from err
 
 
 async def _check_snapshot(repository: Any, session: Any, containers: Sequence[str]) -> None:

@@ -392,7 +392,7 @@ def _icechunk_store(
         # Reading the snapshot's manifests and ancestry: a missing or damaged one fails here.
         if any(prefix.startswith("file://") for prefix in containers):
             # Icechunk follows links below a local container: check where each chunk leads.
-            check_local_chunk_locations(repository, session, containers)
+            check_local_chunk_locations(repository, session, containers, url)
         check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     reading = reading_registry([*containers, url], registry, schemes)
     return checked_store(repository, session, url, reading, containers)
