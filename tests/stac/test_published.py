@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from unittest import mock
 
+import icechunk
 import numpy as np
 import pystac
 import pytest
 import xarray as xr
+import zarr
 from providers import planetary_computer_collection
 
-from virtualstac.errors import SourceChangedError, UnregisteredURLError
+from virtualstac.errors import LimitExceededError, SourceChangedError, UnregisteredURLError
 from virtualstac.manifests import ManifestArray
 from virtualstac.stac import (
     PublishedStoreError,
@@ -252,6 +254,26 @@ def test_a_damaged_store_fails_to_open_naming_it(
         newest.write_bytes(newest.read_bytes()[:100])
     with pytest.raises(PublishedStoreUnreadableError, match=r"scenes\.icechunk: .* damaged"):
         open_published(collection.assets["icechunk"])
+
+
+def test_a_store_declaring_a_vast_chunk_grid_is_refused_before_xarray_lays_it_out(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    # A few bytes of metadata declare 2**62 chunks; xarray would give each one a dask chunk.
+    collection = published_collection(scenes, tmp_path)
+    asset = collection.assets["icechunk"]
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "scenes.icechunk"))
+    session = icechunk.Repository.open(storage).writable_session("main")
+    zarr.open_group(session.store, mode="r+").create_array(
+        "vast", shape=(2**62,), chunks=(1,), dtype="uint8", dimension_names=["vast"]
+    )
+    asset.extra_fields["virtual:version"] = session.commit("a hostile array")
+
+    with pytest.raises(
+        LimitExceededError,
+        match=r"Icechunk store at \S*scenes\.icechunk: array 'vast' has 4,611,686,018,427,387,904",
+    ):
+        open_published(asset)
 
 
 def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) -> None:

@@ -23,8 +23,10 @@ from typing import Any, Literal
 import icechunk
 import pystac
 import xarray as xr
+import zarr
 
 from virtualstac.errors import UnregisteredURLError
+from virtualstac.limits import check_references
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.authorization import (
@@ -344,9 +346,12 @@ def open_published(
         kind = KerchunkParquetParser if parser_name == "kerchunk-parquet" else KerchunkJSONParser
         parser = kind(relocate=mapping)
         store = parser(url, reading)
+    group = level_group(store, overview_level, href)
+    if fmt == "icechunk":
+        _check_chunk_grids(store, group, url)  # Kerchunk's parser checks its own as it reads
     dataset = open_zarr_values(
         store,
-        group=level_group(store, overview_level, href),
+        group=group,
         consolidated=False,
         drop_variables=dropped,
         decode_times=decode_times,
@@ -396,6 +401,19 @@ def _icechunk_store(
         check_local_sources(repository, session.snapshot_id, url, relocate=mapping)
     reading = reading_registry([*containers, url], registry, schemes)
     return checked_store(repository, session, url, reading, containers)
+
+
+def _check_chunk_grids(store: Any, group: str | None, url: str) -> None:
+    """Refuse arrays of ``group`` whose chunk grids exceed ``references_per_array``.
+
+    xarray gives every grid position a dask chunk: a few bytes of metadata declaring a grid
+    of 2**62 positions would exhaust the memory before a value is read.
+    """
+    opened = zarr.open_group(store, path=group or "", mode="r")
+    for _, array in opened.arrays():
+        check_references(
+            array.nchunks, source=f"the published Icechunk store at {url}", array=array.path
+        )
 
 
 @contextmanager
