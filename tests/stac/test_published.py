@@ -284,6 +284,25 @@ def test_incomplete_store_assets_are_not_used(scenes: Scenes, tmp_path: Path) ->
         open_published(collection.assets["icechunk"])
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"virtual:containers": "file:///"},
+        {"virtual:containers": [7]},
+        {"virtual:version": 5},
+    ],
+    ids=["containers-a-string", "containers-not-urls", "version-not-a-string"],
+)
+def test_store_assets_with_malformed_fields_are_refused_naming_them(
+    scenes: Scenes, tmp_path: Path, fields: dict[str, object]
+) -> None:
+    # A string of containers would otherwise be judged one character at a time.
+    collection = published_collection(scenes, tmp_path)
+    collection.assets["icechunk"].extra_fields.update(fields)
+    with pytest.raises(PublishedStoreError, match=r"scenes\.icechunk' is not a complete published"):
+        open_published(collection.assets["icechunk"])
+
+
 @pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
 def test_the_same_call_returns_values_before_and_after_publishing(
     scenes: Scenes, tmp_path: Path, format: str

@@ -312,17 +312,27 @@ def open_published(
     Raises
     ------
     PublishedStoreError
-        If the asset lacks its format, href or containers.
+        If the asset lacks its format, href or containers, or its containers are not a list
+        of strings or its version not a string.
     UnregisteredURLError
         If a container, or a local store named by a remote catalog, is not authorized.
     """
     fmt = asset.extra_fields.get(FORMAT_PROP)
     href = asset.get_absolute_href() or asset.href
     containers = asset.extra_fields.get(CONTAINERS_PROP)
-    if fmt not in PREFERENCE or not href or containers is None:
+    version = asset.extra_fields.get(_VERSION_PROP)
+    # A catalog is untrusted: a string of containers would be read one character at a time.
+    if (
+        fmt not in PREFERENCE
+        or not href
+        or not isinstance(containers, list | tuple)
+        or not all(isinstance(prefix, str) for prefix in containers)
+        or not isinstance(version, str | None)
+    ):
         raise PublishedStoreError(
             f"asset {asset.href!r} is not a complete published store: it needs virtual:format "
-            "(icechunk or kerchunk), an href and virtual:containers"
+            "(icechunk or kerchunk), an href, virtual:containers (a list of URL prefixes) and, "
+            "if it names one, a virtual:version string"
         )
     dropped = None if drop_variables is None else list(drop_variables)
     url = normalize_url(href).rstrip("/")
