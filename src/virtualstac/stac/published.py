@@ -16,6 +16,7 @@ The result is a lazy dataset that reads values (dask-backed), as ``xr.open_zarr`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -26,7 +27,7 @@ import xarray as xr
 import zarr
 
 from virtualstac.errors import UnregisteredURLError
-from virtualstac.limits import check_references
+from virtualstac.limits import check_chunk_bytes, check_references
 from virtualstac.parsers import KerchunkJSONParser, KerchunkParquetParser
 from virtualstac.parsers.detect import detect_format
 from virtualstac.stac.authorization import (
@@ -414,15 +415,20 @@ def _icechunk_store(
 
 
 def _check_chunk_grids(store: Any, group: str | None, url: str) -> None:
-    """Refuse arrays of ``group`` whose chunk grids exceed ``references_per_array``.
+    """Refuse arrays of ``group`` whose chunk grids exceed ``references_per_array`` or whose
+    chunks decode to more than ``chunk_bytes``, as Kerchunk's parser refuses them.
 
-    xarray gives every grid position a dask chunk: a few bytes of metadata declaring a grid
-    of 2**62 positions would exhaust the memory before a value is read.
+    xarray gives every grid position a dask chunk, and a read decodes a chunk whole: a few
+    bytes of metadata declaring 2**62 positions, or one chunk of terabytes that a compressed
+    reference inflates to, would exhaust the memory.
     """
+    source = f"the published Icechunk store at {url}"
     opened = zarr.open_group(store, path=group or "", mode="r")
     for _, array in opened.arrays():
-        check_references(
-            array.nchunks, source=f"the published Icechunk store at {url}", array=array.path
+        check_references(array.nchunks, source=source, array=array.path)
+        check_chunk_bytes(
+            math.prod(array.chunks) * array.dtype.itemsize,
+            where=f"{source}: array {array.path!r}",
         )
 
 
