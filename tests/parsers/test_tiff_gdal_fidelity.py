@@ -145,17 +145,13 @@ def test_nodata_text_is_read_as_gdal_reads_it(tmp_path: Path, text: str, nodata:
     np.testing.assert_array_equal(ds["band_data"].values, expected.filled(np.nan))
 
 
-@pytest.mark.parametrize(
-    ("dtype", "text", "unwritten"),
-    [("uint8", "300", 255), ("int16", "40000.5", 32767), ("uint16", "nan", 0)],
-)
-def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
-    tmp_path: Path, dtype: str, text: str, unwritten: int
-) -> None:
-    data = np.full((1, 64, 64), 100, dtype)
+def sparse_with_nodata(tmp_path: Path, data: np.ndarray[Any, Any], text: str) -> Path:
+    """A 64 x 64 file of 32 x 32 tiles of which only the first is written (the rest GDAL
+    fills with the nodata), its ``GDAL_NODATA`` tag rewritten to ``text``, which GDAL's API
+    would not write for the band's type."""
     path = write_gdal(
         tmp_path / "sparse.tif",
-        dtype=dtype,
+        dtype=str(data.dtype),
         nodata=1,
         sparse_ok="TRUE",
         tiled=True,
@@ -168,6 +164,18 @@ def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
     )
     with tifffile.TiffFile(path, mode="r+b") as tif:
         tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("dtype", "text", "unwritten"),
+    [("uint8", "300", 255), ("int16", "40000.5", 32767), ("uint16", "nan", 0)],
+)
+def test_unwritten_tiles_read_as_gdal_converts_a_nodata_the_band_cannot_hold(
+    tmp_path: Path, dtype: str, text: str, unwritten: int
+) -> None:
+    data = np.full((1, 64, 64), 100, dtype)
+    path = sparse_with_nodata(tmp_path, data, text)
     with pytest.warns(RuntimeWarning, match=rf"does not fit {dtype}; it masks nothing"):
         ds = open_decoded(path)
     with rasterio.open(path) as src:
@@ -188,21 +196,7 @@ def test_a_fractional_nodata_masks_the_integer_gdal_casts_it_to(
     data = np.full((1, 64, 64), 100, dtype)
     data[0, :4, :4] = masked
     data[0, 4:8, :4] = unwritten
-    path = write_gdal(
-        tmp_path / "sparse.tif",
-        dtype=dtype,
-        nodata=1,
-        sparse_ok="TRUE",
-        tiled=True,
-        blockxsize=32,
-        blockysize=32,
-        window=(0, 0, 32, 32),
-        width=64,
-        height=64,
-        data=data,
-    )
-    with tifffile.TiffFile(path, mode="r+b") as tif:
-        tif.pages[0].tags["GDAL_NODATA"].overwrite(text + "\x00")
+    path = sparse_with_nodata(tmp_path, data, text)
     with rasterio.open(path) as src:
         assert src.read(1)[40, 40] == unwritten
         assert src.read(1, masked=True).mask.sum() == 16

@@ -12,6 +12,7 @@ import datetime as dt
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyproj
@@ -48,17 +49,26 @@ def coordinates(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def test_proj_fields_georeference_a_file_without_georeferencing(
-    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
-) -> None:
+def ungeoreferenced(
+    tmp_path: Path, make_item: MakeItem, write_band: WriteBand, fields: dict[str, Any]
+) -> tuple[pystac.Item, Path, Path]:
+    """An Item whose asset B05 is a file without georeferencing, placed by ``fields`` (and
+    proj:code, proj:shape) on the grid of its georeferenced twin; the Item, the file, the twin."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
     twin = write_band(tmp_path / "twin.tif", size=150, seed=1, resolution=20)
     item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B05": (str(plain), COG)})
     item.properties["proj:code"] = "EPSG:32633"
-    item.assets["B05"].extra_fields.update(
-        {"proj:shape": [100, 150], "proj:transform": [20.0, 0.0, 500000.0, 0.0, -20.0, 4000000.0]}
+    item.assets["B05"].extra_fields.update({"proj:shape": [100, 150], **fields})
+    return item, plain, twin
+
+
+def test_proj_fields_georeference_a_file_without_georeferencing(
+    tmp_path: Path, make_item: MakeItem, read_band: ReadBand, write_band: WriteBand
+) -> None:
+    item, plain, twin = ungeoreferenced(
+        tmp_path, make_item, write_band, {"proj:transform": [20.0, 0.0, 5e5, 0.0, -20.0, 4e6]}
     )
     virtual = open_stac(item, references=True)
     x, y = coordinates(twin)
@@ -198,14 +208,8 @@ def test_proj_bbox_and_shape_place_a_file_without_georeferencing_or_proj_transfo
 ) -> None:
     # proj:transform is optional: a north-up grid is its bounds in the asset's CRS and its
     # shape, as GDAL places a raster given -a_ullr (odc-stac needs proj:transform).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = write_band(tmp_path / "plain.tif", size=150, seed=1, crs=None)
-    twin = write_band(tmp_path / "twin.tif", size=150, seed=1, resolution=20)
-    item = make_item("plain", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), {"B05": (str(plain), COG)})
-    item.properties["proj:code"] = "EPSG:32633"
-    item.assets["B05"].extra_fields.update(
-        {"proj:shape": [100, 150], "proj:bbox": [500000.0, 3998000.0, 503000.0, 4000000.0]}
+    item, plain, twin = ungeoreferenced(
+        tmp_path, make_item, write_band, {"proj:bbox": [5e5, 3998000.0, 503000.0, 4e6]}
     )
 
     opened = open_stac(item)
