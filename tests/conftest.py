@@ -39,6 +39,7 @@ from servers import (
     rustac_binary,
 )
 from stac_archive import ServedArchive, write_archive
+from virtualstac.manifests import selection_reads
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +103,20 @@ def no_zarr_walk(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("zarr walked the chunks")
 
     monkeypatch.setattr(zarr.core.array, "_get_selection", refuse)
+
+
+@pytest.fixture
+def fast_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
+    """The names of the arrays whose reads took the path past zarr's per-chunk walk
+    (``manifests/selection_reads.py``)."""
+    read: set[str] = set()
+    original = selection_reads.read_basic_selection
+
+    def recording(array: Any, selection: Any) -> Any:
+        values = original(array, selection)
+        if values is not None:
+            read.add(array.basename)
+        return values
+
+    monkeypatch.setattr(selection_reads, "read_basic_selection", recording)
+    yield read

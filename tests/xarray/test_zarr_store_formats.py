@@ -6,7 +6,7 @@ zarr's per-chunk walk take it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,6 @@ from kerchunk.hdf import SingleHdf5ToZarr
 from rasterio.transform import from_origin
 from rasterio.windows import Window
 from scipy.io import netcdf_file
-
-from virtualstac.manifests import selection_reads
 
 type Reference = Callable[..., xr.Dataset]
 
@@ -250,22 +248,6 @@ SELECTIONS: dict[str, Callable[[xr.DataArray], Any]] = {
     "empty": lambda v: v.isel(dict.fromkeys(v.dims, slice(0, 0))).values,
     "first-axis": lambda v: v.isel({v.dims[0]: 1} if v.dims else {}).values,
 }
-
-
-@pytest.fixture
-def fast_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
-    """The arrays whose reads took the path past zarr's walk."""
-    read: set[str] = set()
-    original = selection_reads.read_basic_selection
-
-    def recording(array: Any, selection: Any) -> Any:
-        values = original(array, selection)
-        if values is not None:
-            read.add(array.basename)
-        return values
-
-    monkeypatch.setattr(selection_reads, "read_basic_selection", recording)
-    yield read
 
 
 def outcome(select: Callable[[xr.DataArray], Any], variable: xr.DataArray) -> Any:
