@@ -311,6 +311,17 @@ def test_store_assets_with_malformed_fields_are_refused_naming_them(
         open_published(collection.assets["icechunk"])
 
 
+def test_a_store_whose_items_are_not_a_list_is_refused_not_read_letter_by_letter(
+    scenes: Scenes, tmp_path: Path
+) -> None:
+    collection = published_collection(scenes, tmp_path)
+    # "S2_0S2_1" taken as a set of characters would cover no item, or any single-letter id.
+    collection.assets["icechunk"].extra_fields["virtual:items"] = "S2_0S2_1"
+
+    with pytest.raises(PublishedStoreError, match=r"scenes\.icechunk'.*items must be a list"):
+        open_stac(collection, BANDS)
+
+
 @pytest.mark.parametrize("format", ["icechunk", "kerchunk"])
 def test_the_same_call_returns_values_before_and_after_publishing(
     scenes: Scenes, tmp_path: Path, format: str

@@ -36,7 +36,7 @@ from virtualstac.stac.authorization import (
     is_remote,
 )
 from virtualstac.stac.combining import Grid
-from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, ITEMS_PROP, PARSER_PROP
+from virtualstac.stac.fields import CONTAINERS_PROP, FORMAT_PROP, PARSER_PROP
 from virtualstac.stac.grouping import GroupBy, group_items
 from virtualstac.stac.icechunk_locations import check_local_chunk_locations
 from virtualstac.stac.icechunk_reads import (
@@ -58,6 +58,7 @@ from virtualstac.stac.published_stores import (
     in_declared_order,
     merge_stores,
     published_assets,
+    store_items,
     stores_by_grid,
 )
 from virtualstac.stac.relocation import current_root, moved, relocation
@@ -199,7 +200,7 @@ def _covered_part(
     dataset: xr.Dataset, stac: Any, items: list[pystac.Item], asset: pystac.Asset
 ) -> xr.Dataset | None:
     """The items' part of a store covering them, or None when it cannot be told apart."""
-    covered = list(asset.extra_fields[ITEMS_PROP])
+    covered = store_items(asset)
     if isinstance(stac, pystac.Item):
         return item_part(dataset, stac, covered)
     if {item.id for item in items} == set(covered):

@@ -32,6 +32,7 @@ __all__ = [
     "in_declared_order",
     "merge_stores",
     "published_assets",
+    "store_items",
     "store_variables",
     "stores_by_grid",
 ]
@@ -70,6 +71,24 @@ def published_assets(stac: pystac.Item | pystac.Collection) -> dict[str, pystac.
         and CONTAINERS_PROP in asset.extra_fields
     ]
     return {key: asset for _, key, asset in sorted(found, key=lambda entry: entry[:2])}
+
+
+def store_items(asset: pystac.Asset) -> list[str]:
+    """The ids of the source items a store asset covers (``virtual:items``; none when it does
+    not say).
+
+    Raises :class:`PublishedStoreError` naming the asset when the field is not a list of
+    strings: a catalog is untrusted, and a string would be taken one character at a time.
+    """
+    items = asset.extra_fields.get(ITEMS_PROP)
+    if items is None:
+        return []
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise PublishedStoreError(
+            f"asset {asset.href!r} is not a complete published store: its {ITEMS_PROP} must be "
+            f"a list of item ids, not {type(items).__name__} {items!r:.80}"
+        )
+    return list(items)
 
 
 def store_variables(asset: pystac.Asset) -> tuple[str, ...] | None:
@@ -118,11 +137,7 @@ def covering_stores(
     items has a variable (of the ``wanted`` ones) that no covering store has: opening the
     covering stores would silently drop it.
     """
-    covering = {
-        key: asset
-        for key, asset in stores.items()
-        if set(ids) <= set(asset.extra_fields.get(ITEMS_PROP) or ())
-    }
+    covering = {key: asset for key, asset in stores.items() if set(ids) <= set(store_items(asset))}
     covered = {name for asset in covering.values() for name in store_variables(asset) or ()}
     partial = {
         name
