@@ -14,6 +14,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import icechunk
 import numpy as np
@@ -217,18 +218,25 @@ def test_batches_never_part_items_of_one_time_step(make_item: Callable[..., pyst
     assert [len(batch) for batch in batched(items, 1)] == [3, 1, 2]
 
 
-def test_an_unsaved_collection_travels_with_its_items_to_the_workers(tmp_path: Path) -> None:
-    # A worker cannot read a Collection the client has not saved yet, and its item_assets may
-    # hold what the items' assets leave out (nodata, scale): it goes along with each item.
-    bands = [{"nodata": 0, "scale": 0.5, "offset": -1.0}]
-    collection = pystac.Collection(
+def scenes_collection(extra_fields: dict[str, Any] | None = None) -> pystac.Collection:
+    """An unsaved Collection "scenes" with a whole-world extent from 2024 on."""
+    return pystac.Collection(
         "scenes",
         "Scenes",
         pystac.Extent(
             pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
             pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
         ),
-        extra_fields={"item_assets": {"data": {"roles": ["data"], "raster:bands": bands}}},
+        extra_fields=extra_fields,
+    )
+
+
+def test_an_unsaved_collection_travels_with_its_items_to_the_workers(tmp_path: Path) -> None:
+    # A worker cannot read a Collection the client has not saved yet, and its item_assets may
+    # hold what the items' assets leave out (nodata, scale): it goes along with each item.
+    bands = [{"nodata": 0, "scale": 0.5, "offset": -1.0}]
+    collection = scenes_collection(
+        {"item_assets": {"data": {"roles": ["data"], "raster:bands": bands}}}
     )
     item = pystac.Item("scene", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), properties={})
     item.add_asset("data", pystac.Asset(str(tmp_path / "scene.tif")))
@@ -249,14 +257,7 @@ def test_an_unsaved_collection_travels_with_its_items_to_the_workers(tmp_path: P
 
 def test_a_collection_is_written_once_for_its_items_without_their_links(tmp_path: Path) -> None:
     # One link per item: written for every item, a Collection of n items would cost n^2.
-    collection = pystac.Collection(
-        "scenes",
-        "Scenes",
-        pystac.Extent(
-            pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
-            pystac.TemporalExtent([[dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]]),
-        ),
-    )
+    collection = scenes_collection()
     for day in range(1, 4):
         item = pystac.Item(f"d{day}", None, None, dt.datetime(2024, 1, day, tzinfo=dt.UTC), {})
         item.add_asset("data", pystac.Asset(str(tmp_path / f"d{day}.tif")))
