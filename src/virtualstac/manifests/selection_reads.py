@@ -140,7 +140,9 @@ def read_basic_selection(array: zarr.Array, selection: Any) -> Any | None:  # ty
     out = prototype.nd_buffer.empty(
         shape=indexer.shape, dtype=metadata.dtype.to_native_dtype(), order="C"
     )
-    coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
+    # Missing chunks are the fill value unless zarr is told to refuse them, as zarr reads them.
+    strict = getattr(config, "read_missing_chunks", True) is False
+    coordinates = _coordinates(axes)
     missing: list[tuple[int, ...]] = []
     for batch in itertools.chain((first,), batches):
         results = None
@@ -148,10 +150,10 @@ def read_basic_selection(array: zarr.Array, selection: Any) -> Any | None:  # ty
             results = read_in_place(batch, out, transform)
         if results is None:
             results = sync(read_concurrently(batch, out, (), transform))
-        for chunk, result in zip(itertools.islice(coordinates, len(batch)), results, strict=True):
-            if result["status"] == "missing":
-                missing.append(chunk)
-    if missing and getattr(config, "read_missing_chunks", True) is False:
+        if strict:
+            chunks = itertools.islice(coordinates, len(batch))
+            missing += [c for c, r in zip(chunks, results, strict=True) if r["status"] == "missing"]
+    if missing:
         raise _missing_error(async_array.store_path, metadata, missing)
     return out.as_ndarray_like()
 
@@ -200,6 +202,11 @@ def _batches(
         yield batch
 
 
+def _coordinates(axes: Sequence[Sequence[ChunkDimProjection]]) -> Iterator[tuple[int, ...]]:
+    """The grid positions of the chunks the projections ``axes`` cover, in C order."""
+    return itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
+
+
 def _keys(metadata: Any, axes: Sequence[Sequence[ChunkDimProjection]]) -> Iterator[str]:
     """The chunk keys of the product of ``axes``, in C order."""
     encoding = getattr(metadata, "chunk_key_encoding", None)
@@ -207,7 +214,7 @@ def _keys(metadata: Any, axes: Sequence[Sequence[ChunkDimProjection]]) -> Iterat
         separator = encoding.separator
         indices = [[str(p.dim_chunk_ix) for p in axis] for axis in axes]
         return (separator.join(("c", *parts)) for parts in itertools.product(*indices))
-    coordinates = itertools.product(*[[p.dim_chunk_ix for p in axis] for axis in axes])
+    coordinates = _coordinates(axes)
     return (metadata.encode_chunk_key(chunk) for chunk in coordinates)
 
 
