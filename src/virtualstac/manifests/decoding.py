@@ -68,7 +68,7 @@ __all__ = [
     "can_read_concurrently",
     "decode_pool",
     "read_concurrently",
-    "read_in_place",
+    "read_in_this_thread",
 ]
 
 type ReadItem = tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]
@@ -140,7 +140,7 @@ def can_read_concurrently(batch: Sequence[ReadItem], transform: ChunkTransform |
     )
 
 
-def read_in_place(
+def read_in_this_thread(
     batch: Sequence[ReadItem], out: NDBuffer, transform: ChunkTransform
 ) -> tuple[GetResult, ...] | None:
     """Read the chunks of ``batch`` in the calling thread when they are all in local files of

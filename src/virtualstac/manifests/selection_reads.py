@@ -39,13 +39,13 @@ from virtualstac.manifests.decoding import (
     ReadItem,
     can_read_concurrently,
     read_concurrently,
-    read_in_place,
+    read_in_this_thread,
 )
 from virtualstac.manifests.pipeline import ManifestCodecPipeline
 from virtualstac.manifests.store import ManifestStore
 
 __all__ = [
-    "IN_PLACE_CHUNKS",
+    "IN_THREAD_CHUNKS",
     "READ_BATCH",
     "VirtualChunksArray",
     "read_basic_selection",
@@ -57,8 +57,8 @@ __all__ = [
 #: a million chunks of 4 bytes held 1.1 GB at once (zarr's own walk, 1.25 GB).
 READ_BATCH = 65_536
 #: Reads of at most this many chunks of local files are decoded in the calling thread
-#: (:func:`~virtualstac.manifests.decoding.read_in_place`): a dask task's read of one chunk.
-IN_PLACE_CHUNKS = 1
+#: (:func:`~virtualstac.manifests.decoding.read_in_this_thread`): a dask task's read of one chunk.
+IN_THREAD_CHUNKS = 1
 
 
 class VirtualChunksArray(zarr.Array):  # type: ignore[type-arg]
@@ -146,8 +146,8 @@ def read_basic_selection(array: zarr.Array, selection: Any) -> Any | None:  # ty
     missing: list[tuple[int, ...]] = []
     for batch in itertools.chain((first,), batches):
         results = None
-        if len(batch) <= IN_PLACE_CHUNKS:
-            results = read_in_place(batch, out, transform)
+        if len(batch) <= IN_THREAD_CHUNKS:
+            results = read_in_this_thread(batch, out, transform)
         if results is None:
             results = sync(read_concurrently(batch, out, (), transform))
         if strict:
